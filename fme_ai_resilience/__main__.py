@@ -1,0 +1,8 @@
+"""``python -m fme_ai_resilience`` runs the command-line interface."""
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

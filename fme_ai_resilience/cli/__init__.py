@@ -1,0 +1,38 @@
+"""The ``fme-ai-resilience`` command line: one module per command group.
+
+Each module in :data:`COMMANDS` exposes ``add_parser(subparsers)``, which adds its sub-command
+and sets ``func(args) -> int`` (the exit code) as the parser default.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+from .. import __version__
+
+#: Command modules, in the order ``--help`` lists them.
+COMMANDS = (
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fme-ai-resilience",
+        description="Keep a Survey123 -> FME Flow -> Vision AI pipeline whole.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").add_parser(subparsers)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    return int(args.func(args) or 0)

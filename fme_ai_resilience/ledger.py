@@ -1,0 +1,193 @@
+"""The ledger's vocabulary: task statuses, outcomes and the values the store hands back.
+
+One row of ``ai_task_registry`` per business fact (one photo of one submitted feature); see
+shared/DESIGN.md section 3 for the state machine. The store (``fme_ai_resilience.store``)
+implements the transitions; this module only names them.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+from .errors import FailureClass
+
+
+class Status(str, enum.Enum):
+    """Where a task is in its life (``ai_task_registry.status``)."""
+
+    PENDING = "PENDING"
+    PROCESSING = "PROCESSING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    DEFERRED = "DEFERRED"
+    DEAD = "DEAD"
+
+    @property
+    def in_progress(self) -> bool:
+        """Registered but not finished: a redelivery answers 202, not 200."""
+        return self in (Status.PENDING, Status.PROCESSING, Status.FAILED, Status.DEFERRED)
+
+
+class TaskOutcome(str, enum.Enum):
+    """How a SUCCEEDED task ended."""
+
+    ACCEPTED = "ACCEPTED"   # the AI conclusion was written back
+    REVIEW = "REVIEW"       # written back, flagged for a person (low confidence, refusal)
+    SKIPPED = "SKIPPED"     # no AI call by policy (degradation ladder): manual review
+
+
+class RegisterOutcome(str, enum.Enum):
+    """What ``Store.register`` decided, in one round trip."""
+
+    NEW = "NEW"
+    DUPLICATE_DONE = "DUPLICATE_DONE"
+    DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
+    OVER_BACKLOG = "OVER_BACKLOG"   # reject mode: nothing stored, answer 429
+    PARKED = "PARKED"               # park mode: stored as DEFERRED, answer 202
+
+
+class OverloadMode(str, enum.Enum):
+    """What intake does past the backlog watermark."""
+
+    PARK = "park"
+    REJECT = "reject"
+
+
+class Stage(str, enum.Enum):
+    """Checkpoints that make a task re-entrant: a finished stage is never redone."""
+
+    DOWNLOADED = "downloaded"
+    ANALYZED = "analyzed"
+    WRITTEN = "written"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """The answer of ``Store.register``: the decision and what the row looked like.
+
+    ``backlog`` is the number of due-or-running tasks the check saw, capped at the ceiling + 1
+    (the check never counts the whole table).
+    """
+
+    key: str
+    outcome: RegisterOutcome
+    status: Optional[Status]
+    task_outcome: Optional[TaskOutcome] = None
+    backlog: int = 0
+
+
+@dataclass(frozen=True)
+class Task:
+    """A claimed task: everything the processor needs, and the lease token to write with."""
+
+    key: str
+    lease_token: int
+    lease_expires_at: float
+    attempt_count: int
+    payload: Mapping[str, Any]
+    trace_id: str
+    source: str
+    created_at: float
+    checkpoints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    failure_class: Optional[FailureClass] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "payload", MappingProxyType(dict(self.payload)))
+        object.__setattr__(self, "checkpoints", MappingProxyType(dict(self.checkpoints)))
+
+    def done(self, stage: Stage) -> bool:
+        """Whether ``stage`` already has a checkpoint (do not redo it)."""
+        return self.checkpoints.get(Stage(stage).value) is not None
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A row of ``ai_task_registry`` as read for display, tests and reconciliation."""
+
+    key: str
+    status: Status
+    attempt_count: int
+    payload: Mapping[str, Any]
+    trace_id: str
+    source: str
+    created_at: float
+    updated_at: float
+    outcome: Optional[TaskOutcome] = None
+    failure_class: Optional[FailureClass] = None
+    last_error: Optional[str] = None
+    next_attempt_at: Optional[float] = None
+    lease_owner: Optional[str] = None
+    lease_expires_at: Optional[float] = None
+    lease_token: int = 0
+    checkpoints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    result: Optional[Mapping[str, Any]] = None
+    completed_at: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class ReapResult:
+    """What ``Store.reap_expired`` did: leases returned to PENDING, and tasks out of budget."""
+
+    requeued: int
+    buried: int
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One outbound call, for ``ai_call_log``: window statistics, golden signals, retry budget.
+
+    ``error_class`` is None for a success. ``retry`` is True for any attempt after a task's
+    first call to the service (the fleet-wide retry budget counts these against first calls).
+    ``phases`` holds seconds per phase (``connect``, ``ttfb``, ``body``).
+    """
+
+    service: str
+    started_at: float
+    duration_s: float
+    error_class: Optional[str] = None
+    status_code: Optional[int] = None
+    retry: bool = False
+    trace_id: str = ""
+    task_key: Optional[str] = None
+    phases: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+
+@dataclass(frozen=True)
+class CallWindow:
+    """Aggregates of ``ai_call_log`` for one service since a point in time."""
+
+    calls: int
+    failures: int
+    slow: int
+    retries: int
+
+    @property
+    def first_attempts(self) -> int:
+        return self.calls - self.retries
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failures / self.calls if self.calls else 0.0
+
+    @property
+    def slow_rate(self) -> float:
+        return self.slow / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True)
+class FormatAnomaly:
+    """A remote answer that failed validation, kept as evidence (``format_anomaly``)."""
+
+    provider: str
+    observed_at: float
+    errors: tuple
+    excerpt: str
+    model_version: Optional[str] = None
+    task_key: Optional[str] = None
+    trace_id: str = ""

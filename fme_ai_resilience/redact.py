@@ -1,0 +1,102 @@
+"""Keep secrets out of logs, the database and exception messages.
+
+Two complementary defences:
+
+* by *name*: values under keys that hold secrets (``token``, ``api_key``, ``Authorization``,
+  ``Ocp-Apim-Subscription-Key`` ...) in mappings, headers, URLs' query strings and free text
+  (``token=...``, ``Bearer ...``) are replaced by ``[REDACTED]``;
+* by *value*: the exact secrets a component knows (its API key, the portal token) are scrubbed
+  wherever they appear, even in places no pattern would recognise.
+
+Everything here is pure and total: any input is returned redacted, nothing raises.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Optional, Tuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+REDACTED = "[REDACTED]"
+
+SECRET_KEYS = frozenset({
+    "token", "access_token", "refresh_token", "id_token", "portal_token", "fmetoken",
+    "api_key", "apikey", "api-key", "x-api-key", "key", "subscription-key",
+    "ocp-apim-subscription-key", "authorization", "proxy-authorization",
+    "x-esri-authorization", "password", "passwd", "secret", "client_secret", "signature",
+    "x-esrihook-signature", "webhook-signature", "x-fair-secret", "cookie", "set-cookie",
+})
+
+_TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
+    # Authorization-style values: "Bearer abc", "fmetoken token=abc", "Basic abc"
+    (re.compile(r"(?i)\b(bearer|basic|fmetoken)(\s+(?:token=)?)[^\s\"',;&]+"),
+     r"\1\2" + REDACTED),
+    # key=value / key: value / "key": "value" for secret-looking keys
+    (re.compile(
+        r"(?i)([\"']?\b(?:access_token|refresh_token|token|api[_-]?key|apikey|password|"
+        r"secret|client_secret|subscription-key|signature)\b[\"']?\s*[=:]\s*[\"']?)"
+        r"(?!\[REDACTED\])[^\s\"',;&}]+"),
+     r"\1" + REDACTED),
+)
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a mapping key or header name holds a secret."""
+    return isinstance(name, str) and name.strip().lower().replace("_", "-") in _NORMALISED
+
+
+_NORMALISED = frozenset(k.replace("_", "-") for k in SECRET_KEYS)
+
+
+def redact_text(text: Any, secrets: Iterable[Optional[str]] = ()) -> str:
+    """``text`` with secret-looking values and every known secret value replaced."""
+    out = text if isinstance(text, str) else str(text)
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            out = out.replace(secret, REDACTED)
+    for pattern, replacement in _TEXT_PATTERNS:
+        out = pattern.sub(replacement, out)
+    return out
+
+
+def redact_url(url: str, secrets: Iterable[Optional[str]] = ()) -> str:
+    """``url`` without secret query parameters or credentials in the authority."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2] if "@" in parts.netloc else parts.netloc
+        query = urlencode([(k, REDACTED if is_secret_key(k) else v)
+                           for k, v in parse_qsl(parts.query, keep_blank_values=True)],
+                          safe="[]")
+        cleaned = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        cleaned = str(url)
+    return redact_text(cleaned, secrets)
+
+
+def redact_mapping(value: Any, secrets: Iterable[Optional[str]] = (), _depth: int = 0) -> Any:
+    """A deep copy of a JSON-like value with secret keys' values and known secrets replaced."""
+    known = tuple(secrets)
+    if _depth > 64:
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if is_secret_key(k) and v not in (None, "")
+                    else redact_mapping(v, known, _depth + 1))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_mapping(v, known, _depth + 1) for v in value]
+    if isinstance(value, str):
+        return redact_text(value, known)
+    return value
+
+
+def redact_headers(headers: Optional[Mapping[str, Any]]) -> dict:
+    """Headers safe to log or store: secret headers keep their name, lose their value."""
+    return {str(k): (REDACTED if is_secret_key(k) else redact_text(v))
+            for k, v in (headers or {}).items()}
+
+
+def excerpt(text: Any, limit: int = 2048, secrets: Iterable[Optional[str]] = ()) -> str:
+    """A redacted excerpt of at most ``limit`` characters (for dead letters and outcomes)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text[: limit * 4]).decode("utf-8", errors="replace")
+    cleaned = redact_text(text, secrets)
+    return cleaned if len(cleaned) <= limit else cleaned[: max(0, limit - 1)] + "…"

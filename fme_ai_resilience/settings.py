@@ -1,0 +1,308 @@
+"""Every threshold in one frozen ``Settings`` value, grouped, with the seed's defaults.
+
+Settings arrive as strings from FME published parameters (``fme.macroValues``), environment
+variables and the ``resilience_config`` table, so the loaders convert and validate once, at the
+boundary; every bad value raises :class:`ConfigurationError` naming the field and the value.
+
+Names: ``group.field`` (``breaker.failure_rate``) or ``GROUP_FIELD`` (``BREAKER_FAILURE_RATE``);
+environment variables and published parameters carry the ``FAIR_`` prefix
+(``FAIR_BREAKER_FAILURE_RATE``). An empty string means "not set" (an optional FME parameter
+left blank) and keeps the default.
+"""
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+import os
+import typing
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from .budget import TimeoutBudget
+from .errors import ConfigurationError
+
+ENV_PREFIX = "FAIR_"
+
+JITTERS = ("full", "equal", "decorrelated", "proportional")
+OVERLOAD_MODES = ("park", "reject")
+
+
+def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
+    if not ok:
+        raise ConfigurationError(f"{group}.{name}", value, reason)
+
+
+def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and (
+            value >= 0 if allow_zero else value > 0)
+        _check(group, name, value, ok, "must be >= 0" if allow_zero else "must be > 0")
+
+
+def _ratio(group: str, obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        ok = isinstance(value, (int, float)) and 0.0 <= value <= 1.0
+        _check(group, name, value, ok, "must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Backoff and attempt budgets (seed section 4)."""
+
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+    jitter: str = "full"
+    task_attempts: int = 6
+    max_inline_wait_s: float = 5.0
+    fleet_retry_ratio: float = 0.1
+    fleet_retry_floor_per_s: float = 0.2
+    fleet_window_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        _positive("retry", self, "backoff_base_s", "backoff_cap_s", "task_attempts",
+                  "fleet_window_s")
+        _positive("retry", self, "max_inline_wait_s", "fleet_retry_floor_per_s", allow_zero=True)
+        _ratio("retry", self, "fleet_retry_ratio")
+        _check("retry", "jitter", self.jitter, self.jitter in JITTERS, f"must be one of {JITTERS}")
+        _check("retry", "backoff_cap_s", self.backoff_cap_s,
+               self.backoff_cap_s >= self.backoff_base_s, "must be >= backoff_base_s")
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    """The shared circuit breaker (seed section 5.2)."""
+
+    failure_rate: float = 0.5
+    min_calls: int = 20
+    window_s: float = 60.0
+    slow_call_s: float = 20.0
+    slow_call_rate: float = 0.8
+    cooldown_s: float = 60.0
+    cooldown_max_s: float = 600.0
+    cooldown_factor: float = 2.0
+    half_open_probes: int = 5
+    close_ratio: float = 0.8
+    probe_timeout_s: float = 60.0
+    cache_ttl_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        _ratio("breaker", self, "failure_rate", "slow_call_rate", "close_ratio")
+        _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
+                  "cooldown_max_s", "half_open_probes", "probe_timeout_s")
+        _positive("breaker", self, "cache_ttl_s", allow_zero=True)
+        _check("breaker", "cooldown_factor", self.cooldown_factor, self.cooldown_factor >= 1,
+               "must be >= 1")
+        _check("breaker", "cooldown_max_s", self.cooldown_max_s,
+               self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
+        _check("breaker", "cache_ttl_s", self.cache_ttl_s, self.cache_ttl_s <= 1.0,
+               "engines must see a state change within 1 s")
+
+
+@dataclass(frozen=True)
+class IntakeSettings:
+    """Intake capacity and backpressure (seed sections 2.3 and 5.3).
+
+    ``watermark`` 0 means "derive it": engines x latency promise / mean processing time.
+    In ``park`` mode (the default: Survey123 never retries a refused webhook) submissions past
+    the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
+    """
+
+    engines: int = 8
+    mean_processing_s: float = 20.0
+    latency_promise_s: float = 120.0
+    watermark: int = 0
+    backpressure_ratio: float = 0.8
+    overload_mode: str = "park"
+    park_ceiling_factor: float = 10.0
+    max_body_bytes: int = 1024 * 1024
+    max_depth: int = 32
+    max_attachments: int = 200
+
+    def __post_init__(self) -> None:
+        _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
+                  "max_body_bytes", "max_depth", "max_attachments")
+        _positive("intake", self, "watermark", allow_zero=True)
+        _ratio("intake", self, "backpressure_ratio")
+        _check("intake", "overload_mode", self.overload_mode, self.overload_mode in OVERLOAD_MODES,
+               f"must be one of {OVERLOAD_MODES}")
+        _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
+               self.park_ceiling_factor >= 1, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class ProcessingSettings:
+    """How the processor takes work from the ledger."""
+
+    lease_s: float = 300.0
+    claim_limit: int = 10
+
+    def __post_init__(self) -> None:
+        _positive("processing", self, "lease_s", "claim_limit")
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """Confidence policy for AI conclusions (seed section 6).
+
+    ``thresholds`` overrides ``confidence_threshold`` per asset type
+    (``"hydrant=0.8,valve=0.9"`` as a string).
+    """
+
+    confidence_threshold: float = 0.75
+    thresholds: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    conditions: Tuple[str, ...] = ("good", "fair", "damaged")
+
+    def __post_init__(self) -> None:
+        _ratio("validation", self, "confidence_threshold")
+        for asset, value in self.thresholds.items():
+            _check("validation", f"thresholds[{asset}]", value,
+                   isinstance(value, (int, float)) and 0.0 <= value <= 1.0,
+                   "must be between 0 and 1")
+        object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
+        _check("validation", "conditions", self.conditions, len(self.conditions) > 0,
+               "needs at least one condition")
+
+    def threshold_for(self, asset_type: Optional[str]) -> float:
+        """The confidence an assessment of ``asset_type`` must reach."""
+        return self.thresholds.get(asset_type or "", self.confidence_threshold)
+
+
+@dataclass(frozen=True)
+class DownloadSettings:
+    """Photo download limits and the host allow-list (beyond the survey's own service host)."""
+
+    max_photo_bytes: int = 20 * 1024 * 1024
+    max_redirects: int = 3
+    allowed_hosts: Tuple[str, ...] = ()
+    allow_http_hosts: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _positive("download", self, "max_photo_bytes")
+        _positive("download", self, "max_redirects", allow_zero=True)
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """When ``check`` turns a signal into an alert."""
+
+    anomaly_rate: float = 0.05
+    e2e_p95_warning_ratio: float = 0.8
+
+    def __post_init__(self) -> None:
+        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All settings, grouped. Build variants with :meth:`with_values` or ``dataclasses.replace``."""
+
+    timeouts: TimeoutBudget = field(default_factory=TimeoutBudget)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    intake: IntakeSettings = field(default_factory=IntakeSettings)
+    processing: ProcessingSettings = field(default_factory=ProcessingSettings)
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
+    download: DownloadSettings = field(default_factory=DownloadSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], prefix: str = "") -> "Settings":
+        """Settings from string values such as ``fme.macroValues`` (see the module docstring).
+
+        With a ``prefix`` only keys starting with it are read (others, such as FME's own
+        macros, are ignored); without one every key must name a setting.
+        """
+        return cls().with_values(values, prefix=prefix)
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Settings":
+        """Settings from ``FAIR_*`` environment variables over the defaults."""
+        return cls.from_mapping(os.environ if environ is None else environ, prefix=ENV_PREFIX)
+
+    def with_values(self, values: Mapping[str, Any], prefix: str = "") -> "Settings":
+        """A copy with the given values (strings or typed) applied over this one."""
+        changes: Dict[str, Dict[str, Any]] = {}
+        for key, raw in values.items():
+            name = str(key)
+            if prefix:
+                if not name.upper().startswith(prefix.upper()):
+                    continue
+                name = name[len(prefix):]
+            if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                continue
+            group, attr = _resolve(name, key, raw)
+            changes.setdefault(group, {})[attr] = _convert(group, attr, raw)
+        groups = {}
+        for group, attrs in changes.items():
+            groups[group] = dataclasses.replace(getattr(self, group), **attrs)
+        return dataclasses.replace(self, **groups)
+
+    def as_flat_dict(self) -> Dict[str, Any]:
+        """Every setting as ``{"group.field": value}``, for display and the config table."""
+        out: Dict[str, Any] = {}
+        for g in dataclasses.fields(self):
+            group = getattr(self, g.name)
+            for f in dataclasses.fields(group):
+                value = getattr(group, f.name)
+                out[f"{g.name}.{f.name}"] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+
+def _groups() -> Dict[str, type]:
+    hints = typing.get_type_hints(Settings)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Settings)}
+
+
+def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
+    groups = _groups()
+    if "." in name:
+        group, _, attr = name.partition(".")
+    else:
+        group, _, attr = name.partition("_")
+    group, attr = group.lower(), attr.lower()
+    if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
+        return group, attr
+    raise ConfigurationError(str(original), raw, "is not a known setting")
+
+
+def _convert(group: str, attr: str, raw: Any) -> Any:
+    hint = typing.get_type_hints(_groups()[group])[attr]
+    label = f"{group}.{attr}"
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    try:
+        if hint is bool:
+            lowered = text.lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true/false")
+        if hint is int:
+            return int(text)
+        if hint is float:
+            value = float(text)
+            if not math.isfinite(value):
+                raise ValueError("not a finite number")
+            return value
+        if hint is str:
+            return text
+        origin = typing.get_origin(hint)
+        if origin is tuple:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        if origin in (collections.abc.Mapping, dict):
+            pairs = {}
+            for part in filter(None, (p.strip() for p in text.split(","))):
+                k, sep, v = part.partition("=")
+                if not sep or not k.strip():
+                    raise ValueError(f"expected name=value pairs, got {part!r}")
+                pairs[k.strip()] = float(v)
+            return pairs
+    except ValueError as exc:
+        raise ConfigurationError(label, raw, str(exc)) from None
+    raise ConfigurationError(label, raw, f"cannot read a value of type {hint}")  # pragma: no cover

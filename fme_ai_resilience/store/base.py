@@ -1,0 +1,111 @@
+"""The ``Store`` protocol: every ledger operation, each one atomic, ``now`` always passed in.
+
+Two implementations (SQLite, PostgreSQL) satisfy it and are held to one contract test suite.
+Token-carrying writes return whether they took effect: a stale lease token changes nothing
+(a zombie engine cannot overwrite its successor's work).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol
+
+from ..errors import ErrorClass, FailureClass
+from ..ledger import (
+    CallRecord,
+    CallWindow,
+    FormatAnomaly,
+    OverloadMode,
+    ReapResult,
+    Registration,
+    Stage,
+    Task,
+    TaskOutcome,
+    TaskRecord,
+)
+from ..submission import Submission
+
+
+class Store(Protocol):
+    """The ledger: idempotency registry, task queue, dead-letter queue and water gauge."""
+
+    dialect: str
+
+    def init_schema(self) -> None:
+        """Create or upgrade the tables (idempotent)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+    # -- intake ------------------------------------------------------------------------------
+    def register(self, submission: Submission, now: float, backlog_ceiling: int,
+                 overload_mode: OverloadMode = OverloadMode.PARK,
+                 park_ceiling: Optional[int] = None) -> Registration:
+        """Insert-or-report-existing plus the backlog check, in one round trip.
+
+        Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
+        OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling``, past
+        which it too returns OVER_BACKLOG. A duplicate key is reported whatever the backlog.
+        """
+
+    def record_dead_letter(self, key: str, payload: Mapping[str, Any],
+                           failure_class: FailureClass, error: str, now: float,
+                           trace_id: str = "", source: str = "survey123") -> bool:
+        """Store a DEAD row for something that never became a task (e.g. an invalid body).
+
+        Returns False when ``key`` already exists (the evidence is kept once).
+        """
+
+    # -- processing --------------------------------------------------------------------------
+    def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
+        """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come)."""
+
+    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
+        """Record that ``stage`` finished, with its data (JSON-ready)."""
+
+    def complete(self, key: str, token: int, outcome: TaskOutcome,
+                 result: Optional[Mapping[str, Any]], now: float) -> bool:
+        """PROCESSING -> SUCCEEDED with the outcome and result."""
+
+    def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
+             retry_at: float, now: float) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+
+    def defer(self, key: str, token: int, until: float, now: float) -> bool:
+        """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
+
+    def bury(self, key: str, token: int, failure_class: FailureClass, error: str,
+             now: float) -> bool:
+        """PROCESSING -> DEAD with a failure class (a dead letter)."""
+
+    # -- compensation ------------------------------------------------------------------------
+    def reap_expired(self, now: float, max_attempts: int) -> ReapResult:
+        """Return expired leases to PENDING, counting an attempt; past the budget -> DEAD/BUDGET."""
+
+    def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
+                failure_class: Optional[FailureClass] = None) -> int:
+        """DEAD -> PENDING for the given keys or failure class, attempts reset; returns how many."""
+
+    # -- reading -----------------------------------------------------------------------------
+    def get(self, key: str) -> Optional[TaskRecord]:
+        """One row, or None."""
+
+    def counts(self) -> Dict[str, int]:
+        """``{status: n}`` with all six statuses present."""
+
+    def dead_letters(self) -> Dict[str, int]:
+        """``{failure_class: n}`` over DEAD rows."""
+
+    # -- call log, anomalies, config -----------------------------------------------------------
+    def record_call(self, call: CallRecord) -> None:
+        """Append one outbound call to ``ai_call_log``."""
+
+    def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
+        """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
+
+    def record_anomaly(self, anomaly: FormatAnomaly) -> None:
+        """Append one ``format_anomaly`` row."""
+
+    def get_config(self) -> Dict[str, str]:
+        """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
+
+    def set_config(self, values: Mapping[str, str], now: float) -> None:
+        """Upsert settings into ``resilience_config``."""

@@ -1,0 +1,72 @@
+"""``Submission``: one photo of one submitted feature, the unit the ledger registers.
+
+Built by ``fme_ai_resilience.survey123.parse_webhook`` (one per photo across image questions
+and repeat records) or by the reconciler from the feature layer. The submitter's portal token
+rides along for the download but never appears in ``repr``, :meth:`to_payload` or logs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, Optional
+
+from .errors import InvalidPayload
+
+_NOT_IN_PAYLOAD = frozenset({"portal_token"})
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One business fact: a photo (or the lack of a known photo list) of one feature.
+
+    ``idempotency_key`` is derived from normalised GlobalIDs only (``fme_ai_resilience.keys``).
+    ``attachments_unknown`` is True when the webhook carried no attachment list, so the
+    processor must list the photos itself through the layer's ``queryAttachments``.
+    """
+
+    idempotency_key: str
+    feature_global_id: str
+    trace_id: str
+    object_id: Optional[int] = None
+    attachment_global_id: Optional[str] = None
+    attachment_id: Optional[int] = None
+    attachment_url: Optional[str] = None
+    content_type: Optional[str] = None
+    question: Optional[str] = None
+    event_type: str = "addData"
+    delivery_id: Optional[str] = None
+    layer_url: Optional[str] = None
+    service_url: Optional[str] = None
+    asset_type: Optional[str] = None
+    attributes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    attachments_unknown: bool = False
+    source: str = "survey123"
+    portal_token: Optional[str] = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.idempotency_key:
+            raise InvalidPayload("empty idempotency key", field="idempotency_key")
+        if not self.feature_global_id:
+            raise InvalidPayload("no feature GlobalID", field="feature_global_id")
+        object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
+
+    def to_payload(self) -> Dict[str, Any]:
+        """A JSON-ready dict of everything but the token (what the ledger stores)."""
+        out: Dict[str, Any] = {}
+        for f in fields(self):
+            if f.name in _NOT_IN_PAYLOAD:
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any],
+                     portal_token: Optional[str] = None) -> "Submission":
+        """The inverse of :meth:`to_payload`; unknown keys are ignored."""
+        known = {f.name for f in fields(cls)} - _NOT_IN_PAYLOAD
+        try:
+            return cls(**{k: v for k, v in payload.items() if k in known},
+                       portal_token=portal_token)
+        except TypeError as exc:
+            raise InvalidPayload(f"stored payload is incomplete: {exc}") from None

@@ -1,0 +1,61 @@
+"""Shared fixtures: a fake clock, a seeded random source, and a throw-away PostgreSQL database.
+
+PostgreSQL tests run against ``FAIR_TEST_PG_URL`` (default: the local server at
+127.0.0.1:5432, user postgres, database test). Each test session gets its own database,
+dropped afterwards. Without a reachable server they skip with the reason, except under
+``CI=true``, where a missing PostgreSQL fails the run.
+"""
+from __future__ import annotations
+
+import os
+import random
+import uuid
+
+import pytest
+
+from fme_ai_resilience.clock import FakeClock
+
+PG_ADMIN_URL = os.environ.get("FAIR_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock that moves only when the test (or a sleep) moves it."""
+    return FakeClock()
+
+
+@pytest.fixture
+def rng() -> random.Random:
+    """A seeded random source, so jitter is reproducible."""
+    return random.Random(1234)
+
+
+def _pg_unavailable(reason: str) -> None:
+    if IN_CI:
+        pytest.fail(f"PostgreSQL is required under CI=true: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL not available ({reason}); set FAIR_TEST_PG_URL to run these tests")
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """URL of a fresh PostgreSQL database for this test session (dropped at the end)."""
+    try:
+        import psycopg2
+    except ImportError:
+        _pg_unavailable("psycopg2 is not installed: pip install 'fme-ai-resilience[postgres]'")
+    try:
+        admin = psycopg2.connect(PG_ADMIN_URL, connect_timeout=3)
+    except psycopg2.Error as exc:
+        _pg_unavailable(f"cannot connect to {PG_ADMIN_URL}: {str(exc).strip()}")
+    admin.autocommit = True
+    name = f"fair_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
