@@ -94,6 +94,9 @@ class Store(Protocol):
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows."""
 
+    def completed_since(self, since: float) -> int:
+        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:
         """Append one outbound call to ``ai_call_log``."""
