@@ -37,6 +37,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+_new = object.__new__
+
+
+def _assemble(cls: Any, **values: Any) -> Any:
+    """A frozen dataclass instance from values already known to be valid.
+
+    The success path runs once per call in every engine; a frozen dataclass's ``__init__``
+    (one guarded ``setattr`` per field, plus ``__post_init__``) is most of its cost.
+    Fields left out keep their class-level defaults.
+    """
+    obj = _new(cls)
+    obj.__dict__.update(values)
+    return obj
+
 
 class Outcome(Protocol):
     """What one attempt produced (duck-typed; ``error_class`` None means success)."""
@@ -91,7 +105,8 @@ class RetryHistory:
 
     def with_attempt(self, record: AttemptRecord) -> "RetryHistory":
         """A new history with ``record`` appended."""
-        return RetryHistory(self.attempts + (record,), self.prior_attempts, self.prior_by_class)
+        return _assemble(RetryHistory, attempts=self.attempts + (record,),
+                         prior_attempts=self.prior_attempts, prior_by_class=self.prior_by_class)
 
     def failures_of(self, error_class: ErrorClass) -> int:
         """How many attempts failed with ``error_class`` (earlier runs included)."""
@@ -347,8 +362,9 @@ class Retrying:
         """
         history = history if history is not None else _EMPTY
         policy = self.policy
-        if deadline is None and policy.deadline_s is not None:
-            deadline = Deadline(self.clock.now(), policy.deadline_s)
+        # The policy's own deadline starts now but is only built once something fails.
+        started = self.clock.now() if deadline is None and policy.deadline_s is not None \
+            else None
         while True:
             exc: Optional[BaseException] = None
             try:
@@ -362,8 +378,11 @@ class Retrying:
             else:
                 outcome = value
                 if getattr(value, "error_class", None) is None:
-                    return RunResult(Decision(DecisionKind.SUCCESS, history.with_attempt(
-                        AttemptRecord(None, self.clock.now()))), value)
+                    record = _assemble(AttemptRecord, error_class=None, at=self.clock.now())
+                    return _assemble(RunResult, value=value, decision=_assemble(
+                        Decision, kind=DecisionKind.SUCCESS, history=history.with_attempt(record)))
+            if started is not None and deadline is None:
+                deadline = Deadline(started, policy.deadline_s)  # type: ignore[arg-type]
             decision = policy.decide(history, outcome, self.clock.now(), deadline, self.rng,
                                      self.gate)
             self._notify(decision, exc)
