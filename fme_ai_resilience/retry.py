@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import (Any, Callable, Iterable, Mapping, Optional, Protocol, Tuple,
                     TYPE_CHECKING)
 
-from .backoff import Backoff, Jitter
+from .backoff import MAX_RETRY_AFTER_S, Backoff, Jitter
 from .clock import Clock, Deadline, SystemClock
 from .errors import (CLASSIFICATION, CircuitOpenError, ClassRule, ConfigurationError, ErrorClass,
                      FailureClass, FormatError, UnsafeURL)
@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 _new = object.__new__
+# Jitter for callers that pass no random source; tests and reproducible runs inject their own.
+_SHARED_RNG = random.Random()
 
 
 def _assemble(cls: Any, **values: Any) -> Any:
@@ -212,8 +214,8 @@ class RetryPolicy:
         """What to do after ``outcome``: the pure step, no sleeping and no clock reads.
 
         ``now`` is epoch seconds; ``deadline`` bounds every inline wait; ``rng`` draws the
-        jitter (a fresh unseeded one if omitted); ``gate`` is the optional fleet-wide budget,
-        asked only when the engine would otherwise retry inline.
+        jitter (omitted: a process-wide unseeded source, so not reproducible); ``gate`` is the
+        optional fleet-wide budget, asked only when the engine would otherwise retry inline.
         """
         error_class = outcome.error_class
         if error_class is None:
@@ -237,11 +239,11 @@ class RetryPolicy:
 
         hint = getattr(outcome, "retry_after_s", None)
         if rule.retry_after and hint is not None and hint >= 0:
-            wait, why = float(hint), "Retry-After"
+            wait, why = min(float(hint), MAX_RETRY_AFTER_S), "Retry-After"
         else:
             retry_number = len(history.attempts) + history.prior_attempts
             wait = self.backoff.for_profile(rule.backoff).delay(
-                retry_number, rng or random.Random(), history.last_wait_s)
+                retry_number, rng or _SHARED_RNG, history.last_wait_s)
             why = f"{rule.backoff.value} backoff"
         failed = history.with_attempt(AttemptRecord(error_class, now, wait))
 
@@ -347,7 +349,7 @@ class Retrying:
                  gate: Optional[RetryGate] = None, hooks: Iterable[RetryHook] = ()) -> None:
         self.policy = policy or RetryPolicy()
         self.clock = clock or SystemClock()
-        self.rng = rng or random.Random()
+        self.rng = rng or _SHARED_RNG
         self.classifier = classifier
         self.gate = gate
         self.hooks = tuple(hooks)
