@@ -90,27 +90,27 @@ def test_row_5xx_exponential_backoff_and_retry_after_when_given():
     assert _first_decision(E.SERVER_ERROR, 7.0).wait_s == 7.0
 
 
+def _assert_final(error_class, failure_class, alert):
+    rule = rule_for(error_class)
+    assert (rule.retry, rule.dead_letter, rule.alert) == (False, failure_class, alert)
+    d = _first_decision(error_class)
+    assert (d.kind, d.failure_class, d.wait_s) == (DecisionKind.GIVE_UP, failure_class, 0.0)
+
+
 def test_row_400_422_dead_no_retry():
     """400/422: never retried, a BAD_REQUEST dead letter."""
-    rule = rule_for(E.BAD_REQUEST)
-    assert (rule.retry, rule.dead_letter, rule.alert) == (False, F.BAD_REQUEST, False)
-    d = _first_decision(E.BAD_REQUEST)
-    assert (d.kind, d.failure_class) == (DecisionKind.GIVE_UP, F.BAD_REQUEST)
+    _assert_final(E.BAD_REQUEST, F.BAD_REQUEST, alert=False)
 
 
 def test_row_401_403_dead_and_alert():
     """401/403: never retried, an AUTH dead letter, and an alert."""
-    rule = rule_for(E.AUTH)
-    assert (rule.retry, rule.dead_letter, rule.alert) == (False, F.AUTH, True)
-    assert _first_decision(E.AUTH).failure_class is F.AUTH
+    _assert_final(E.AUTH, F.AUTH, alert=True)
 
 
 def test_row_photo_404_dead_not_found_and_notify():
-    """Photo 404: never retried, a NOT_FOUND dead letter, and a notification."""
-    rule = rule_for(E.NOT_FOUND)
-    assert (rule.retry, rule.dead_letter, rule.alert) == (False, F.NOT_FOUND, True)
+    """Photo 404: never retried, a NOT_FOUND dead letter, a notification, no automatic requeue."""
+    _assert_final(E.NOT_FOUND, F.NOT_FOUND, alert=True)
     assert not F.NOT_FOUND.requeue_automatically
-    assert _first_decision(E.NOT_FOUND).failure_class is F.NOT_FOUND
 
 
 def test_row_bad_format_retry_once_then_dead_format():
@@ -126,9 +126,7 @@ def test_row_bad_format_retry_once_then_dead_format():
 
 def test_row_unsafe_url_dead_and_alert():
     """A photo URL refused by the download policy: never fetched, a BAD_REQUEST dead letter."""
-    rule = rule_for(E.UNSAFE_URL)
-    assert (rule.retry, rule.dead_letter, rule.alert) == (False, F.BAD_REQUEST, True)
-    assert _first_decision(E.UNSAFE_URL).kind is DecisionKind.GIVE_UP
+    _assert_final(E.UNSAFE_URL, F.BAD_REQUEST, alert=True)
 
 
 def test_row_circuit_open_parks_without_counting():
