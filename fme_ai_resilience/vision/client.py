@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import requests
 
+from ..backoff import retry_after_from_headers
 from ..budget import TimeoutBudget
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, ErrorClass, FormatError
@@ -36,7 +37,6 @@ log = logging.getLogger("fme_ai_resilience.vision")
 EXCERPT_LIMIT = 2048
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
-_RETRY_HEADERS = ("Retry-After", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
 
 
 @dataclass(frozen=True)
@@ -102,22 +102,6 @@ def traceparent(trace_id: str, rng: random.Random) -> str:
         cleaned = hashlib.sha256(str(trace_id).encode("utf-8")).hexdigest()[:32]
     span = f"{rng.getrandbits(64) or 1:016x}"
     return f"00-{cleaned}-{span}-01"
-
-
-def _retry_after(headers: Mapping[str, str], body_text: str, now: float) -> Optional[float]:
-    """Seconds to wait from Retry-After, the provider's text or its rate-limit reset header."""
-    try:
-        from ..backoff import parse_retry_after
-    except ImportError:   # the parser ships with the retry engine
-        return None
-    lowered = {k.lower(): v for k, v in headers.items()}
-    candidates = [lowered.get("retry-after"), body_text[:EXCERPT_LIMIT] or None]
-    candidates += [lowered.get(h.lower()) for h in _RETRY_HEADERS[1:]]
-    for value in candidates:
-        seconds = parse_retry_after(value, now) if value else None
-        if seconds is not None:
-            return seconds
-    return None
 
 
 class VisionClient:
@@ -213,8 +197,8 @@ class VisionClient:
             error_class, message = found
             retry_after = None
             if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.SERVER_ERROR):
-                retry_after = _retry_after(ex.headers, message if payload is not None else "",
-                                           self.clock.now())
+                retry_after = retry_after_from_headers(
+                    ex.headers, message if payload is not None else None, self.clock.now())
             return self._fail(error_class, f"HTTP {status}: {message}", common,
                               retry_after_s=retry_after)
         if ex.truncated or payload is None or status >= 300:

@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
+from ..backoff import retry_after_from_headers
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
 from ..redact import redact_text, redact_url
@@ -238,7 +239,11 @@ def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy, clo
     ctype = resp.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
     if status >= 400:
         error_class = classify_status(status) or ErrorClass.SERVER_ERROR
-        raise DownloadError(error_class, f"{shown}: HTTP {status}", status_code=status)
+        wait = None
+        if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.SERVER_ERROR):
+            wait = retry_after_from_headers(resp.headers, None, clock.now())
+        raise DownloadError(error_class, f"{shown}: HTTP {status}", status_code=status,
+                            retry_after_s=wait)
     if not 200 <= status < 300:
         raise DownloadError(ErrorClass.BAD_REQUEST, f"{shown}: unexpected HTTP {status}",
                             status_code=status)
