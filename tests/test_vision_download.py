@@ -123,6 +123,16 @@ def test_fetch_sends_token_only_in_esri_header():
 
 
 @responses.activate
+def test_token_query_parameter_is_moved_out_of_the_url():
+    """A photo URL carrying token=... is requested without it; the token goes in the header."""
+    responses.add(responses.GET, PHOTO, body=JPEG, content_type="image/jpeg")
+    fetch_photo(f"{PHOTO}?token={TOKEN}&f=image", TOKEN, policy(), session=requests.Session())
+    sent = responses.calls[0].request
+    assert TOKEN not in sent.url and sent.url.endswith("?f=image")
+    assert sent.headers["X-Esri-Authorization"] == f"Bearer {TOKEN}"
+
+
+@responses.activate
 def test_redirect_to_private_address_is_refused():
     """A redirect from the allowed host to 169.254.169.254 is refused before it is followed."""
     responses.add(responses.GET, PHOTO, status=302,

@@ -17,7 +17,8 @@ while streaming), ``Content-Type`` must be ``image/*``. Violations raise
 :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
 HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
 with their ErrorClass. The portal token goes only in ``X-Esri-Authorization: Bearer``, only to
-the first URL's host, never into a URL, log line or exception.
+the first URL's host, never into a URL (secret query parameters such as ``token=`` are
+stripped before the request), log line or exception.
 """
 from __future__ import annotations
 
@@ -27,14 +28,14 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
 from ..backoff import retry_after_from_headers
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
-from ..redact import redact_text, redact_url
+from ..redact import is_secret_key, redact_text, redact_url
 from ..settings import DownloadSettings
 from .phases import read_body, timed_session
 from .providers import detect_error
@@ -182,6 +183,26 @@ def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
     return host, port
 
 
+def _without_secret_params(url: str) -> str:
+    """``url`` minus query parameters that carry secrets (the token goes in a header)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.query:
+        return url
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if not is_secret_key(k)]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
+def _hostname(url: str) -> str:
+    try:
+        return (urlsplit(str(url)).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
 def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
     try:
         payload = json.loads(body.decode("utf-8", errors="replace"))
@@ -201,8 +222,8 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     clock = clock or SystemClock()
     session = session if session is not None else timed_session(clock)
     secrets = (token,) if token else ()
-    token_host, _ = check_url(url, policy)
-    current, hops = url, 0
+    token_host = _hostname(url)
+    current, hops = _without_secret_params(url), 0
     while True:
         host, _ = check_url(current, policy)
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
@@ -226,7 +247,8 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
                 hops += 1
                 if hops > policy.max_redirects:
                     raise UnsafeURL(f"{shown}: more than {policy.max_redirects} redirects")
-                current = urljoin(current, resp.headers.get("Location", ""))
+                current = _without_secret_params(
+                    urljoin(current, resp.headers.get("Location", "")))
                 continue
             return _read_photo(resp, shown, policy, clock, secrets)
         finally:

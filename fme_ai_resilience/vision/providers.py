@@ -146,21 +146,22 @@ class GenericMapping:
         if self.schema is not None:
             return self.schema
         root: Dict[str, Any] = {"type": "object"}
-        _require(root, self.condition, {"type": "string"})
-        _require(root, self.confidence, {"type": "number"})
-        if self.labels:
-            _require(root, self.labels, {"type": "array", "items": {
+        _require(root, self.condition, leaf={"type": "string"})
+        _require(root, self.confidence, leaf={"type": "number"})
+        if self.labels:   # optional: a service may state a condition without evidence
+            _require(root, self.labels, optional=True, leaf={"type": "array", "items": {
                 "type": "object", "required": [self.label_name, self.label_confidence],
                 "properties": {self.label_name: {"type": "string"},
                                self.label_confidence: {"type": "number"}}}})
         return root
 
 
-def _require(node: Dict[str, Any], path: str, leaf: Mapping[str, Any]) -> None:
+def _require(node: Dict[str, Any], path: str, leaf: Mapping[str, Any],
+             optional: bool = False) -> None:
     parts = path.split(".")
     for i, part in enumerate(parts):
         node.setdefault("required", [])
-        if part not in node["required"]:
+        if part not in node["required"] and not (optional and i == len(parts) - 1):
             node["required"].append(part)
         props = node.setdefault("properties", {})
         child = props.setdefault(part, {"type": "object"} if i < len(parts) - 1 else dict(leaf))
