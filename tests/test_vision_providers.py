@@ -192,6 +192,23 @@ def test_generic_explicit_schema_replaces_derived_one():
         normalize("generic", {"condition": "good", "confidence": 0.9}, mapping=mapping)
 
 
+def test_generic_labels_are_optional():
+    """A generic answer without labels is read (condition and confidence suffice)."""
+    a = normalize("generic", {"condition": "good", "confidence": 0.9})
+    assert (a.condition, a.confidence, a.labels) == ("good", 0.9, ())
+
+
+@pytest.mark.parametrize("payload", [
+    {"verdict": 1}, {"verdict": 1, "condition": None, "confidence": 0.5},
+    {"verdict": 1, "condition": "good", "confidence": "high"},
+    {"verdict": 1, "condition": "good", "confidence": 0.5, "labels": [1, 2]}])
+def test_generic_custom_schema_still_checks_mapped_values(payload):
+    """With a permissive custom schema, missing or mistyped mapped values are FormatError."""
+    mapping = GenericMapping(schema={"type": "object", "required": ["verdict"]})
+    with pytest.raises(FormatError):
+        normalize("generic", payload, mapping=mapping)
+
+
 def test_generic_error_in_200_body_is_classified():
     """{"error": {"code": 503}} in an HTTP 200 is a SERVER_ERROR."""
     assert detect_error("generic", 200, fx.GENERIC_ERROR)[0] is ErrorClass.SERVER_ERROR

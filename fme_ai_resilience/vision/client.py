@@ -212,8 +212,9 @@ class VisionClient:
             assessment = normalize(self.provider, payload, rules=self.rules,
                                    mapping=self.mapping)
         except FormatError as exc:
-            version = payload.get("modelVersion") or payload.get("model") \
-                if isinstance(payload, Mapping) else None
+            version = None
+            if isinstance(payload, Mapping):
+                version = payload.get("modelVersion") or payload.get("model")
             return self._fail(ErrorClass.BAD_FORMAT, exc.message, common,
                               errors=tuple(self._clean(e) for e in exc.errors),
                               model_version=version if isinstance(version, str) else None)

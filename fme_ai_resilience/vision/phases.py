@@ -175,56 +175,55 @@ def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
 def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
              body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
              max_bytes: int) -> Exchange:
-    """Send one request and read its answer under the three phase limits (seconds)."""
+    """Send one request and read its answer under the three phase limits (seconds).
+
+    The TTFB phase runs from the end of the connect to the response headers, so it includes
+    sending the request body (the image) and the service's queueing and inference.
+    """
     adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
     recorder = getattr(adapter, "recorder", None)
     if recorder is not None:
         recorder.value = 0.0
     start = clock.monotonic()
 
-    def phases(**more: float) -> Mapping[str, float]:
+    def timings(**more: float) -> Mapping[str, float]:
         connect = recorder.value if recorder is not None else 0.0
-        out = {CONNECT: connect}
+        out = {CONNECT: connect, TTFB: max(0.0, clock.monotonic() - start - connect)}
         out.update(more)
         return MappingProxyType(out)
+
+    def failed(error_class: ErrorClass, phase: Optional[str], detail: str,
+               phases: Mapping[str, float]) -> Exchange:
+        return Exchange(None, {}, b"", phases, error_class, phase, detail)
 
     try:
         resp = session.request(method, url, headers=dict(headers), data=body or None,
                                stream=True, allow_redirects=False, timeout=(connect_s, ttfb_s))
     except requests.exceptions.ConnectTimeout:
-        elapsed = clock.monotonic() - start
-        return Exchange(None, {}, b"", MappingProxyType({CONNECT: elapsed}),
-                        ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget")
+        return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
+                      MappingProxyType({CONNECT: clock.monotonic() - start}))
     except requests.exceptions.ReadTimeout:
-        elapsed = clock.monotonic() - start
-        connect = recorder.value if recorder is not None else 0.0
-        return Exchange(None, {}, b"", phases(ttfb=max(0.0, elapsed - connect)),
-                        ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget")
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget",
+                      timings())
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
             requests.exceptions.InvalidSchema) as exc:
-        return Exchange(None, {}, b"", phases(), ErrorClass.BAD_REQUEST, None,
-                        f"request not sendable: {type(exc).__name__}")
+        return failed(ErrorClass.BAD_REQUEST, None,
+                      f"request not sendable: {type(exc).__name__}", timings())
     except (requests.exceptions.RequestException, OSError) as exc:
-        elapsed = clock.monotonic() - start
-        connect = recorder.value if recorder is not None else 0.0
-        return Exchange(None, {}, b"", phases(ttfb=max(0.0, elapsed - connect)),
-                        ErrorClass.CONNECTION_ERROR, None,
-                        f"connection failed: {type(exc).__name__}")
+        return failed(ErrorClass.CONNECTION_ERROR, None,
+                      f"connection failed: {type(exc).__name__}", timings())
+    until_headers = timings()
     headers_at = clock.monotonic()
-    connect = recorder.value if recorder is not None else 0.0
-    ttfb = max(0.0, headers_at - start - connect)
     try:
         read = read_body(resp.raw, clock, headers_at + body_s, max_bytes)
     finally:
         resp.close()
-    body_time = clock.monotonic() - headers_at
-    result_phases = phases(ttfb=ttfb, body=body_time)
-    resp_headers = {str(k): str(v) for k, v in resp.headers.items()}
+    phases = MappingProxyType({**until_headers, BODY: clock.monotonic() - headers_at})
+    args = (resp.status_code, {str(k): str(v) for k, v in resp.headers.items()}, read.body,
+            phases)
     if read.timed_out:
-        return Exchange(resp.status_code, resp_headers, read.body, result_phases,
-                        ErrorClass.BODY_TIMEOUT, BODY, read.detail)
+        return Exchange(*args, ErrorClass.BODY_TIMEOUT, BODY, read.detail)
     if read.reset:
-        return Exchange(resp.status_code, resp_headers, read.body, result_phases,
-                        ErrorClass.CONNECTION_ERROR, None, read.detail)
-    return Exchange(resp.status_code, resp_headers, read.body, result_phases, None, None,
-                    read.detail, oversize=read.oversize, truncated=read.truncated)
+        return Exchange(*args, ErrorClass.CONNECTION_ERROR, None, read.detail)
+    return Exchange(*args, None, None, read.detail, oversize=read.oversize,
+                    truncated=read.truncated)

@@ -304,16 +304,25 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     """An assessment from a service that states its condition itself."""
     _check_schema(provider, data, mapping.payload_schema())
     scale = float(mapping.confidence_scale)
-    confidence = _get(data, mapping.confidence)
+    condition, confidence = _get(data, mapping.condition), _get(data, mapping.confidence)
     raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or ()
-    pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
-    labels = _scaled(provider, pairs, scale) if pairs else []
-    if not (math.isfinite(confidence) and 0 <= confidence <= scale):
-        raise FormatError(f"{provider} confidence {confidence!r} outside 0-{scale:g}",
-                          errors=[f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}"],
+    errors = []
+    if not (isinstance(condition, str) and condition):
+        errors.append(f"{mapping.condition}: {condition!r} is not a condition")
+    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
+            and math.isfinite(confidence) and 0 <= confidence <= scale):
+        errors.append(f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}")
+    try:
+        pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
+    except (KeyError, TypeError, IndexError):
+        errors.append(f"{mapping.labels}: labels need {mapping.label_name!r} and "
+                      f"{mapping.label_confidence!r}")
+        pairs = []
+    if errors:
+        raise FormatError(f"{provider} answer is not usable: {errors[0]}", errors=errors,
                           provider=provider)
-    return Assessment(_get(data, mapping.condition), confidence / scale, tuple(labels),
-                      model_version, provider)
+    labels = _scaled(provider, pairs, scale) if pairs else []
+    return Assessment(condition, confidence / scale, tuple(labels), model_version, provider)
 
 
 def _openai(payload: Mapping[str, Any]) -> Assessment:

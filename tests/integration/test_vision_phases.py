@@ -141,17 +141,21 @@ def test_headers_late_is_ttfb_timeout_after_about_ttfb(serve):
     assert within(out.phases["ttfb"]), out.phases
 
 
-def test_trickled_body_is_body_timeout_after_about_body_s(serve):
-    """Headers on time, then a body trickling byte by byte past body_s: BODY_TIMEOUT."""
+def trickler(content_type, byte=b" ", length=1000, every_s=0.02):
+    """A handler sending headers at once, then the body one byte every ``every_s``."""
     def handler(conn, stop):
         read_request(conn)
-        conn.sendall(response(200, b"", ["Content-Type: application/json"], length=1000))
-        for _ in range(1000):
-            if stop.wait(0.02):
+        conn.sendall(response(200, b"", [f"Content-Type: {content_type}"], length=length))
+        for _ in range(length):
+            if stop.wait(every_s):
                 return
-            conn.sendall(b" ")
+            conn.sendall(byte)
+    return handler
 
-    out = client_for(serve(handler).url).analyze(b"img", "t3")
+
+def test_trickled_body_is_body_timeout_after_about_body_s(serve):
+    """Headers on time, then a body trickling byte by byte past body_s: BODY_TIMEOUT."""
+    out = client_for(serve(trickler("application/json")).url).analyze(b"img", "t3")
     assert (out.error_class, out.timed_out_phase) == (ErrorClass.BODY_TIMEOUT, "body")
     assert out.status_code == 200
     assert within(out.phases["body"]), out.phases
@@ -299,14 +303,6 @@ def test_photo_download_from_explicitly_allowed_loopback(serve):
 
 def test_photo_trickle_and_oversize(serve):
     """A trickled photo is BODY_TIMEOUT; one over max_bytes without a length is UnsafeURL."""
-    def trickle(conn, stop):
-        read_request(conn)
-        conn.sendall(response(200, b"", ["Content-Type: image/jpeg"], length=1000))
-        for _ in range(1000):
-            if stop.wait(0.02):
-                return
-            conn.sendall(b"\x00")
-
     def endless(conn, stop):
         read_request(conn)
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nConnection: close\r\n\r\n")
@@ -314,7 +310,7 @@ def test_photo_trickle_and_oversize(serve):
             conn.sendall(b"\x00" * 1024)
 
     with pytest.raises(DownloadError) as info:
-        fetch_photo(serve(trickle).url + "/p", None, LOOPBACK_POLICY)
+        fetch_photo(serve(trickler("image/jpeg", b"\x00")).url + "/p", None, LOOPBACK_POLICY)
     assert info.value.error_class is ErrorClass.BODY_TIMEOUT
     with pytest.raises(UnsafeURL, match="larger than 4096"):
         fetch_photo(serve(endless).url + "/p", None, LOOPBACK_POLICY)
