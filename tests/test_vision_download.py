@@ -10,7 +10,7 @@ import responses
 
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.settings import DownloadSettings
-from fme_ai_resilience.vision.download import DownloadPolicy, check_url, fetch_photo
+from fme_ai_resilience.vision.download import DownloadPolicy, check_peer, check_url, fetch_photo
 
 HOST = "services.example.com"
 PHOTO = f"https://{HOST}/arcgis/rest/services/inspection/FeatureServer/0/11/attachments/42"
@@ -93,6 +93,16 @@ def test_private_address_allowed_when_host_explicitly_allowed():
     """allow_private_hosts admits an on-premises host on a private address."""
     pol = policy(allowed_hosts=("evil.example.org",), allow_private_hosts=("evil.example.org",))
     assert check_url("https://evil.example.org/p.jpg", pol) == ("evil.example.org", 443)
+
+
+def test_peer_address_check_after_connect():
+    """The post-connect check refuses a private peer unless the host may be private."""
+    check_peer(HOST, "93.184.216.34", policy())
+    with pytest.raises(UnsafeURL, match="10.0.0.5"):
+        check_peer(HOST, "10.0.0.5", policy())
+    check_peer(HOST, "10.0.0.5", policy(allow_private_hosts=(HOST,)))
+    with pytest.raises(UnsafeURL, match="peer"):
+        check_peer(HOST, "", policy())
 
 
 def test_public_allowed_host_passes_and_subdomain_entries_work():

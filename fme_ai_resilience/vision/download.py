@@ -12,7 +12,9 @@ before following each redirect) the URL must pass :func:`check_url` against a
   unspecified, reserved and IPv4-mapped IPv6 addresses are refused unless the host is listed in
   ``allow_private_hosts`` (an on-premises ArcGIS Enterprise, a loopback test server).
 
-While downloading: at most ``max_redirects`` redirects, at most ``max_bytes`` read (enforced
+The default session checks each connection's peer address again once connected, so a name
+that resolves differently the second time (DNS rebinding) is refused too. While downloading:
+at most ``max_redirects`` redirects, at most ``max_bytes`` read (enforced
 while streaming), ``Content-Type`` must be ``image/*``. Violations raise
 :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
 HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
@@ -183,6 +185,23 @@ def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
     return host, port
 
 
+def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
+    """Refuse a connection to ``host`` that reached a non-public ``peer`` address.
+
+    Run on each new connection of the default session: the name may resolve differently
+    than when :func:`check_url` looked (DNS rebinding). Raises UnsafeURL.
+    """
+    if _listed(host, policy.allow_private_hosts):
+        return
+    try:
+        addr = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        raise UnsafeURL(f"connection to {host} has no checkable peer address") from None
+    problem = _address_problem(addr)
+    if problem:
+        raise UnsafeURL(f"connection to {host} reached {addr}, {problem}")
+
+
 def _without_secret_params(url: str) -> str:
     """``url`` minus query parameters that carry secrets (the token goes in a header)."""
     try:
@@ -220,7 +239,9 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     other failure. Never sends the token anywhere but the first URL's host.
     """
     clock = clock or SystemClock()
-    session = session if session is not None else timed_session(clock)
+    if session is None:
+        session = timed_session(clock, peer_check=lambda host, peer: check_peer(host, peer,
+                                                                               policy))
     secrets = (token,) if token else ()
     token_host = _hostname(url)
     current, hops = _without_secret_params(url), 0

@@ -44,42 +44,64 @@ class _ConnectRecorder(threading.local):
     value = 0.0
 
 
-def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder) -> type:
+PeerCheck = Callable[[str, str], None]
+
+
+def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
+                      peer_check: Optional[PeerCheck]) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
         try:
             base.connect(self)
         finally:
             recorder.value = clock.monotonic() - start
+        if peer_check is not None:
+            try:
+                peer = self.sock.getpeername()[0]
+            except (AttributeError, OSError, IndexError):
+                peer = ""
+            try:
+                peer_check(str(self.host).lower().strip("[]"), str(peer))
+            except Exception:
+                self.close()
+                raise
 
     return type(f"Timed{base.__name__}", (base,), {"connect": connect})
 
 
 class PhaseAdapter(HTTPAdapter):
-    """An HTTPAdapter whose connections record how long their connect took."""
+    """An HTTPAdapter whose connections record how long their connect took.
 
-    def __init__(self, clock: Clock, **kwargs: Any) -> None:
+    ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
+    established and may raise to refuse it (the download guard's defence against a DNS
+    answer that changed since the URL was checked).
+    """
+
+    def __init__(self, clock: Clock, peer_check: Optional[PeerCheck] = None,
+                 **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
+        self.peer_check = peer_check
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {
-            "ConnectionCls": _timed_connection(HTTPConnection, self.clock, self.recorder)})
-        https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,), {
-            "ConnectionCls": _timed_connection(HTTPSConnection, self.clock, self.recorder)})
+        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check)
+                 for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
+        http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
+        https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
+                         {"ConnectionCls": timed["https"]})
         self.poolmanager.pool_classes_by_scheme = {"http": http_cls, "https": https_cls}
 
     def __repr__(self) -> str:
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(clock: Clock) -> requests.Session:
+def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None) -> requests.Session:
     """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env."""
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock)
+    adapter = PhaseAdapter(clock, peer_check)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

@@ -301,6 +301,19 @@ def test_photo_download_from_explicitly_allowed_loopback(serve):
                                                       allow_http_hosts=("127.0.0.1",)))
 
 
+def test_dns_rebinding_is_caught_at_connect(serve):
+    """A name checked as public but connecting to loopback is refused once connected."""
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, b"\xff\xd8", ["Content-Type: image/jpeg"]))
+
+    server = serve(handler)
+    rebinding = DownloadPolicy(allowed_hosts=("localhost",), allow_http_hosts=("localhost",),
+                               resolver=lambda host, port: ["93.184.216.34"])
+    with pytest.raises(UnsafeURL, match="reached 127.0.0.1, a loopback address"):
+        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", rebinding)
+
+
 def test_photo_trickle_and_oversize(serve):
     """A trickled photo is BODY_TIMEOUT; one over max_bytes without a length is UnsafeURL."""
     def endless(conn, stop):
