@@ -232,3 +232,12 @@ def test_secrets_never_reach_outcomes_or_logs(clock, caplog):
     for secret in (API_KEY, TOKEN):
         assert not [t for t in texts if secret in t]
     assert len(caplog.records) == 3
+
+
+@responses.activate
+def test_secret_straddling_the_excerpt_cut_is_redacted(clock):
+    """A key echoed across the 2 KB excerpt boundary leaves not even a prefix behind."""
+    responses.add(responses.POST, URLS["google"], body="x" * 2040 + API_KEY + "y" * 5000,
+                  status=500, content_type="text/plain")
+    out = make_client("google", clock).analyze(b"img", TRACE)
+    assert len(out.excerpt) <= 2048 and API_KEY[:8] not in out.excerpt

@@ -169,7 +169,9 @@ class VisionClient:
         text = ex.body.decode("utf-8", errors="replace")
         common = dict(status_code=ex.status_code, phases=ex.phases, duration_s=duration,
                       trace_id=trace_id, provider=self.provider,
-                      excerpt=make_excerpt(text, EXCERPT_LIMIT, self._secrets),
+                      # redact a window twice the excerpt so no secret straddles the cut
+                      excerpt=make_excerpt(text[:2 * EXCERPT_LIMIT], EXCERPT_LIMIT,
+                                           self._secrets),
                       timed_out_phase=ex.timed_out_phase)
         outcome = self._judge(ex, text, common)
         self._log(outcome)
