@@ -7,6 +7,7 @@ Exception tree::
     ├── ConfigurationError (ValueError)  a setting with a bad value, naming field and value
     ├── FormatError                      a remote answer that does not match its schema (drift)
     ├── UnsafeURL                        a photo URL refused by the download policy (SSRF guard)
+    ├── DownloadError                    a photo could not be fetched; carries its ErrorClass
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
     └── StoreError                       the ledger could not do what was asked
         └── StoreUnavailable             the database cannot be reached at all
@@ -68,9 +69,32 @@ class FormatError(ResilienceError):
 class UnsafeURL(ResilienceError):
     """The URL is refused by the download policy."""
 
+    retry_after_s: Optional[float] = None
+
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"unsafe URL: {reason}")
+
+    @property
+    def error_class(self) -> "ErrorClass":
+        return ErrorClass.UNSAFE_URL
+
+
+class DownloadError(ResilienceError):
+    """The photo could not be fetched (timeout, HTTP error, ArcGIS error in a 200 body).
+
+    ``error_class`` and ``retry_after_s`` make it usable as an attempt outcome.
+    """
+
+    def __init__(self, error_class: "ErrorClass", reason: str, *,
+                 status_code: Optional[int] = None,
+                 retry_after_s: Optional[float] = None) -> None:
+        self.error_class = ErrorClass(error_class)
+        self.reason = reason
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        status = f" (HTTP {status_code})" if status_code is not None else ""
+        super().__init__(f"photo download failed{status}: {self.error_class.value}: {reason}")
 
 
 class CircuitOpenError(ResilienceError):

@@ -1,0 +1,161 @@
+"""Is an AI assessment fit to be written back? Schema, value domain and the confidence policy.
+
+Three checks, in order, on an assessment given as a mapping (``{"condition", "confidence",
+"labels", "model_version", "provider"}``) or any object with a ``to_dict()`` returning one:
+
+1. the JSON Schema (:data:`ASSESSMENT_SCHEMA`): required fields, their types;
+2. the value domain: ``condition`` is one of the configured conditions, ``confidence`` (and each
+   label's confidence) is a finite number in [0, 1];
+3. the confidence policy, against the threshold for the asset type (default 0.75): at or above
+   it the conclusion is ACCEPTED. Below it the policy is asymmetric, because a missed defect
+   costs more than an extra look: an *alarm* conclusion (``damaged`` by default) is never
+   dropped or downgraded, it goes to REVIEW flagged as possible damage; a reassuring one
+   (``good``) is simply not trusted and goes to REVIEW for lack of confidence. Only a
+   conclusion that reaches the threshold is written back as fact.
+
+Failing 1 or 2 gives an INVALID verdict, from which :meth:`Verdict.anomaly` builds the
+:class:`~fme_ai_resilience.ledger.FormatAnomaly` the caller stores. Pure: no I/O, no clock
+(the caller passes ``observed_at``).
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+import jsonschema
+
+from .ledger import FormatAnomaly
+from .settings import ValidationSettings
+
+#: The shape every provider adapter produces (``Assessment.to_dict()``).
+ASSESSMENT_SCHEMA: Mapping[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["condition", "confidence"],
+    "properties": {
+        "condition": {"type": "string", "minLength": 1},
+        "confidence": {"type": "number"},
+        "labels": {
+            "type": "array",
+            "items": {"type": "array", "minItems": 2, "maxItems": 2,
+                      "prefixItems": [{"type": "string"}, {"type": "number"}]},
+        },
+        "model_version": {"type": ["string", "null"]},
+        "provider": {"type": "string"},
+    },
+}
+
+DEFAULT_ALARM_CONDITIONS = ("damaged",)
+
+
+class Decision(str, enum.Enum):
+    """What happens to an assessment."""
+
+    ACCEPTED = "ACCEPTED"   # written back as the conclusion
+    REVIEW = "REVIEW"       # written back, flagged for a person
+    INVALID = "INVALID"     # not usable: a format anomaly (drift, out-of-domain values)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on one assessment and why (``reasons`` are human-readable sentences)."""
+
+    decision: Decision
+    reasons: tuple = ()
+    threshold: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decision", Decision(self.decision))
+        object.__setattr__(self, "reasons", tuple(str(r) for r in self.reasons))
+        if self.decision is Decision.INVALID and not self.reasons:
+            raise ValueError("reasons: an INVALID verdict must say why")
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision is Decision.ACCEPTED
+
+    @property
+    def invalid(self) -> bool:
+        return self.decision is Decision.INVALID
+
+    def anomaly(self, *, provider: str, observed_at: float, excerpt: str = "",
+                model_version: Optional[str] = None, task_key: Optional[str] = None,
+                trace_id: str = "") -> Optional[FormatAnomaly]:
+        """The ``format_anomaly`` record to store for an INVALID verdict, else None.
+
+        ``excerpt`` must already be redacted (``redact.excerpt``); ``observed_at`` is epoch s.
+        """
+        if not self.invalid:
+            return None
+        return FormatAnomaly(provider=provider, observed_at=observed_at, errors=self.reasons,
+                             excerpt=excerpt, model_version=model_version, task_key=task_key,
+                             trace_id=trace_id)
+
+
+def _as_mapping(result: Any) -> Any:
+    to_dict = getattr(result, "to_dict", None)
+    return to_dict() if callable(to_dict) else result
+
+
+def _is_unit(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0.0 <= value <= 1.0)
+
+
+def schema_errors(result: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> Sequence[str]:
+    """JSON Schema violations of ``result`` as ``"<path>: <message>"`` strings (sorted)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    out = []
+    for error in validator.iter_errors(result):
+        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        out.append(f"{path}: {error.message}")
+    return sorted(out)
+
+
+def domain_errors(result: Mapping[str, Any], conditions: Iterable[str]) -> Sequence[str]:
+    """Value-domain violations: unknown condition, confidence not finite or outside [0, 1]."""
+    allowed = tuple(conditions)
+    out = []
+    if result.get("condition") not in allowed:
+        out.append(f"condition: {result.get('condition')!r} is not one of {list(allowed)}")
+    if not _is_unit(result.get("confidence")):
+        out.append(f"confidence: {result.get('confidence')!r} is not a finite number in [0, 1]")
+    for i, label in enumerate(result.get("labels") or ()):
+        if not _is_unit(label[1]):
+            out.append(f"labels/{i}: confidence {label[1]!r} is not a finite number in [0, 1]")
+    return out
+
+
+def validate(result: Any, settings: Optional[ValidationSettings] = None,
+             asset_type: Optional[str] = None, *,
+             alarm_conditions: Sequence[str] = DEFAULT_ALARM_CONDITIONS,
+             schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> Verdict:
+    """The verdict on one assessment (a mapping or an object with ``to_dict()``).
+
+    ``settings`` gives the allowed conditions, the default threshold and per-asset-type
+    overrides; ``alarm_conditions`` are the conclusions that go to REVIEW (flagged as possible
+    damage) rather than being trusted or dropped when below the threshold. Never raises for a
+    bad ``result``: that is an INVALID verdict.
+    """
+    settings = settings or ValidationSettings()
+    data = _as_mapping(result)
+    errors = list(schema_errors(data, schema))
+    if not errors:
+        errors.extend(domain_errors(data, settings.conditions))
+    if errors:
+        return Verdict(Decision.INVALID, errors)
+    threshold = settings.threshold_for(asset_type)
+    condition, confidence = data["condition"], float(data["confidence"])
+    if confidence >= threshold:
+        return Verdict(Decision.ACCEPTED,
+                       (f"{condition} at confidence {confidence:.2f} >= {threshold:.2f}",),
+                       threshold)
+    if condition in alarm_conditions:
+        reason = (f"possible {condition}: confidence {confidence:.2f} below {threshold:.2f}; "
+                  "a person must confirm")
+    else:
+        reason = (f"{condition} not trusted: confidence {confidence:.2f} below "
+                  f"{threshold:.2f}")
+    return Verdict(Decision.REVIEW, (reason,), threshold)

@@ -1,0 +1,154 @@
+"""The HTTP request each provider expects, and the credentials that go into it.
+
+Secrets travel only in headers (never in a URL): Azure's ``Ocp-Apim-Subscription-Key``,
+Google's ``X-goog-api-key``, ``Authorization: Bearer`` for OpenAI-compatible and generic
+services. Rekognition needs AWS Signature V4: pass a ``signer`` (a callable that adds the
+signature headers to a :class:`VisionRequest`) in :class:`Credentials`.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Optional, Tuple, Union
+
+from ..errors import ConfigurationError
+from .providers import OPENAI_RESULT_SCHEMA, PROVIDERS
+
+Image = Union[bytes, bytearray, str]
+
+AZURE_PATH = "/computervision/imageanalysis:analyze"
+AZURE_QUERY = "api-version=2023-10-01&features=caption,tags,objects"
+DEFAULT_PROMPT = ("Assess the physical condition of the utility asset in this photo. Answer "
+                  "with JSON: condition (good, fair or damaged), confidence from 0 to 1, and "
+                  "the visual labels you relied on.")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What authenticates the client: an API key, a bearer token, and/or a request signer.
+
+    The repr never shows the values; :attr:`secrets` lists them for value-based redaction.
+    """
+
+    api_key: Optional[str] = None
+    token: Optional[str] = None
+    signer: Optional[Callable[["VisionRequest"], "VisionRequest"]] = None
+
+    def __repr__(self) -> str:
+        shown = [n for n in ("api_key", "token", "signer") if getattr(self, n)]
+        return f"Credentials(set={shown})"
+
+    @property
+    def secrets(self) -> Tuple[str, ...]:
+        return tuple(s for s in (self.api_key, self.token) if s)
+
+
+@dataclass(frozen=True)
+class VisionRequest:
+    """One prepared HTTP request: method, URL, headers and body bytes."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+    def __repr__(self) -> str:
+        return f"VisionRequest({self.method} {self.url}, {len(self.body)} bytes)"
+
+    def with_headers(self, **extra: str) -> "VisionRequest":
+        """A copy with ``extra`` headers added (underscores become hyphens)."""
+        merged = dict(self.headers)
+        merged.update({k.replace("_", "-"): v for k, v in extra.items()})
+        return replace(self, headers=merged)
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """Provider request details: the model name (OpenAI), the prompt, generic field names."""
+
+    model: str = "gpt-4o-mini"
+    prompt: str = DEFAULT_PROMPT
+    max_labels: int = 20
+    rekognition_target: str = "RekognitionService.DetectLabels"
+    generic_url_field: str = "image_url"
+    generic_auth_header: str = "Authorization"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _is_url(image: Image) -> bool:
+    return isinstance(image, str)
+
+
+def _b64(image: Image) -> str:
+    return base64.b64encode(bytes(image)).decode("ascii")
+
+
+def build_request(provider: str, endpoint: str, image: Image, credentials: Credentials,
+                  options: Optional[RequestOptions] = None) -> VisionRequest:
+    """The request that asks ``provider`` at ``endpoint`` to assess ``image`` (bytes or URL).
+
+    Raises ConfigurationError for an unknown provider or an image form it cannot take
+    (Rekognition takes bytes only).
+    """
+    options = options or RequestOptions()
+    base = endpoint.rstrip("/")
+    headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
+    if provider == "azure-v4":
+        url = f"{base}{AZURE_PATH}?{AZURE_QUERY}" if "?" not in base else base
+        if credentials.api_key:
+            headers["Ocp-Apim-Subscription-Key"] = credentials.api_key
+        if _is_url(image):
+            headers["Content-Type"] = "application/json"
+            return VisionRequest("POST", url, headers, _json({"url": image}))
+        headers["Content-Type"] = "application/octet-stream"
+        return VisionRequest("POST", url, headers, bytes(image))
+    if provider == "google":
+        url = base if base.endswith(":annotate") else f"{base}/v1/images:annotate"
+        if credentials.api_key:
+            headers["X-goog-api-key"] = credentials.api_key
+        if credentials.token:
+            headers["Authorization"] = f"Bearer {credentials.token}"
+        img = {"source": {"imageUri": image}} if _is_url(image) else {"content": _b64(image)}
+        body = {"requests": [{"image": img, "features": [
+            {"type": "LABEL_DETECTION", "maxResults": options.max_labels}]}]}
+        headers["Content-Type"] = "application/json"
+        return VisionRequest("POST", url, headers, _json(body))
+    if provider == "rekognition":
+        if _is_url(image):
+            raise ConfigurationError("vision.image", "<url>", "rekognition takes image bytes")
+        headers.update({"Content-Type": "application/x-amz-json-1.1",
+                        "X-Amz-Target": options.rekognition_target})
+        body = {"Image": {"Bytes": _b64(image)}, "MaxLabels": options.max_labels}
+        body.update(options.extra)
+        req = VisionRequest("POST", base + "/", headers, _json(body))
+        return credentials.signer(req) if credentials.signer else req
+    if provider == "openai":
+        url = base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+        if credentials.api_key or credentials.token:
+            headers["Authorization"] = f"Bearer {credentials.api_key or credentials.token}"
+        image_url = image if _is_url(image) else f"data:image/jpeg;base64,{_b64(image)}"
+        body = {"model": options.model, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": options.prompt},
+            {"type": "image_url", "image_url": {"url": image_url}}]}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "asset_assessment", "strict": True, "schema": OPENAI_RESULT_SCHEMA}}}
+        headers["Content-Type"] = "application/json"
+        return VisionRequest("POST", url, headers, _json(body))
+    if provider == "generic":
+        secret = credentials.token or credentials.api_key
+        if secret:
+            name = options.generic_auth_header
+            headers[name] = f"Bearer {secret}" if name.lower() == "authorization" else secret
+        if _is_url(image):
+            headers["Content-Type"] = "application/json"
+            body = dict(options.extra)
+            body[options.generic_url_field] = image
+            return VisionRequest("POST", base, headers, _json(body))
+        headers["Content-Type"] = "application/octet-stream"
+        return VisionRequest("POST", base, headers, bytes(image))
+    raise ConfigurationError("vision.provider", provider, f"must be one of {list(PROVIDERS)}")

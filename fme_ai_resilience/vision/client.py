@@ -1,0 +1,235 @@
+"""The Vision AI client: one call, a per-phase time budget, and a structured outcome.
+
+``VisionClient.analyze(image, trace_id)`` never raises for a remote failure. Whatever comes
+back — a timeout in any phase, a refused connection, 429/5xx, an HTML error page, truncated or
+oversize JSON, ``null`` content, a refusal, an error inside an HTTP 200 body, a drifted schema
+— is a :class:`VisionOutcome` carrying its :class:`~fme_ai_resilience.errors.ErrorClass`, the
+HTTP status, the parsed Retry-After, the seconds spent per phase, the phase that ran out and a
+redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts or logs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import requests
+
+from ..backoff import retry_after_from_headers
+from ..budget import TimeoutBudget
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError, ErrorClass, FormatError
+from ..ledger import CallRecord, FormatAnomaly
+from ..redact import excerpt as make_excerpt
+from ..redact import redact_text
+from .builders import Credentials, Image, RequestOptions, build_request
+from .phases import exchange, timed_session
+from .providers import (PROVIDERS, Assessment, ConditionRules, GenericMapping, detect_error,
+                        normalize)
+
+log = logging.getLogger("fme_ai_resilience.vision")
+
+EXCERPT_LIMIT = 2048
+DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class VisionOutcome:
+    """The result of one Vision AI call; ``error_class`` is None exactly when ``ok``.
+
+    ``phases`` holds seconds spent in ``connect``, ``ttfb`` and ``body``; ``timed_out_phase``
+    names the one that ran out. ``excerpt`` is the redacted start (<= 2 KB) of the body;
+    ``errors`` the schema errors of a BAD_FORMAT answer; ``detail`` a short redacted reason.
+    """
+
+    ok: bool
+    assessment: Optional[Assessment] = None
+    error_class: Optional[ErrorClass] = None
+    retry_after_s: Optional[float] = None
+    status_code: Optional[int] = None
+    phases: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    timed_out_phase: Optional[str] = None
+    excerpt: str = ""
+    duration_s: float = 0.0
+    trace_id: str = ""
+    provider: str = ""
+    model_version: Optional[str] = None
+    errors: tuple = ()
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.ok != (self.error_class is None):
+            raise ValueError(f"error_class must be None exactly when ok (ok={self.ok}, "
+                             f"error_class={self.error_class})")
+        if self.ok and self.assessment is None:
+            raise ValueError("assessment: an ok outcome needs one")
+        if len(self.excerpt) > EXCERPT_LIMIT:
+            raise ValueError(f"excerpt: {len(self.excerpt)} characters > {EXCERPT_LIMIT}")
+        if self.error_class is not None:
+            object.__setattr__(self, "error_class", ErrorClass(self.error_class))
+        object.__setattr__(self, "phases", MappingProxyType(dict(self.phases)))
+        object.__setattr__(self, "errors", tuple(self.errors))
+
+    def to_call_record(self, service: str, started_at: float, retry: bool = False,
+                       task_key: Optional[str] = None) -> CallRecord:
+        """The ``ai_call_log`` row for this call (``started_at`` in epoch seconds)."""
+        return CallRecord(service=service, started_at=started_at, duration_s=self.duration_s,
+                          error_class=self.error_class.value if self.error_class else None,
+                          status_code=self.status_code, retry=retry, trace_id=self.trace_id,
+                          task_key=task_key, phases=self.phases)
+
+    def format_anomaly(self, observed_at: float,
+                       task_key: Optional[str] = None) -> Optional[FormatAnomaly]:
+        """The ``format_anomaly`` record of a BAD_FORMAT outcome (None otherwise)."""
+        if self.error_class is not ErrorClass.BAD_FORMAT:
+            return None
+        return FormatAnomaly(provider=self.provider, observed_at=observed_at,
+                             errors=self.errors or (self.detail,), excerpt=self.excerpt,
+                             model_version=self.model_version, task_key=task_key,
+                             trace_id=self.trace_id)
+
+
+def traceparent(trace_id: str, rng: random.Random) -> str:
+    """The W3C ``traceparent`` for a task: its trace id as 32 hex (hashed if it is not)."""
+    cleaned = str(trace_id).replace("-", "").lower()
+    if not _HEX32.match(cleaned) or cleaned == "0" * 32:
+        cleaned = hashlib.sha256(str(trace_id).encode("utf-8")).hexdigest()[:32]
+    span = f"{rng.getrandbits(64) or 1:016x}"
+    return f"00-{cleaned}-{span}-01"
+
+
+class VisionClient:
+    """Calls one Vision AI endpoint for one provider under a :class:`TimeoutBudget`.
+
+    ``credentials`` is a :class:`Credentials` or a bare API key. ``session`` defaults to one
+    that measures connect times; ``clock`` to the system clock. ``max_response_bytes`` caps
+    the body read (bytes). Raises ConfigurationError for an unknown provider.
+    """
+
+    def __init__(self, endpoint: str, provider: str,
+                 credentials: Union[Credentials, str, None] = None,
+                 budget: Optional[TimeoutBudget] = None,
+                 session: Optional[requests.Session] = None, clock: Optional[Clock] = None, *,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 rules: Optional[ConditionRules] = None, mapping: Optional[GenericMapping] = None,
+                 options: Optional[RequestOptions] = None,
+                 rng: Optional[random.Random] = None) -> None:
+        if provider not in PROVIDERS:
+            raise ConfigurationError("vision.provider", provider,
+                                     f"must be one of {list(PROVIDERS)}")
+        if isinstance(credentials, str):
+            credentials = Credentials(api_key=credentials)
+        self.endpoint = endpoint
+        self.provider = provider
+        self.credentials = credentials or Credentials()
+        self.budget = budget or TimeoutBudget()
+        self.clock = clock or SystemClock()
+        self.session = session if session is not None else timed_session(self.clock)
+        self.max_response_bytes = int(max_response_bytes)
+        self.rules = rules or ConditionRules()
+        self.mapping = mapping
+        self.options = options or RequestOptions()
+        self._rng = rng or random.SystemRandom()
+
+    def __repr__(self) -> str:
+        return (f"VisionClient({self.provider!r}, {redact_text(self.endpoint, self._secrets)!r},"
+                f" budget={self.budget!r})")
+
+    @property
+    def _secrets(self) -> Sequence[str]:
+        return self.credentials.secrets
+
+    def _clean(self, text: Any) -> str:
+        return redact_text(text, self._secrets)
+
+    def analyze(self, image: Image, trace_id: str) -> VisionOutcome:
+        """Ask the service about ``image`` (bytes, or a URL for providers that take one).
+
+        Returns a VisionOutcome for every remote result; raises only ConfigurationError when
+        the request cannot be built (e.g. a URL for Rekognition).
+        """
+        request = build_request(self.provider, self.endpoint, image, self.credentials,
+                                self.options)
+        headers = dict(request.headers)
+        headers["traceparent"] = traceparent(trace_id, self._rng)
+        connect_s = self.budget.connect_s
+        if request.url.lower().startswith("https:"):
+            connect_s += self.budget.tls_s   # urllib3 bounds TCP and TLS with one timeout
+        start = self.clock.monotonic()
+        ex = exchange(self.session, request.method, request.url, headers, request.body,
+                      connect_s=connect_s, ttfb_s=self.budget.ttfb_s, body_s=self.budget.body_s,
+                      clock=self.clock, max_bytes=self.max_response_bytes)
+        duration = self.clock.monotonic() - start
+        text = ex.body.decode("utf-8", errors="replace")
+        common = dict(status_code=ex.status_code, phases=ex.phases, duration_s=duration,
+                      trace_id=trace_id, provider=self.provider,
+                      # redact a window twice the excerpt so no secret straddles the cut
+                      excerpt=make_excerpt(text[:2 * EXCERPT_LIMIT], EXCERPT_LIMIT,
+                                           self._secrets),
+                      timed_out_phase=ex.timed_out_phase)
+        outcome = self._judge(ex, text, common)
+        self._log(outcome)
+        return outcome
+
+    def _fail(self, error_class: ErrorClass, detail: str, common: Mapping[str, Any],
+              **extra: Any) -> VisionOutcome:
+        return VisionOutcome(ok=False, error_class=error_class, detail=self._clean(detail),
+                             **common, **extra)
+
+    def _judge(self, ex: Any, text: str, common: Mapping[str, Any]) -> VisionOutcome:
+        if ex.error_class is not None:
+            return self._fail(ex.error_class, ex.detail, common)
+        if ex.oversize:
+            return self._fail(ErrorClass.BAD_FORMAT, ex.detail, common,
+                              errors=(f"response body larger than {self.max_response_bytes} "
+                                      "bytes",))
+        try:
+            payload = json.loads(text) if text.strip() else None
+        except ValueError:
+            payload = None
+        status = int(ex.status_code)
+        found = detect_error(self.provider, status, payload)
+        if found is not None:
+            error_class, message = found
+            retry_after = None
+            if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.SERVER_ERROR):
+                retry_after = retry_after_from_headers(
+                    ex.headers, message if payload is not None else None, self.clock.now())
+            return self._fail(error_class, f"HTTP {status}: {message}", common,
+                              retry_after_s=retry_after)
+        if ex.truncated or payload is None or status >= 300:
+            why = ("the body was cut off" if ex.truncated else
+                   f"HTTP {status}: not a JSON answer" if status < 300 or payload is None else
+                   f"unexpected HTTP {status}")
+            ctype = ex.headers.get("Content-Type", ex.headers.get("content-type", "?"))
+            return self._fail(ErrorClass.BAD_FORMAT, why, common,
+                              errors=(f"{why} (Content-Type {ctype})",))
+        try:
+            assessment = normalize(self.provider, payload, rules=self.rules,
+                                   mapping=self.mapping)
+        except FormatError as exc:
+            version = None
+            if isinstance(payload, Mapping):
+                version = payload.get("modelVersion") or payload.get("model")
+            return self._fail(ErrorClass.BAD_FORMAT, exc.message, common,
+                              errors=tuple(self._clean(e) for e in exc.errors),
+                              model_version=version if isinstance(version, str) else None)
+        return VisionOutcome(ok=True, assessment=assessment,
+                             model_version=assessment.model_version, **common)
+
+    def _log(self, outcome: VisionOutcome) -> None:
+        phases = " ".join(f"{k}={v:.3f}s" for k, v in outcome.phases.items())
+        if outcome.ok:
+            log.info("vision %s ok trace=%s status=%s %s condition=%s confidence=%.2f",
+                     self.provider, outcome.trace_id, outcome.status_code, phases,
+                     outcome.assessment.condition, outcome.assessment.confidence)
+        else:
+            log.warning("vision %s failed trace=%s class=%s status=%s timed_out=%s %s: %s",
+                        self.provider, outcome.trace_id, outcome.error_class.value,
+                        outcome.status_code, outcome.timed_out_phase, phases, outcome.detail)

@@ -1,0 +1,251 @@
+"""A timed HTTP exchange: connect, time to first byte and body read, each under its own limit.
+
+``requests`` gives the first two through its ``(connect, read)`` timeout tuple with
+``stream=True``: the connect part bounds the TCP handshake, the read part bounds the wait for
+the response headers. The body is then read chunk by chunk under its own deadline, taken from
+the injected clock: before every read the socket timeout is set to the time left, so neither
+one blocked read nor a slow trickle of small chunks can outlast the body budget. The size
+limit is enforced while reading. Nothing here raises for a remote failure: every exchange ends
+in an :class:`Exchange` saying what came back, how long each phase took and which ran out.
+
+:class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself;
+with another session (or a mocked one) the connect phase reads 0 and its time counts as TTFB.
+"""
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from ..clock import Clock
+from ..errors import ErrorClass
+
+CONNECT, TTFB, BODY = "connect", "ttfb", "body"
+
+_TIMEOUTS: Tuple[type, ...] = (socket.timeout, TimeoutError,
+                               urllib3.exceptions.ReadTimeoutError,
+                               requests.exceptions.ReadTimeout)
+_TRUNCATED: Tuple[type, ...] = (http.client.IncompleteRead, urllib3.exceptions.ProtocolError,
+                                requests.exceptions.ChunkedEncodingError)
+
+
+class _ConnectRecorder(threading.local):
+    """The last TCP (+TLS) connect duration on this thread, in seconds."""
+
+    value = 0.0
+
+
+PeerCheck = Callable[[str, str], None]
+
+
+def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
+                      peer_check: Optional[PeerCheck]) -> type:
+    def connect(self: Any) -> None:
+        start = clock.monotonic()
+        try:
+            base.connect(self)
+        finally:
+            recorder.value = clock.monotonic() - start
+        if peer_check is not None:
+            try:
+                peer = self.sock.getpeername()[0]
+            except (AttributeError, OSError, IndexError):
+                peer = ""
+            try:
+                peer_check(str(self.host).lower().strip("[]"), str(peer))
+            except Exception:
+                self.close()
+                raise
+
+    return type(f"Timed{base.__name__}", (base,), {"connect": connect})
+
+
+class PhaseAdapter(HTTPAdapter):
+    """An HTTPAdapter whose connections record how long their connect took.
+
+    ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
+    established and may raise to refuse it (the download guard's defence against a DNS
+    answer that changed since the URL was checked).
+    """
+
+    def __init__(self, clock: Clock, peer_check: Optional[PeerCheck] = None,
+                 **kwargs: Any) -> None:
+        self.clock = clock
+        self.recorder = _ConnectRecorder()
+        self.peer_check = peer_check
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check)
+                 for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
+        http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
+        https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
+                         {"ConnectionCls": timed["https"]})
+        self.poolmanager.pool_classes_by_scheme = {"http": http_cls, "https": https_cls}
+
+    def __repr__(self) -> str:
+        return f"PhaseAdapter(clock={self.clock!r})"
+
+
+def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None) -> requests.Session:
+    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env."""
+    session = requests.Session()
+    session.trust_env = False
+    adapter = PhaseAdapter(clock, peer_check)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What one HTTP exchange produced (``error_class`` only for transport failures).
+
+    ``oversize``: the body passed ``max_bytes`` and was cut there. ``truncated``: the
+    connection ended before the announced body did.
+    """
+
+    status_code: Optional[int]
+    headers: Mapping[str, str]
+    body: bytes
+    phases: Mapping[str, float]
+    error_class: Optional[ErrorClass] = None
+    timed_out_phase: Optional[str] = None
+    detail: str = ""
+    oversize: bool = False
+    truncated: bool = False
+
+    def __repr__(self) -> str:
+        return (f"Exchange(status={self.status_code}, error={self.error_class}, "
+                f"body={len(self.body)} bytes, phases={dict(self.phases)})")
+
+
+@dataclass(frozen=True)
+class BodyRead:
+    """The result of :func:`read_body`: the bytes and how the read ended."""
+
+    body: bytes
+    timed_out: bool = False
+    oversize: bool = False
+    truncated: bool = False
+    reset: bool = False
+    detail: str = ""
+
+
+def _socket_of(raw: Any) -> Optional[socket.socket]:
+    """The socket under a urllib3 response, when there is one (not for mocked bodies)."""
+    fp = getattr(getattr(raw, "_fp", None), "fp", None)
+    sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _reader(raw: Any) -> Callable[[int], bytes]:
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:   # urllib3 1.26: go to http.client, which has read1
+        read1 = getattr(getattr(raw, "_fp", None), "read1", None)
+    return read1 if read1 is not None else raw.read
+
+
+def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
+              chunk_size: int = 65536) -> BodyRead:
+    """Read ``raw`` (a urllib3 response) until EOF, ``deadline`` (monotonic s) or ``max_bytes``.
+
+    Never raises for network trouble; the returned :class:`BodyRead` says how it ended.
+    """
+    sock, read = _socket_of(raw), _reader(raw)
+    chunks: List[bytes] = []
+    total = 0
+    while True:
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            return BodyRead(b"".join(chunks), timed_out=True, detail="body deadline passed")
+        if sock is not None:
+            try:
+                sock.settimeout(remaining)
+            except OSError:
+                sock = None
+        try:
+            chunk = read(min(chunk_size, max_bytes + 1 - total))
+        except _TRUNCATED as exc:
+            if any(isinstance(a, (ConnectionResetError, BrokenPipeError)) for a in exc.args):
+                return BodyRead(b"".join(chunks), reset=True, detail="connection reset")
+            return BodyRead(b"".join(chunks), truncated=True,
+                            detail="connection ended before the body did")
+        except _TIMEOUTS:
+            return BodyRead(b"".join(chunks), timed_out=True, detail="body read timed out")
+        except OSError as exc:
+            return BodyRead(b"".join(chunks), reset=True, detail=type(exc).__name__)
+        if not chunk:
+            return BodyRead(b"".join(chunks))
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            body = b"".join(chunks)[:max_bytes]
+            return BodyRead(body, oversize=True, detail=f"body larger than {max_bytes} bytes")
+
+
+def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
+             body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
+             max_bytes: int) -> Exchange:
+    """Send one request and read its answer under the three phase limits (seconds).
+
+    The TTFB phase runs from the end of the connect to the response headers, so it includes
+    sending the request body (the image) and the service's queueing and inference.
+    """
+    adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
+    recorder = getattr(adapter, "recorder", None)
+    if recorder is not None:
+        recorder.value = 0.0
+    start = clock.monotonic()
+
+    def timings(**more: float) -> Mapping[str, float]:
+        connect = recorder.value if recorder is not None else 0.0
+        out = {CONNECT: connect, TTFB: max(0.0, clock.monotonic() - start - connect)}
+        out.update(more)
+        return MappingProxyType(out)
+
+    def failed(error_class: ErrorClass, phase: Optional[str], detail: str,
+               phases: Mapping[str, float]) -> Exchange:
+        return Exchange(None, {}, b"", phases, error_class, phase, detail)
+
+    try:
+        resp = session.request(method, url, headers=dict(headers), data=body or None,
+                               stream=True, allow_redirects=False, timeout=(connect_s, ttfb_s))
+    except requests.exceptions.ConnectTimeout:
+        return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
+                      MappingProxyType({CONNECT: clock.monotonic() - start}))
+    except requests.exceptions.ReadTimeout:
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget",
+                      timings())
+    except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+            requests.exceptions.InvalidSchema) as exc:
+        return failed(ErrorClass.BAD_REQUEST, None,
+                      f"request not sendable: {type(exc).__name__}", timings())
+    except (requests.exceptions.RequestException, OSError) as exc:
+        return failed(ErrorClass.CONNECTION_ERROR, None,
+                      f"connection failed: {type(exc).__name__}", timings())
+    until_headers = timings()
+    headers_at = clock.monotonic()
+    try:
+        read = read_body(resp.raw, clock, headers_at + body_s, max_bytes)
+    finally:
+        resp.close()
+    phases = MappingProxyType({**until_headers, BODY: clock.monotonic() - headers_at})
+    args = (resp.status_code, {str(k): str(v) for k, v in resp.headers.items()}, read.body,
+            phases)
+    if read.timed_out:
+        return Exchange(*args, ErrorClass.BODY_TIMEOUT, BODY, read.detail)
+    if read.reset:
+        return Exchange(*args, ErrorClass.CONNECTION_ERROR, None, read.detail)
+    return Exchange(*args, None, None, read.detail, oversize=read.oversize,
+                    truncated=read.truncated)

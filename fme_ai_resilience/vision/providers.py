@@ -1,0 +1,444 @@
+"""Provider adapters: each Vision AI answer mapped onto one :class:`Assessment`.
+
+Supported providers (shapes in shared/reference/vision-providers.md):
+
+``azure-v4``     Azure AI Vision Image Analysis 4.0 (tags and object tags, 0-1)
+``google``       Google Cloud Vision ``images:annotate`` label detection (``score``, 0-1)
+``rekognition``  AWS Rekognition ``DetectLabels`` / ``DetectCustomLabels`` (0-100 -> 0-1)
+``openai``       OpenAI-compatible chat completions with structured output: the assessment is
+                 JSON inside ``choices[0].message.content``
+``generic``      any JSON service, through a :class:`GenericMapping` of dotted field paths
+
+Label-based providers get their condition from :class:`ConditionRules` (label "rust" or
+"crack" -> ``damaged``). Every payload is checked against its provider's JSON Schema first:
+drift (a field missing or renamed, confidence out of range or constant, a 0-1 answer where
+0-100 was expected) raises :class:`~fme_ai_resilience.errors.FormatError` carrying the schema
+errors, never an empty conclusion. Pure functions: no I/O.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import jsonschema
+
+from ..errors import ConfigurationError, ErrorClass, FormatError, classify_status
+
+PROVIDERS = ("azure-v4", "google", "rekognition", "openai", "generic")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """One photo's conclusion: ``condition``, ``confidence`` in [0, 1] and the evidence.
+
+    ``labels`` holds ``(name, confidence)`` pairs, highest confidence first.
+    """
+
+    condition: str
+    confidence: float
+    labels: tuple = ()
+    model_version: Optional[str] = None
+    provider: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.condition, str) or not self.condition:
+            raise ValueError(f"condition must be a non-empty string, got {self.condition!r}")
+        if not _unit(self.confidence):
+            raise ValueError(f"confidence must be a finite number in [0, 1], got "
+                             f"{self.confidence!r}")
+        pairs = tuple((str(n), float(c)) for n, c in self.labels)
+        object.__setattr__(self, "labels", pairs)
+        object.__setattr__(self, "confidence", float(self.confidence))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON-ready form (``validate.ASSESSMENT_SCHEMA``), as stored in the ledger."""
+        return {"condition": self.condition, "confidence": self.confidence,
+                "labels": [list(p) for p in self.labels], "model_version": self.model_version,
+                "provider": self.provider}
+
+
+DEFAULT_RULES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
+    ("damaged", ("rust", "crack", "corrosion", "leak", "broken", "fracture", "damage",
+                 "dent", "graffiti", "vandalism")),
+    ("fair", ("wear", "worn", "peeling", "faded", "weathered", "dirt", "stain")),
+)
+
+
+@dataclass(frozen=True)
+class ConditionRules:
+    """How labels become a condition: the first rule with a matching label wins.
+
+    A label matches a rule when one of its keywords occurs in the label name (case-insensitive)
+    and the label's confidence is at least ``min_label_confidence``; the assessment's
+    confidence is then the best matching label's. With no match the condition is ``default``
+    and its confidence the top label's, capped by the doubt any weak rule match leaves
+    (1 - its confidence); with no labels at all it is 0 (nothing seen, nothing trusted).
+    """
+
+    rules: Tuple[Tuple[str, Tuple[str, ...]], ...] = DEFAULT_RULES
+    default: str = "good"
+    min_label_confidence: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not _unit(self.min_label_confidence):
+            raise ConfigurationError("vision.min_label_confidence", self.min_label_confidence,
+                                     "must be between 0 and 1")
+        rules = tuple((str(c), tuple(k.lower() for k in kws)) for c, kws in self.rules)
+        for condition, keywords in rules:
+            if not condition or not keywords:
+                raise ConfigurationError("vision.rules", condition, "needs a condition and "
+                                         "at least one keyword")
+        object.__setattr__(self, "rules", rules)
+
+    @classmethod
+    def from_string(cls, text: str, default: str = "good") -> "ConditionRules":
+        """Rules from ``"damaged=rust|crack;fair=wear"`` (an FME published parameter)."""
+        rules = []
+        for part in filter(None, (p.strip() for p in text.split(";"))):
+            condition, sep, words = part.partition("=")
+            keywords = tuple(w.strip() for w in words.split("|") if w.strip())
+            if not sep or not condition.strip() or not keywords:
+                raise ConfigurationError("vision.rules", part, "expected condition=kw1|kw2")
+            rules.append((condition.strip(), keywords))
+        return cls(rules=tuple(rules), default=default)
+
+    def derive(self, labels: Sequence[Tuple[str, float]]) -> Tuple[str, float]:
+        """The ``(condition, confidence)`` the labels support."""
+        weakest_doubt = 0.0
+        for condition, keywords in self.rules:
+            matches = [c for n, c in labels if any(k in n.lower() for k in keywords)]
+            strong = [c for c in matches if c >= self.min_label_confidence]
+            if strong:
+                return condition, max(strong)
+            if matches:
+                weakest_doubt = max(weakest_doubt, max(matches))
+        top = max((c for _, c in labels), default=0.0)
+        return self.default, min(top, 1.0 - weakest_doubt)
+
+
+@dataclass(frozen=True)
+class GenericMapping:
+    """Where a generic JSON service puts each field: dotted paths (``result.items.0.score``).
+
+    ``labels`` points at a list of objects with ``label_name``/``label_confidence`` keys.
+    ``confidence_scale`` is 1 (0-1 answers) or 100 (percentages). ``schema`` replaces the
+    JSON Schema derived from the paths (every mapped path required).
+    """
+
+    condition: str = "condition"
+    confidence: str = "confidence"
+    labels: Optional[str] = "labels"
+    label_name: str = "name"
+    label_confidence: str = "confidence"
+    model_version: Optional[str] = "model_version"
+    confidence_scale: float = 1.0
+    schema: Optional[Mapping[str, Any]] = None
+
+    def __post_init__(self) -> None:
+        if self.confidence_scale not in (1, 1.0, 100, 100.0):
+            raise ConfigurationError("vision.confidence_scale", self.confidence_scale,
+                                     "must be 1 or 100")
+
+    def payload_schema(self) -> Mapping[str, Any]:
+        """The JSON Schema a payload must satisfy: the configured one or one built from paths."""
+        if self.schema is not None:
+            return self.schema
+        root: Dict[str, Any] = {"type": "object"}
+        _require(root, self.condition, leaf={"type": "string"})
+        _require(root, self.confidence, leaf={"type": "number"})
+        if self.labels:   # optional: a service may state a condition without evidence
+            _require(root, self.labels, optional=True, leaf={"type": "array", "items": {
+                "type": "object", "required": [self.label_name, self.label_confidence],
+                "properties": {self.label_name: {"type": "string"},
+                               self.label_confidence: {"type": "number"}}}})
+        return root
+
+
+def _require(node: Dict[str, Any], path: str, leaf: Mapping[str, Any],
+             optional: bool = False) -> None:
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        node.setdefault("required", [])
+        if part not in node["required"] and not (optional and i == len(parts) - 1):
+            node["required"].append(part)
+        props = node.setdefault("properties", {})
+        child = props.setdefault(part, {"type": "object"} if i < len(parts) - 1 else dict(leaf))
+        node = child
+
+
+def _get(payload: Any, path: str) -> Any:
+    node = payload
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _unit(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0.0 <= value <= 1.0)
+
+
+_NAMED = {"type": "object", "required": ["name", "confidence"],
+          "properties": {"name": {"type": "string"}, "confidence": {"type": "number"}}}
+
+#: The payload shape each label-based provider must have (drift = a violation).
+PAYLOAD_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
+    "azure-v4": {
+        "type": "object", "required": ["modelVersion", "tagsResult"],
+        "properties": {
+            "modelVersion": {"type": "string"},
+            "tagsResult": {"type": "object", "required": ["values"],
+                           "properties": {"values": {"type": "array", "items": _NAMED}}},
+            "objectsResult": {"type": "object", "required": ["values"], "properties": {
+                "values": {"type": "array", "items": {
+                    "type": "object", "required": ["tags"],
+                    "properties": {"tags": {"type": "array", "items": _NAMED}}}}}},
+        },
+    },
+    "google": {
+        "type": "object", "required": ["responses"],
+        "properties": {"responses": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "properties": {"labelAnnotations": {"type": "array", "items": {
+                "type": "object", "required": ["description", "score"],
+                "properties": {"description": {"type": "string"},
+                               "score": {"type": "number"}}}}}}}},
+    },
+    "rekognition": {
+        "type": "object",
+        "anyOf": [{"required": ["Labels"]}, {"required": ["CustomLabels"]}],
+        "properties": {k: {"type": "array", "items": {
+            "type": "object", "required": ["Name", "Confidence"],
+            "properties": {"Name": {"type": "string"}, "Confidence": {"type": "number"}}}}
+            for k in ("Labels", "CustomLabels")},
+    },
+    "openai": {
+        "type": "object", "required": ["choices"],
+        "properties": {"choices": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["message"],
+            "properties": {"message": {"type": "object"}}}}},
+    },
+}
+
+#: What the OpenAI-compatible model is asked to return (sent as ``response_format``).
+OPENAI_RESULT_SCHEMA: Mapping[str, Any] = {
+    "type": "object", "required": ["condition", "confidence"],
+    "properties": {
+        "condition": {"type": "string"},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "labels": {"type": "array", "items": _NAMED},
+    },
+}
+
+
+def schema_errors(payload: Any, schema: Mapping[str, Any]) -> List[str]:
+    """Violations of ``schema`` as ``"<path>: <message>"`` strings (sorted)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    return sorted(f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+                  for e in validator.iter_errors(payload))
+
+
+def _check_schema(provider: str, payload: Any, schema: Mapping[str, Any]) -> None:
+    errors = schema_errors(payload, schema)
+    if errors:
+        raise FormatError(f"{provider} answer does not match its schema: {errors[0]}",
+                          errors=errors, provider=provider)
+
+
+def _scaled(provider: str, pairs: Sequence[Tuple[str, float]],
+            scale: float) -> List[Tuple[str, float]]:
+    """Labels on 0-1, refusing out-of-range, constant or wrong-scale confidences."""
+    values = [c for _, c in pairs]
+    errors = [f"labels/{i}: confidence {c!r} outside 0-{scale:g}"
+              for i, c in enumerate(values)
+              if not (isinstance(c, (int, float)) and math.isfinite(c) and 0 <= c <= scale)]
+    if not errors and scale == 100 and values and max(values) <= 1.0:
+        errors.append("confidences all <= 1 where a 0-100 scale is expected (0-1 answer?)")
+    if not errors and len(values) >= 3 and len(set(values)) == 1:
+        errors.append(f"every label has the same confidence {values[0]!r} (constant)")
+    if errors:
+        raise FormatError(f"{provider} confidences are not usable: {errors[0]}",
+                          errors=errors, provider=provider)
+    out = [(str(n), float(c) / scale) for n, c in pairs]
+    return sorted(out, key=lambda p: -p[1])
+
+
+def _labelled(provider: str, pairs: Sequence[Tuple[str, float]], scale: float,
+              rules: ConditionRules, model_version: Optional[str]) -> Assessment:
+    labels = _scaled(provider, pairs, scale)
+    condition, confidence = rules.derive(labels)
+    return Assessment(condition, confidence, tuple(labels), model_version, provider)
+
+
+def _azure(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
+    _check_schema("azure-v4", payload, PAYLOAD_SCHEMAS["azure-v4"])
+    pairs = [(t["name"], t["confidence"]) for t in payload["tagsResult"]["values"]]
+    for obj in (payload.get("objectsResult") or {}).get("values", ()):
+        pairs.extend((t["name"], t["confidence"]) for t in obj["tags"])
+    return _labelled("azure-v4", pairs, 1.0, rules, payload.get("modelVersion"))
+
+
+def _google(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
+    _check_schema("google", payload, PAYLOAD_SCHEMAS["google"])
+    first = payload["responses"][0]
+    pairs = [(a["description"], a["score"]) for a in first.get("labelAnnotations", ())]
+    return _labelled("google", pairs, 1.0, rules, None)
+
+
+def _rekognition(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
+    _check_schema("rekognition", payload, PAYLOAD_SCHEMAS["rekognition"])
+    items = payload.get("Labels", payload.get("CustomLabels")) or ()
+    pairs = [(item["Name"], item["Confidence"]) for item in items]
+    version = payload.get("LabelModelVersion") or payload.get("ProjectVersionArn")
+    return _labelled("rekognition", pairs, 100.0, rules, version)
+
+
+def _direct(provider: str, data: Any, mapping: GenericMapping,
+            model_version: Optional[str]) -> Assessment:
+    """An assessment from a service that states its condition itself."""
+    _check_schema(provider, data, mapping.payload_schema())
+    scale = float(mapping.confidence_scale)
+    condition, confidence = _get(data, mapping.condition), _get(data, mapping.confidence)
+    raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or ()
+    errors = []
+    if not (isinstance(condition, str) and condition):
+        errors.append(f"{mapping.condition}: {condition!r} is not a condition")
+    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
+            and math.isfinite(confidence) and 0 <= confidence <= scale):
+        errors.append(f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}")
+    try:
+        pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
+    except (KeyError, TypeError, IndexError):
+        errors.append(f"{mapping.labels}: labels need {mapping.label_name!r} and "
+                      f"{mapping.label_confidence!r}")
+        pairs = []
+    if errors:
+        raise FormatError(f"{provider} answer is not usable: {errors[0]}", errors=errors,
+                          provider=provider)
+    labels = _scaled(provider, pairs, scale) if pairs else []
+    return Assessment(condition, confidence / scale, tuple(labels), model_version, provider)
+
+
+def _openai(payload: Mapping[str, Any]) -> Assessment:
+    _check_schema("openai", payload, PAYLOAD_SCHEMAS["openai"])
+    choice = payload["choices"][0]
+    message = choice["message"]
+    model = payload.get("model")
+    if message.get("refusal"):
+        raise FormatError("the model refused to assess the image",
+                          errors=[f"refusal: {message['refusal']}"], provider="openai")
+    content = message.get("content")
+    if choice.get("finish_reason") == "length":
+        raise FormatError("the answer was cut off (finish_reason=length)",
+                          errors=["choices/0/finish_reason: length"], provider="openai")
+    if not isinstance(content, str) or not content.strip():
+        raise FormatError("the answer has no content",
+                          errors=[f"choices/0/message/content: {content!r}"], provider="openai")
+    try:
+        data = json.loads(content)
+    except ValueError as exc:
+        raise FormatError("the content is not JSON", errors=[f"content: {exc}"],
+                          provider="openai") from None
+    mapping = GenericMapping(labels="labels", model_version=None,
+                             schema=OPENAI_RESULT_SCHEMA_LOOSE)
+    return _direct("openai", data, mapping, model)
+
+
+# Range is checked separately (to name a 0-100 answer as such), so the loose schema omits it.
+OPENAI_RESULT_SCHEMA_LOOSE: Mapping[str, Any] = {
+    "type": "object", "required": ["condition", "confidence"],
+    "properties": {"condition": {"type": "string"}, "confidence": {"type": "number"},
+                   "labels": {"type": "array", "items": _NAMED}},
+}
+
+
+def normalize(provider: str, payload: Any, *, rules: Optional[ConditionRules] = None,
+              mapping: Optional[GenericMapping] = None) -> Assessment:
+    """The :class:`Assessment` in a provider's successful answer (parsed JSON).
+
+    Raises FormatError (with ``errors``) when the payload drifted from the expected shape and
+    ConfigurationError for an unknown provider.
+    """
+    rules = rules or ConditionRules()
+    if provider == "azure-v4":
+        return _azure(payload, rules)
+    if provider == "google":
+        return _google(payload, rules)
+    if provider == "rekognition":
+        return _rekognition(payload, rules)
+    if provider == "openai":
+        return _openai(payload)
+    if provider == "generic":
+        mapping = mapping or GenericMapping()
+        version = _get(payload, mapping.model_version) if mapping.model_version else None
+        return _direct("generic", payload, mapping,
+                       version if isinstance(version, str) else None)
+    raise ConfigurationError("vision.provider", provider, f"must be one of {list(PROVIDERS)}")
+
+
+_RPC_CODES = {3: ErrorClass.BAD_REQUEST, 5: ErrorClass.NOT_FOUND, 7: ErrorClass.AUTH,
+              16: ErrorClass.AUTH, 8: ErrorClass.RATE_LIMITED, 4: ErrorClass.SERVER_ERROR,
+              13: ErrorClass.SERVER_ERROR, 14: ErrorClass.SERVER_ERROR}
+_RPC_STATUS = {"INVALID_ARGUMENT": ErrorClass.BAD_REQUEST, "NOT_FOUND": ErrorClass.NOT_FOUND,
+               "PERMISSION_DENIED": ErrorClass.AUTH, "UNAUTHENTICATED": ErrorClass.AUTH,
+               "RESOURCE_EXHAUSTED": ErrorClass.RATE_LIMITED}
+_AWS_TYPES = {"ThrottlingException": ErrorClass.RATE_LIMITED,
+              "ProvisionedThroughputExceededException": ErrorClass.RATE_LIMITED,
+              "LimitExceededException": ErrorClass.RATE_LIMITED,
+              "InternalServerError": ErrorClass.SERVER_ERROR,
+              "ResourceNotReadyException": ErrorClass.SERVER_ERROR,
+              "AccessDeniedException": ErrorClass.AUTH,
+              "UnrecognizedClientException": ErrorClass.AUTH,
+              "ImageTooLargeException": ErrorClass.BAD_REQUEST,
+              "InvalidImageFormatException": ErrorClass.BAD_REQUEST,
+              "InvalidParameterException": ErrorClass.BAD_REQUEST}
+
+
+def _error_object(err: Mapping[str, Any]) -> Tuple[ErrorClass, str]:
+    """Classify an ``{"error": {...}}`` object (Google, Azure, ArcGIS, OpenAI styles)."""
+    code, status = err.get("code"), err.get("status")
+    message = str(err.get("message") or err.get("description") or code or "error")
+    if isinstance(status, str) and status in _RPC_STATUS:
+        return _RPC_STATUS[status], message
+    if isinstance(code, int) and not isinstance(code, bool):
+        if code in (498, 499):
+            return ErrorClass.AUTH, message
+        if 400 <= code < 600:
+            return classify_status(code) or ErrorClass.SERVER_ERROR, message
+        return _RPC_CODES.get(code, ErrorClass.SERVER_ERROR), message
+    return ErrorClass.SERVER_ERROR, message
+
+
+def detect_error(provider: str, status: int,
+                 payload: Any) -> Optional[Tuple[ErrorClass, str]]:
+    """The error a response reports, by status or inside an HTTP 200 body, else None.
+
+    ``payload`` is the parsed JSON body (None when it was not JSON). Rekognition's
+    ``__type`` refines the status (a ThrottlingException in a 500 is RATE_LIMITED).
+    """
+    aws_type = ""
+    if isinstance(payload, Mapping):
+        aws_type = str(payload.get("__type") or payload.get("code") or "").rpartition("#")[2]
+    if provider == "rekognition" and aws_type in _AWS_TYPES:
+        return _AWS_TYPES[aws_type], str(payload.get("message") or payload.get("Message")
+                                         or aws_type)
+    if status >= 400:
+        err = payload.get("error") if isinstance(payload, Mapping) else None
+        message = str(err.get("message") or "") if isinstance(err, Mapping) else ""
+        return classify_status(status) or ErrorClass.SERVER_ERROR, message or f"HTTP {status}"
+    if not isinstance(payload, Mapping):
+        return None
+    err = payload.get("error")
+    if isinstance(err, Mapping) and err:
+        return _error_object(err)
+    if provider == "google":
+        for response in payload.get("responses") or ():
+            if isinstance(response, Mapping) and isinstance(response.get("error"), Mapping):
+                return _error_object(response["error"])
+    return None

@@ -1,0 +1,368 @@
+"""Per-phase time limits against real loopback sockets: each phase runs out on its own budget."""
+from __future__ import annotations
+
+import email.utils
+import json
+import select
+import socket
+import threading
+import time
+
+import pytest
+
+from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
+from fme_ai_resilience.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+
+pytestmark = pytest.mark.integration
+
+BUDGET_S = 0.3
+BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+LOW, HIGH = 0.8, 0.6   # measured phase within [0.8 x budget, budget + 0.6 s]
+API_KEY = "loopback-key-5531abcd"
+OK_BODY = json.dumps({"condition": "good", "confidence": 0.9}).encode()
+
+
+def within(measured, budget_s=BUDGET_S):
+    return LOW * budget_s <= measured <= budget_s + HIGH
+
+
+def read_request(conn):
+    """Read one HTTP request (headers and a Content-Length body) from ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head
+
+
+def response(status, body=b"", headers=(), reason="X", length=None):
+    lines = [f"HTTP/1.1 {status} {reason}",
+             f"Content-Length: {len(body) if length is None else length}",
+             "Connection: close", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+class Loopback:
+    """A scripted TCP server on 127.0.0.1: ``handler(conn, stop)`` serves each connection."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.stop = threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    def _accept(self):
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, conn):
+        try:
+            conn.settimeout(5)
+            self.handler(conn, self.stop)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(handler):
+        server = Loopback(handler)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def client_for(url, **kwargs):
+    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), BUDGET,
+                        **kwargs)
+
+
+def test_success_measures_every_phase(serve):
+    """A normal answer is ok, with connect, ttfb and body phases measured."""
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
+
+    out = client_for(serve(handler).url).analyze(b"img", "t1")
+    assert out.ok and out.assessment.condition == "good"
+    assert set(out.phases) == {"connect", "ttfb", "body"}
+    assert out.phases["connect"] > 0
+    assert out.duration_s < BUDGET.total_s
+
+
+def test_headers_late_is_ttfb_timeout_after_about_ttfb(serve):
+    """Headers delayed past ttfb_s give TTFB_TIMEOUT after about ttfb_s."""
+    def handler(conn, stop):
+        read_request(conn)
+        stop.wait(BUDGET_S * 4)
+        conn.sendall(response(200, OK_BODY))
+
+    out = client_for(serve(handler).url).analyze(b"img", "t2")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
+    assert within(out.phases["ttfb"]), out.phases
+
+
+def trickler(content_type, byte=b" ", length=1000, every_s=0.02):
+    """A handler sending headers at once, then the body one byte every ``every_s``."""
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, b"", [f"Content-Type: {content_type}"], length=length))
+        for _ in range(length):
+            if stop.wait(every_s):
+                return
+            conn.sendall(byte)
+    return handler
+
+
+def test_trickled_body_is_body_timeout_after_about_body_s(serve):
+    """Headers on time, then a body trickling byte by byte past body_s: BODY_TIMEOUT."""
+    out = client_for(serve(trickler("application/json")).url).analyze(b"img", "t3")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.BODY_TIMEOUT, "body")
+    assert out.status_code == 200
+    assert within(out.phases["body"]), out.phases
+    assert out.phases["ttfb"] < BUDGET_S
+
+
+def _full_backlog_listener():
+    """A listener with listen(0) whose accept queue is filled by connections never accepted.
+
+    Returns (listener, fillers, port) once a further connection attempt no longer completes,
+    or None if the kernel keeps accepting handshakes.
+    """
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(16):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        fillers.append(s)
+        _, writable, _ = select.select([], [s], [], 0.2)
+        if not writable:
+            return listener, fillers, port
+    for s in fillers:
+        s.close()
+    listener.close()
+    return None
+
+
+def test_handshake_never_completing_is_connect_timeout():
+    """A full accept queue drops SYNs: CONNECT_TIMEOUT after about connect_s."""
+    setup = _full_backlog_listener()
+    if setup is None:
+        pytest.skip("this kernel completes handshakes beyond a full accept queue")
+    listener, fillers, port = setup
+    try:
+        out = client_for(f"http://127.0.0.1:{port}").analyze(b"img", "t4")
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.CONNECT_TIMEOUT, "connect")
+    assert out.status_code is None
+    assert within(out.phases["connect"]), out.phases
+
+
+def test_refused_connection_is_connection_error():
+    """Nothing listening: CONNECTION_ERROR, quickly."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    out = client_for(f"http://127.0.0.1:{port}").analyze(b"img", "t5")
+    assert out.error_class is ErrorClass.CONNECTION_ERROR and out.timed_out_phase is None
+
+
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+def test_429_retry_after_seconds_and_http_date(serve, form):
+    """429 with Retry-After as delta-seconds or as an HTTP date gives retry_after_s."""
+    value = "30" if form == "seconds" else email.utils.formatdate(time.time() + 30,
+                                                                  usegmt=True)
+
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(429, b'{"error": {"message": "slow down"}}',
+                              [f"Retry-After: {value}", "Content-Type: application/json"]))
+
+    out = client_for(serve(handler).url).analyze(b"img", "t6")
+    assert out.error_class is ErrorClass.RATE_LIMITED and out.status_code == 429
+    assert 27 <= out.retry_after_s <= 30
+
+
+def test_502_html_page_is_server_error(serve):
+    """A proxy's HTML 502 page is SERVER_ERROR with a redacted excerpt of the page."""
+    page = b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(502, page, ["Content-Type: text/html"], reason="Bad Gateway"))
+
+    out = client_for(serve(handler).url).analyze(b"img", "t7")
+    assert (out.error_class, out.status_code) == (ErrorClass.SERVER_ERROR, 502)
+    assert "502 Bad Gateway" in out.excerpt
+
+
+def test_truncated_json_is_bad_format(serve):
+    """The connection cut mid-body (fewer bytes than Content-Length) is BAD_FORMAT."""
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, OK_BODY[:15], ["Content-Type: application/json"],
+                              length=len(OK_BODY)))
+
+    out = client_for(serve(handler).url).analyze(b"img", "t8")
+    assert out.error_class is ErrorClass.BAD_FORMAT
+    assert "cut off" in out.errors[0]
+
+
+def test_oversize_body_is_cut_at_the_limit(serve):
+    """A 4 MB answer against a 64 KB limit stops reading at the limit: BAD_FORMAT."""
+    sent = {}
+
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, b"", ["Content-Type: application/json"],
+                              length=4 * 1024 * 1024))
+        total = 0
+        try:
+            for _ in range(64):
+                conn.sendall(b"x" * 65536)
+                total += 65536
+        finally:
+            sent["bytes"] = total
+
+    server = serve(handler)
+    out = client_for(server.url, max_response_bytes=65536).analyze(b"img", "t9")
+    assert out.error_class is ErrorClass.BAD_FORMAT
+    assert "larger than 65536 bytes" in out.errors[0]
+    assert out.phases["body"] < BUDGET_S
+    server.close()
+    assert sent["bytes"] < 4 * 1024 * 1024
+
+
+LOOPBACK_POLICY = DownloadPolicy(allowed_hosts=("127.0.0.1",), allow_http_hosts=("127.0.0.1",),
+                                 allow_private_hosts=("127.0.0.1",), max_bytes=4096,
+                                 connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+
+
+def test_photo_download_from_explicitly_allowed_loopback(serve):
+    """With loopback explicitly allowed the photo is fetched; without it, refused."""
+    jpeg = b"\xff\xd8\xff" + b"\x01" * 500
+
+    def handler(conn, stop):
+        head = read_request(conn)
+        assert b"x-esri-authorization: bearer tok-123456" in head.lower()
+        conn.sendall(response(200, jpeg, ["Content-Type: image/jpeg"]))
+
+    url = serve(handler).url + "/0/11/attachments/42"
+    assert fetch_photo(url, "tok-123456", LOOPBACK_POLICY).content == jpeg
+    with pytest.raises(UnsafeURL, match="loopback"):
+        fetch_photo(url, "tok-123456", DownloadPolicy(allowed_hosts=("127.0.0.1",),
+                                                      allow_http_hosts=("127.0.0.1",)))
+
+
+def test_dns_rebinding_is_caught_at_connect(serve):
+    """A name checked as public but connecting to loopback is refused once connected."""
+    def handler(conn, stop):
+        read_request(conn)
+        conn.sendall(response(200, b"\xff\xd8", ["Content-Type: image/jpeg"]))
+
+    server = serve(handler)
+    rebinding = DownloadPolicy(allowed_hosts=("localhost",), allow_http_hosts=("localhost",),
+                               resolver=lambda host, port: ["93.184.216.34"])
+    with pytest.raises(UnsafeURL, match="reached 127.0.0.1, a loopback address"):
+        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", rebinding)
+
+
+def test_photo_trickle_and_oversize(serve):
+    """A trickled photo is BODY_TIMEOUT; one over max_bytes without a length is UnsafeURL."""
+    def endless(conn, stop):
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nConnection: close\r\n\r\n")
+        for _ in range(10):
+            conn.sendall(b"\x00" * 1024)
+
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(serve(trickler("image/jpeg", b"\x00")).url + "/p", None, LOOPBACK_POLICY)
+    assert info.value.error_class is ErrorClass.BODY_TIMEOUT
+    with pytest.raises(UnsafeURL, match="larger than 4096"):
+        fetch_photo(serve(endless).url + "/p", None, LOOPBACK_POLICY)
+
+
+def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
+    """Through real failure paths the API key and token reach no outcome, error or log line."""
+    import logging
+    token = "portal-tok-99Q8w7e6r5"
+    caplog.set_level(logging.DEBUG)
+
+    def echo(status, ctype):
+        def handler(conn, stop):
+            head = read_request(conn).decode("latin-1")
+            body = f"{status} for {head}".encode()   # echoes every request header back
+            conn.sendall(response(status, body, [f"Content-Type: {ctype}"]))
+        return handler
+
+    def slow(conn, stop):
+        read_request(conn)
+        stop.wait(BUDGET_S * 3)
+
+    client = VisionClient(serve(echo(401, "application/json")).url, "generic",
+                          Credentials(api_key=API_KEY), BUDGET)
+    outcomes = [client.analyze(b"img", "r1")]
+    for handler in (echo(502, "text/html"), echo(200, "text/plain"), slow):
+        client.endpoint = serve(handler).url
+        outcomes.append(client.analyze(b"img", "r2"))
+    assert [o.error_class for o in outcomes] == [
+        ErrorClass.AUTH, ErrorClass.SERVER_ERROR, ErrorClass.BAD_FORMAT, ErrorClass.TTFB_TIMEOUT]
+    errors = []
+    for handler in (echo(401, "text/plain"), echo(200, "application/json"), slow):
+        try:
+            fetch_photo(serve(handler).url + f"/p?token={token}", token, LOOPBACK_POLICY)
+        except (DownloadError, UnsafeURL) as exc:
+            errors.append(f"{exc} {exc!r}")
+    assert len(errors) == 3
+    texts = [repr(o) + o.excerpt for o in outcomes] + errors
+    texts += [r.getMessage() for r in caplog.records]
+    assert all("Bearer [REDACTED]" in o.excerpt for o in outcomes[:3])   # it was echoed
+    for secret in (API_KEY, token):
+        assert not [t for t in texts if secret in t]

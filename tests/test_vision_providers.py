@@ -1,0 +1,279 @@
+"""Provider adapters: every answer shape becomes one Assessment, or a FormatError naming why."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FormatError
+from fme_ai_resilience.vision import builders
+from fme_ai_resilience.vision.builders import Credentials, build_request
+from fme_ai_resilience.vision.providers import (
+    Assessment,
+    ConditionRules,
+    GenericMapping,
+    detect_error,
+    normalize,
+)
+from tests import vision_fixtures as fx
+
+MAPPING = GenericMapping(condition="result.asset_condition", confidence="result.score",
+                         labels="result.tags", label_name="tag", label_confidence="p",
+                         model_version="model.version")
+
+
+def test_azure_success_derives_damaged_from_rust_tag():
+    """Azure 4.0 tags and object tags are labels; a 'rust' tag makes the asset damaged."""
+    a = normalize("azure-v4", fx.AZURE_OK)
+    assert (a.condition, a.confidence, a.model_version) == ("damaged", 0.88, "2023-10-01")
+    assert a.labels[0] == ("outdoor", 0.99)
+    assert ("fire hydrant", 0.91) in a.labels
+    assert a.provider == "azure-v4"
+
+
+def test_azure_v32_shape_is_drift():
+    """The 3.2 shape (top-level tags) raises FormatError listing the missing fields."""
+    with pytest.raises(FormatError) as info:
+        normalize("azure-v4", fx.AZURE_DRIFTED)
+    assert any("tagsResult" in e for e in info.value.errors)
+    assert info.value.provider == "azure-v4"
+
+
+def test_azure_percent_confidence_is_out_of_range():
+    """A 0-100 confidence where Azure promises 0-1 is refused, not divided silently."""
+    with pytest.raises(FormatError, match="outside 0-1"):
+        normalize("azure-v4", fx.AZURE_PERCENT)
+
+
+def test_azure_error_body_is_classified_by_status():
+    """Azure's 400 error body maps to BAD_REQUEST with its message."""
+    assert detect_error("azure-v4", 400, fx.AZURE_ERROR) == (
+        ErrorClass.BAD_REQUEST, "Image size is too big.")
+    assert detect_error("azure-v4", 401, fx.AZURE_ERROR)[0] is ErrorClass.AUTH
+
+
+def test_google_success_uses_score():
+    """Google labels use `score`; a 'Crack' label makes the asset damaged."""
+    a = normalize("google", fx.GOOGLE_OK)
+    assert (a.condition, a.confidence) == ("damaged", 0.811)
+    assert a.labels[0] == ("Fire hydrant", 0.962)
+
+
+def test_google_deprecated_confidence_field_is_drift():
+    """A label without `score` (only the deprecated zero `confidence`) raises FormatError."""
+    with pytest.raises(FormatError) as info:
+        normalize("google", fx.GOOGLE_DRIFTED)
+    assert any("score" in e for e in info.value.errors)
+
+
+def test_google_error_inside_http_200_is_classified():
+    """responses[0].error in an HTTP 200 (code 14, cannot fetch) is a SERVER_ERROR."""
+    cls, message = detect_error("google", 200, fx.GOOGLE_ERROR_200)
+    assert cls is ErrorClass.SERVER_ERROR and "can not access the URL" in message
+
+
+def test_google_quota_error_is_rate_limited():
+    """RESOURCE_EXHAUSTED is RATE_LIMITED whether the status says 429 or 200."""
+    assert detect_error("google", 429, fx.GOOGLE_QUOTA)[0] is ErrorClass.RATE_LIMITED
+    assert detect_error("google", 200, fx.GOOGLE_QUOTA)[0] is ErrorClass.RATE_LIMITED
+
+
+def test_google_percent_score_is_out_of_range():
+    """A Google score of 96.2 is refused as out of the 0-1 range."""
+    with pytest.raises(FormatError, match="outside 0-1"):
+        normalize("google", fx.GOOGLE_PERCENT)
+
+
+def test_rekognition_scales_0_100_to_unit():
+    """Rekognition's 0-100 confidences come out on 0-1."""
+    a = normalize("rekognition", fx.REKOGNITION_OK)
+    assert a.condition == "damaged"
+    assert a.confidence == pytest.approx(0.924)
+    assert a.labels[0] == ("Fire Hydrant", pytest.approx(0.991))
+    assert a.model_version == "3.0"
+
+
+def test_rekognition_custom_labels_are_read():
+    """DetectCustomLabels answers (CustomLabels) are read like Labels."""
+    a = normalize("rekognition", fx.REKOGNITION_CUSTOM)
+    assert a.labels == (("valve_ok", pytest.approx(0.91)),)
+    assert a.condition == "good"
+
+
+def test_rekognition_unit_scale_answer_is_drift():
+    """Rekognition answers already on 0-1 are refused (a scale change, not 1% confidence)."""
+    with pytest.raises(FormatError, match="0-100"):
+        normalize("rekognition", fx.REKOGNITION_UNIT_SCALE)
+
+
+def test_rekognition_renamed_field_is_drift():
+    """`Label` instead of `Name` raises FormatError naming the required field."""
+    with pytest.raises(FormatError) as info:
+        normalize("rekognition", fx.REKOGNITION_DRIFTED)
+    assert any("Name" in e for e in info.value.errors)
+
+
+@pytest.mark.parametrize("status", [500, 400, 200])
+def test_rekognition_throttling_is_rate_limited_whatever_the_status(status):
+    """ThrottlingException is RATE_LIMITED, even inside a 500."""
+    assert detect_error("rekognition", status, fx.REKOGNITION_THROTTLED)[0] is \
+        ErrorClass.RATE_LIMITED
+
+
+def test_rekognition_provisioned_throughput_in_400_is_rate_limited():
+    """ProvisionedThroughputExceededException (HTTP 400) is RATE_LIMITED, not BAD_REQUEST."""
+    body = {"__type": "com.amazonaws.rekognition#ProvisionedThroughputExceededException"}
+    assert detect_error("rekognition", 400, body)[0] is ErrorClass.RATE_LIMITED
+
+
+def test_openai_structured_content_is_parsed():
+    """JSON inside choices[0].message.content becomes the assessment."""
+    a = normalize("openai", fx.OPENAI_OK)
+    assert (a.condition, a.confidence, a.model_version) == ("damaged", 0.86,
+                                                             "gpt-4o-2024-08-06")
+    assert a.labels == (("rust", 0.9),)
+
+
+def test_openai_renamed_field_is_drift():
+    """`asset_condition` instead of `condition` raises FormatError naming `condition`."""
+    with pytest.raises(FormatError) as info:
+        normalize("openai", fx.OPENAI_DRIFTED)
+    assert any("condition" in e for e in info.value.errors)
+
+
+def test_openai_percent_confidence_is_refused():
+    """A confidence of 86 from a model asked for 0-1 is refused."""
+    with pytest.raises(FormatError, match="outside 0-1"):
+        normalize("openai", fx.OPENAI_PERCENT)
+
+
+@pytest.mark.parametrize("payload, words", [
+    (fx.OPENAI_REFUSAL, "refused"), (fx.OPENAI_TRUNCATED, "cut off"),
+    (fx.OPENAI_NULL, "no content"), (fx.openai_answer("not json"), "not JSON")])
+def test_openai_refusal_truncation_null_and_garbage_are_format_errors(payload, words):
+    """Refusals, finish_reason=length, null and non-JSON content raise FormatError."""
+    with pytest.raises(FormatError, match=words):
+        normalize("openai", payload)
+
+
+def test_openai_rate_limit_error_object_is_rate_limited():
+    """OpenAI's 429 error object is RATE_LIMITED and keeps the 'try again in' text."""
+    cls, message = detect_error("openai", 429, fx.OPENAI_RATE_LIMIT)
+    assert cls is ErrorClass.RATE_LIMITED and "41.724s" in message
+
+
+def test_generic_mapping_reads_configured_paths():
+    """The generic adapter follows dotted paths for condition, confidence, labels, version."""
+    a = normalize("generic", fx.GENERIC_OK, mapping=MAPPING)
+    assert (a.condition, a.confidence, a.model_version) == ("fair", 0.81, "insp-2.4")
+    assert a.labels == (("wear", 0.81),)
+
+
+def test_generic_renamed_field_is_drift_with_schema_errors():
+    """A renamed field fails the schema derived from the mapping."""
+    with pytest.raises(FormatError) as info:
+        normalize("generic", fx.GENERIC_DRIFTED, mapping=MAPPING)
+    assert any("asset_condition" in e for e in info.value.errors)
+
+
+def test_generic_percent_scale_is_configurable():
+    """With confidence_scale=100 a percentage answer is read; with 1 it is refused."""
+    with pytest.raises(FormatError):
+        normalize("generic", fx.GENERIC_PERCENT, mapping=MAPPING)
+    pct = GenericMapping(**{**MAPPING.__dict__, "confidence_scale": 100})
+    assert normalize("generic", fx.GENERIC_PERCENT, mapping=pct).confidence == 0.81
+
+
+def test_generic_explicit_schema_replaces_derived_one():
+    """A configured JSON Schema is what the payload is checked against."""
+    mapping = GenericMapping(schema={"type": "object", "required": ["verdict"]})
+    with pytest.raises(FormatError, match="verdict"):
+        normalize("generic", {"condition": "good", "confidence": 0.9}, mapping=mapping)
+
+
+def test_generic_labels_are_optional():
+    """A generic answer without labels is read (condition and confidence suffice)."""
+    a = normalize("generic", {"condition": "good", "confidence": 0.9})
+    assert (a.condition, a.confidence, a.labels) == ("good", 0.9, ())
+
+
+@pytest.mark.parametrize("payload", [
+    {"verdict": 1}, {"verdict": 1, "condition": None, "confidence": 0.5},
+    {"verdict": 1, "condition": "good", "confidence": "high"},
+    {"verdict": 1, "condition": "good", "confidence": 0.5, "labels": [1, 2]}])
+def test_generic_custom_schema_still_checks_mapped_values(payload):
+    """With a permissive custom schema, missing or mistyped mapped values are FormatError."""
+    mapping = GenericMapping(schema={"type": "object", "required": ["verdict"]})
+    with pytest.raises(FormatError):
+        normalize("generic", payload, mapping=mapping)
+
+
+def test_generic_error_in_200_body_is_classified():
+    """{"error": {"code": 503}} in an HTTP 200 is a SERVER_ERROR."""
+    assert detect_error("generic", 200, fx.GENERIC_ERROR)[0] is ErrorClass.SERVER_ERROR
+
+
+def test_constant_confidence_across_labels_is_drift():
+    """Three or more labels with one identical confidence are refused as constant."""
+    payload = {"responses": [{"labelAnnotations": [
+        {"description": d, "score": 0.5} for d in ("a", "b", "c")]}]}
+    with pytest.raises(FormatError, match="constant"):
+        normalize("google", payload)
+
+
+def test_rules_from_string_and_weak_evidence():
+    """Configured rules apply; a weak damage label lowers a 'good' conclusion's confidence."""
+    rules = ConditionRules.from_string("damaged=leak|burst;fair=moss")
+    labels = [("Water leak", 0.4), ("Valve", 0.95)]
+    assert rules.derive(labels) == ("good", pytest.approx(0.6))
+    assert rules.derive([("Burst pipe", 0.7)]) == ("damaged", 0.7)
+    assert rules.derive([]) == ("good", 0.0)
+    with pytest.raises(ConfigurationError):
+        ConditionRules.from_string("damaged")
+
+
+def test_assessment_rejects_out_of_range_confidence():
+    """An Assessment cannot hold a confidence outside [0, 1] or NaN."""
+    for bad in (1.2, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="confidence"):
+            Assessment("good", bad)
+
+
+def test_unknown_provider_is_a_configuration_error():
+    """normalize names the unknown provider."""
+    with pytest.raises(ConfigurationError, match="vision.provider"):
+        normalize("clarifai", {})
+
+
+def test_request_builders_keep_secrets_in_headers():
+    """Every provider's request carries its key in a header and never in the URL."""
+    creds = Credentials(api_key="k-123456789", token="t-987654321")
+    for provider in ("azure-v4", "google", "openai", "generic"):
+        req = build_request(provider, "https://vision.example.com", b"\xff\xd8jpeg", creds)
+        assert "123456789" not in req.url and "987654321" not in req.url
+        assert any("123456789" in v or "987654321" in v for v in req.headers.values())
+        assert "k-123456789" not in repr(req) and "k-123456789" not in repr(creds)
+
+
+def test_request_builders_encode_bytes_and_urls():
+    """Bytes go inline (base64 in JSON), URLs by reference, in each provider's own field."""
+    creds = Credentials(api_key="k")
+    az = build_request("azure-v4", "https://a.example", "https://p.example/1.jpg", creds)
+    assert json.loads(az.body) == {"url": "https://p.example/1.jpg"}
+    assert "api-version=2023-10-01" in az.url
+    g = build_request("google", "https://vision.googleapis.com", b"abc", creds)
+    assert json.loads(g.body)["requests"][0]["image"]["content"] == \
+        base64.b64encode(b"abc").decode()
+    r = build_request("rekognition", "https://rekognition.eu-west-1.amazonaws.com", b"abc",
+                      Credentials(signer=lambda q: q.with_headers(Authorization="AWS4 sig")))
+    assert r.headers["X-Amz-Target"] == "RekognitionService.DetectLabels"
+    assert r.headers["Authorization"] == "AWS4 sig"
+    o = build_request("openai", "https://api.example/v1", b"abc", creds)
+    body = json.loads(o.body)
+    assert o.url.endswith("/v1/chat/completions")
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["messages"][0]["content"][1]["image_url"]["url"].startswith("data:image/jpeg")
+    with pytest.raises(ConfigurationError, match="bytes"):
+        build_request("rekognition", "https://r.example", "https://p.example/1.jpg", creds)
+    assert builders.AZURE_PATH in az.url
