@@ -45,8 +45,6 @@ from .survey123 import DELIVERY_HEADER, Body, parse_webhook
 
 log = logging.getLogger(__name__)
 
-#: The park ceiling used to store the rest of a body that is already partly in the ledger.
-UNBOUNDED_CEILING = 2 ** 31 - 1
 EXCERPT_CHARS = 2048
 
 _NEW = (RegisterOutcome.NEW, RegisterOutcome.PARKED)
@@ -129,7 +127,7 @@ def _register_whole(store: Any, submissions: Sequence[Submission], now: float, c
     refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
     if refused and len(refused) < len(out):
         for i in refused:
-            out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, UNBOUNDED_CEILING)
+            out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, None)
         log.warning("intake: %d photo(s) of %s over the ceiling parked with the rest of their "
                     "submission", len(refused), submissions[0].feature_global_id)
 
@@ -273,4 +271,4 @@ def _safe(exc: BaseException, submissions: Sequence[Submission]) -> str:
     return redact_text(str(exc), [s.portal_token for s in submissions[:1]])
 
 
-__all__ = ["IntakeDecision", "decide", "UNBOUNDED_CEILING"]
+__all__ = ["IntakeDecision", "decide"]

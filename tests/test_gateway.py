@@ -187,3 +187,50 @@ def test_unexpected_failure_is_a_json_500_without_secrets(clock, caplog):
     status, _, body = call(make_app(Broken(), clock=clock))
     assert status == 500 and body["status"] == "error"
     assert TOKEN not in caplog.text
+
+
+@pytest.fixture
+def ledger():
+    from fme_ai_resilience.store import open_store
+
+    s = open_store("sqlite:///:memory:", init_schema=True)
+    yield s
+    s.close()
+
+
+def test_valid_delivery_reaches_the_ledger(ledger, clock):
+    """A JSON POST is decided: 202 with the decision body, then 202 duplicate."""
+    app = make_app(ledger, clock=clock)
+    status, headers, body = call(app, content_type="application/json; charset=UTF-8",
+                                 headers={"X-Survey123-Delivery": "d-1"})
+    assert status == 202 and body["status"] == "accepted"
+    assert body["delivery_id"] == "d-1" and headers["Content-Type"] == "application/json"
+    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-2"})
+    assert status == 202 and body["status"] == "duplicate_in_progress"
+    assert ledger.counts()["PENDING"] == 1
+
+
+def test_correct_secret_and_signature_are_accepted(ledger, clock):
+    """The right shared secret and a fresh valid signature pass through to the decision."""
+    app = make_app(ledger, clock=clock, shared_secret="s3cret-value", signing_secret=WHSEC)
+    now = int(clock.now()) - 60  # inside the tolerance window
+    status, _, _ = call(app, headers={
+        "X-FAIR-Secret": "s3cret-value", "webhook-id": "msg_1", "webhook-timestamp": str(now),
+        "webhook-signature": "v1,bogus " + sign(WHSEC, "msg_1", now, BODY)})
+    assert status == 202
+
+
+def test_invalid_json_through_the_gateway_is_400(ledger, clock):
+    """Garbage posted as JSON is answered 400 and kept as a dead letter."""
+    status, _, body = call(make_app(ledger, clock=clock), body=b"{oops")
+    assert status == 400 and body["dead_letter"].startswith("body:sha256:")
+    assert ledger.counts()["DEAD"] == 1
+
+
+def test_retry_after_header_is_an_integer(ledger, clock):
+    """A 429 carries Retry-After as whole seconds >= 1."""
+    settings = Settings(intake=IntakeSettings(watermark=1, overload_mode="reject"))
+    app = make_app(ledger, settings, clock=clock)
+    call(app, body=BODY.replace(b"A0B1C2D3", b"B0B1C2D3"))
+    status, headers, _ = call(app)
+    assert status == 429 and int(headers["Retry-After"]) >= 1
