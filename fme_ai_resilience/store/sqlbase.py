@@ -1,4 +1,4 @@
-"""The backend-independent half of the ledger: argument checks, JSON, rows to values, decisions.
+"""The backend-independent half of the ledger: argument checks, decisions, shared operations.
 
 :class:`SqlStore` implements every :class:`~fme_ai_resilience.store.base.Store` operation on top
 of a few primitives a backend supplies (``_transact`` running a function inside one transaction,
@@ -8,7 +8,6 @@ its own way). Driver exceptions never leave a backend: :func:`translate` turns t
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import (
     Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
@@ -32,6 +31,7 @@ from ..ledger import (
 from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
+from .rows import from_json, optional, record_of, task_of, to_json
 
 T = TypeVar("T")
 
@@ -96,23 +96,6 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(f"{type(exc).__name__}: {redact_text(first)}")
 
 
-def to_json(value: Any, field: str) -> Optional[str]:
-    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if it cannot."""
-    if value is None:
-        return None
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{field} is not JSON-ready: {exc}") from None
-
-
-def from_json(value: Any) -> Any:
-    """A JSON column's value (both drivers hand back the text)."""
-    if value is None or not isinstance(value, (str, bytes, bytearray)):
-        return value
-    return json.loads(value)
-
-
 def _finite(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
@@ -138,45 +121,6 @@ def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optiona
     if park and backlog < park_ceiling:
         return Status.DEFERRED
     return None
-
-
-def checkpoints_of(row: Mapping[str, Any]) -> Dict[str, Any]:
-    """``{stage: data}`` for the stages a row has finished."""
-    out = {}
-    for stage in Stage:
-        data = row.get(stage.value)
-        if data is not None:
-            out[stage.value] = from_json(data)
-    return out
-
-
-def _optional(enum_type: Any, value: Any) -> Any:
-    return None if value is None else enum_type(value)
-
-
-def task_of(row: Mapping[str, Any]) -> Task:
-    """A claimed row as the :class:`Task` the processor works on."""
-    return Task(
-        key=row["task_key"], lease_token=int(row["lease_token"]),
-        lease_expires_at=float(row["lease_expires_at"]),
-        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
-        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
-        checkpoints=checkpoints_of(row),
-        failure_class=_optional(FailureClass, row["failure_class"]))
-
-
-def record_of(row: Mapping[str, Any]) -> TaskRecord:
-    """A row as a :class:`TaskRecord`."""
-    return TaskRecord(
-        key=row["task_key"], status=Status(row["status"]),
-        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
-        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]), outcome=_optional(TaskOutcome, row["outcome"]),
-        failure_class=_optional(FailureClass, row["failure_class"]),
-        last_error=row["last_error"], next_attempt_at=row["next_attempt_at"],
-        lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
-        lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
-        result=from_json(row["result"]), completed_at=row["completed_at"])
 
 
 class SqlStore:
@@ -295,7 +239,7 @@ class SqlStore:
             status = Status(row["status"])
             outcome = (RegisterOutcome.DUPLICATE_IN_PROGRESS if status.in_progress
                        else RegisterOutcome.DUPLICATE_DONE)
-            return Registration(key, outcome, status, _optional(TaskOutcome, row["outcome"]),
+            return Registration(key, outcome, status, optional(TaskOutcome, row["outcome"]),
                                 backlog=backlog)
         return Registration(key, RegisterOutcome.OVER_BACKLOG, None, backlog=backlog)
 

@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Type
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreError
 from .sqlbase import SqlStore, T, Tx, decide, translate
 
 #: Every exception class the sqlite3 module defines, mapped once (a test checks none is missing).
