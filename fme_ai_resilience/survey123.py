@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidPayload
@@ -39,6 +40,7 @@ EVENT_HEADER = "X-Survey123-Event"
 
 _ATTACHMENT_URL = re.compile(r"^(?P<service>.+)/(?P<layer>\d+)/(?P<oid>\d+)/attachments/\d+/?$")
 _MAX_DELIVERY_ID = 128
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 Body = Union[bytes, bytearray, str, Mapping[str, Any]]
@@ -237,6 +239,7 @@ def _finite_float(text: str) -> float:
 
 
 def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
+    shallow = False  # True when the text cannot nest deeper than max_depth
     if isinstance(body, Mapping):
         data: Any = body
     else:
@@ -254,6 +257,8 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise InvalidPayload(f"not UTF-8 text (byte {exc.start})") from None
+        # Nesting can be no deeper than the number of openers: most bodies skip the walk.
+        shallow = text.count("{") + text.count("[") <= max_depth
         if "\x00" in text or "\\u0000" in text:
             raise InvalidPayload("contains a NUL character")
         try:
@@ -271,7 +276,7 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
                 raise InvalidPayload("contains an unpaired UTF-16 surrogate escape") from None
     if not isinstance(data, Mapping):
         raise InvalidPayload(f"not a JSON object but {_json_type(data)}")
-    if _depth_over(data, max_depth):
+    if not shallow and _depth_over(data, max_depth):
         raise InvalidPayload(f"nesting deeper than {max_depth} levels")
     return data
 
@@ -301,14 +306,12 @@ def _depth_over(data: Any, max_depth: int) -> bool:
         value, depth = stack.pop()
         if depth > max_depth:
             return True
-        if isinstance(value, Mapping):
-            children: Any = value.values()
-        elif isinstance(value, (list, tuple)):
-            children = value
-        else:
-            continue
-        stack.extend((child, depth + 1) for child in children
-                     if isinstance(child, (Mapping, list, tuple)))
+        children = value.values() if isinstance(value, Mapping) else value
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list or (
+                    kind not in _SCALARS and isinstance(child, (Mapping, list, tuple))):
+                stack.append((child, depth + 1))
     return False
 
 
@@ -426,6 +429,9 @@ def _without_token(url: str) -> str:
 def _clean_attributes(attributes: Mapping[str, Any], token: Optional[str]) -> Dict[str, Any]:
     """The attributes with string keys only, scrubbed of the portal token and secret keys."""
     clean = {str(k): v for k, v in attributes.items()}
-    if any(is_secret_key(k) for k in clean) or (token and token in json.dumps(clean, default=str)):
+    if any(is_secret_key(k) for k in clean) or (token and any(
+            (token in v) if isinstance(v, str)
+            else (type(v) not in _SCALARS and token in json.dumps(v, default=str))
+            for v in clean.values())):
         clean = redact_mapping(clean, [token])
     return clean
