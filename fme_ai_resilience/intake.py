@@ -27,6 +27,7 @@ mode nothing new is stored. Duplicates are still answered 200/202.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -39,7 +40,7 @@ from .errors import FailureClass, InvalidPayload, StoreUnavailable
 from .keys import body_key
 from .ledger import OverloadMode, RegisterOutcome, Registration, Status
 from .redact import excerpt, redact_text
-from .settings import Settings
+from .settings import IntakeSettings, Settings
 from .submission import Submission
 from .survey123 import DELIVERY_HEADER, Body, parse_webhook
 
@@ -102,7 +103,7 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Any,
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
 
-    plan = _plan(settings)
+    plan = _plan(intake)
     health = _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
     mode = OverloadMode(intake.overload_mode)
@@ -200,10 +201,11 @@ def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
                            "retry_after_s": retry_after}, registrations)
 
 
-def _plan(settings: Settings) -> CapacityPlan:
-    plan = settings.intake.capacity()
-    watermark = settings.intake.effective_watermark()
-    return plan if plan.watermark == watermark else replace(plan, watermark=watermark)
+@functools.lru_cache(maxsize=16)
+def _plan(intake: IntakeSettings) -> CapacityPlan:
+    """The capacity plan with the effective watermark (settings are frozen: cached)."""
+    plan = intake.capacity()
+    return plan if intake.watermark == 0 else replace(plan, watermark=intake.watermark)
 
 
 def _retry_after(plan: CapacityPlan, backlog: int, store: Any, settings: Settings,

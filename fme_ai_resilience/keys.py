@@ -60,11 +60,14 @@ def idempotency_key(feature_global_id: Any, attachment_global_id: Any = None,
     Raises :class:`InvalidPayload` when a GlobalID is not a GUID.
     """
     feature = normalise_global_id(feature_global_id, "feature.globalId")
-    if attachment_global_id is None:
-        attachment = UNKNOWN_ATTACHMENTS
-    else:
-        attachment = normalise_global_id(attachment_global_id, "attachment.globalId")
-    key = f"{feature}/{attachment}"
+    attachment = None if attachment_global_id is None else normalise_global_id(
+        attachment_global_id, "attachment.globalId")
+    return compose_key(feature, attachment, marker)
+
+
+def compose_key(feature: str, attachment: Optional[str], marker: Optional[str] = None) -> str:
+    """The key from GlobalIDs already passed through :func:`normalise_global_id`."""
+    key = f"{feature}/{attachment or UNKNOWN_ATTACHMENTS}"
     return f"{key}@{marker}" if marker else key
 
 

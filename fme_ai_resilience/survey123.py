@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidPayload
-from .keys import edit_marker, idempotency_key, normalise_global_id, trace_id_for
+from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
 from .redact import is_secret_key, redact_mapping
 from .submission import Submission
 
@@ -195,7 +195,7 @@ def _photo(photo: Any, question: str, rec: _Rec, ctx: _Context, where: str) -> S
     if photo.get("globalId") is None:
         raise InvalidPayload("attachment has no globalId", field=f"{where}.globalId")
     attachment_gid = normalise_global_id(photo.get("globalId"), f"{where}.globalId")
-    key = idempotency_key(rec.global_id, attachment_gid, rec.marker)
+    key = compose_key(rec.global_id, attachment_gid, rec.marker)
     attachment_id = _int_or_none(photo.get("id"), f"{where}.id")
     url = photo.get("url")
     if url is not None and not isinstance(url, str):
@@ -217,7 +217,7 @@ def _photo(photo: Any, question: str, rec: _Rec, ctx: _Context, where: str) -> S
 
 
 def _unknown(rec: _Rec, ctx: _Context) -> Submission:
-    key = idempotency_key(rec.global_id, None, rec.marker)
+    key = compose_key(rec.global_id, None, rec.marker)
     return Submission(
         idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
         object_id=rec.object_id, event_type=ctx.event_type, delivery_id=ctx.delivery_id,
@@ -262,7 +262,7 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
         if "\x00" in text or "\\u0000" in text:
             raise InvalidPayload("contains a NUL character")
         try:
-            data = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+            data = _DECODER.decode(text)
         except RecursionError:
             raise InvalidPayload(f"nesting deeper than {max_depth} levels") from None
         except ValueError as exc:
@@ -279,6 +279,9 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
     if not shallow and _depth_over(data, max_depth):
         raise InvalidPayload(f"nesting deeper than {max_depth} levels")
     return data
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _json_reason(exc: ValueError) -> str:
@@ -318,11 +321,18 @@ def _depth_over(data: Any, max_depth: int) -> bool:
 # -- small readers ------------------------------------------------------------------------------
 
 def _header_lookup(headers: Optional[Mapping[str, Any]]):
-    lowered: Dict[str, Any] = {}
-    for name, value in (headers or {}).items():
-        if isinstance(name, str):
-            lowered[name.lower()] = value
-    return lambda name: lowered.get(name.lower())
+    """A case-insensitive getter over ``headers`` (HTTP header names ignore case)."""
+    def get(name: str) -> Any:
+        if not headers:
+            return None
+        if name in headers:
+            return headers[name]
+        lowered = name.lower()
+        for key, value in headers.items():
+            if isinstance(key, str) and key.lower() == lowered:
+                return value
+        return None
+    return get
 
 
 def _event_type(data: Mapping[str, Any], header: Any) -> str:
