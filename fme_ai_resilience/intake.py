@@ -152,8 +152,9 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
             status, state = 429, "over_backlog"
         retry_after = _retry_after(plan, backlog, store, settings, now)
         stored = any(o in _NEW for o in outcomes)
-        log.warning("intake: %s for %s (delivery %s): %d photo(s), %s, Retry-After %ds",
-                    state, first.feature_global_id, first.delivery_id, len(outcomes),
+        log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
+                    "Retry-After %ds", state, first.feature_global_id, first.trace_id,
+                    first.delivery_id, len(outcomes),
                     "stored DEFERRED" if stored else "nothing stored", retry_after)
         return IntakeDecision(status, {"Retry-After": str(retry_after)},
                               dict(context, status=state, stored=stored,
@@ -164,8 +165,11 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
         status, state = 200, "duplicate_done"
     else:
         status, state = 202, "duplicate_in_progress"
-    log.info("intake: %s %s (delivery %s): %s", state, first.feature_global_id,
-             first.delivery_id, ", ".join(o.value for o in outcomes))
+    if log.isEnabledFor(logging.INFO):
+        log.info("intake: %s %s (delivery %s): %s", state, first.feature_global_id,
+                 first.delivery_id, ", ".join(f"{r.key} {r.outcome.value} trace "
+                                              f"{s.trace_id}" for r, s in
+                                              zip(registrations, submissions)))
     return IntakeDecision(status, {}, dict(context, status=state, stored=True), registrations)
 
 

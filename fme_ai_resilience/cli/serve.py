@@ -18,7 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from ..errors import ConfigurationError, StoreError
 from ..flow import FlowClient
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
-from ..redact import redact_url
+from ..redact import redact_text, redact_url
 from ..settings import Settings
 
 log = logging.getLogger("fme_ai_resilience.gateway")
@@ -62,7 +62,8 @@ class _QuietHandler(WSGIRequestHandler):
     """Request lines go to logging without their query string (which may carry a token)."""
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        log.info("%s %s", self.address_string(), format % args)
+        # wsgiref reports malformed request lines verbatim: they may carry a token parameter.
+        log.info("%s %s", self.address_string(), redact_text(format % args))
 
     def log_request(self, code: Any = "-", size: Any = "-") -> None:
         path = self.path.split("?", 1)[0]
