@@ -20,7 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .errors import InvalidPayload
@@ -154,41 +154,36 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
 
     if attachments is None:
         out.append(_unknown(rec, ctx))
-    elif not isinstance(attachments, Mapping):
-        raise InvalidPayload("attachments must be an object keyed by question",
-                             field=f"{where}.attachments")
     else:
-        for question, photos in attachments.items():
-            if photos is None:
-                continue
-            if not isinstance(photos, list):
-                raise InvalidPayload("a question's attachments must be a list",
-                                     field=f"{where}.attachments.{question}")
-            for index, photo in enumerate(photos):
-                out.append(_photo(photo, str(question), rec, ctx,
-                                  f"{where}.attachments.{question}[{index}]"))
-
+        for question, path, photo in _keyed_lists(attachments, where, "attachments", "question"):
+            out.append(_photo(photo, question, rec, ctx, path))
     repeats = record.get("repeats")
     if repeats is not None:
-        if not isinstance(repeats, Mapping):
-            raise InvalidPayload("repeats must be an object keyed by table", field=f"{where}.repeats")
-        for table, rows in repeats.items():
-            if rows is None:
-                continue
-            if not isinstance(rows, list):
-                raise InvalidPayload("a repeat must be a list of records",
-                                     field=f"{where}.repeats.{table}")
-            for index, row in enumerate(rows):
-                if not isinstance(row, Mapping):
-                    raise InvalidPayload("a repeat record must be an object",
-                                         field=f"{where}.repeats.{table}[{index}]")
-                _record(row, f"{where}.repeats.{table}[{index}]", ctx, out, clean)
+        for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
+            _record(row, path, ctx, out, clean)
     return rec
 
 
-def _photo(photo: Any, question: str, rec: _Rec, ctx: _Context, where: str) -> Submission:
-    if not isinstance(photo, Mapping):
-        raise InvalidPayload("an attachment must be an object", field=where)
+def _keyed_lists(container: Any, where: str, name: str,
+                 keyed_by: str) -> Iterator[Tuple[str, str, Mapping[str, Any]]]:
+    """``(key, path, item)`` for each object in an object of lists (``{question: [photo]}``)."""
+    if not isinstance(container, Mapping):
+        raise InvalidPayload(f"{name} must be an object keyed by {keyed_by}",
+                             field=f"{where}.{name}")
+    for key, items in container.items():
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise InvalidPayload("must be a list", field=f"{where}.{name}.{key}")
+        for index, item in enumerate(items):
+            path = f"{where}.{name}.{key}[{index}]"
+            if not isinstance(item, Mapping):
+                raise InvalidPayload("must be an object", field=path)
+            yield str(key), path, item
+
+
+def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
+           where: str) -> Submission:
     ctx.photos += 1
     if ctx.photos > ctx.max_attachments:
         raise InvalidPayload(f"more than {ctx.max_attachments} attachments", field=where)

@@ -1,10 +1,8 @@
 """The intake decision: the status contract over a real ledger (SQLite; PostgreSQL where noted)."""
 from __future__ import annotations
 
-import copy
 import json
 import logging
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ import pytest
 from fme_ai_resilience.errors import FailureClass
 from fme_ai_resilience.flow import FlowHealth
 from fme_ai_resilience.intake import IntakeDecision, decide
-from fme_ai_resilience.ledger import OverloadMode, RegisterOutcome, Status, TaskOutcome
+from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
 from fme_ai_resilience.keys import body_key
 from fme_ai_resilience.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store

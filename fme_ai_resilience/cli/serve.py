@@ -12,7 +12,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..errors import ConfigurationError, StoreError
@@ -20,6 +20,7 @@ from ..flow import FlowClient
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_text, redact_url
 from ..settings import Settings
+from . import settings_from_args
 
 log = logging.getLogger("fme_ai_resilience.gateway")
 
@@ -80,15 +81,7 @@ def _env(name: Optional[str], what: str) -> Optional[str]:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    values: Dict[str, str] = {}
-    for item in args.values:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigurationError(item, item, "expected NAME=VALUE")
-        values[name.strip()] = value
-    if args.overload_mode:
-        values["intake.overload_mode"] = args.overload_mode
-    return Settings.from_env(os.environ).with_values(values)
+    return settings_from_args(args.values, {"intake.overload_mode": args.overload_mode})
 
 
 def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:

@@ -12,7 +12,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
