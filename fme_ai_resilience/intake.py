@@ -42,7 +42,7 @@ from .ledger import OverloadMode, RegisterOutcome, Registration, Status
 from .redact import excerpt, redact_text
 from .settings import IntakeSettings, Settings
 from .submission import Submission
-from .survey123 import DELIVERY_HEADER, Body, parse_webhook
+from .survey123 import Body, delivery_id_of, parse_webhook
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
     token = _token_of(raw, settings.intake.max_body_bytes)
     reason = redact_text(str(exc), [token])
     key = body_key(raw)
-    delivery = _header(headers, DELIVERY_HEADER)
+    delivery = delivery_id_of(headers)
     payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
                "excerpt": excerpt(raw, EXCERPT_CHARS, [token]).replace("\x00", "\ufffd")}
     try:
@@ -264,13 +264,6 @@ def _token_of(raw: bytes, max_bytes: int) -> Optional[str]:
     except Exception:  # noqa: BLE001 - any failure just means "no token to scrub"
         return None
     return token if isinstance(token, str) else None
-
-
-def _header(headers: Optional[Mapping[str, Any]], name: str) -> Optional[str]:
-    for key, value in (headers or {}).items():
-        if isinstance(key, str) and key.lower() == name.lower() and isinstance(value, str):
-            return value[:128]
-    return None
 
 
 def _safe(exc: BaseException, submissions: Sequence[Submission]) -> str:

@@ -60,9 +60,8 @@ def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
     ``max_attachments`` photos.
     """
     data = _decode(body, max_bytes, max_depth)
-    head = _header_lookup(headers)
-    event_type = _event_type(data, head(EVENT_HEADER))
-    delivery_id = _delivery_id(head(DELIVERY_HEADER))
+    event_type = _event_type(data, header_value(headers, EVENT_HEADER))
+    delivery_id = delivery_id_of(headers)
     feature = data.get("feature")
     if not isinstance(feature, Mapping):
         raise InvalidPayload("no feature object", field="feature")
@@ -315,19 +314,9 @@ def _depth_over(data: Any, max_depth: int) -> bool:
 
 # -- small readers ------------------------------------------------------------------------------
 
-def _header_lookup(headers: Optional[Mapping[str, Any]]):
-    """A case-insensitive getter over ``headers`` (HTTP header names ignore case)."""
-    def get(name: str) -> Any:
-        if not headers:
-            return None
-        if name in headers:
-            return headers[name]
-        lowered = name.lower()
-        for key, value in headers.items():
-            if isinstance(key, str) and key.lower() == lowered:
-                return value
-        return None
-    return get
+def header_value(headers: Optional[Mapping[str, Any]], name: str) -> Any:
+    """The value of header ``name`` in ``headers`` (names compared without case), or None."""
+    return _get_ci(headers, name) if headers else None
 
 
 def _event_type(data: Mapping[str, Any], header: Any) -> str:
@@ -339,7 +328,9 @@ def _event_type(data: Mapping[str, Any], header: Any) -> str:
     return str(value)
 
 
-def _delivery_id(value: Any) -> Optional[str]:
+def delivery_id_of(headers: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The ``X-Survey123-Delivery`` header, bounded to 128 characters (it is stored and logged)."""
+    value = header_value(headers, DELIVERY_HEADER)
     if not isinstance(value, str) or not value.strip():
         return None
     return value.strip()[:_MAX_DELIVERY_ID]
