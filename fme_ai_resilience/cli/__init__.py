@@ -14,6 +14,8 @@ from .. import __version__
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
+    "db",
+    "status",
 )
 
 
