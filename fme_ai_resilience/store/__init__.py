@@ -48,7 +48,8 @@ def open_store(url: str, *, init_schema: bool = False, create: bool = True,
         store = PostgresStore(url, **options)
     else:
         scheme = url.split(":", 1)[0]
-        raise ValueError(f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
+        raise ValueError(
+            f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
     if init_schema:
         try:
             store.init_schema()
