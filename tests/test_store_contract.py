@@ -200,6 +200,7 @@ def test_claim_leases_with_a_fresh_token_in_due_order(store):
     record = store.get("c")
     assert (record.status, record.lease_owner, record.lease_expires_at) == (
         Status.PROCESSING, "engine-7", T0 + 40)
+    assert record.next_attempt_at == T0 + 40  # due again only if the lease lapses
     assert tasks[0].payload["feature_global_id"] == "F-c"
     assert [t.key for t in store.claim("engine-8", 5, 30.0, T0 + 10)] == ["b"]
     assert store.claim("engine-9", 5, 30.0, T0 + 10) == []

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import select
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 from ..errors import StoreError, StoreUnavailable
 from ..redact import redact_url
@@ -28,6 +29,13 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg2 = None
 
 log = logging.getLogger(__name__)
+
+#: Hot statements prepared once per connection (planning would otherwise cost as much as
+#: running them). Their SQL names the type of every parameter.
+PREPARED = ("register", "claim", "complete", "fail", "defer", "bury",
+            "checkpoint_downloaded", "checkpoint_analyzed", "checkpoint_written")
+
+_PYFORMAT = re.compile(r"%\((\w+)\)s")
 
 #: Server-side causes that mean "the server cannot serve us now" (SQLSTATE class or code).
 _UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03")
@@ -78,7 +86,7 @@ class PostgresStore(SqlStore):
     dialect = "postgresql"
 
     def __init__(self, url: str, connect_timeout_s: float = 5.0,
-                 application_name: str = "fme-ai-resilience") -> None:
+                 application_name: str = "fme-ai-resilience", prepare: bool = True) -> None:
         if psycopg2 is None:
             raise StoreError("PostgreSQL needs psycopg2: pip install 'fme-ai-resilience[postgres]'")
         super().__init__()
@@ -88,6 +96,11 @@ class PostgresStore(SqlStore):
         self._lock = threading.RLock()
         self._conn: Optional[Any] = None
         self._pid: Optional[int] = None
+        # prepare=False for poolers that cannot keep prepared statements (PgBouncer in
+        # transaction mode).
+        self._prepare = {name: prepared_forms(name, self._queries[name])
+                         for name in PREPARED} if prepare else {}
+        self._prepared: Set[str] = set()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
@@ -103,14 +116,16 @@ class PostgresStore(SqlStore):
             options["application_name"] = self.application_name
         try:
             conn = psycopg2.connect(self.url, **options)
+            # Autocommit at the driver: a one-statement operation is one round trip;
+            # operations of several statements open an explicit transaction (see _transact).
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(self._queries["session_setup"])
         except psycopg2.Error as exc:
             raise translate_error(exc) from exc
-        # Autocommit at the driver: a one-statement operation is one round trip; operations
-        # of several statements open an explicit transaction (see _transact).
-        conn.autocommit = True
         # JSON columns come back as text, as from SQLite; the shared code decodes them.
         psycopg2.extras.register_default_jsonb(conn, loads=lambda text: text)
-        self._conn, self._pid = conn, os.getpid()
+        self._conn, self._pid, self._prepared = conn, os.getpid(), set()
         return conn
 
     def close(self) -> None:
@@ -138,7 +153,7 @@ class PostgresStore(SqlStore):
                 conn = self._live_connection()
                 try:
                     with conn.cursor() as cur:
-                        return Tx(cur, self._queries).run(name, params)
+                        return _PgTx(cur, self).run(name, params)
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=False)
@@ -158,7 +173,7 @@ class PostgresStore(SqlStore):
                 try:
                     with conn.cursor() as cur:
                         cur.execute("BEGIN")
-                        out = fn(Tx(cur, self._queries))
+                        out = fn(_PgTx(cur, self))
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=True)
@@ -231,3 +246,34 @@ def _readable(conn: Any) -> bool:
     except (OSError, ValueError, psycopg2.Error):
         return True
     return bool(ready)
+
+
+def prepared_forms(name: str, sql: str) -> Tuple[str, str]:
+    """``(PREPARE ..., EXECUTE ...)`` for a named query with ``%(name)s`` placeholders."""
+    order: List[str] = []
+
+    def number(match: "re.Match[str]") -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    body = _PYFORMAT.sub(number, sql)
+    args = ", ".join(f"%({param})s" for param in order)
+    return f"PREPARE fair_{name} AS {body}", f"EXECUTE fair_{name} ({args})"
+
+
+class _PgTx(Tx):
+    """A transaction that runs the hot statements through per-connection prepared plans."""
+
+    def __init__(self, cursor: Any, store: PostgresStore) -> None:
+        super().__init__(cursor, store._queries)
+        self.store = store
+
+    def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        forms = self.store._prepare.get(name)
+        if forms is None:
+            return super().run(name, params)
+        if name not in self.store._prepared:
+            self.cursor.execute(forms[0])
+            self.store._prepared.add(name)
+        return self.execute(forms[1], params)

@@ -61,8 +61,12 @@ class Tx:
 
     def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
         """Execute the named query; SELECTs and RETURNING give their rows."""
+        return self.execute(self.queries[name], params)
+
+    def execute(self, sql: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        """Execute SQL text from the ``.sql`` files (or derived from them)."""
         cur = self.cursor
-        cur.execute(self.queries[name], params or {})
+        cur.execute(sql, params or {})
         rows: List[Dict[str, Any]] = []
         if cur.description is not None:
             names = [d[0] for d in cur.description]
@@ -141,7 +145,7 @@ class SqlStore:
         raise NotImplementedError
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-        """Atomically lease due rows; the leased rows as they are after the update."""
+        """Atomically lease due rows; the rows after the update, each with ``due`` added."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -262,8 +266,9 @@ class SqlStore:
     def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
 
-        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``. Tasks
-        are returned in claim order: due time, then registration time.
+        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``, which
+        also becomes the row's ``next_attempt_at`` (when it is due again if the holder
+        vanishes). Tasks are returned in claim order: due time, then registration time.
         """
         now = _finite("now", now)
         lease_s = _finite("lease_s", lease_s)
@@ -272,7 +277,7 @@ class SqlStore:
         rows = self._claim_rows({"owner": _text("owner", owner),
                                  "limit": _count("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
-        rows.sort(key=lambda r: (r["next_attempt_at"], r["created_at"], r["task_key"]))
+        rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
 
     def _fenced(self, name: str, key: str, token: int, now: float, **params: Any) -> bool:

@@ -134,10 +134,10 @@ class SQLiteStore(SqlStore):
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
         def work(tx: Tx) -> List[Dict[str, Any]]:
-            keys = [r["task_key"] for r in tx.run("due_keys", params).rows]
             rows = []
-            for key in keys:
-                tx.run("lease_one", dict(params, key=key))
-                rows.extend(tx.run("get", {"key": key}).rows)
+            for due in tx.run("due_keys", params).rows:
+                tx.run("lease_one", dict(params, key=due["task_key"]))
+                rows.extend(dict(row, due=due["due"])
+                            for row in tx.run("get", {"key": due["task_key"]}).rows)
             return rows
         return self._transact(work)
