@@ -17,6 +17,8 @@ from ..settings import Settings
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
+    "db",
+    "status",
     "plan",
     "serve",
 )

@@ -13,7 +13,7 @@ from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
 
 
 def to_json(value: Any, field: str) -> Optional[str]:
-    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if it cannot."""
+    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if not JSON."""
     if value is None:
         return None
     try:

@@ -61,8 +61,12 @@ class Tx:
 
     def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
         """Execute the named query; SELECTs and RETURNING give their rows."""
+        return self.execute(self.queries[name], params)
+
+    def execute(self, sql: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        """Execute SQL text from the ``.sql`` files (or derived from them)."""
         cur = self.cursor
-        cur.execute(self.queries[name], params or {})
+        cur.execute(sql, params or {})
         rows: List[Dict[str, Any]] = []
         if cur.description is not None:
             names = [d[0] for d in cur.description]
@@ -141,7 +145,7 @@ class SqlStore:
         raise NotImplementedError
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-        """Atomically lease due rows; the leased rows as they are after the update."""
+        """Atomically lease due rows; the rows after the update, each with ``due`` added."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -153,8 +157,9 @@ class SqlStore:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _run(self, name: str, params: Optional[Mapping[str, Any]] = None,
-             write: bool = True) -> Result:
+    def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
+                   write: bool = True) -> Result:
+        """One named statement as its own transaction (a backend may do it more cheaply)."""
         return self._transact(lambda tx: tx.run(name, params), write=write)
 
     # -- schema ------------------------------------------------------------------------------
@@ -255,14 +260,15 @@ class SqlStore:
                   "failure_class": FailureClass(failure_class).value,
                   "error": excerpt(error, ERROR_LIMIT), "now": _finite("now", now),
                   "trace_id": trace_id, "source": source}
-        return self._run("insert_dead_letter", params).rowcount == 1
+        return self._statement("insert_dead_letter", params).rowcount == 1
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
 
-        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``. Tasks
-        are returned in claim order: due time, then registration time.
+        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``, which
+        also becomes the row's ``next_attempt_at`` (when it is due again if the holder
+        vanishes). Tasks are returned in claim order: due time, then registration time.
         """
         now = _finite("now", now)
         lease_s = _finite("lease_s", lease_s)
@@ -271,12 +277,12 @@ class SqlStore:
         rows = self._claim_rows({"owner": _text("owner", owner),
                                  "limit": _count("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
-        rows.sort(key=lambda r: (r["next_attempt_at"], r["created_at"], r["task_key"]))
+        rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
 
     def _fenced(self, name: str, key: str, token: int, now: float, **params: Any) -> bool:
         params.update(key=key, token=_count("token", token, 0), now=_finite("now", now))
-        return self._run(name, params).rowcount == 1
+        return self._statement(name, params).rowcount == 1
 
     def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready; None is stored as True)."""
@@ -336,7 +342,8 @@ class SqlStore:
         if keys is None:
             if klass is None:
                 raise ValueError("requeue needs keys or a failure_class")
-            return self._run("requeue_class", {"now": now, "failure_class": klass}).rowcount
+            return self._statement("requeue_class",
+                                   {"now": now, "failure_class": klass}).rowcount
         wanted = [_text("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
 
         def work(tx: Tx) -> int:
@@ -349,37 +356,39 @@ class SqlStore:
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: str) -> Optional[TaskRecord]:
         """One row, or None."""
-        rows = self._run("get", {"key": key}, write=False).rows
+        rows = self._statement("get", {"key": key}, write=False).rows
         return record_of(rows[0]) if rows else None
 
     def counts(self) -> Dict[str, int]:
         """``{status: n}`` with all six statuses present."""
         out = {s.value: 0 for s in Status}
-        for row in self._run("counts", write=False).rows:
+        for row in self._statement("counts", write=False).rows:
             out[row["status"]] = int(row["n"])
         return out
 
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows, every failure class present."""
         out = {f.value: 0 for f in FailureClass}
-        for row in self._run("dead_letters", write=False).rows:
+        for row in self._statement("dead_letters", write=False).rows:
             out[row["failure_class"] or "UNKNOWN"] = int(row["n"])
         return out
 
     def completed_since(self, since: float) -> int:
         """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
-        rows = self._run("completed_since", {"since": _finite("since", since)}, write=False).rows
+        rows = self._statement("completed_since", {"since": _finite("since", since)},
+                               write=False).rows
         return int(rows[0]["n"])
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:
         """Append one outbound call to ``ai_call_log``."""
         phases = {str(k): _finite(f"phases[{k}]", v) for k, v in call.phases.items()}
-        self._run("record_call", {
+        self._statement("record_call", {
             "service": _text("service", call.service),
             "started_at": _finite("started_at", call.started_at),
             "duration_s": _finite("duration_s", call.duration_s),
-            "error_class": None if call.error_class is None else str(call.error_class),
+            "error_class": None if call.error_class is None else str(
+                getattr(call.error_class, "value", call.error_class)),
             "status_code": call.status_code, "retry": bool(call.retry),
             "trace_id": call.trace_id, "task_key": call.task_key,
             "connect_s": phases.get("connect"), "ttfb_s": phases.get("ttfb"),
@@ -387,14 +396,15 @@ class SqlStore:
 
     def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
         """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
-        row = self._run("call_window", {"service": service, "since": _finite("since", since),
-                                        "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
+        row = self._statement("call_window", {
+            "service": service, "since": _finite("since", since),
+            "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
         return CallWindow(calls=int(row["calls"]), failures=int(row["failures"]),
                           slow=int(row["slow"]), retries=int(row["retries"]))
 
     def record_anomaly(self, anomaly: FormatAnomaly) -> None:
         """Append one ``format_anomaly`` row (the excerpt redacted and truncated again)."""
-        self._run("record_anomaly", {
+        self._statement("record_anomaly", {
             "provider": _text("provider", anomaly.provider),
             "observed_at": _finite("observed_at", anomaly.observed_at),
             "errors": to_json([redact_text(e) for e in anomaly.errors], "errors"),
@@ -404,9 +414,9 @@ class SqlStore:
 
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
-        rows = self._run("recent_anomalies", {"since": _finite("since", since),
-                                              "limit": _count("limit", limit, 1)},
-                         write=False).rows
+        rows = self._statement("recent_anomalies", {"since": _finite("since", since),
+                                                    "limit": _count("limit", limit, 1)},
+                               write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
                               errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],
                               model_version=r["model_version"], task_key=r["task_key"],
@@ -414,7 +424,7 @@ class SqlStore:
 
     def get_config(self) -> Dict[str, str]:
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
-        return {r["name"]: r["value"] for r in self._run("get_config", write=False).rows}
+        return {r["name"]: r["value"] for r in self._statement("get_config", write=False).rows}
 
     def set_config(self, values: Mapping[str, str], now: float) -> None:
         """Upsert settings into ``resilience_config`` (all or none)."""
