@@ -20,6 +20,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -78,38 +79,29 @@ def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
     return out
 
 
+@dataclass
 class _Context:
-    """What every record of one body shares while it is walked."""
+    """What every record of one body shares while it is walked (``photos`` counts them)."""
 
-    __slots__ = ("event_type", "delivery_id", "token", "service_url", "asset_type_field",
-                 "max_attachments", "photos")
-
-    def __init__(self, *, event_type: str, delivery_id: Optional[str], token: Optional[str],
-                 service_url: Optional[str], asset_type_field: str,
-                 max_attachments: int) -> None:
-        self.event_type = event_type
-        self.delivery_id = delivery_id
-        self.token = token
-        self.service_url = service_url
-        self.asset_type_field = asset_type_field
-        self.max_attachments = max_attachments
-        self.photos = 0
+    event_type: str
+    delivery_id: Optional[str]
+    token: Optional[str] = field(repr=False)
+    service_url: Optional[str]
+    asset_type_field: str
+    max_attachments: int
+    photos: int = 0
 
 
+@dataclass(frozen=True)
 class _Rec:
     """One record (feature or repeat record) reduced to what its submissions need."""
 
-    __slots__ = ("global_id", "object_id", "layer_url", "attributes", "asset_type", "marker")
-
-    def __init__(self, global_id: str, object_id: Optional[int], layer_url: Optional[str],
-                 attributes: Mapping[str, Any], asset_type: Optional[str],
-                 marker: Optional[str]) -> None:
-        self.global_id = global_id
-        self.object_id = object_id
-        self.layer_url = layer_url
-        self.attributes = attributes
-        self.asset_type = asset_type
-        self.marker = marker
+    global_id: str
+    object_id: Optional[int]
+    layer_url: Optional[str]
+    attributes: Mapping[str, Any]
+    asset_type: Optional[str]
+    marker: Optional[str]
 
 
 def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Submission],
