@@ -26,6 +26,7 @@ from .errors import StoreError
 from .intake import IntakeDecision, decide
 from .redact import redact_text
 from .settings import Settings
+from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
 
 
-def make_app(store: Any, settings: Optional[Settings] = None, *, clock: Optional[Clock] = None,
+def make_app(store: Store, settings: Optional[Settings] = None, *, clock: Optional[Clock] = None,
              flow_health: Optional[Callable[[], Any]] = None,
              shared_secret: Optional[str] = None,
              secret_header: str = DEFAULT_SECRET_HEADER,

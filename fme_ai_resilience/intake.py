@@ -41,6 +41,7 @@ from .keys import body_key
 from .ledger import OverloadMode, RegisterOutcome, Registration, Status
 from .redact import excerpt, redact_text
 from .settings import IntakeSettings, Settings
+from .store.base import Store
 from .submission import Submission
 from .survey123 import Body, delivery_id_of, parse_webhook
 
@@ -84,7 +85,7 @@ class IntakeDecision:
 FlowHealthSource = Union[None, Any, Callable[[], Any]]
 
 
-def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Any,
+def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
            settings: Optional[Settings] = None, now: float = 0.0,
            flow_health: FlowHealthSource = None) -> IntakeDecision:
     """Parse, register and answer one webhook delivery (see the module docstring's table).

@@ -17,7 +17,6 @@ Rules:
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,6 @@ from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
 from .redact import is_secret_key, redact_mapping
 from .submission import Submission
 
-log = logging.getLogger(__name__)
 
 EVENT_TYPES = ("addData", "editData")
 DEFAULT_MAX_BYTES = 1024 * 1024
