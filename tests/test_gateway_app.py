@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from fme_ai_resilience.errors import StoreUnavailable
 from fme_ai_resilience.flow import FlowHealth
@@ -234,3 +237,16 @@ def test_retry_after_header_is_an_integer(ledger, clock):
     call(app, body=BODY.replace(b"A0B1C2D3", b"B0B1C2D3"))
     status, headers, _ = call(app)
     assert status == 429 and int(headers["Retry-After"]) >= 1
+
+
+@hsettings(max_examples=150, deadline=None,
+           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=st.binary(max_size=300) | st.sampled_from([BODY, BODY[:200], BODY + b"}"]),
+       method=st.sampled_from(["POST", "GET", "PUT"]),
+       ctype=st.sampled_from(["application/json", "text/plain", "application/cloudevents+json"]))
+def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, method, ctype):
+    """Whatever arrives, the gateway answers a contract status with a JSON body, never a 500."""
+    status, headers, answer = call(make_app(ledger, clock=clock), method=method, body=body,
+                                   content_type=ctype)
+    assert status in (200, 202, 400, 405, 415, 429)
+    assert headers["Content-Type"] == "application/json" and isinstance(answer, dict)
