@@ -33,7 +33,8 @@ def test_reconnects_after_the_server_drops_an_idle_connection(pg, pg_store_url):
     pid = pg._conn.get_backend_pid()
     admin = _admin(pg_store_url)
     with admin.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # Wait for the backend to be gone, as after a restart (termination is asynchronous).
+        cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
     admin.close()
     assert pg.register(Submission("k", "F", "t"), T0, 10).outcome is \
         RegisterOutcome.DUPLICATE_IN_PROGRESS
