@@ -117,6 +117,8 @@ class IntakeSettings:
     ``watermark`` 0 means "derive it": engines x latency promise / mean processing time.
     In ``park`` mode (the default: Survey123 never retries a refused webhook) submissions past
     the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
+    Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
+    ``drain_min_completions`` tasks finished in it, the planned rate before that.
     """
 
     engines: int = 8
@@ -129,10 +131,13 @@ class IntakeSettings:
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_attachments: int = 200
+    drain_window_s: float = 300.0
+    drain_min_completions: int = 10
 
     def __post_init__(self) -> None:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
-                  "max_body_bytes", "max_depth", "max_attachments")
+                  "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
+                  "drain_min_completions")
         _positive("intake", self, "watermark", allow_zero=True)
         _ratio("intake", self, "backpressure_ratio")
         _check("intake", "overload_mode", self.overload_mode, self.overload_mode in OVERLOAD_MODES,

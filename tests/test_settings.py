@@ -125,6 +125,8 @@ INVALID = [
     ("intake.max_body_bytes", "0", "intake.max_body_bytes"),
     ("intake.max_depth", "0", "intake.max_depth"),
     ("intake.max_attachments", "many", "intake.max_attachments"),
+    ("intake.drain_window_s", "0", "intake.drain_window_s"),
+    ("intake.drain_min_completions", "1.5", "intake.drain_min_completions"),
     ("processing.lease_s", "0", "processing.lease_s"),
     ("processing.claim_limit", "0", "processing.claim_limit"),
     ("validation.confidence_threshold", "1.5", "validation.confidence_threshold"),

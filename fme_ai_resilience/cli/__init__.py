@@ -7,15 +7,37 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from typing import List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from .. import __version__
+from ..errors import ConfigurationError
+from ..settings import Settings
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
+    "db",
+    "status",
     "plan",
+    "serve",
 )
+
+
+def settings_from_args(items: Sequence[str], explicit: Mapping[str, Any]) -> Settings:
+    """Settings from ``FAIR_*`` variables, then ``--set NAME=VALUE`` items, then options.
+
+    ``explicit`` maps setting names to option values; None means "not given".
+    Raises :class:`ConfigurationError` for an item without ``=`` or a bad value.
+    """
+    values: Dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigurationError(item, item, "expected NAME=VALUE")
+        values[name.strip()] = value
+    values.update({k: v for k, v in explicit.items() if v is not None})
+    return Settings.from_env(os.environ).with_values(values)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -17,6 +16,7 @@ from ..budget import check_budget
 from ..errors import ConfigurationError
 from ..retry import RetryPolicy
 from ..settings import Settings
+from . import settings_from_args
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,17 +41,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    values: Dict[str, str] = {}
-    for item in args.values:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigurationError(item, item, "expected NAME=VALUE")
-        values[name.strip()] = value
-    explicit = {"intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
-                "intake.latency_promise_s": args.latency_seconds,
-                "retry.task_attempts": args.attempts}
-    values.update({k: v for k, v in explicit.items() if v is not None})
-    return Settings.from_env(os.environ).with_values(values)
+    return settings_from_args(args.values, {
+        "intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
+        "intake.latency_promise_s": args.latency_seconds, "retry.task_attempts": args.attempts})
 
 
 def build_plan(settings: Settings, job_limit_s: Optional[float] = None,

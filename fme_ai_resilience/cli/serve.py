@@ -1,0 +1,132 @@
+"""``fme-ai-resilience serve``: run the intake gateway with the standard library's WSGI server.
+
+Secrets never go on the command line (other users can read it): the shared secret, the
+Standard Webhooks signing secret and the FME Flow token are read from environment variables
+whose *names* the options give. Settings come from ``FAIR_*`` environment variables, then
+``--set group.field=value``. For production, run ``fme_ai_resilience.gateway.make_app`` under
+a WSGI server such as waitress or gunicorn (docs/intake.md).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any, Optional, Tuple
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from ..errors import ConfigurationError, StoreError
+from ..flow import FlowClient
+from ..gateway import DEFAULT_SECRET_HEADER, make_app
+from ..redact import redact_text, redact_url
+from ..settings import Settings
+from . import settings_from_args
+
+log = logging.getLogger("fme_ai_resilience.gateway")
+
+SECRET_ENV = "INTAKE_SHARED_SECRET"
+SIGNING_ENV = "INTAKE_SIGNING_SECRET"
+FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
+
+
+def add_parser(subparsers: Any) -> None:
+    from ..store import DEFAULT_URL
+
+    p = subparsers.add_parser(
+        "serve", help="run the intake gateway (WSGI, stdlib server)",
+        description="Answer Survey123 webhooks with the full status contract, writing into the "
+                    "ledger. Secrets are read from environment variables, never from options.")
+    p.add_argument("--db", default=DEFAULT_URL, help=f"ledger URL (default {DEFAULT_URL})")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
+    p.add_argument("--overload-mode", choices=("park", "reject"),
+                   help="past the watermark: park (store DEFERRED, default) or reject (429)")
+    p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
+                   help="any setting, e.g. --set intake.watermark=200 (repeatable)")
+    p.add_argument("--secret-env", default=None, metavar="VAR",
+                   help=f"require header {DEFAULT_SECRET_HEADER} to equal ${{VAR}} "
+                        f"(e.g. {SECRET_ENV})")
+    p.add_argument("--secret-header", default=DEFAULT_SECRET_HEADER,
+                   help="the header carrying the shared secret")
+    p.add_argument("--signing-secret-env", default=None, metavar="VAR",
+                   help=f"require a Standard Webhooks signature with the whsec_ secret in "
+                        f"${{VAR}} (e.g. {SIGNING_ENV})")
+    p.add_argument("--flow-url", help="FME Flow base URL: answer 503 when it has no engine "
+                                      "capacity")
+    p.add_argument("--flow-token-env", default=FLOW_TOKEN_ENV, metavar="VAR",
+                   help=f"environment variable holding the FME Flow token (default "
+                        f"{FLOW_TOKEN_ENV})")
+    p.set_defaults(func=run)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Request lines go to logging without their query string (which may carry a token)."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        # wsgiref reports malformed request lines verbatim: they may carry a token parameter.
+        log.info("%s %s", self.address_string(), redact_text(format % args))
+
+    def log_request(self, code: Any = "-", size: Any = "-") -> None:
+        path = self.path.split("?", 1)[0]
+        log.info("%s %s %s -> %s", self.address_string(), self.command, path, code)
+
+
+def _env(name: Optional[str], what: str) -> Optional[str]:
+    if not name:
+        return None
+    value = os.environ.get(name, "")
+    if not value:
+        raise ConfigurationError(what, name, f"environment variable {name} is empty or unset")
+    return value
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return settings_from_args(args.values, {"intake.overload_mode": args.overload_mode})
+
+
+def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
+    """The configured server and its store (the caller closes both)."""
+    from ..store import open_store
+
+    settings = _settings(args)
+    flow = None
+    if args.flow_url:
+        flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
+    store = open_store(args.db, init_schema=True)
+    try:
+        app = make_app(store, settings, flow_health=flow.health if flow else None,
+                       shared_secret=_env(args.secret_env, "--secret-env"),
+                       secret_header=args.secret_header,
+                       signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))
+        server = make_server(args.host, args.port, app, handler_class=_QuietHandler)
+    except BaseException:
+        store.close()
+        raise
+    return server, store
+
+
+def run(args: argparse.Namespace) -> int:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        server, store = build_server(args)
+    except (ConfigurationError, ValueError) as exc:
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
+    except StoreError as exc:
+        print(f"serve: the ledger at {redact_url(args.db)} is not usable: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    host, port = server.server_address[:2]
+    print(f"intake gateway on http://{host}:{port}/ (health: /healthz), ledger "
+          f"{redact_url(args.db)}; Ctrl-C stops", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        store.close()
+    return 0

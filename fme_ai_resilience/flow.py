@@ -1,0 +1,207 @@
+"""FME Flow REST: queued/running job counts and engine occupancy, as a cached health probe.
+
+``FlowClient`` speaks REST v4 (``/fmeapiv4``) and falls back to v3 (``/fmerest/v3``, deprecated
+since FME Flow 2025.1) when v4 answers 404. The token travels only in the
+``Authorization: fmetoken token=<token>`` header and never appears in reprs, logs or errors.
+
+Intake uses :meth:`FlowClient.health` to answer 503 + Retry-After when FME Flow has no engine
+capacity. A probe that fails (Flow unreachable, bad answer) reports ``reachable=False`` and
+``has_capacity=True``: the ledger holds the work whatever Flow's state, so an unreachable
+health endpoint never turns submissions away.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Tuple
+
+import requests
+
+from .clock import Clock, SystemClock
+from .redact import redact_text
+
+log = logging.getLogger(__name__)
+
+V4 = "v4"
+V3 = "v3"
+
+
+class FlowError(Exception):
+    """FME Flow did not answer a request usefully (status, network or shape)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One FME Flow engine: busy when it is running a job."""
+
+    name: str
+    busy: bool
+    queues: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FlowHealth:
+    """What FME Flow reported at ``checked_at`` (monotonic seconds), and the verdict.
+
+    ``has_capacity`` is False only when Flow was reached and reports no engine at all, or
+    every engine busy with at least ``max_queued_per_engine`` x engines jobs waiting.
+    """
+
+    reachable: bool
+    has_capacity: bool
+    queued: int = 0
+    running: int = 0
+    engines: int = 0
+    busy_engines: int = 0
+    api_version: Optional[str] = None
+    checked_at: float = 0.0
+    error: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        for name in ("queued", "running", "engines", "busy_engines"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    @property
+    def idle_engines(self) -> int:
+        return max(0, self.engines - self.busy_engines)
+
+
+class FlowClient:
+    """A small FME Flow REST client for queue and engine state, with a cached health probe.
+
+    ``timeout_s`` is the (connect, read) timeout of each request in seconds; ``cache_ttl_s``
+    how long a health answer is reused. ``session`` and ``clock`` are injectable for tests.
+    """
+
+    def __init__(self, base_url: str, token: str, *, session: Optional[requests.Session] = None,
+                 clock: Optional[Clock] = None, cache_ttl_s: float = 5.0,
+                 timeout_s: Tuple[float, float] = (3.0, 5.0),
+                 max_queued_per_engine: float = 1.0) -> None:
+        if not base_url or not base_url.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http(s) URL")
+        if not token:
+            raise ValueError("token must not be empty")
+        if cache_ttl_s < 0 or max_queued_per_engine < 0:
+            raise ValueError("cache_ttl_s and max_queued_per_engine must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._session = session or requests.Session()
+        self._clock = clock or SystemClock()
+        self.cache_ttl_s = cache_ttl_s
+        self.timeout_s = timeout_s
+        self.max_queued_per_engine = max_queued_per_engine
+        self.api_version: Optional[str] = None
+        self._cached: Optional[FlowHealth] = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"FlowClient({self.base_url!r}, api={self.api_version or 'auto'})"
+
+    # -- raw reads ----------------------------------------------------------------------------
+    def job_counts(self) -> Tuple[int, int]:
+        """``(queued, running)`` job counts. Raises :class:`FlowError`."""
+        return tuple(_total(self._read(  # type: ignore[return-value]
+            ("/fmeapiv4/jobs", {"status": status, "limit": 1}),
+            (f"/fmerest/v3/transformations/jobs/{status}", {"limit": 1})))
+            for status in ("queued", "running"))
+
+    def engines(self) -> List[Engine]:
+        """Every registered engine with whether it is running a job. Raises :class:`FlowError`."""
+        body = self._read(("/fmeapiv4/engines", {"limit": -1}),
+                          ("/fmerest/v3/transformations/engines", None))
+        return [_engine(item) for item in _items(body)]
+
+    # -- health -------------------------------------------------------------------------------
+    def health(self) -> FlowHealth:
+        """The cached verdict on engine capacity (refreshed after ``cache_ttl_s``); never raises."""
+        with self._lock:
+            now = self._clock.monotonic()
+            cached = self._cached
+            if cached is not None and now - cached.checked_at < self.cache_ttl_s:
+                return cached
+            self._cached = self._probe(now)
+            return self._cached
+
+    def _probe(self, now: float) -> FlowHealth:
+        try:
+            queued, running = self.job_counts()
+            engines = self.engines()
+        except FlowError as exc:
+            log.warning("FME Flow health probe failed: %s", exc)
+            return FlowHealth(reachable=False, has_capacity=True, checked_at=now,
+                              api_version=self.api_version, error=str(exc))
+        busy = sum(1 for e in engines if e.busy)
+        total = len(engines)
+        saturated = total == 0 or (
+            busy >= total and queued >= math.ceil(self.max_queued_per_engine * total))
+        return FlowHealth(reachable=True, has_capacity=not saturated, queued=queued,
+                          running=running, engines=total, busy_engines=busy,
+                          api_version=self.api_version, checked_at=now)
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _read(self, v4: Tuple[str, Optional[Mapping[str, Any]]],
+              v3: Tuple[str, Optional[Mapping[str, Any]]]) -> Any:
+        """GET on v4; the first 404 from v4 switches this client to v3 for good (older Flow)."""
+        if self.api_version != V3:
+            try:
+                return self._get(*v4, fallback_on_404=self.api_version is None)
+            except _NotThere:
+                log.info("FME Flow at %s has no REST v4; using v3", self.base_url)
+                self.api_version = V3
+        return self._get(*v3)
+
+    def _get(self, path: str, params: Optional[Mapping[str, Any]],
+             fallback_on_404: bool = False) -> Any:
+        url = self.base_url + path
+        headers = {"Authorization": f"fmetoken token={self._token}", "Accept": "application/json"}
+        try:
+            response = self._session.get(url, params=params, headers=headers,
+                                         timeout=self.timeout_s, allow_redirects=False)
+        except requests.RequestException as exc:
+            raise FlowError(self._clean(f"GET {path}: {type(exc).__name__}: {exc}")) from None
+        if response.status_code == 404 and fallback_on_404:
+            raise _NotThere()
+        if response.status_code != 200:
+            raise FlowError(f"GET {path}: HTTP {response.status_code}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise FlowError(f"GET {path}: the answer is not JSON") from None
+        if self.api_version is None:
+            self.api_version = V4 if path.startswith("/fmeapiv4") else V3
+        return body
+
+    def _clean(self, text: str) -> str:
+        return redact_text(text, [self._token])
+
+
+class _NotThere(Exception):
+    """A v4 endpoint answered 404."""
+
+
+def _items(body: Any) -> List[Mapping[str, Any]]:
+    if isinstance(body, Mapping):
+        body = body.get("items", [])
+    if not isinstance(body, list):
+        raise FlowError("the answer has no item list")
+    return [item for item in body if isinstance(item, Mapping)]
+
+
+def _total(body: Any) -> int:
+    if isinstance(body, Mapping) and isinstance(body.get("totalCount"), int) \
+            and body["totalCount"] >= 0:
+        return body["totalCount"]
+    return len(_items(body))
+
+
+def _engine(item: Mapping[str, Any]) -> Engine:
+    job = item.get("currentJobID", item.get("currentJobId"))
+    busy = isinstance(job, int) and not isinstance(job, bool) and job >= 0
+    queues = item.get("assignedQueues") or ()
+    name = item.get("name") or item.get("instanceName") or item.get("hostname") \
+        or item.get("hostName") or ""
+    return Engine(name=str(name), busy=busy,
+                  queues=tuple(str(q) for q in queues) if isinstance(queues, list) else ())

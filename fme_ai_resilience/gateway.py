@@ -1,0 +1,257 @@
+"""The intake gateway: a WSGI application that gives Survey123 webhooks the full status contract.
+
+``make_app(store)`` answers ``POST`` (any path but the health path) with the decision of
+:func:`fme_ai_resilience.intake.decide`, and ``GET /healthz`` with whether the ledger is
+reachable. Before the body reaches the parser it checks, in order: the method (405 with
+``Allow``), the content type (415 unless JSON), the length (413 over the limit, reading at most
+limit + 1 bytes; 411 without a length), and, when configured, a shared-secret header or a
+Standard Webhooks signature (401, constant-time comparison). Every answer is JSON.
+
+Run it with ``fme-ai-resilience serve`` (stdlib ``wsgiref``) or under any WSGI server (see
+docs/intake.md).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+from http import HTTPStatus
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from .clock import Clock, SystemClock
+from .errors import StoreError
+from .intake import IntakeDecision, decide
+from .redact import redact_text
+from .settings import Settings
+from .store.base import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SECRET_HEADER = "X-FAIR-Secret"
+SIGNATURE_TOLERANCE_S = 300.0
+_JSON = ("application/json", "text/json")
+
+StartResponse = Callable[..., Any]
+Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
+
+
+def make_app(store: Store, settings: Optional[Settings] = None, *, clock: Optional[Clock] = None,
+             flow_health: Optional[Callable[[], Any]] = None,
+             shared_secret: Optional[str] = None,
+             secret_header: str = DEFAULT_SECRET_HEADER,
+             signing_secret: Union[None, str, bytes] = None,
+             signature_tolerance_s: float = SIGNATURE_TOLERANCE_S,
+             health_path: str = "/healthz") -> Callable[[Dict[str, Any], StartResponse],
+                                                        Iterable[bytes]]:
+    """A WSGI application writing webhook deliveries into ``store``.
+
+    ``flow_health`` is e.g. ``FlowClient(...).health`` (503 when FME Flow has no engine
+    capacity). ``shared_secret`` requires ``secret_header`` to carry it; ``signing_secret``
+    (``whsec_<base64>`` or raw bytes) requires a valid Standard Webhooks signature
+    (``webhook-id``, ``webhook-timestamp`` within ``signature_tolerance_s`` seconds,
+    ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``).
+    Raises ``ValueError`` for an unusable signing secret.
+    """
+    return _Gateway(store, settings or Settings(), clock or SystemClock(), flow_health,
+                    shared_secret, secret_header, _signing_key(signing_secret),
+                    signature_tolerance_s, health_path)
+
+
+class _Gateway:
+    """The WSGI callable (a class so its configuration is visible and its secrets are not)."""
+
+    def __init__(self, store: Any, settings: Settings, clock: Clock,
+                 flow_health: Optional[Callable[[], Any]], shared_secret: Optional[str],
+                 secret_header: str, signing_key: Optional[bytes], tolerance_s: float,
+                 health_path: str) -> None:
+        if shared_secret is not None and not shared_secret:
+            raise ValueError("shared_secret must not be empty")
+        if tolerance_s <= 0:
+            raise ValueError("signature_tolerance_s must be > 0")
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.flow_health = flow_health
+        self._secret = shared_secret.encode("utf-8") if shared_secret else None
+        self._secret_env = "HTTP_" + secret_header.upper().replace("-", "_")
+        self._signing_key = signing_key
+        self.tolerance_s = tolerance_s
+        self.health_path = health_path
+
+    def __repr__(self) -> str:
+        return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
+                f"secret={'yes' if self._secret else 'no'} "
+                f"signature={'yes' if self._signing_key else 'no'}>")
+
+    def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        path = environ.get("PATH_INFO", "") or "/"
+        try:
+            if path == self.health_path:
+                status, headers, body = self._health(method)
+            else:
+                status, headers, body = self._webhook(method, environ)
+        except Exception as exc:  # the gateway must answer even when something breaks
+            log.error("gateway: %s %s failed: %s: %s", method, path, type(exc).__name__,
+                      redact_text(str(exc)))
+            status, headers, body = 500, {}, {"status": "error", "reason": "internal error"}
+        payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        out = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+        out.extend(headers.items())
+        start_response(f"{status} {HTTPStatus(status).phrase}", out)
+        log.debug("gateway: %s %s -> %d", method, path, status)
+        return [b"" if method == "HEAD" else payload]
+
+    # -- routes -------------------------------------------------------------------------------
+    def _health(self, method: str) -> Answer:
+        if method not in ("GET", "HEAD"):
+            return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
+        body: Dict[str, Any] = {}
+        try:
+            body["counts"] = self.store.counts()
+            body["ledger"] = "reachable"
+        except StoreError as exc:
+            log.warning("gateway: health check: ledger unreachable: %s", redact_text(str(exc)))
+            body["ledger"] = "unreachable"
+        if self.flow_health is not None:
+            try:
+                health = self.flow_health()
+                body["flow"] = {"reachable": health.reachable, "has_capacity": health.has_capacity,
+                                "queued": health.queued, "engines": health.engines,
+                                "busy_engines": health.busy_engines}
+            except Exception as exc:  # a failing probe is reported, not raised
+                body["flow"] = {"reachable": False, "error": type(exc).__name__}
+        return (200 if body["ledger"] == "reachable" else 503), {}, body
+
+    def _webhook(self, method: str, environ: Dict[str, Any]) -> Answer:
+        if method != "POST":
+            return 405, {"Allow": "POST"}, {"status": "method_not_allowed"}
+        if not _is_json(environ.get("CONTENT_TYPE", "")):
+            return 415, {}, {"status": "unsupported_media_type",
+                             "reason": "the body must be JSON (application/json)"}
+        if self._secret is not None and not hmac.compare_digest(
+                environ.get(self._secret_env, "").encode("utf-8"), self._secret):
+            return _unauthorized("missing or wrong shared secret")
+        limit = self.settings.intake.max_body_bytes
+        raw, refusal = _read_body(environ, limit)
+        if refusal is not None:
+            return refusal
+        if self._signing_key is not None:
+            problem = self._signature_problem(environ, raw)
+            if problem:
+                return _unauthorized(problem)
+        headers = _request_headers(environ)
+        decision: IntakeDecision = decide(raw, headers, self.store, self.settings,
+                                          self.clock.now(), self.flow_health)
+        return decision.status_code, dict(decision.headers), dict(decision.body)
+
+    def _signature_problem(self, environ: Dict[str, Any], raw: bytes) -> Optional[str]:
+        """Why a Standard Webhooks signature does not hold, or None when it does."""
+        msg_id = environ.get("HTTP_WEBHOOK_ID", "")
+        stamp = environ.get("HTTP_WEBHOOK_TIMESTAMP", "")
+        signatures = environ.get("HTTP_WEBHOOK_SIGNATURE", "")
+        if not (msg_id and stamp and signatures):
+            return "missing webhook-id, webhook-timestamp or webhook-signature"
+        try:
+            sent_at = int(stamp)
+        except ValueError:
+            return "webhook-timestamp is not an integer"
+        if abs(self.clock.now() - sent_at) > self.tolerance_s:
+            return "webhook-timestamp outside the tolerance window"
+        signed = f"{msg_id}.{stamp}.".encode("utf-8") + raw
+        expected = base64.b64encode(
+            hmac.new(self._signing_key or b"", signed, hashlib.sha256).digest())
+        ok = False
+        for candidate in signatures.split():
+            version, _, value = candidate.partition(",")
+            if version == "v1" and hmac.compare_digest(value.encode("ascii", "replace"), expected):
+                ok = True
+        return None if ok else "webhook-signature does not match"
+
+
+def sign(signing_secret: Union[str, bytes], msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value a Standard Webhooks sender would send for ``body``."""
+    key = _signing_key(signing_secret) or b""
+    signed = f"{msg_id}.{timestamp}.".encode("utf-8") + body
+    return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+
+
+def _signing_key(secret: Union[None, str, bytes]) -> Optional[bytes]:
+    if secret is None:
+        return None
+    if isinstance(secret, bytes):
+        key = secret
+    elif secret.startswith("whsec_"):
+        try:
+            key = base64.b64decode(secret[len("whsec_"):], validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("signing_secret is not whsec_<base64>") from None
+    else:
+        key = secret.encode("utf-8")
+    if not key:
+        raise ValueError("signing_secret must not be empty")
+    return key
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in _JSON or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[Answer]]:
+    """The request body, or the refusal: 413 over ``limit`` (reads at most limit + 1 bytes)."""
+    stream = environ["wsgi.input"]
+    declared = environ.get("CONTENT_LENGTH", "")
+    if declared:
+        try:
+            length = int(declared)
+        except ValueError:
+            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
+        if length < 0:
+            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
+        if length > limit:
+            return b"", _too_large(limit)
+        wanted = length
+    elif environ.get("wsgi.input_terminated"):
+        wanted = limit + 1
+    else:
+        return b"", (411, {}, {"status": "length_required",
+                               "reason": "send Content-Length"})
+    chunks: List[bytes] = []
+    got = 0
+    while got < wanted:
+        chunk = stream.read(min(65536, wanted - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    raw = b"".join(chunks)
+    if len(raw) > limit:
+        return b"", _too_large(limit)
+    return raw, None
+
+
+def _too_large(limit: int) -> Answer:
+    return 413, {}, {"status": "too_large", "reason": f"the body is over {limit} bytes"}
+
+
+def _unauthorized(reason: str) -> Answer:
+    log.warning("gateway: refused an unauthenticated delivery: %s", reason)
+    return 401, {}, {"status": "unauthorized", "reason": reason}
+
+
+def _request_headers(environ: Mapping[str, Any]) -> Dict[str, str]:
+    """HTTP request headers from a WSGI environ, as ``Title-Case`` names."""
+    out = {}
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            out[key[5:].replace("_", "-").title()] = value
+    if environ.get("CONTENT_TYPE"):
+        out["Content-Type"] = environ["CONTENT_TYPE"]
+    return out
+
+
+__all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER"]

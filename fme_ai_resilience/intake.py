@@ -1,0 +1,274 @@
+"""The intake decision: a webhook body in, the ledger updated, an HTTP answer out.
+
+:func:`decide` implements the status contract (seed section 2.3, shared/DESIGN.md section 3):
+
+======  =====================================================================================
+202     a new photo registered (PENDING), or parked DEFERRED past the watermark (``park``
+        mode, the default: Survey123 never retries a refused webhook), or a duplicate still
+        in progress
+200     every photo is a duplicate already finished (SUCCEEDED, or DEAD: the fact is recorded
+        and the compensator requeues dead letters)
+429     the body could not be stored as a whole: over the watermark in ``reject`` mode, or
+        over the park ceiling in ``park`` mode; ``Retry-After`` from Little's law
+400     the body is invalid; a DEAD row keyed by the body's SHA-256 keeps the redacted excerpt
+        and the reason
+503     the ledger is unreachable, or FME Flow reports no engine capacity; ``Retry-After``
+======  =====================================================================================
+
+A body with several photos is answered as a whole, and is never split: once any of its photos
+is in the ledger (new or from an earlier delivery), photos the backlog check refused are
+stored too, parked DEFERRED past any ceiling, so a partly stored body loses nothing. Only a
+body none of whose photos could be stored is refused.
+
+When FME Flow reports no engine capacity the photos are registered against a watermark of
+zero: in ``park`` mode they are stored DEFERRED and the answer is 503 (a retrying sender comes
+back and meets a duplicate; Survey123 ignores the status and nothing is lost); in ``reject``
+mode nothing new is stored. Duplicates are still answered 200/202.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .budget import CapacityPlan
+from .errors import FailureClass, InvalidPayload, StoreUnavailable
+from .keys import body_key
+from .ledger import OverloadMode, RegisterOutcome, Registration, Status
+from .redact import excerpt, redact_text
+from .settings import IntakeSettings, Settings
+from .store.base import Store
+from .submission import Submission
+from .survey123 import Body, delivery_id_of, parse_webhook
+
+log = logging.getLogger(__name__)
+
+EXCERPT_CHARS = 2048
+
+_NEW = (RegisterOutcome.NEW, RegisterOutcome.PARKED)
+
+
+@dataclass(frozen=True)
+class IntakeDecision:
+    """The HTTP answer to one webhook delivery: status code, headers and a JSON body.
+
+    ``registrations`` holds what the ledger answered for each photo, in body order.
+    """
+
+    status_code: int
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    body: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    registrations: Tuple[Registration, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.status_code, int) and 100 <= self.status_code <= 599):
+            raise ValueError(f"status_code must be an HTTP status, got {self.status_code!r}")
+        object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
+        object.__setattr__(self, "body", MappingProxyType(dict(self.body)))
+        object.__setattr__(self, "registrations", tuple(self.registrations))
+
+    @property
+    def retry_after_s(self) -> Optional[int]:
+        """The Retry-After header as whole seconds, or None."""
+        value = self.headers.get("Retry-After")
+        return int(value) if value is not None else None
+
+    def body_bytes(self) -> bytes:
+        """The JSON body, UTF-8 encoded."""
+        return json.dumps(dict(self.body), separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+FlowHealthSource = Union[None, Any, Callable[[], Any]]
+
+
+def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
+           settings: Optional[Settings] = None, now: float = 0.0,
+           flow_health: FlowHealthSource = None) -> IntakeDecision:
+    """Parse, register and answer one webhook delivery (see the module docstring's table).
+
+    ``store`` is a :class:`~fme_ai_resilience.store.Store`; ``now`` the epoch seconds of the
+    injected clock; ``flow_health`` a ``FlowHealth`` (or a callable returning one, such as
+    ``FlowClient.health``) or None to skip the engine check. Raises only what the store raises
+    beyond :class:`StoreUnavailable` (which becomes a 503).
+    """
+    settings = settings or Settings()
+    intake = settings.intake
+    try:
+        submissions = parse_webhook(body, headers, max_bytes=intake.max_body_bytes,
+                                    max_depth=intake.max_depth,
+                                    max_attachments=intake.max_attachments)
+    except InvalidPayload as exc:
+        return _invalid(body, headers, exc, store, settings, now)
+
+    plan = _plan(intake)
+    health = _read_health(flow_health)
+    no_capacity = health is not None and not health.has_capacity
+    mode = OverloadMode(intake.overload_mode)
+    ceiling = 0 if no_capacity else plan.watermark
+    park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
+    registrations: List[Registration] = []
+    try:
+        _register_whole(store, submissions, now, ceiling, mode, park_ceiling, registrations)
+    except StoreUnavailable as exc:
+        stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
+        log.error("intake: ledger unreachable after %d of %d photo(s) of %s: %s", len(stored),
+                  len(submissions), submissions[0].feature_global_id, _safe(exc, submissions))
+        return _unavailable(settings, "ledger unreachable", stored, registrations)
+    return _answer(submissions, registrations, store, settings, plan, now, health, no_capacity)
+
+
+def _register_whole(store: Any, submissions: Sequence[Submission], now: float, ceiling: int,
+                    mode: OverloadMode, park_ceiling: int, out: List[Registration]) -> None:
+    """Register every photo; if the body is partly in the ledger, store the refused rest parked."""
+    for sub in submissions:
+        out.append(store.register(sub, now, ceiling, mode, park_ceiling))
+    refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
+    if refused and len(refused) < len(out):
+        for i in refused:
+            out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, None)
+        log.warning("intake: %d photo(s) of %s over the ceiling parked with the rest of their "
+                    "submission", len(refused), submissions[0].feature_global_id)
+
+
+def _answer(submissions: Sequence[Submission], registrations: Sequence[Registration],
+            store: Any, settings: Settings, plan: CapacityPlan, now: float,
+            health: Any, no_capacity: bool) -> IntakeDecision:
+    outcomes = [r.outcome for r in registrations]
+    listing = [{"key": r.key, "outcome": r.outcome.value,
+                "status": r.status.value if r.status else None} for r in registrations]
+    first = submissions[0]
+    context = {"feature": first.feature_global_id, "delivery_id": first.delivery_id,
+               "submissions": listing}
+    if all(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
+            no_capacity and any(o in _NEW for o in outcomes)):
+        if no_capacity:
+            backlog = plan.watermark + max(1, int(getattr(health, "queued", 0) or 0))
+            status, state = 503, "no_engine_capacity"
+        else:
+            backlog = max([r.backlog for r in registrations] + [_unfinished(store)])
+            status, state = 429, "over_backlog"
+        retry_after = _retry_after(plan, backlog, store, settings, now)
+        stored = any(o in _NEW for o in outcomes)
+        log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
+                    "Retry-After %ds", state, first.feature_global_id, first.trace_id,
+                    first.delivery_id, len(outcomes),
+                    "stored DEFERRED" if stored else "nothing stored", retry_after)
+        return IntakeDecision(status, {"Retry-After": str(retry_after)},
+                              dict(context, status=state, stored=stored,
+                                   retry_after_s=retry_after), registrations)
+    if any(o in _NEW for o in outcomes):
+        status, state = 202, "accepted"
+    elif all(o is RegisterOutcome.DUPLICATE_DONE for o in outcomes):
+        status, state = 200, "duplicate_done"
+    else:
+        status, state = 202, "duplicate_in_progress"
+    if log.isEnabledFor(logging.INFO):
+        log.info("intake: %s %s (delivery %s): %s", state, first.feature_global_id,
+                 first.delivery_id, ", ".join(f"{r.key} {r.outcome.value} trace "
+                                              f"{s.trace_id}" for r, s in
+                                              zip(registrations, submissions)))
+    return IntakeDecision(status, {}, dict(context, status=state, stored=True), registrations)
+
+
+def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPayload,
+             store: Any, settings: Settings, now: float) -> IntakeDecision:
+    """400, with the evidence kept as a dead letter keyed by the body's hash."""
+    raw = _raw_bytes(body)
+    token = _token_of(raw, settings.intake.max_body_bytes)
+    reason = redact_text(str(exc), [token])
+    key = body_key(raw)
+    delivery = delivery_id_of(headers)
+    payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
+               "excerpt": excerpt(raw, EXCERPT_CHARS, [token]).replace("\x00", "\ufffd")}
+    try:
+        stored = store.record_dead_letter(key, payload, FailureClass.INVALID_PAYLOAD, reason,
+                                          now, trace_id=key[-16:])
+    except StoreUnavailable as err:
+        log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
+                  reason, redact_text(str(err), [token]))
+        return _unavailable(settings, "ledger unreachable", [], [])
+    log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
+                "" if stored else " (already recorded)")
+    return IntakeDecision(400, {}, {"status": "invalid", "reason": reason,
+                                    "dead_letter": key, "delivery_id": delivery})
+
+
+def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
+                 registrations: Sequence[Registration]) -> IntakeDecision:
+    """503 while the ledger is down: no backlog to measure, so one mean processing time."""
+    retry_after = max(1, math.ceil(settings.intake.mean_processing_s))
+    return IntakeDecision(503, {"Retry-After": str(retry_after)},
+                          {"status": "unavailable", "reason": reason, "stored": list(stored),
+                           "retry_after_s": retry_after}, registrations)
+
+
+@functools.lru_cache(maxsize=16)
+def _plan(intake: IntakeSettings) -> CapacityPlan:
+    """The capacity plan with the effective watermark (settings are frozen: cached)."""
+    plan = intake.capacity()
+    return plan if intake.watermark == 0 else replace(plan, watermark=intake.watermark)
+
+
+def _retry_after(plan: CapacityPlan, backlog: int, store: Any, settings: Settings,
+                 now: float) -> int:
+    """Seconds to drain the excess backlog at the measured rate (planned rate without history)."""
+    window = settings.intake.drain_window_s
+    try:
+        finished = store.completed_since(now - window)
+    except StoreUnavailable:
+        finished = 0
+    measured = finished / window if finished >= settings.intake.drain_min_completions else None
+    return plan.retry_after_s(backlog, measured)
+
+
+def _unfinished(store: Any) -> int:
+    """Tasks registered and not finished (the true backlog; the register check stops early)."""
+    try:
+        counts = store.counts()
+    except StoreUnavailable:
+        return 0
+    return sum(n for status, n in counts.items() if Status(status).in_progress)
+
+
+def _read_health(source: FlowHealthSource) -> Any:
+    if source is None:
+        return None
+    try:
+        return source() if callable(source) else source
+    except Exception as exc:  # a health probe must never turn intake away
+        log.warning("intake: FME Flow health check failed (%s); ignoring it", type(exc).__name__)
+        return None
+
+
+def _raw_bytes(body: Body) -> bytes:
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8", errors="replace")
+    try:
+        return json.dumps(body, default=str, sort_keys=True).encode("utf-8", errors="replace")
+    except (TypeError, ValueError, RecursionError):
+        return repr(body).encode("utf-8", errors="replace")
+
+
+def _token_of(raw: bytes, max_bytes: int) -> Optional[str]:
+    """The portal token of a body that failed validation, if it can still be found."""
+    if len(raw) > max_bytes or b"token" not in raw:
+        return None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+        token = data["portalInfo"]["token"]
+    except Exception:  # noqa: BLE001 - any failure just means "no token to scrub"
+        return None
+    return token if isinstance(token, str) else None
+
+
+def _safe(exc: BaseException, submissions: Sequence[Submission]) -> str:
+    return redact_text(str(exc), [s.portal_token for s in submissions[:1]])
+
+
+__all__ = ["IntakeDecision", "decide"]

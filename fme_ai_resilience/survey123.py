@@ -1,0 +1,423 @@
+"""Survey123 webhook bodies -> :class:`Submission` values, one per photo.
+
+Pure: no I/O, no clock. The shapes are those in shared/reference/survey123.md: ``feature``
+with ``attributes``, ``layerInfo``, ``result``, ``attachments`` (an object keyed by image
+question, each a list of photos) and ``repeats`` (records of related tables, each with its own
+``layerInfo`` and ``attachments``). Unknown keys are ignored.
+
+Rules:
+
+* one :class:`Submission` per listed photo, across every image question and repeat record;
+* a record (the feature or a repeat record) whose ``attachments`` is ``null`` or absent yields
+  one submission flagged ``attachments_unknown`` for that record, so the processor lists its
+  photos through the layer's ``queryAttachments``; a body that lists no photo at all yields
+  one for the feature, so a submission whose photos went missing is never dropped;
+* the portal token travels only in ``Submission.portal_token`` (never in repr, payload, logs).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .errors import InvalidPayload
+from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
+from .redact import is_secret_key, redact_mapping
+from .submission import Submission
+
+
+EVENT_TYPES = ("addData", "editData")
+DEFAULT_MAX_BYTES = 1024 * 1024
+DEFAULT_MAX_DEPTH = 32
+DEFAULT_MAX_ATTACHMENTS = 200
+
+DELIVERY_HEADER = "X-Survey123-Delivery"
+EVENT_HEADER = "X-Survey123-Event"
+
+_ATTACHMENT_URL = re.compile(r"^(?P<service>.+)/(?P<layer>\d+)/(?P<oid>\d+)/attachments/\d+/?$")
+_MAX_DELIVERY_ID = 128
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+Body = Union[bytes, bytearray, str, Mapping[str, Any]]
+
+
+def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
+                  max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = DEFAULT_MAX_DEPTH,
+                  max_attachments: int = DEFAULT_MAX_ATTACHMENTS,
+                  asset_type_field: str = "asset_type") -> List[Submission]:
+    """Every photo of a Survey123 webhook body as a :class:`Submission` (at least one).
+
+    ``body`` is the raw request body (bytes or text) or an already decoded object;
+    ``headers`` supplies ``X-Survey123-Delivery`` (kept as ``delivery_id``, never in the key)
+    and ``X-Survey123-Event`` (used when the body has no ``eventType``).
+    Raises :class:`InvalidPayload` saying what is wrong: not JSON, not an object, no feature or
+    GlobalID, over ``max_bytes``, nested deeper than ``max_depth``, more than
+    ``max_attachments`` photos.
+    """
+    data = _decode(body, max_bytes, max_depth)
+    event_type = _event_type(data, header_value(headers, EVENT_HEADER))
+    delivery_id = delivery_id_of(headers)
+    feature = data.get("feature")
+    if not isinstance(feature, Mapping):
+        raise InvalidPayload("no feature object", field="feature")
+    token = _portal_token(data)
+    service_url = _service_url(data, feature)
+    context = _Context(event_type=event_type, delivery_id=delivery_id, token=token,
+                       service_url=service_url, asset_type_field=asset_type_field,
+                       max_attachments=max_attachments)
+    out: List[Submission] = []
+    root = _record(feature, "feature", context, out, parent_attributes=None)
+    if not out:
+        # Every list was present and empty: the photos may still exist on the layer.
+        out.append(_unknown(root, context))
+    return out
+
+
+@dataclass
+class _Context:
+    """What every record of one body shares while it is walked (``photos`` counts them)."""
+
+    event_type: str
+    delivery_id: Optional[str]
+    token: Optional[str] = field(repr=False)
+    service_url: Optional[str]
+    asset_type_field: str
+    max_attachments: int
+    photos: int = 0
+
+
+@dataclass(frozen=True)
+class _Rec:
+    """One record (feature or repeat record) reduced to what its submissions need."""
+
+    global_id: str
+    object_id: Optional[int]
+    layer_url: Optional[str]
+    attributes: Mapping[str, Any]
+    asset_type: Optional[str]
+    marker: Optional[str]
+
+
+def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Submission],
+            parent_attributes: Optional[Mapping[str, Any]]) -> _Rec:
+    attributes = record.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, Mapping):
+        raise InvalidPayload("attributes must be an object", field=f"{where}.attributes")
+    layer_info = record.get("layerInfo")
+    if layer_info is not None and not isinstance(layer_info, Mapping):
+        raise InvalidPayload("layerInfo must be an object", field=f"{where}.layerInfo")
+    layer_info = layer_info or {}
+    result = record.get("result") if isinstance(record.get("result"), Mapping) else {}
+    attachments = record.get("attachments")
+
+    gid_field = _field_name(layer_info, "globalIdField", "globalid")
+    oid_field = _field_name(layer_info, "objectIdField", "objectid")
+    raw_gid = _get_ci(attributes, gid_field)
+    if raw_gid is None:
+        raw_gid = result.get("globalId")
+    if raw_gid is None:
+        raw_gid = _parent_of_first_photo(attachments)
+    if raw_gid is None:
+        raise InvalidPayload("no GlobalID", field=f"{where}.attributes.{gid_field}")
+    global_id = normalise_global_id(raw_gid, f"{where}.attributes.{gid_field}")
+    object_id = _int_or_none(_get_ci(attributes, oid_field), f"{where}.attributes.{oid_field}")
+    if object_id is None:
+        object_id = _int_or_none(result.get("objectId"), f"{where}.result.objectId")
+
+    layer_id = _int_or_none(layer_info.get("id"), f"{where}.layerInfo.id")
+    service = ctx.service_url or _service_from_photos(attachments)
+    layer_url = f"{service}/{layer_id}" if service and layer_id is not None else None
+    clean = _clean_attributes(attributes, ctx.token)
+    asset_type = clean.get(ctx.asset_type_field)
+    if not isinstance(asset_type, str) and parent_attributes is not None:
+        asset_type = parent_attributes.get(ctx.asset_type_field)
+    rec = _Rec(global_id, object_id, layer_url, clean,
+               asset_type if isinstance(asset_type, str) else None,
+               edit_marker(clean) if ctx.event_type == "editData" else None)
+
+    if attachments is None:
+        out.append(_unknown(rec, ctx))
+    else:
+        for question, path, photo in _keyed_lists(attachments, where, "attachments", "question"):
+            out.append(_photo(photo, question, rec, ctx, path))
+    repeats = record.get("repeats")
+    if repeats is not None:
+        for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
+            _record(row, path, ctx, out, clean)
+    return rec
+
+
+def _keyed_lists(container: Any, where: str, name: str,
+                 keyed_by: str) -> Iterator[Tuple[str, str, Mapping[str, Any]]]:
+    """``(key, path, item)`` for each object in an object of lists (``{question: [photo]}``)."""
+    if not isinstance(container, Mapping):
+        raise InvalidPayload(f"{name} must be an object keyed by {keyed_by}",
+                             field=f"{where}.{name}")
+    for key, items in container.items():
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            raise InvalidPayload("must be a list", field=f"{where}.{name}.{key}")
+        for index, item in enumerate(items):
+            path = f"{where}.{name}.{key}[{index}]"
+            if not isinstance(item, Mapping):
+                raise InvalidPayload("must be an object", field=path)
+            yield str(key), path, item
+
+
+def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
+           where: str) -> Submission:
+    ctx.photos += 1
+    if ctx.photos > ctx.max_attachments:
+        raise InvalidPayload(f"more than {ctx.max_attachments} attachments", field=where)
+    if photo.get("globalId") is None:
+        raise InvalidPayload("attachment has no globalId", field=f"{where}.globalId")
+    attachment_gid = normalise_global_id(photo.get("globalId"), f"{where}.globalId")
+    key = compose_key(rec.global_id, attachment_gid, rec.marker)
+    attachment_id = _int_or_none(photo.get("id"), f"{where}.id")
+    url = photo.get("url")
+    if url is not None and not isinstance(url, str):
+        raise InvalidPayload("attachment url must be a string", field=f"{where}.url")
+    if url:
+        url = _without_token(url)
+    elif rec.layer_url and rec.object_id is not None and attachment_id is not None:
+        url = f"{rec.layer_url}/{rec.object_id}/attachments/{attachment_id}"
+    content_type = photo.get("contentType")
+    return Submission(
+        idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
+        object_id=rec.object_id,
+        attachment_global_id=attachment_gid,
+        attachment_id=attachment_id, attachment_url=url or None,
+        content_type=content_type if isinstance(content_type, str) else None,
+        question=question, event_type=ctx.event_type, delivery_id=ctx.delivery_id,
+        layer_url=rec.layer_url, service_url=ctx.service_url, asset_type=rec.asset_type,
+        attributes=rec.attributes, attachments_unknown=False, portal_token=ctx.token)
+
+
+def _unknown(rec: _Rec, ctx: _Context) -> Submission:
+    key = compose_key(rec.global_id, None, rec.marker)
+    return Submission(
+        idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
+        object_id=rec.object_id, event_type=ctx.event_type, delivery_id=ctx.delivery_id,
+        layer_url=rec.layer_url, service_url=ctx.service_url, asset_type=rec.asset_type,
+        attributes=rec.attributes, attachments_unknown=True, portal_token=ctx.token)
+
+
+# -- decoding -----------------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidPayload(f"not JSON: {name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise InvalidPayload("a number is out of range")
+    return value
+
+
+def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
+    shallow = False  # True when the text cannot nest deeper than max_depth
+    if isinstance(body, Mapping):
+        data: Any = body
+    else:
+        if isinstance(body, str):
+            raw = body.encode("utf-8", errors="surrogatepass")
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            raw = bytes(body)
+        else:
+            raise InvalidPayload(f"body must be bytes, text or an object, got {type(body).__name__}")
+        if len(raw) > max_bytes:
+            raise InvalidPayload(f"body of {len(raw)} bytes is over the limit of {max_bytes}")
+        if not raw.strip():
+            raise InvalidPayload("empty body")
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InvalidPayload(f"not UTF-8 text (byte {exc.start})") from None
+        # Nesting can be no deeper than the number of openers: most bodies skip the walk.
+        shallow = text.count("{") + text.count("[") <= max_depth
+        if "\x00" in text or "\\u0000" in text:
+            raise InvalidPayload("contains a NUL character")
+        try:
+            data = _DECODER.decode(text)
+        except RecursionError:
+            raise InvalidPayload(f"nesting deeper than {max_depth} levels") from None
+        except ValueError as exc:
+            if isinstance(exc, InvalidPayload):
+                raise
+            raise InvalidPayload(f"not JSON: {_json_reason(exc)}") from None
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+            try:
+                json.dumps(data, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidPayload("contains an unpaired UTF-16 surrogate escape") from None
+    if not isinstance(data, Mapping):
+        raise InvalidPayload(f"not a JSON object but {_json_type(data)}")
+    if not shallow and _depth_over(data, max_depth):
+        raise InvalidPayload(f"nesting deeper than {max_depth} levels")
+    return data
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _json_reason(exc: ValueError) -> str:
+    msg = getattr(exc, "msg", None)
+    pos = getattr(exc, "pos", None)
+    return f"{msg} at character {pos}" if msg is not None else type(exc).__name__
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def _depth_over(data: Any, max_depth: int) -> bool:
+    """Whether containers nest deeper than ``max_depth`` (iterative: no recursion limit)."""
+    stack: List[Tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        children = value.values() if isinstance(value, Mapping) else value
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list or (
+                    kind not in _SCALARS and isinstance(child, (Mapping, list, tuple))):
+                stack.append((child, depth + 1))
+    return False
+
+
+# -- small readers ------------------------------------------------------------------------------
+
+def header_value(headers: Optional[Mapping[str, Any]], name: str) -> Any:
+    """The value of header ``name`` in ``headers`` (names compared without case), or None."""
+    return _get_ci(headers, name) if headers else None
+
+
+def _event_type(data: Mapping[str, Any], header: Any) -> str:
+    value = data.get("eventType", header)
+    if value is None:
+        return "addData"
+    if value not in EVENT_TYPES:
+        raise InvalidPayload(f"eventType must be one of {EVENT_TYPES}", field="eventType")
+    return str(value)
+
+
+def delivery_id_of(headers: Optional[Mapping[str, Any]]) -> Optional[str]:
+    """The ``X-Survey123-Delivery`` header, bounded to 128 characters (it is stored and logged)."""
+    value = header_value(headers, DELIVERY_HEADER)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return value.strip()[:_MAX_DELIVERY_ID]
+
+
+def _portal_token(data: Mapping[str, Any]) -> Optional[str]:
+    portal = data.get("portalInfo")
+    if isinstance(portal, Mapping):
+        token = portal.get("token")
+        if isinstance(token, str) and token:
+            return token
+    return None
+
+
+def _service_url(data: Mapping[str, Any], feature: Mapping[str, Any]) -> Optional[str]:
+    info = data.get("surveyInfo")
+    url = info.get("serviceUrl") if isinstance(info, Mapping) else None
+    if isinstance(url, str) and url.strip():
+        return _without_token(url.strip().rstrip("/"))
+    return _service_from_photos(feature.get("attachments"))
+
+
+def _service_from_photos(attachments: Any) -> Optional[str]:
+    for photo in _photos(attachments):
+        url = photo.get("url")
+        if isinstance(url, str):
+            match = _ATTACHMENT_URL.match(url.split("?", 1)[0].split("#", 1)[0])
+            if match:
+                return match.group("service")
+    return None
+
+
+def _parent_of_first_photo(attachments: Any) -> Any:
+    for photo in _photos(attachments):
+        if photo.get("parentGlobalId") is not None:
+            return photo.get("parentGlobalId")
+    return None
+
+
+def _photos(attachments: Any):
+    if isinstance(attachments, Mapping):
+        for photos in attachments.values():
+            if isinstance(photos, list):
+                for photo in photos:
+                    if isinstance(photo, Mapping):
+                        yield photo
+
+
+def _field_name(layer_info: Mapping[str, Any], key: str, default: str) -> str:
+    value = layer_info.get(key)
+    return value if isinstance(value, str) and value else default
+
+
+def _get_ci(mapping: Mapping[str, Any], name: str) -> Any:
+    """``mapping[name]``, falling back to a case-insensitive match (``GlobalID``/``globalid``)."""
+    if name in mapping:
+        return mapping[name]
+    lowered = name.lower()
+    for key, value in mapping.items():
+        if isinstance(key, str) and key.lower() == lowered:
+            return value
+    return None
+
+
+def _int_or_none(value: Any, field: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidPayload("must be an integer, got a boolean", field=field)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 20:
+        return int(value.strip())
+    raise InvalidPayload("must be an integer", field=field)
+
+
+def _without_token(url: str) -> str:
+    """``url`` without secret query parameters (the attachment URL must carry no token)."""
+    if "?" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                 if not is_secret_key(k)]
+        return urlunsplit(parts._replace(query=urlencode(query)))
+    except ValueError:
+        raise InvalidPayload("attachment url is not a URL") from None
+
+
+def _clean_attributes(attributes: Mapping[str, Any], token: Optional[str]) -> Dict[str, Any]:
+    """The attributes with string keys only, scrubbed of the portal token and secret keys."""
+    clean = {str(k): v for k, v in attributes.items()}
+    if any(is_secret_key(k) for k in clean) or (token and any(
+            (token in v) if isinstance(v, str)
+            else (type(v) not in _SCALARS and token in json.dumps(v, default=str))
+            for v in clean.values())):
+        clean = redact_mapping(clean, [token])
+    return clean

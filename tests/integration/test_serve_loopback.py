@@ -1,0 +1,49 @@
+"""``fme-ai-resilience serve``: the gateway on the stdlib server, secrets from the environment."""
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fme_ai_resilience.cli import build_parser
+from fme_ai_resilience.cli.serve import build_server
+
+BODY = (Path(__file__).resolve().parent.parent / "data" / "survey123_add.json").read_bytes()
+
+
+def post(url, body, headers):
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.mark.integration
+def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
+    """The served gateway checks the shared secret from the environment and writes the ledger."""
+    monkeypatch.setenv("INTAKE_SHARED_SECRET", "s3cret-value")
+    args = build_parser().parse_args([
+        "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
+        "--port", "0", "--secret-env", "INTAKE_SHARED_SECRET", "--overload-mode", "reject"])
+    server, store = build_server(args)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = "http://127.0.0.1:%d/" % server.server_address[1]
+        json_type = {"Content-Type": "application/json"}
+        assert post(url, BODY, json_type)[0] == 401
+        status, body = post(url, BODY, dict(json_type, **{"X-FAIR-Secret": "s3cret-value"}))
+        assert status == 202 and body["status"] == "accepted"
+        with urllib.request.urlopen(url + "healthz", timeout=10) as response:
+            assert json.loads(response.read())["counts"]["PENDING"] == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+        thread.join(5)

@@ -1,0 +1,122 @@
+"""FME Flow REST client: v4 with v3 fallback, engine capacity verdict, cache, no token leaks."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import requests
+import responses
+from responses import matchers
+
+from fme_ai_resilience.flow import Engine, FlowClient, FlowError, FlowHealth
+
+BASE = "https://flow.example.com"
+TOKEN = "fmetoken-secret-4b1d9e"
+AUTH = matchers.header_matcher({"Authorization": f"fmetoken token={TOKEN}"})
+
+
+def v4(rsps, queued=0, running=0, engines=((1, 5), (2, -1))):
+    for status, n in (("queued", queued), ("running", running)):
+        rsps.get(f"{BASE}/fmeapiv4/jobs", match=[AUTH, matchers.query_param_matcher(
+            {"status": status, "limit": "1"})],
+            json={"offset": 0, "limit": 1, "totalCount": n, "items": []})
+    rsps.get(f"{BASE}/fmeapiv4/engines", match=[AUTH], json={"totalCount": len(engines), "items": [
+        {"name": f"engine{i}", "hostname": "h", "currentJobID": job, "state": "active",
+         "assignedQueues": ["Default"]} for i, job in engines]})
+
+
+@responses.activate
+def test_v4_counts_and_engines(clock):
+    """Queued/running counts come from totalCount; an engine with currentJobID -1 is idle."""
+    v4(responses, queued=3, running=1)
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    assert client.job_counts() == (3, 1)
+    assert client.engines() == [Engine("engine1", True, ("Default",)),
+                                Engine("engine2", False, ("Default",))]
+    assert client.api_version == "v4"
+
+
+@responses.activate
+def test_falls_back_to_v3_when_v4_is_missing(clock):
+    """A Flow without /fmeapiv4 (404) is read through /fmerest/v3 from then on."""
+    responses.get(f"{BASE}/fmeapiv4/jobs", status=404)
+    responses.get(f"{BASE}/fmerest/v3/transformations/jobs/queued", match=[AUTH],
+                  json={"offset": -1, "limit": -1, "totalCount": 4, "items": []})
+    responses.get(f"{BASE}/fmerest/v3/transformations/jobs/running", match=[AUTH],
+                  json={"totalCount": 2, "items": []})
+    responses.get(f"{BASE}/fmerest/v3/transformations/engines", match=[AUTH],
+                  json=[{"instanceName": "e1", "currentJobID": 17},
+                        {"instanceName": "e2", "currentJobID": 18}])
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    health = client.health()
+    assert client.api_version == "v3"
+    assert (health.queued, health.running, health.engines, health.busy_engines) == (4, 2, 2, 2)
+    assert health.has_capacity is False  # all busy and 4 >= 2 queued
+    assert sum(c.request.url.startswith(f"{BASE}/fmeapiv4") for c in responses.calls) == 1
+
+
+@pytest.mark.parametrize("queued, engines, capacity", [
+    (0, ((1, 5), (2, -1)), True),       # one idle engine
+    (5, ((1, 5), (2, 6)), False),       # all busy, queue >= engines
+    (1, ((1, 5), (2, 6)), True),        # all busy but the queue is short
+    (0, (), False),                     # no engine registered
+])
+@responses.activate
+def test_capacity_verdict(clock, queued, engines, capacity):
+    """No capacity means no engine, or every engine busy with a queue at least as long."""
+    v4(responses, queued=queued, engines=engines)
+    health = FlowClient(BASE, TOKEN, clock=clock).health()
+    assert health.reachable and health.has_capacity is capacity
+    assert health.idle_engines == sum(1 for _, job in engines if job < 0)
+
+
+@responses.activate
+def test_health_is_cached_for_the_ttl(clock):
+    """Within cache_ttl_s the probe is not repeated; after it, it is."""
+    v4(responses)
+    client = FlowClient(BASE, TOKEN, clock=clock, cache_ttl_s=5.0)
+    first = client.health()
+    clock.advance(4.9)
+    assert client.health() is first
+    assert len(responses.calls) == 3
+    clock.advance(0.2)
+    client.health()
+    assert len(responses.calls) == 6
+
+
+@responses.activate
+def test_unreachable_flow_never_blocks_intake(clock, caplog):
+    """A failed probe reports reachable=False, has_capacity=True, and leaks no token."""
+    responses.get(f"{BASE}/fmeapiv4/jobs",
+                  body=requests.ConnectionError(f"refused fmetoken token={TOKEN}"))
+    caplog.set_level(logging.DEBUG)
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    health = client.health()
+    assert health.reachable is False and health.has_capacity is True
+    assert TOKEN not in (health.error or "") and TOKEN not in caplog.text
+    assert TOKEN not in repr(client) and TOKEN not in repr(health)
+
+
+@responses.activate
+def test_errors_raise_flow_error_without_token(clock):
+    """HTTP errors and non-JSON answers raise FlowError naming the path, not the token."""
+    responses.get(f"{BASE}/fmeapiv4/jobs", status=401, json={"message": "no"})
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    with pytest.raises(FlowError, match="HTTP 401") as info:
+        client.job_counts()
+    assert TOKEN not in str(info.value)
+    responses.replace(responses.GET, f"{BASE}/fmeapiv4/jobs", body="<html>")
+    with pytest.raises(FlowError, match="not JSON"):
+        client.job_counts()
+
+
+def test_constructor_validates():
+    """A bad base URL, an empty token or a negative TTL are refused up front."""
+    with pytest.raises(ValueError):
+        FlowClient("flow.example.com", TOKEN)
+    with pytest.raises(ValueError):
+        FlowClient(BASE, "")
+    with pytest.raises(ValueError):
+        FlowClient(BASE, TOKEN, cache_ttl_s=-1)
+    with pytest.raises(ValueError):
+        FlowHealth(reachable=True, has_capacity=True, queued=-1)

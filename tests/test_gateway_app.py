@@ -1,0 +1,252 @@
+"""The WSGI gateway: HTTP handling (method, type, size, auth, health) around the decision."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from fme_ai_resilience.errors import StoreUnavailable
+from fme_ai_resilience.flow import FlowHealth
+from fme_ai_resilience.gateway import make_app, sign
+from fme_ai_resilience.settings import IntakeSettings, Settings
+
+BODY = (Path(__file__).resolve().parent / "data" / "survey123_add.json").read_bytes()
+TOKEN = "PORTAL-TOKEN-7f3a9c1e5b2d4a6f8e0c"
+WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+class UntouchedStore:
+    """A store that must not be reached: the gateway refuses before the ledger."""
+
+    dialect = "none"
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the store was called ({name}) for a request refused at the door")
+
+
+class DownStore:
+    """A store whose database is gone."""
+
+    dialect = "none"
+
+    def counts(self):
+        raise StoreUnavailable("connection refused")
+
+
+def call(app, method="POST", path="/", body: bytes = BODY, content_type="application/json",
+         headers: Optional[Dict[str, str]] = None, length: Optional[str] = "auto",
+         environ_extra: Optional[Dict[str, Any]] = None):
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "wsgi.input": io.BytesIO(body),
+               "CONTENT_TYPE": content_type}
+    if length == "auto":
+        environ["CONTENT_LENGTH"] = str(len(body))
+    elif length is not None:
+        environ["CONTENT_LENGTH"] = length
+    for name, value in (headers or {}).items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    environ.update(environ_extra or {})
+    seen = {}
+
+    def start_response(status, response_headers):
+        seen["status"] = int(status.split()[0])
+        seen["headers"] = dict(response_headers)
+
+    chunks = app(environ, start_response)
+    raw = b"".join(chunks)
+    return seen["status"], seen["headers"], (json.loads(raw) if raw else None)
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
+def test_webhook_is_post_only(clock, method):
+    """Anything but POST on the webhook answers 405 with Allow: POST."""
+    status, headers, body = call(make_app(UntouchedStore(), clock=clock), method=method)
+    assert status == 405 and headers["Allow"] == "POST"
+    assert headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", ""])
+def test_non_json_content_type_is_415(clock, ctype):
+    """A body that is not declared JSON answers 415."""
+    status, _, _ = call(make_app(UntouchedStore(), clock=clock), content_type=ctype)
+    assert status == 415
+
+
+def test_declared_length_over_the_limit_is_413_without_reading(clock):
+    """A Content-Length over the limit is refused before a byte is read."""
+    settings = Settings(intake=IntakeSettings(max_body_bytes=100))
+
+    class Exploding(io.BytesIO):
+        def read(self, *args):
+            raise AssertionError("the body was read")
+
+    app = make_app(UntouchedStore(), settings, clock=clock)
+    status, _, body = call(app, body=b"x" * 101, environ_extra={"wsgi.input": Exploding()})
+    assert status == 413 and "100 bytes" in body["reason"]
+
+
+def test_undeclared_length_reads_at_most_limit_plus_one(clock):
+    """Without Content-Length (a terminated stream) the gateway reads limit + 1 bytes at most."""
+    settings = Settings(intake=IntakeSettings(max_body_bytes=100))
+    stream = io.BytesIO(b"x" * 10_000)
+    app = make_app(UntouchedStore(), settings, clock=clock)
+    status, _, _ = call(app, length=None,
+                        environ_extra={"wsgi.input": stream, "wsgi.input_terminated": True})
+    assert status == 413 and stream.tell() == 101
+
+
+def test_missing_length_on_an_unterminated_stream_is_411(clock):
+    """A stream without length or terminator cannot be read safely: 411."""
+    status, _, _ = call(make_app(UntouchedStore(), clock=clock), length=None)
+    assert status == 411
+
+
+def test_bad_content_length_is_400(clock):
+    """A Content-Length that is not a number is a bad request."""
+    assert call(make_app(UntouchedStore(), clock=clock), length="12x")[0] == 400
+
+
+def test_shared_secret_mismatch_is_401(clock):
+    """With a shared secret configured, a missing or wrong header answers 401."""
+    app = make_app(UntouchedStore(), clock=clock, shared_secret="s3cret-value")
+    assert call(app)[0] == 401
+    assert call(app, headers={"X-FAIR-Secret": "wrong"})[0] == 401
+    assert "s3cret" not in repr(app)
+
+
+def test_signature_mismatch_is_401(clock):
+    """A wrong, stale or missing Standard Webhooks signature answers 401."""
+    app = make_app(UntouchedStore(), clock=clock, signing_secret=WHSEC)
+    now = int(clock.now())
+    good = sign(WHSEC, "msg_1", now, BODY)
+    assert call(app)[0] == 401
+    assert call(app, headers={"webhook-id": "msg_1", "webhook-timestamp": str(now),
+                              "webhook-signature": "v1,AAAA"})[0] == 401
+    assert call(app, headers={"webhook-id": "msg_2", "webhook-timestamp": str(now),
+                              "webhook-signature": good})[0] == 401
+    stale = str(now - 301)
+    assert call(app, headers={"webhook-id": "msg_1", "webhook-timestamp": stale,
+                              "webhook-signature": sign(WHSEC, "msg_1", now - 301, BODY)})[0] == 401
+    assert call(app, body=BODY + b" ", headers={
+        "webhook-id": "msg_1", "webhook-timestamp": str(now), "webhook-signature": good})[0] == 401
+
+
+def test_sign_matches_the_standard_webhooks_reference_vector():
+    """The signature scheme matches the Standard Webhooks specification's example."""
+    body = b'{"test": 2432232314}'
+    assert sign(WHSEC, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body) == \
+        "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def test_bad_signing_secret_is_refused_up_front():
+    """An undecodable whsec_ secret raises ValueError at construction."""
+    with pytest.raises(ValueError):
+        make_app(UntouchedStore(), signing_secret="whsec_!!!")
+
+
+def test_healthz_reports_the_ledger(clock):
+    """GET /healthz: 200 with counts when the ledger answers, 503 when it does not."""
+
+    class Up:
+        dialect = "sqlite"
+
+        def counts(self):
+            return {"PENDING": 2}
+
+    status, _, body = call(make_app(Up(), clock=clock), method="GET", path="/healthz")
+    assert status == 200 and body == {"ledger": "reachable", "counts": {"PENDING": 2}}
+    status, _, body = call(make_app(DownStore(), clock=clock), method="GET", path="/healthz")
+    assert status == 503 and body["ledger"] == "unreachable"
+    assert call(make_app(Up(), clock=clock), method="POST", path="/healthz")[0] == 405
+
+
+def test_healthz_includes_flow_health(clock):
+    """With a flow probe configured, /healthz shows FME Flow's capacity."""
+
+    class Up:
+        def counts(self):
+            return {}
+
+    health = FlowHealth(reachable=True, has_capacity=False, queued=9, engines=2, busy_engines=2)
+    app = make_app(Up(), clock=clock, flow_health=lambda: health)
+    _, _, body = call(app, method="GET", path="/healthz")
+    assert body["flow"]["has_capacity"] is False and body["flow"]["queued"] == 9
+
+
+def test_unexpected_failure_is_a_json_500_without_secrets(clock, caplog):
+    """A store bug answers 500 JSON and the log line carries no token."""
+
+    class Broken:
+        def register(self, *a, **k):
+            raise RuntimeError(f"boom token={TOKEN}")
+
+    caplog.set_level(logging.DEBUG)
+    status, _, body = call(make_app(Broken(), clock=clock))
+    assert status == 500 and body["status"] == "error"
+    assert TOKEN not in caplog.text
+
+
+@pytest.fixture
+def ledger():
+    from fme_ai_resilience.store import open_store
+
+    s = open_store("sqlite:///:memory:", init_schema=True)
+    yield s
+    s.close()
+
+
+def test_valid_delivery_reaches_the_ledger(ledger, clock):
+    """A JSON POST is decided: 202 with the decision body, then 202 duplicate."""
+    app = make_app(ledger, clock=clock)
+    status, headers, body = call(app, content_type="application/json; charset=UTF-8",
+                                 headers={"X-Survey123-Delivery": "d-1"})
+    assert status == 202 and body["status"] == "accepted"
+    assert body["delivery_id"] == "d-1" and headers["Content-Type"] == "application/json"
+    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-2"})
+    assert status == 202 and body["status"] == "duplicate_in_progress"
+    assert ledger.counts()["PENDING"] == 1
+
+
+def test_correct_secret_and_signature_are_accepted(ledger, clock):
+    """The right shared secret and a fresh valid signature pass through to the decision."""
+    app = make_app(ledger, clock=clock, shared_secret="s3cret-value", signing_secret=WHSEC)
+    now = int(clock.now()) - 60  # inside the tolerance window
+    status, _, _ = call(app, headers={
+        "X-FAIR-Secret": "s3cret-value", "webhook-id": "msg_1", "webhook-timestamp": str(now),
+        "webhook-signature": "v1,bogus " + sign(WHSEC, "msg_1", now, BODY)})
+    assert status == 202
+
+
+def test_invalid_json_through_the_gateway_is_400(ledger, clock):
+    """Garbage posted as JSON is answered 400 and kept as a dead letter."""
+    status, _, body = call(make_app(ledger, clock=clock), body=b"{oops")
+    assert status == 400 and body["dead_letter"].startswith("body:sha256:")
+    assert ledger.counts()["DEAD"] == 1
+
+
+def test_retry_after_header_is_an_integer(ledger, clock):
+    """A 429 carries Retry-After as whole seconds >= 1."""
+    settings = Settings(intake=IntakeSettings(watermark=1, overload_mode="reject"))
+    app = make_app(ledger, settings, clock=clock)
+    call(app, body=BODY.replace(b"A0B1C2D3", b"B0B1C2D3"))
+    status, headers, _ = call(app)
+    assert status == 429 and int(headers["Retry-After"]) >= 1
+
+
+@hsettings(max_examples=150, deadline=None,
+           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=st.binary(max_size=300) | st.sampled_from([BODY, BODY[:200], BODY + b"}"]),
+       method=st.sampled_from(["POST", "GET", "PUT"]),
+       ctype=st.sampled_from(["application/json", "text/plain", "application/cloudevents+json"]))
+def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, method, ctype):
+    """Whatever arrives, the gateway answers a contract status with a JSON body, never a 500."""
+    status, headers, answer = call(make_app(ledger, clock=clock), method=method, body=body,
+                                   content_type=ctype)
+    assert status in (200, 202, 400, 405, 415, 429)
+    assert headers["Content-Type"] == "application/json" and isinstance(answer, dict)

@@ -1,0 +1,276 @@
+"""The intake decision: the status contract over a real ledger (SQLite; PostgreSQL where noted)."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from fme_ai_resilience.errors import FailureClass
+from fme_ai_resilience.flow import FlowHealth
+from fme_ai_resilience.intake import IntakeDecision, decide
+from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
+from fme_ai_resilience.keys import body_key
+from fme_ai_resilience.settings import IntakeSettings, Settings
+from fme_ai_resilience.store import open_store
+from fme_ai_resilience.submission import Submission
+
+DATA = Path(__file__).resolve().parent / "data"
+BODY = (DATA / "survey123_add.json").read_bytes()
+TOKEN = "PORTAL-TOKEN-7f3a9c1e5b2d4a6f8e0c"
+FEATURE = "5c1e0a2b-9d3f-4e61-8a7b-0f2c3d4e5a6b"
+KEY = f"{FEATURE}/a0b1c2d3-e4f5-4a6b-8c7d-9e0f1a2b3c4d"
+H = {"Content-Type": "application/json", "X-Survey123-Event": "addData"}
+
+
+@pytest.fixture
+def ledger():
+    s = open_store("sqlite:///:memory:", init_schema=True)
+    yield s
+    s.close()
+
+
+def settings(**intake) -> Settings:
+    return Settings(intake=IntakeSettings(**intake))
+
+
+def hdr(delivery: str) -> dict:
+    return dict(H, **{"X-Survey123-Delivery": delivery})
+
+
+def body_with_photos(n: int, feature: str = "{5C1E0A2B-9D3F-4E61-8A7B-0F2C3D4E5A6B}") -> bytes:
+    data = json.loads(BODY)
+    data["feature"]["attributes"]["globalid"] = feature
+    data["feature"]["attachments"]["photo"] = [
+        {"globalId": "{%08d-1111-4222-8333-444444444444}" % i, "id": i, "contentType": "image/jpeg",
+         "url": f"https://services.example.com/x/FeatureServer/0/204/attachments/{i}"}
+        for i in range(n)]
+    return json.dumps(data).encode()
+
+
+def fill(store, n: int, now: float, prefix: str = "filler") -> None:
+    """Put ``n`` unrelated PENDING tasks in the ledger."""
+    for i in range(n):
+        store.register(Submission(idempotency_key=f"{prefix}-{i}", feature_global_id="f",
+                                  trace_id="t"), now, 10 ** 6)
+
+
+def finish(store, key: str, now: float) -> None:
+    """Claim ``key`` (only it is due) and complete it, as the processor would."""
+    (task,) = store.claim("engine", 1, 60.0, now)
+    assert task.key == key
+    assert store.complete(key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "ok"}, now)
+
+
+def test_first_delivery_is_202_and_pending(store, clock):
+    """A new photo answers 202 and leaves one PENDING row without the token (every backend)."""
+    decision = decide(BODY, hdr("d1"), store, Settings(), clock.now())
+    assert decision.status_code == 202 and decision.body["status"] == "accepted"
+    assert [r.outcome for r in decision.registrations] == [RegisterOutcome.NEW]
+    record = store.get(KEY)
+    assert record.status is Status.PENDING
+    assert record.payload["delivery_id"] == "d1"
+    assert TOKEN not in json.dumps(dict(record.payload))
+    assert json.loads(decision.body_bytes())["submissions"][0]["key"] == KEY
+
+
+def test_redelivery_202_while_pending_then_200_once_succeeded(ledger, clock):
+    """A new delivery id of the same fact is 202 while in progress and 200 once SUCCEEDED."""
+    assert decide(BODY, hdr("d1"), ledger, Settings(), clock.now()).status_code == 202
+    again = decide(BODY, hdr("d2"), ledger, Settings(), clock.now())
+    assert again.status_code == 202 and again.body["status"] == "duplicate_in_progress"
+    finish(ledger, KEY, clock.now())
+    done = decide(BODY, hdr("d3"), ledger, Settings(), clock.now())
+    assert done.status_code == 200 and done.body["status"] == "duplicate_done"
+    assert ledger.counts()["SUCCEEDED"] == 1 and sum(ledger.counts().values()) == 1
+
+
+def test_dead_duplicate_answers_200(ledger, clock):
+    """A duplicate of a dead letter is recorded already: 200 (the compensator requeues it)."""
+    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    (task,) = ledger.claim("e", 1, 60.0, clock.now())
+    ledger.bury(KEY, task.lease_token, FailureClass.NOT_FOUND, "photo gone", clock.now())
+    assert decide(BODY, hdr("d2"), ledger, Settings(), clock.now()).status_code == 200
+
+
+def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
+    """Garbage answers 400 and a DEAD row keyed by the body hash keeps excerpt and reason."""
+    caplog.set_level(logging.DEBUG)
+    data = json.loads(BODY)
+    del data["feature"]
+    raw = json.dumps(data).encode()
+    decision = decide(raw, hdr("d9"), ledger, Settings(), clock.now())
+    assert decision.status_code == 400 and decision.body["status"] == "invalid"
+    assert "no feature" in decision.body["reason"]
+    record = ledger.get(body_key(raw))
+    assert record.status is Status.DEAD
+    assert record.failure_class is FailureClass.INVALID_PAYLOAD
+    assert "no feature" in record.payload["reason"] and record.payload["delivery_id"] == "d9"
+    assert "surveyInfo" in record.payload["excerpt"]
+    assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in (record.last_error or "")
+    assert TOKEN not in caplog.text
+    # the same garbage again: still 400, the evidence is kept once
+    assert decide(raw, hdr("d10"), ledger, Settings(), clock.now()).status_code == 400
+    assert ledger.counts()["DEAD"] == 1
+
+
+def test_binary_garbage_is_400_and_storable(ledger, clock):
+    """Non-UTF-8 bytes with NULs still leave a dead letter (the excerpt is made storable)."""
+    raw = b"\x00\xff\xfe garbage \x00"
+    assert decide(raw, {}, ledger, Settings(), clock.now()).status_code == 400
+    assert ledger.get(body_key(raw)).status is Status.DEAD
+
+
+def test_reject_mode_over_the_watermark_is_429_with_littles_law_retry_after(ledger, clock):
+    """Past the watermark in reject mode: 429, nothing stored, Retry-After = excess / drain."""
+    now = clock.now()
+    fill(ledger, 5, now)
+    config = settings(watermark=2, overload_mode="reject")  # planned drain 8/20 = 0.4 task/s
+    decision = decide(BODY, hdr("d1"), ledger, config, now)
+    assert decision.status_code == 429 and decision.body["stored"] is False
+    assert decision.headers["Retry-After"] == "8"  # (5 - 2) / 0.4 = 7.5 -> 8
+    assert decision.retry_after_s == 8 and ledger.get(KEY) is None
+
+
+def test_retry_after_uses_the_measured_drain_rate_once_there_is_history(ledger, clock):
+    """With enough completions in the window the measured rate replaces the planned one."""
+    now = clock.now()
+    fill(ledger, 30, now - 100, prefix="done")
+    for task in ledger.claim("e", 30, 60.0, now - 100):
+        ledger.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {}, now - 100)
+    fill(ledger, 5, now)
+    config = settings(watermark=2, overload_mode="reject", drain_window_s=300.0,
+                      drain_min_completions=10)
+    decision = decide(BODY, hdr("d1"), ledger, config, now)
+    assert decision.status_code == 429
+    assert decision.retry_after_s == 30  # (5 - 2) / (30 / 300 s) = 30 s
+    slower = settings(watermark=2, overload_mode="reject", drain_min_completions=31)
+    assert decide(BODY, hdr("d2"), ledger, slower, now).retry_after_s == 8  # planned rate
+
+
+def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
+    """Past the watermark in park mode: 202 and the row DEFERRED (every backend)."""
+    now = clock.now()
+    fill(store, 3, now)
+    decision = decide(BODY, hdr("d1"), store, settings(watermark=2), now)
+    assert decision.status_code == 202
+    assert decision.registrations[0].outcome is RegisterOutcome.PARKED
+    assert store.get(KEY).status is Status.DEFERRED
+
+
+def test_park_mode_over_the_ceiling_is_429(ledger, clock):
+    """Past watermark x park_ceiling_factor even park mode answers 429 with Retry-After."""
+    now = clock.now()
+    fill(ledger, 6, now)
+    decision = decide(BODY, hdr("d1"), ledger, settings(watermark=2, park_ceiling_factor=3), now)
+    assert decision.status_code == 429 and ledger.get(KEY) is None
+    assert decision.retry_after_s == 10  # (6 - 2) / 0.4
+
+
+def test_multi_photo_body_answers_for_the_whole(ledger, clock):
+    """202 if any photo is new; 200 only when every photo is done."""
+    now = clock.now()
+    raw = body_with_photos(3)
+    first = decide(raw, hdr("d1"), ledger, Settings(), now)
+    assert first.status_code == 202 and len(first.registrations) == 3
+    tasks = ledger.claim("engine", 10, 60.0, now)
+    assert len(tasks) == 3
+    ledger.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, {}, now)
+    assert decide(raw, hdr("d2"), ledger, Settings(), now).status_code == 202
+    for task in tasks[1:]:
+        ledger.complete(task.key, task.lease_token, TaskOutcome.REVIEW, {}, now)
+    assert decide(raw, hdr("d3"), ledger, Settings(), now).status_code == 200
+    more = body_with_photos(4)  # one photo more than before: it is new
+    assert decide(more, hdr("d4"), ledger, Settings(), now).status_code == 202
+
+
+def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
+    """Photos past the ceiling are parked with the rest of their body, never dropped."""
+    now = clock.now()
+    fill(ledger, 1, now)
+    decision = decide(body_with_photos(3), hdr("d1"), ledger,
+                      settings(watermark=2, overload_mode="reject"), now)
+    assert decision.status_code == 202
+    statuses = [ledger.get(r.key).status for r in decision.registrations]
+    assert statuses == [Status.PENDING, Status.DEFERRED, Status.DEFERRED]
+
+
+def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger, clock):
+    """If some photos of a body are already in the ledger, the refused rest is stored too."""
+    now = clock.now()
+    decide(body_with_photos(1), hdr("d1"), ledger, Settings(), now)
+    fill(ledger, 10, now)
+    decision = decide(body_with_photos(2), hdr("d2"), ledger,
+                      settings(watermark=2, overload_mode="reject"), now)
+    assert decision.status_code == 202
+    assert ledger.get(decision.registrations[1].key).status is Status.DEFERRED
+
+
+def test_ledger_unreachable_is_503_with_retry_after(clock):
+    """A database that cannot be reached answers 503 + Retry-After."""
+    down = open_store("sqlite:////nonexistent-dir/ledger.db")
+    decision = decide(BODY, hdr("d1"), down, Settings(), clock.now())
+    assert decision.status_code == 503 and decision.retry_after_s >= 1
+    assert decision.body["stored"] == []
+    assert decide(b"garbage", {}, down, Settings(), clock.now()).status_code == 503
+
+
+@pytest.mark.parametrize("mode, stored", [("park", Status.DEFERRED), ("reject", None)])
+def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
+    """FME Flow without capacity: 503 + Retry-After; park mode still keeps the photo DEFERRED."""
+    health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
+    decision = decide(BODY, hdr("d1"), ledger, settings(overload_mode=mode), clock.now(),
+                      flow_health=lambda: health)
+    assert decision.status_code == 503 and decision.body["status"] == "no_engine_capacity"
+    assert decision.retry_after_s == 10  # 4 queued jobs at 0.4 per second
+    record = ledger.get(KEY)
+    assert (record.status if record else None) is stored
+
+
+def test_no_engine_capacity_still_answers_duplicates(ledger, clock):
+    """A fact already finished answers 200 even while FME Flow is saturated."""
+    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    finish(ledger, KEY, clock.now())
+    health = FlowHealth(reachable=True, has_capacity=False)
+    assert decide(BODY, hdr("d2"), ledger, Settings(), clock.now(),
+                  flow_health=health).status_code == 200
+
+
+def test_a_failing_health_probe_never_blocks_intake(ledger, clock):
+    """An exception from the flow probe is ignored: the ledger takes the work."""
+    def broken():
+        raise RuntimeError("flow down")
+    assert decide(BODY, hdr("d1"), ledger, Settings(), clock.now(),
+                  flow_health=broken).status_code == 202
+
+
+def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
+    """A body without an attachment list registers the feature for queryAttachments."""
+    data = json.loads(BODY)
+    data["feature"]["attachments"] = None
+    decision = decide(json.dumps(data).encode(), hdr("d1"), ledger, Settings(), clock.now())
+    assert decision.status_code == 202
+    record = ledger.get(f"{FEATURE}/attachments-unknown")
+    assert record.payload["attachments_unknown"] is True
+
+
+def test_decisions_never_log_the_token(ledger, clock, caplog):
+    """No intake path writes the portal token to the log."""
+    caplog.set_level(logging.DEBUG)
+    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    decide(BODY, hdr("d2"), ledger, settings(watermark=1, overload_mode="reject"), clock.now())
+    fill(ledger, 3, clock.now())
+    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"), ledger,
+           settings(watermark=1, overload_mode="reject"), clock.now())
+    assert TOKEN not in caplog.text
+
+
+def test_intake_decision_validates_and_freezes():
+    """IntakeDecision refuses a non-HTTP status and exposes read-only headers."""
+    with pytest.raises(ValueError):
+        IntakeDecision(42)
+    decision = IntakeDecision(429, {"Retry-After": "3"}, {"status": "x"})
+    with pytest.raises(TypeError):
+        decision.headers["Retry-After"] = "4"  # type: ignore[index]
+    assert IntakeDecision(202).retry_after_s is None
