@@ -1,0 +1,132 @@
+"""The breaker's pure state machine: policy + state + event -> new state."""
+from __future__ import annotations
+
+import pytest
+
+from fme_ai_resilience.breaker import (
+    BreakerMode,
+    BreakerPolicy,
+    BreakerState,
+    CircuitOpen,
+    CircuitState,
+    Manual,
+    Permit,
+    ProbesObserved,
+    TimePassed,
+    WindowObserved,
+    cooldown_s,
+    probes_needed,
+    should_trip,
+    step,
+)
+from fme_ai_resilience.errors import CircuitOpenError
+from fme_ai_resilience.ledger import CallWindow
+
+POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0, slow_call_rate=0.8,
+                       cooldown_s=60.0, cooldown_max_s=300.0, cooldown_factor=2.0,
+                       half_open_probes=5, close_ratio=0.8)
+T0 = 1_790_000_000.0
+
+
+def opened(at: float = T0, trips: int = 1) -> BreakerState:
+    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)),
+                at)
+
+
+def test_trips_at_failure_rate_threshold_with_enough_calls():
+    """CLOSED opens when failures/calls reaches the threshold over >= min_calls calls."""
+    assert should_trip(POLICY, CallWindow(calls=20, failures=10, slow=0, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=20, failures=9, slow=0, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=19, failures=19, slow=0, retries=0))
+
+
+def test_trips_on_slow_call_rate_alone():
+    """A service answering successfully but too slowly trips on the slow-call rate."""
+    assert should_trip(POLICY, CallWindow(calls=20, failures=0, slow=16, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=20, failures=0, slow=15, retries=0))
+
+
+def test_open_sets_cooldown_and_bumps_generation():
+    """Opening records when, until when, the trip count and a new generation."""
+    state = opened()
+    assert state.state is CircuitState.OPEN
+    assert state.open_until == T0 + 60.0
+    assert state.trips == 1 and state.generation == 1 and state.changed_at == T0
+
+
+def test_no_change_returns_same_object():
+    """An event that changes nothing returns the very same state (no write needed)."""
+    state = BreakerState()
+    assert step(POLICY, state, WindowObserved(CallWindow(20, 1, 0, 0)), T0) is state
+    assert step(POLICY, state, TimePassed(), T0) is state
+    assert step(POLICY, state, ProbesObserved(5, 0), T0) is state
+
+
+def test_open_becomes_half_open_only_after_cooldown():
+    """OPEN stays open before open_until and turns HALF_OPEN at it."""
+    state = opened()
+    assert step(POLICY, state, TimePassed(), T0 + 59.9) is state
+    half = step(POLICY, state, TimePassed(), T0 + 60.0)
+    assert half.state is CircuitState.HALF_OPEN and half.generation == 2
+    assert half.open_until is None and half.trips == 1
+
+
+def test_cooldown_grows_on_consecutive_trips_up_to_cap():
+    """Cooldowns double per consecutive trip and stop at the cap."""
+    assert [cooldown_s(POLICY, n) for n in (1, 2, 3, 4, 5, 50, 10_000)] == [
+        60.0, 120.0, 240.0, 300.0, 300.0, 300.0, 300.0]
+
+
+def test_half_open_decides_only_when_all_probes_reported():
+    """HALF_OPEN waits for all k probes, then closes at the success ratio or reopens."""
+    half = step(POLICY, opened(), TimePassed(), T0 + 60)
+    assert step(POLICY, half, ProbesObserved(4, 0), T0 + 61) is half
+    closed = step(POLICY, half, ProbesObserved(4, 1), T0 + 61)
+    assert closed.state is CircuitState.CLOSED and closed.trips == 0
+    assert closed.changed_at == T0 + 61
+    reopened = step(POLICY, half, ProbesObserved(3, 2), T0 + 61)
+    assert reopened.state is CircuitState.OPEN and reopened.trips == 2
+    assert reopened.open_until == T0 + 61 + 120.0
+
+
+def test_probes_needed_rounds_up():
+    """k=5 at 0.8 needs 4 successes; k=3 at 0.8 needs 3."""
+    assert probes_needed(POLICY) == 4
+    assert probes_needed(BreakerPolicy(half_open_probes=3, close_ratio=0.8)) == 3
+    assert probes_needed(BreakerPolicy(half_open_probes=10, close_ratio=0.5)) == 5
+
+
+def test_manual_modes_freeze_automatic_transitions():
+    """FORCED_OPEN, FORCED_CLOSED and DISABLED ignore window, time and probe events."""
+    for command in (Manual.FORCE_OPEN, Manual.FORCE_CLOSED, Manual.DISABLE):
+        state = step(POLICY, BreakerState(), command, T0)
+        assert state.mode is not BreakerMode.AUTO and state.generation == 1
+        assert step(POLICY, state, WindowObserved(CallWindow(50, 50, 0, 0)), T0) is state
+        assert step(POLICY, state, command, T0) is state
+
+
+def test_reset_returns_to_auto_closed_with_new_generation():
+    """Reset clears mode, state and trips; resetting a fresh circuit changes nothing."""
+    state = step(POLICY, opened(trips=3), Manual.FORCE_OPEN, T0 + 1)
+    reset = step(POLICY, state, Manual.RESET, T0 + 2)
+    assert (reset.state, reset.mode, reset.trips) == (CircuitState.CLOSED, BreakerMode.AUTO, 0)
+    assert reset.generation == state.generation + 1 and reset.changed_at == T0 + 2
+    fresh = BreakerState()
+    assert step(POLICY, fresh, Manual.RESET, T0) is fresh
+
+
+def test_state_validation_names_field():
+    """An OPEN state without open_until, or a negative generation, is refused."""
+    with pytest.raises(ValueError, match="open_until"):
+        BreakerState(state=CircuitState.OPEN)
+    with pytest.raises(ValueError, match="generation"):
+        BreakerState(generation=-1)
+
+
+def test_decisions_are_truthy_permit_falsy_refusal():
+    """A permit is truthy; a refusal is falsy and converts to CircuitOpenError."""
+    assert Permit("vision", 3)
+    refusal = CircuitOpen("vision", 12.5, CircuitState.OPEN, BreakerMode.AUTO)
+    assert not refusal
+    error = refusal.to_error()
+    assert isinstance(error, CircuitOpenError) and error.retry_after_s == 12.5

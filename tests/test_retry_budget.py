@@ -1,0 +1,78 @@
+"""The fleet-wide retry budget: pure arithmetic and the cached store-backed gate."""
+from __future__ import annotations
+
+import pytest
+
+from fme_ai_resilience.ledger import CallWindow
+from fme_ai_resilience.retry_budget import FleetRetryGate, RetryBudget
+from fme_ai_resilience.settings import RetrySettings
+
+
+def test_budget_is_ratio_of_first_attempts_plus_floor():
+    """100 first attempts at 10 % with a 0.1/s floor over 60 s allow 16 retries."""
+    budget = RetryBudget(ratio=0.1, floor_per_s=0.1, window_s=60)
+    assert budget.limit(CallWindow(calls=110, failures=0, slow=0, retries=10)) == pytest.approx(16)
+    assert budget.allows(CallWindow(calls=115, failures=0, slow=0, retries=15))
+    assert not budget.allows(CallWindow(calls=116, failures=0, slow=0, retries=16))
+    assert not budget.allows(CallWindow(calls=115, failures=0, slow=0, retries=15),
+                             extra_retries=1)
+
+
+def test_zero_floor_quiet_service_gets_no_retries():
+    """With no floor and no traffic nothing may be retried."""
+    assert not RetryBudget(floor_per_s=0).allows(CallWindow(0, 0, 0, 0))
+
+
+def test_from_settings_uses_fleet_settings():
+    """The retry.fleet_* settings configure the budget."""
+    budget = RetryBudget.from_settings(RetrySettings(fleet_retry_ratio=0.2,
+                                                     fleet_retry_floor_per_s=0.0,
+                                                     fleet_window_s=30.0))
+    assert budget == RetryBudget(ratio=0.2, floor_per_s=0.0, window_s=30.0)
+
+
+def test_validation_names_field():
+    """Bad ratio, floor or window are refused with the field named."""
+    for kwargs, name in (({"ratio": 1.5}, "ratio"), ({"floor_per_s": -1}, "floor_per_s"),
+                         ({"window_s": 0}, "window_s")):
+        with pytest.raises(ValueError, match=name):
+            RetryBudget(**kwargs)
+
+
+class CountingStore:
+    """Answers call_window from a settable window and counts reads."""
+
+    def __init__(self, window: CallWindow) -> None:
+        self.window = window
+        self.reads = []
+
+    def call_window(self, service, since, slow_s):
+        self.reads.append((service, since))
+        return self.window
+
+
+def test_gate_caches_reads_and_counts_its_own_grants():
+    """Within the cache TTL the gate reads once and spends its headroom only once."""
+    store = CountingStore(CallWindow(calls=1000, failures=0, slow=0, retries=0))
+    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0,
+                          fresh_below=0)
+    granted = [gate.allow_retry(100.0 + i * 0.001) for i in range(150)]
+    assert sum(granted) == 100 and len(store.reads) == 1
+    assert store.reads[0] == ("vision", 40.0)
+
+
+def test_gate_rereads_after_ttl_and_when_headroom_is_small():
+    """An expired cache, or headroom under fresh_below, reads the store again."""
+    store = CountingStore(CallWindow(calls=100, failures=0, slow=0, retries=0))
+    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0,
+                          fresh_below=5.0)
+    assert gate.allow_retry(10.0) and gate.allow_retry(10.1)
+    assert len(store.reads) == 1          # headroom 9 after one grant: cache still trusted
+    assert gate.allow_retry(11.2)
+    assert len(store.reads) == 2          # cache older than its TTL
+    store.window = CallWindow(calls=106, failures=0, slow=0, retries=6)
+    assert gate.allow_retry(12.5)         # fresh read: headroom 4 (< 5): one retry left
+    assert gate.allow_retry(12.6)         # the log decides: the first grant is not logged yet
+    assert len(store.reads) == 4          # small headroom: every decision reads afresh
+    store.window = CallWindow(calls=110, failures=0, slow=0, retries=10)
+    assert not gate.allow_retry(12.7)
