@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .budget import TimeoutBudget
+from .budget import CapacityPlan, TimeoutBudget, plan_capacity
 from .errors import ConfigurationError
 
 ENV_PREFIX = "FAIR_"
@@ -161,6 +161,14 @@ class IntakeSettings:
                f"must be one of {OVERLOAD_MODES}")
         _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
                self.park_ceiling_factor >= 1, "must be >= 1")
+
+    def capacity(self) -> CapacityPlan:
+        """The Little's-law plan for these engines, processing time and latency promise."""
+        return plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
+
+    def effective_watermark(self) -> int:
+        """``watermark`` when set, else the one derived by :meth:`capacity` (48 by default)."""
+        return self.watermark or self.capacity().watermark
 
 
 @dataclass(frozen=True)

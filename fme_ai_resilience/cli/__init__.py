@@ -14,6 +14,7 @@ from .. import __version__
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
+    "plan",
 )
 
 

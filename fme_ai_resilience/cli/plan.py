@@ -1,0 +1,129 @@
+"""``fme-ai-resilience plan``: the capacity and time-budget calculator.
+
+Prints the backlog watermark (Little's law), the task budget (1.5 x the latency promise), the
+worst-case task time of the retry policy and whether it fits the task budget and FME's job
+runtime limit (``tm_ttc``). Settings come from ``FAIR_*`` environment variables, then
+``--set group.field=value``, then the explicit options.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+from ..budget import check_budget
+from ..errors import ConfigurationError
+from ..retry import RetryPolicy
+from ..settings import Settings
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "plan", help="capacity and time-budget calculator",
+        description="Watermark, task budget, worst-case task time and whether the "
+                    "configuration fits (seed sections 3.2 and 5.3).")
+    p.add_argument("--engines", type=int, help="FME engines processing tasks")
+    p.add_argument("--mean-seconds", type=float, help="mean processing time of one task (s)")
+    p.add_argument("--latency-seconds", type=float, help="the business latency promise (s)")
+    p.add_argument("--attempts", type=int, help="task-wide attempt budget")
+    p.add_argument("--job-limit-seconds", type=float,
+                   help="FME job runtime limit tm_ttc (s); checked when given")
+    p.add_argument("--tasks-per-job", type=int,
+                   help="tasks one processor job works through (default: processing.claim_limit)")
+    p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
+                   help="any setting, e.g. --set timeouts.ttfb_s=15 (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when the configuration does not fit")
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    values: Dict[str, str] = {}
+    for item in args.values:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigurationError(item, item, "expected NAME=VALUE")
+        values[name.strip()] = value
+    explicit = {"intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
+                "intake.latency_promise_s": args.latency_seconds,
+                "retry.task_attempts": args.attempts}
+    values.update({k: v for k, v in explicit.items() if v is not None})
+    return Settings.from_env(os.environ).with_values(values)
+
+
+def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
+               tasks_per_job: Optional[int] = None) -> Dict[str, Any]:
+    """The plan as a JSON-ready dict (what ``--json`` prints)."""
+    intake, timeouts = settings.intake, settings.timeouts
+    capacity = intake.capacity()
+    policy = RetryPolicy.from_settings(settings)
+    per_job = tasks_per_job if tasks_per_job is not None else settings.processing.claim_limit
+    check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job)
+    watermark = intake.effective_watermark()
+    return {
+        "engines": intake.engines,
+        "mean_processing_s": intake.mean_processing_s,
+        "latency_promise_s": intake.latency_promise_s,
+        "drain_rate_per_s": capacity.drain_rate_per_s,
+        "watermark": watermark,
+        "watermark_source": "configured" if intake.watermark else "derived",
+        "backpressure_at": int(watermark * intake.backpressure_ratio),
+        "per_call_timeout_s": timeouts.total_s,
+        "timeouts_s": {"connect": timeouts.connect_s, "tls": timeouts.tls_s,
+                       "ttfb": timeouts.ttfb_s, "body": timeouts.body_s},
+        "task_attempts": policy.max_attempts,
+        "max_inline_wait_s": policy.max_inline_wait_s,
+        "task_budget_s": check.task_budget_s,
+        "worst_case_task_s": round(check.worst_case_s, 3),
+        "inline_attempts": check.inline_attempts,
+        "fits_task_budget": check.fits_task_budget,
+        "job_limit_s": check.job_limit_s,
+        "tasks_per_job": check.tasks_per_job,
+        "fits_job_limit": check.fits_job_limit,
+        "fits": check.fits,
+        "problems": list(check.problems()),
+    }
+
+
+def _yes_no(value: Optional[bool]) -> str:
+    return "not checked" if value is None else ("yes" if value else "no")
+
+
+def format_plan(plan: Dict[str, Any]) -> str:
+    """The plan as the text ``plan`` prints."""
+    t = plan["timeouts_s"]
+    lines: List[str] = [
+        "Capacity (Little's law)",
+        f"  engines:              {plan['engines']}",
+        f"  mean processing time: {plan['mean_processing_s']:g} s",
+        f"  latency promise:      {plan['latency_promise_s']:g} s",
+        f"  drain rate:           {plan['drain_rate_per_s']:.3g} tasks/s",
+        f"  watermark:            {plan['watermark']} tasks ({plan['watermark_source']})",
+        f"  backpressure from:    {plan['backpressure_at']} tasks",
+        "Time budget",
+        f"  per call:             {plan['per_call_timeout_s']:g} s (connect {t['connect']:g} "
+        f"+ TLS {t['tls']:g} + TTFB {t['ttfb']:g} + body {t['body']:g})",
+        f"  task budget:          {plan['task_budget_s']:g} s (1.5 x latency promise)",
+        f"  worst-case task time: {plan['worst_case_task_s']:g} s ({plan['task_attempts']} "
+        f"attempts, inline waits up to {plan['max_inline_wait_s']:g} s)",
+        f"  fits task budget:     {_yes_no(plan['fits_task_budget'])}",
+        f"  fits FME job limit:   {_yes_no(plan['fits_job_limit'])}"
+        + (f" (tm_ttc {plan['job_limit_s']:g} s, {plan['tasks_per_job']} tasks per job)"
+           if plan["job_limit_s"] is not None else ""),
+    ]
+    lines += [f"  ! {problem}" for problem in plan["problems"]]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(args)
+        plan = build_plan(settings, args.job_limit_seconds, args.tasks_per_job)
+    except ConfigurationError as exc:
+        print(f"fme-ai-resilience plan: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(plan, indent=2, sort_keys=True) if args.json else format_plan(plan))
+    return 1 if args.check and not plan["fits"] else 0

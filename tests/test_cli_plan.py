@@ -1,0 +1,109 @@
+"""The ``plan`` command and the command line's entry points."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fme_ai_resilience import __version__
+from fme_ai_resilience.cli import main
+
+SEED = ["plan", "--engines", "8", "--mean-seconds", "20", "--latency-seconds", "120"]
+
+
+@pytest.fixture(autouse=True)
+def _no_fair_env(monkeypatch):
+    """Keep the caller's FAIR_* variables out of these tests."""
+    import os
+    for name in list(os.environ):
+        if name.startswith("FAIR_"):
+            monkeypatch.delenv(name)
+
+
+def test_plan_reports_watermark_48_and_task_budget_180(capsys):
+    """The seed example: 8 engines, 20 s, 120 s -> watermark 48 and a 180 s task budget."""
+    assert main(SEED) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"watermark:\s+48 tasks", out)
+    assert re.search(r"task budget:\s+180 s", out)
+    assert re.search(r"worst-case task time:\s+204 s", out)
+    assert re.search(r"fits task budget:\s+no", out)
+
+
+def test_plan_json(capsys):
+    """--json prints the same plan as machine-readable JSON."""
+    assert main(SEED + ["--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["watermark"] == 48 and plan["task_budget_s"] == 180.0
+    assert plan["drain_rate_per_s"] == pytest.approx(0.4)
+    assert plan["worst_case_task_s"] == pytest.approx(204.0)
+    assert plan["inline_attempts"] == 5 and plan["fits"] is False
+
+
+def test_plan_fits_with_shorter_timeouts_and_checks_the_job_limit(capsys):
+    """--set and --job-limit-seconds feed the fit check; --check exits 0 when it fits."""
+    assert main(SEED + ["--set", "timeouts.ttfb_s=15", "--job-limit-seconds", "600",
+                        "--tasks-per-job", "2", "--check", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["fits_task_budget"] and plan["fits_job_limit"] and plan["problems"] == []
+
+
+def test_plan_check_fails_when_the_job_limit_is_too_short(capsys):
+    """--check turns a configuration that does not fit into exit code 1."""
+    assert main(SEED + ["--job-limit-seconds", "100", "--check"]) == 1
+    assert "tm_ttc" in capsys.readouterr().out
+
+
+def test_plan_reads_fair_environment_variables(capsys, monkeypatch):
+    """FAIR_* variables set the defaults; explicit options win over them."""
+    monkeypatch.setenv("FAIR_INTAKE_ENGINES", "4")
+    monkeypatch.setenv("FAIR_INTAKE_MEAN_PROCESSING_S", "10")
+    assert main(["plan", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["watermark"] == 48   # 4 x 120 / 10
+    assert main(["plan", "--engines", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["watermark"] == 24
+
+
+def test_plan_configured_watermark_wins(capsys):
+    """A configured watermark is reported as such instead of the derived one."""
+    assert main(SEED + ["--set", "intake.watermark=30", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["watermark"], plan["watermark_source"]) == (30, "configured")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["plan", "--engines", "0"], "intake.engines=0"),
+    (["plan", "--set", "retry.jitter=wobbly"], "retry.jitter='wobbly'"),
+    (["plan", "--set", "nonsense"], "expected NAME=VALUE"),
+    (["plan", "--set", "intake.nonsense=1"], "is not a known setting"),
+])
+def test_plan_bad_configuration_exits_2_naming_it(capsys, argv, fragment):
+    """A bad value is an error message naming the setting, exit code 2, no traceback."""
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    """Running without a command shows the usage on stderr."""
+    assert main([]) == 2
+    assert "plan" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    """--version prints the package version."""
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_python_dash_m_runs_the_cli():
+    """python -m fme_ai_resilience is the same command line."""
+    done = subprocess.run([sys.executable, "-m", "fme_ai_resilience"] + SEED + ["--json"],
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["watermark"] == 48
