@@ -76,3 +76,23 @@ def test_gate_rereads_after_ttl_and_when_headroom_is_small():
     assert len(store.reads) == 4          # small headroom: every decision reads afresh
     store.window = CallWindow(calls=110, failures=0, slow=0, retries=10)
     assert not gate.allow_retry(12.7)
+
+
+def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
+    """Wired into RetryPolicy.decide: a refused budget parks instead of retrying inline."""
+    from fme_ai_resilience.errors import ErrorClass
+    from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
+
+    class Failed:
+        error_class = ErrorClass.CONNECTION_ERROR
+        retry_after_s = None
+
+    spent = FleetRetryGate(CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10)),
+                           "vision", RetryBudget(0.1, 0.0, 60.0))
+    fresh = FleetRetryGate(CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0)),
+                           "vision", RetryBudget(0.1, 0.0, 60.0))
+    policy = RetryPolicy()
+    parked = policy.decide(RetryHistory(), Failed(), 100.0, rng=rng, gate=spent)
+    retried = policy.decide(RetryHistory(), Failed(), 100.0, rng=rng, gate=fresh)
+    assert parked.kind is DecisionKind.PARK and "budget" in parked.reason
+    assert retried.kind is DecisionKind.RETRY
