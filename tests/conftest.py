@@ -59,3 +59,35 @@ def pg_url():
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture(scope="session")
+def pg_store_url(pg_url):
+    """The session's PostgreSQL database with the ledger schema in place."""
+    from fme_ai_resilience.store import open_store
+
+    with open_store(pg_url, init_schema=True):
+        pass
+    return pg_url
+
+
+STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql")
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request, tmp_path):
+    """An initialised, empty ledger on each backend: a SQLite file, SQLite :memory:, PostgreSQL."""
+    from fme_ai_resilience.store import open_store
+
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_store_url")
+    elif request.param == "sqlite-memory":
+        url = "sqlite:///:memory:"
+    else:
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    s = open_store(url, init_schema=True)
+    s.clear()
+    try:
+        yield s
+    finally:
+        s.close()

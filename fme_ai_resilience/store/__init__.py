@@ -1,6 +1,55 @@
-"""The ledger store: the only place SQL lives (SQLite embedded default, PostgreSQL)."""
+"""The ledger store: the only place SQL lives (SQLite embedded default, PostgreSQL).
+
+``open_store(url)`` picks the backend from the URL; both satisfy the :class:`Store` protocol
+and are held to one contract test suite.
+"""
 from __future__ import annotations
 
-from .base import Store
+from typing import Any
 
-__all__ = ["Store"]
+from .base import Store
+from .sqlbase import SqlStore
+
+__all__ = ["Store", "SqlStore", "open_store", "DEFAULT_URL"]
+
+#: The embedded default: a SQLite file in the working directory.
+DEFAULT_URL = "sqlite:///fme_ai_resilience.db"
+
+_SQLITE = "sqlite://"
+_POSTGRES = ("postgresql://", "postgres://")
+
+
+def open_store(url: str, *, init_schema: bool = False, **options: Any) -> SqlStore:
+    """A store for ``url``; with ``init_schema`` the tables are created or upgraded first.
+
+    ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``
+    (private to this store) or ``postgresql://user@host:port/db`` (needs the ``postgres``
+    extra). ``options`` go to the backend (``busy_timeout_s``, ``connect_timeout_s``).
+    Raises ValueError for any other URL, StoreUnavailable when ``init_schema`` cannot reach
+    the database.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"a store URL is required, got {url!r}")
+    url = url.strip()
+    store: SqlStore
+    if url.startswith(_SQLITE):
+        from .sqlite import SQLiteStore
+
+        path = url[len(_SQLITE):]
+        if not path.startswith("/") or len(path) < 2:
+            raise ValueError(f"a SQLite URL looks like sqlite:///path/to.db, got {url!r}")
+        store = SQLiteStore(path[1:], **options)
+    elif url.startswith(_POSTGRES):
+        from .postgres import PostgresStore
+
+        store = PostgresStore(url, **options)
+    else:
+        scheme = url.split(":", 1)[0]
+        raise ValueError(f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
+    if init_schema:
+        try:
+            store.init_schema()
+        except BaseException:
+            store.close()
+            raise
+    return store

@@ -1,0 +1,484 @@
+"""The backend-independent half of the ledger: argument checks, JSON, rows to values, decisions.
+
+:class:`SqlStore` implements every :class:`~fme_ai_resilience.store.base.Store` operation on top
+of a few primitives a backend supplies (``_transact`` running a function inside one transaction,
+``_register_row`` and ``_claim_rows`` for the two operations whose atomicity each dialect gets
+its own way). Driver exceptions never leave a backend: :func:`translate` turns them into
+:class:`StoreError` / :class:`StoreUnavailable` once, at that edge.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import (
+    Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
+)
+
+from ..errors import ErrorClass, FailureClass, StoreError, StoreUnavailable
+from ..ledger import (
+    CallRecord,
+    CallWindow,
+    FormatAnomaly,
+    OverloadMode,
+    ReapResult,
+    RegisterOutcome,
+    Registration,
+    Stage,
+    Status,
+    Task,
+    TaskOutcome,
+    TaskRecord,
+)
+from ..redact import excerpt, redact_mapping, redact_text
+from ..submission import Submission
+from . import sqlfiles
+
+T = TypeVar("T")
+
+#: Longest error text kept in ``last_error`` (it is redacted first).
+ERROR_LIMIT = 2000
+#: Longest raw excerpt kept in ``format_anomaly.excerpt``.
+EXCERPT_LIMIT = 8192
+#: ``park_ceiling=None`` parks without limit; this stands in for "no limit" in SQL.
+_NO_LIMIT = 2 ** 62
+
+_MISSING_SCHEMA = "the ledger tables do not exist: run `fme-ai-resilience db init --db URL`"
+
+
+class Result(NamedTuple):
+    """Rows (as dicts) and the affected row count of one statement."""
+
+    rows: List[Dict[str, Any]]
+    rowcount: int
+
+
+class Tx:
+    """One open transaction: runs named queries on a DB-API cursor."""
+
+    def __init__(self, cursor: Any, queries: Mapping[str, str]) -> None:
+        self.cursor = cursor
+        self.queries = queries
+
+    def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        """Execute the named query; SELECTs and RETURNING give their rows."""
+        cur = self.cursor
+        cur.execute(self.queries[name], params or {})
+        rows: List[Dict[str, Any]] = []
+        if cur.description is not None:
+            names = [d[0] for d in cur.description]
+            rows = [dict(zip(names, row)) for row in cur.fetchall()]
+        return Result(rows, cur.rowcount)
+
+    def script(self, statements: Iterable[str]) -> None:
+        """Execute DDL statements, in order, without parameters."""
+        for statement in statements:
+            self.cursor.execute(statement)
+
+
+def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
+              unavailable: Callable[[BaseException], bool]) -> StoreError:
+    """The library exception for a driver exception (most specific mapped class wins).
+
+    ``unavailable(exc)`` upgrades a mapped :class:`StoreError` to :class:`StoreUnavailable`
+    when the driver says the database cannot be reached (connection lost, file locked).
+    """
+    target: Type[StoreError] = StoreError
+    for klass in type(exc).__mro__:
+        if klass in table:
+            target = table[klass]
+            break
+    if target is StoreError and unavailable(exc):
+        target = StoreUnavailable
+    first = (str(exc).strip().splitlines() or [""])[0]
+    lowered = first.lower()
+    if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
+        first = f"{_MISSING_SCHEMA} ({first})"
+    return target(f"{type(exc).__name__}: {redact_text(first)}")
+
+
+def to_json(value: Any, field: str) -> Optional[str]:
+    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if it cannot."""
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{field} is not JSON-ready: {exc}") from None
+
+
+def from_json(value: Any) -> Any:
+    """A JSON column's value (both drivers hand back the text)."""
+    if value is None or not isinstance(value, (str, bytes, bytearray)):
+        return value
+    return json.loads(value)
+
+
+def _finite(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optional[Status]:
+    """The status a new registration gets at ``backlog``, or None when it is refused."""
+    if backlog < ceiling:
+        return Status.PENDING
+    if park and backlog < park_ceiling:
+        return Status.DEFERRED
+    return None
+
+
+def checkpoints_of(row: Mapping[str, Any]) -> Dict[str, Any]:
+    """``{stage: data}`` for the stages a row has finished."""
+    out = {}
+    for stage in Stage:
+        data = row.get(stage.value)
+        if data is not None:
+            out[stage.value] = from_json(data)
+    return out
+
+
+def _optional(enum_type: Any, value: Any) -> Any:
+    return None if value is None else enum_type(value)
+
+
+def task_of(row: Mapping[str, Any]) -> Task:
+    """A claimed row as the :class:`Task` the processor works on."""
+    return Task(
+        key=row["task_key"], lease_token=int(row["lease_token"]),
+        lease_expires_at=float(row["lease_expires_at"]),
+        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
+        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
+        checkpoints=checkpoints_of(row),
+        failure_class=_optional(FailureClass, row["failure_class"]))
+
+
+def record_of(row: Mapping[str, Any]) -> TaskRecord:
+    """A row as a :class:`TaskRecord`."""
+    return TaskRecord(
+        key=row["task_key"], status=Status(row["status"]),
+        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
+        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]), outcome=_optional(TaskOutcome, row["outcome"]),
+        failure_class=_optional(FailureClass, row["failure_class"]),
+        last_error=row["last_error"], next_attempt_at=row["next_attempt_at"],
+        lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
+        lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
+        result=from_json(row["result"]), completed_at=row["completed_at"])
+
+
+class SqlStore:
+    """Every ledger operation, for any backend that supplies the primitives below."""
+
+    dialect: str = ""
+
+    def __init__(self) -> None:
+        self._queries = sqlfiles.queries(self.dialect)
+
+    # -- primitives a backend supplies ---------------------------------------------------------
+    def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
+        """Run ``fn`` inside one transaction and commit; driver errors come out translated."""
+        raise NotImplementedError
+
+    def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        """Atomically insert-or-find; ``{inserted, backlog, status, outcome}`` (see register)."""
+        raise NotImplementedError
+
+    def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """Atomically lease due rows; the leased rows as they are after the update."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> "SqlStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _run(self, name: str, params: Optional[Mapping[str, Any]] = None,
+             write: bool = True) -> Result:
+        return self._transact(lambda tx: tx.run(name, params), write=write)
+
+    # -- schema ------------------------------------------------------------------------------
+    def init_schema(self, now: Optional[float] = None) -> List[int]:
+        """Create or upgrade the tables (idempotent); returns the migrations it applied.
+
+        ``now`` (epoch seconds) is recorded as each migration's ``applied_at`` when given.
+        """
+        bootstrap, migrations = sqlfiles.schema(self.dialect)
+
+        def work(tx: Tx) -> List[int]:
+            if "schema_lock" in self._queries:
+                tx.run("schema_lock")
+            tx.script(sqlfiles.split_statements(bootstrap))
+            done = {int(r["version"]) for r in tx.run("schema_versions").rows}
+            applied = []
+            for version, ddl in migrations:
+                if version not in done:
+                    tx.script(sqlfiles.split_statements(ddl))
+                    tx.run("record_schema_version", {"version": version, "now": now})
+                    applied.append(version)
+            return applied
+
+        return self._transact(work)
+
+    def schema_version(self) -> int:
+        """The highest applied migration, 0 for a database never initialised."""
+        def work(tx: Tx) -> int:
+            if not tx.run("has_schema_version").rows[0]["n"]:
+                return 0
+            versions = [int(r["version"]) for r in tx.run("schema_versions").rows]
+            return max(versions, default=0)
+        return self._transact(work, write=False)
+
+    def clear(self) -> None:
+        """Delete every row of every ledger table (tests and drills; cannot be undone)."""
+        self._transact(lambda tx: tx.script(sqlfiles.split_statements(self._queries["clear"])))
+
+    @staticmethod
+    def latest_schema_version(dialect: str) -> int:
+        """The version ``init_schema`` brings a database to."""
+        return max(v for v, _ in sqlfiles.schema(dialect)[1])
+
+    # -- intake ------------------------------------------------------------------------------
+    def register(self, submission: Submission, now: float, backlog_ceiling: int,
+                 overload_mode: OverloadMode = OverloadMode.PARK,
+                 park_ceiling: Optional[int] = None,
+                 due_at: Optional[float] = None) -> Registration:
+        """Insert-or-report-existing plus the backlog check, in one round trip.
+
+        Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
+        OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling`` (None:
+        no limit), past which it too returns OVER_BACKLOG. A duplicate key is reported whatever
+        the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable.
+        The ceiling is a watermark: concurrent registrations may pass it by a few rows.
+        """
+        if not isinstance(submission, Submission):
+            raise TypeError(f"submission must be a Submission, got {type(submission).__name__}")
+        now = _finite("now", now)
+        ceiling = _count("backlog_ceiling", backlog_ceiling, 0)
+        park = OverloadMode(overload_mode) is OverloadMode.PARK
+        if park_ceiling is not None and _count("park_ceiling", park_ceiling, 0) < ceiling:
+            raise ValueError(f"park_ceiling must be >= backlog_ceiling, got {park_ceiling!r}")
+        limit = park_ceiling if (park and park_ceiling is not None) else ceiling
+        payload = submission.to_payload()
+        row = self._register_row({
+            "key": submission.idempotency_key, "source": submission.source,
+            "trace_id": submission.trace_id, "feature_global_id": submission.feature_global_id,
+            "attachment_global_id": submission.attachment_global_id,
+            "event_type": submission.event_type, "payload": to_json(payload, "payload"),
+            "now": now, "due_at": now if due_at is None else _finite("due_at", due_at),
+            "ceiling": ceiling, "park": park, "count_limit": limit + 1,
+            "park_ceiling": _NO_LIMIT if park_ceiling is None else park_ceiling,
+        })
+        backlog = int(row["backlog"])
+        key = submission.idempotency_key
+        if row["inserted"] is not None:
+            status = Status(row["inserted"])
+            outcome = RegisterOutcome.NEW if status is Status.PENDING else RegisterOutcome.PARKED
+            return Registration(key, outcome, status, backlog=backlog)
+        if row["status"] is not None:
+            status = Status(row["status"])
+            outcome = (RegisterOutcome.DUPLICATE_IN_PROGRESS if status.in_progress
+                       else RegisterOutcome.DUPLICATE_DONE)
+            return Registration(key, outcome, status, _optional(TaskOutcome, row["outcome"]),
+                                backlog=backlog)
+        return Registration(key, RegisterOutcome.OVER_BACKLOG, None, backlog=backlog)
+
+    def record_dead_letter(self, key: str, payload: Mapping[str, Any],
+                           failure_class: FailureClass, error: str, now: float,
+                           trace_id: str = "", source: str = "survey123") -> bool:
+        """Store a DEAD row for something that never became a task (e.g. an invalid body).
+
+        The payload is stored with secret-named values redacted. Returns False when ``key``
+        already exists (the evidence is kept once).
+        """
+        params = {"key": _text("key", key), "payload": to_json(redact_mapping(payload), "payload"),
+                  "failure_class": FailureClass(failure_class).value,
+                  "error": excerpt(error, ERROR_LIMIT), "now": _finite("now", now),
+                  "trace_id": trace_id, "source": source}
+        return self._run("insert_dead_letter", params).rowcount == 1
+
+    # -- processing --------------------------------------------------------------------------
+    def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
+        """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
+
+        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``. Tasks
+        are returned in claim order: due time, then registration time.
+        """
+        now = _finite("now", now)
+        lease_s = _finite("lease_s", lease_s)
+        if lease_s <= 0:
+            raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
+        rows = self._claim_rows({"owner": _text("owner", owner),
+                                 "limit": _count("limit", limit, 1),
+                                 "now": now, "expires_at": now + lease_s})
+        rows.sort(key=lambda r: (r["next_attempt_at"], r["created_at"], r["task_key"]))
+        return [task_of(r) for r in rows]
+
+    def _fenced(self, name: str, key: str, token: int, now: float, **params: Any) -> bool:
+        params.update(key=key, token=_count("token", token, 0), now=_finite("now", now))
+        return self._run(name, params).rowcount == 1
+
+    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
+        """Record that ``stage`` finished, with its data (JSON-ready; None is stored as True)."""
+        stage = Stage(stage)
+        return self._fenced(f"checkpoint_{stage.value}", key, token, now,
+                            data=to_json(True if data is None else data, stage.value))
+
+    def complete(self, key: str, token: int, outcome: TaskOutcome,
+                 result: Optional[Mapping[str, Any]], now: float) -> bool:
+        """PROCESSING -> SUCCEEDED with the outcome and result."""
+        return self._fenced("complete", key, token, now, outcome=TaskOutcome(outcome).value,
+                            result=to_json(result, "result"))
+
+    def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
+             retry_at: float, now: float) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+        return self._fenced("fail", key, token, now, error_class=ErrorClass(error_class).value,
+                            error=excerpt(error, ERROR_LIMIT),
+                            retry_at=_finite("retry_at", retry_at))
+
+    def defer(self, key: str, token: int, until: float, now: float) -> bool:
+        """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
+        return self._fenced("defer", key, token, now, until=_finite("until", until))
+
+    def bury(self, key: str, token: int, failure_class: FailureClass, error: str,
+             now: float) -> bool:
+        """PROCESSING -> DEAD with a failure class (a dead letter)."""
+        return self._fenced("bury", key, token, now,
+                            failure_class=FailureClass(failure_class).value,
+                            error=excerpt(error, ERROR_LIMIT))
+
+    # -- compensation ------------------------------------------------------------------------
+    def reap_expired(self, now: float, max_attempts: int) -> ReapResult:
+        """Return expired leases to PENDING, counting the lost attempt.
+
+        A task whose attempt count reaches ``max_attempts`` with that attempt goes DEAD with
+        failure class BUDGET instead.
+        """
+        params = {"now": _finite("now", now),
+                  "max_attempts": _count("max_attempts", max_attempts, 1)}
+
+        def work(tx: Tx) -> ReapResult:
+            buried = tx.run("reap_bury", params).rowcount
+            return ReapResult(requeued=tx.run("reap_requeue", params).rowcount, buried=buried)
+
+        return self._transact(work)
+
+    def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
+                failure_class: Optional[FailureClass] = None) -> int:
+        """DEAD -> PENDING for the given keys or failure class (both: keys of that class).
+
+        Attempts are reset and checkpoints kept (a requeued task does not redo finished
+        stages). Returns how many rows moved. Raises ValueError when neither is given.
+        """
+        now = _finite("now", now)
+        klass = None if failure_class is None else FailureClass(failure_class).value
+        if keys is None:
+            if klass is None:
+                raise ValueError("requeue needs keys or a failure_class")
+            return self._run("requeue_class", {"now": now, "failure_class": klass}).rowcount
+        wanted = [_text("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
+
+        def work(tx: Tx) -> int:
+            return sum(tx.run("requeue_key", {"now": now, "key": k, "failure_class": klass,
+                                              "any_class": klass is None}).rowcount
+                       for k in dict.fromkeys(wanted))
+
+        return self._transact(work)
+
+    # -- reading -----------------------------------------------------------------------------
+    def get(self, key: str) -> Optional[TaskRecord]:
+        """One row, or None."""
+        rows = self._run("get", {"key": key}, write=False).rows
+        return record_of(rows[0]) if rows else None
+
+    def counts(self) -> Dict[str, int]:
+        """``{status: n}`` with all six statuses present."""
+        out = {s.value: 0 for s in Status}
+        for row in self._run("counts", write=False).rows:
+            out[row["status"]] = int(row["n"])
+        return out
+
+    def dead_letters(self) -> Dict[str, int]:
+        """``{failure_class: n}`` over DEAD rows, every failure class present."""
+        out = {f.value: 0 for f in FailureClass}
+        for row in self._run("dead_letters", write=False).rows:
+            out[row["failure_class"] or "UNKNOWN"] = int(row["n"])
+        return out
+
+    def completed_since(self, since: float) -> int:
+        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+        rows = self._run("completed_since", {"since": _finite("since", since)}, write=False).rows
+        return int(rows[0]["n"])
+
+    # -- call log, anomalies, config -----------------------------------------------------------
+    def record_call(self, call: CallRecord) -> None:
+        """Append one outbound call to ``ai_call_log``."""
+        phases = {str(k): _finite(f"phases[{k}]", v) for k, v in call.phases.items()}
+        self._run("record_call", {
+            "service": _text("service", call.service),
+            "started_at": _finite("started_at", call.started_at),
+            "duration_s": _finite("duration_s", call.duration_s),
+            "error_class": None if call.error_class is None else str(call.error_class),
+            "status_code": call.status_code, "retry": bool(call.retry),
+            "trace_id": call.trace_id, "task_key": call.task_key,
+            "connect_s": phases.get("connect"), "ttfb_s": phases.get("ttfb"),
+            "body_s": phases.get("body"), "phases": to_json(phases or None, "phases")})
+
+    def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
+        """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
+        row = self._run("call_window", {"service": service, "since": _finite("since", since),
+                                        "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
+        return CallWindow(calls=int(row["calls"]), failures=int(row["failures"]),
+                          slow=int(row["slow"]), retries=int(row["retries"]))
+
+    def record_anomaly(self, anomaly: FormatAnomaly) -> None:
+        """Append one ``format_anomaly`` row (the excerpt redacted and truncated again)."""
+        self._run("record_anomaly", {
+            "provider": _text("provider", anomaly.provider),
+            "observed_at": _finite("observed_at", anomaly.observed_at),
+            "errors": to_json([redact_text(e) for e in anomaly.errors], "errors"),
+            "excerpt": excerpt(anomaly.excerpt, EXCERPT_LIMIT),
+            "model_version": anomaly.model_version, "task_key": anomaly.task_key,
+            "trace_id": anomaly.trace_id})
+
+    def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
+        """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
+        rows = self._run("recent_anomalies", {"since": _finite("since", since),
+                                              "limit": _count("limit", limit, 1)},
+                         write=False).rows
+        return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
+                              errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],
+                              model_version=r["model_version"], task_key=r["task_key"],
+                              trace_id=r["trace_id"]) for r in rows]
+
+    def get_config(self) -> Dict[str, str]:
+        """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
+        return {r["name"]: r["value"] for r in self._run("get_config", write=False).rows}
+
+    def set_config(self, values: Mapping[str, str], now: float) -> None:
+        """Upsert settings into ``resilience_config`` (all or none)."""
+        now = _finite("now", now)
+        items: List[Tuple[str, str]] = [(_text("name", k), str(v)) for k, v in values.items()]
+
+        def work(tx: Tx) -> None:
+            for name, value in items:
+                tx.run("set_config", {"name": name, "value": value, "now": now})
+
+        self._transact(work)

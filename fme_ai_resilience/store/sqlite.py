@@ -1,0 +1,133 @@
+"""The embedded SQLite ledger: one file shared by every FME engine on the host.
+
+WAL mode (readers never block the writer), ``synchronous=FULL`` (an acknowledged submission
+survives a power cut), a busy timeout so engines queue for the write lock instead of failing,
+and ``BEGIN IMMEDIATE`` for every write so two processes never both read-then-write. One
+connection per store, guarded by a lock (and reopened after a ``fork``).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Type
+
+from ..errors import StoreError, StoreUnavailable
+from .sqlbase import SqlStore, T, Tx, decide, translate
+
+#: Every exception class the sqlite3 module defines, mapped once (a test checks none is missing).
+DRIVER_ERRORS: Mapping[type, Type[StoreError]] = {
+    sqlite3.Warning: StoreError,
+    sqlite3.Error: StoreError,
+    sqlite3.InterfaceError: StoreError,
+    sqlite3.DatabaseError: StoreError,
+    sqlite3.DataError: StoreError,
+    sqlite3.OperationalError: StoreError,
+    sqlite3.IntegrityError: StoreError,
+    sqlite3.InternalError: StoreError,
+    sqlite3.ProgrammingError: StoreError,
+    sqlite3.NotSupportedError: StoreError,
+}
+
+_UNAVAILABLE_SIGNS = ("database is locked", "database table is locked", "unable to open",
+                      "disk i/o error", "database is busy")
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """The file cannot be opened, or the write lock was not granted within the busy timeout."""
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        sign in str(exc).lower() for sign in _UNAVAILABLE_SIGNS)
+
+
+def translate_error(exc: BaseException) -> StoreError:
+    """The library exception for a sqlite3 exception."""
+    return translate(exc, DRIVER_ERRORS, _unavailable)
+
+
+class SQLiteStore(SqlStore):
+    """The ledger in one SQLite file (or ``:memory:``, private to this store, for tests)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str, busy_timeout_s: float = 30.0) -> None:
+        super().__init__()
+        if not path:
+            raise ValueError("path must name a file or be ':memory:'")
+        self.path = path
+        self.busy_timeout_s = float(busy_timeout_s)
+        self._lock = threading.RLock()
+        self._conn = None
+        self._pid = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            if self.path != ":memory:":
+                conn.execute(self._queries["journal_wal"])
+            conn.execute(self._queries["synchronous_full"])
+        except sqlite3.Error as exc:
+            raise translate_error(exc) from exc
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def close(self) -> None:
+        """Close the connection (a later operation opens a new one)."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise translate_error(exc) from exc
+            try:
+                out = fn(Tx(conn.cursor(), self._queries))
+                conn.execute("COMMIT")
+                return out
+            except sqlite3.Error as exc:
+                self._rollback(conn)
+                raise translate_error(exc) from exc
+            except BaseException:
+                self._rollback(conn)
+                raise
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        def work(tx: Tx) -> Dict[str, Any]:
+            backlog = int(tx.run("backlog", params).rows[0]["n"])
+            existing = tx.run("existing", params).rows
+            if existing:
+                return {"inserted": None, "backlog": backlog, **existing[0]}
+            status = decide(backlog, params["ceiling"], params["park"], params["park_ceiling"])
+            if status is not None:
+                tx.run("insert_task", dict(params, status=status.value))
+            return {"inserted": None if status is None else status.value, "backlog": backlog,
+                    "status": None, "outcome": None}
+        return self._transact(work)
+
+    def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
+        def work(tx: Tx) -> List[Dict[str, Any]]:
+            keys = [r["task_key"] for r in tx.run("due_keys", params).rows]
+            rows = []
+            for key in keys:
+                tx.run("lease_one", dict(params, key=key))
+                rows.extend(tx.run("get", {"key": key}).rows)
+            return rows
+        return self._transact(work)

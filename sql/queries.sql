@@ -1,0 +1,187 @@
+-- File format: named blocks, as in procrastinate's queries.sql.
+    -- name --
+    -- description
+    -- one statement, %(name)s placeholders (SQLite gets them as :name)
+-- Shared by both dialects; queries.<dialect>.sql adds or overrides blocks of the same name.
+-- Every token-carrying write matches on key, lease token and PROCESSING: a stale token, or a
+-- task that was reaped or finished meanwhile, matches no row and changes nothing.
+
+-- schema_versions --
+-- Applied migrations
+SELECT version FROM schema_version ORDER BY version
+
+-- record_schema_version --
+-- Remember one applied migration
+INSERT INTO schema_version (version, applied_at) VALUES (%(version)s, %(now)s)
+
+-- existing --
+-- The row a registration collides with, if any
+SELECT status, outcome FROM ai_task_registry WHERE task_key = %(key)s
+
+-- backlog --
+-- In-progress rows, counted through the partial index and never past the limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED')
+    LIMIT %(count_limit)s) AS capped
+
+-- insert_task --
+-- A new task (SQLite registration; the PostgreSQL one is a single statement)
+INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
+    attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at)
+VALUES (%(key)s, %(status)s, %(source)s, %(trace_id)s, %(feature_global_id)s,
+    %(attachment_global_id)s, %(event_type)s, %(payload)s, %(due_at)s, %(now)s, %(now)s)
+
+-- insert_dead_letter --
+-- Evidence of something that never became a task, kept once per key
+INSERT INTO ai_task_registry (task_key, status, source, trace_id, payload, failure_class,
+    last_error, created_at, updated_at, completed_at)
+VALUES (%(key)s, 'DEAD', %(source)s, %(trace_id)s, %(payload)s, %(failure_class)s,
+    %(error)s, %(now)s, %(now)s, %(now)s)
+ON CONFLICT (task_key) DO NOTHING
+
+-- due_keys --
+-- Due tasks in claim order (SQLite claim, inside BEGIN IMMEDIATE)
+SELECT task_key FROM ai_task_registry
+WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
+ORDER BY next_attempt_at, created_at
+LIMIT %(limit)s
+
+-- lease_one --
+-- Lease one task to its new holder with a fresh fencing token (SQLite claim)
+UPDATE ai_task_registry
+SET status = 'PROCESSING', lease_token = lease_token + 1, lease_owner = %(owner)s,
+    lease_expires_at = %(expires_at)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND status IN ('PENDING', 'FAILED', 'DEFERRED')
+
+-- get --
+-- One row
+SELECT * FROM ai_task_registry WHERE task_key = %(key)s
+
+-- checkpoint_downloaded --
+-- The photo was downloaded
+UPDATE ai_task_registry SET downloaded = %(data)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- checkpoint_analyzed --
+-- The validated AI result
+UPDATE ai_task_registry SET analyzed = %(data)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- checkpoint_written --
+-- The result was written back to the feature layer
+UPDATE ai_task_registry SET written = %(data)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- complete --
+-- PROCESSING -> SUCCEEDED
+UPDATE ai_task_registry
+SET status = 'SUCCEEDED', outcome = %(outcome)s, result = %(result)s, completed_at = %(now)s,
+    lease_expires_at = NULL, next_attempt_at = NULL, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- fail --
+-- PROCESSING -> FAILED, due again at retry_at; counts an attempt
+UPDATE ai_task_registry
+SET status = 'FAILED', attempt_count = attempt_count + 1, error_class = %(error_class)s,
+    last_error = %(error)s, next_attempt_at = %(retry_at)s, lease_expires_at = NULL,
+    updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- defer --
+-- PROCESSING -> DEFERRED until a time; no attempt counted
+UPDATE ai_task_registry
+SET status = 'DEFERRED', next_attempt_at = %(until)s, lease_expires_at = NULL,
+    updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- bury --
+-- PROCESSING -> DEAD with a failure class
+UPDATE ai_task_registry
+SET status = 'DEAD', failure_class = %(failure_class)s, last_error = %(error)s,
+    completed_at = %(now)s, lease_expires_at = NULL, next_attempt_at = NULL,
+    updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- reap_bury --
+-- Expired leases whose attempt would exhaust the budget -> DEAD/BUDGET
+UPDATE ai_task_registry
+SET status = 'DEAD', failure_class = 'BUDGET', attempt_count = attempt_count + 1,
+    last_error = 'lease expired with the attempt budget spent', completed_at = %(now)s,
+    lease_expires_at = NULL, next_attempt_at = NULL, updated_at = %(now)s
+WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
+  AND attempt_count + 1 >= %(max_attempts)s
+
+-- reap_requeue --
+-- Other expired leases -> PENDING, counting the lost attempt
+UPDATE ai_task_registry
+SET status = 'PENDING', attempt_count = attempt_count + 1,
+    last_error = 'lease expired', next_attempt_at = %(now)s, lease_expires_at = NULL,
+    updated_at = %(now)s
+WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
+
+-- requeue_key --
+-- One dead letter back to PENDING, attempts reset (optionally only if of a failure class)
+UPDATE ai_task_registry
+SET status = 'PENDING', attempt_count = 0, failure_class = NULL, outcome = NULL,
+    completed_at = NULL, next_attempt_at = %(now)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND status = 'DEAD'
+  AND (failure_class = %(failure_class)s OR %(any_class)s)
+
+-- requeue_class --
+-- Every dead letter of one failure class back to PENDING, attempts reset
+UPDATE ai_task_registry
+SET status = 'PENDING', attempt_count = 0, failure_class = NULL, outcome = NULL,
+    completed_at = NULL, next_attempt_at = %(now)s, updated_at = %(now)s
+WHERE status = 'DEAD' AND failure_class = %(failure_class)s
+
+-- counts --
+-- The water level: rows by status
+SELECT status, count(*) AS n FROM ai_task_registry GROUP BY status
+
+-- dead_letters --
+-- Dead letters by cause
+SELECT failure_class, count(*) AS n FROM ai_task_registry
+WHERE status = 'DEAD' GROUP BY failure_class
+
+-- completed_since --
+-- Tasks finished (SUCCEEDED or DEAD) at or after a time: the measured drain
+SELECT count(*) AS n FROM ai_task_registry WHERE completed_at >= %(since)s
+
+-- record_call --
+-- One outbound call
+INSERT INTO ai_call_log (service, started_at, duration_s, error_class, status_code, retry,
+    trace_id, task_key, connect_s, ttfb_s, body_s, phases)
+VALUES (%(service)s, %(started_at)s, %(duration_s)s, %(error_class)s, %(status_code)s,
+    %(retry)s, %(trace_id)s, %(task_key)s, %(connect_s)s, %(ttfb_s)s, %(body_s)s, %(phases)s)
+
+-- call_window --
+-- Calls, failures, slow calls and retries of one service since a time
+SELECT count(*) AS calls,
+       count(error_class) AS failures,
+       coalesce(sum(CASE WHEN duration_s >= %(slow_s)s THEN 1 ELSE 0 END), 0) AS slow,
+       coalesce(sum(CASE WHEN retry THEN 1 ELSE 0 END), 0) AS retries
+FROM ai_call_log WHERE service = %(service)s AND started_at >= %(since)s
+
+-- record_anomaly --
+-- One answer that failed validation
+INSERT INTO format_anomaly (provider, observed_at, errors, excerpt, model_version, task_key,
+    trace_id)
+VALUES (%(provider)s, %(observed_at)s, %(errors)s, %(excerpt)s, %(model_version)s,
+    %(task_key)s, %(trace_id)s)
+
+-- get_config --
+-- Run-time configuration
+SELECT name, value FROM resilience_config
+
+-- set_config --
+-- Upsert one setting
+INSERT INTO resilience_config (name, value, updated_at) VALUES (%(name)s, %(value)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+
+-- recent_anomalies --
+-- Format anomalies observed at or after a time, newest first
+SELECT provider, observed_at, errors, excerpt, model_version, task_key, trace_id
+FROM format_anomaly WHERE observed_at >= %(since)s
+ORDER BY observed_at DESC, id DESC
+LIMIT %(limit)s

@@ -1,0 +1,110 @@
+-- File format: named blocks, as in procrastinate's queries.sql.
+    -- name --
+    -- description
+    -- SQL (one or more statements)
+-- Blocks named migration_NNNN are applied in order, each in one transaction, and recorded in
+-- schema_version; a database at version N gets only the blocks above N.
+
+-- migration_0001 --
+-- The ledger, the breaker state, the call log, format anomalies and run-time configuration.
+CREATE TABLE IF NOT EXISTS ai_task_registry (
+    task_key             text PRIMARY KEY,
+    status               text NOT NULL CHECK (status IN
+                             ('PENDING', 'PROCESSING', 'SUCCEEDED', 'FAILED', 'DEFERRED', 'DEAD')),
+    source               text NOT NULL DEFAULT 'survey123',
+    trace_id             text NOT NULL DEFAULT '',
+    feature_global_id    text,
+    attachment_global_id text,
+    event_type           text,
+    payload              jsonb NOT NULL,
+    attempt_count        integer NOT NULL DEFAULT 0,
+    outcome              text CHECK (outcome IN ('ACCEPTED', 'REVIEW', 'SKIPPED')),
+    failure_class        text,
+    error_class          text,
+    last_error           text,
+    next_attempt_at      double precision,
+    lease_owner          text,
+    lease_expires_at     double precision,
+    lease_token          bigint NOT NULL DEFAULT 0,
+    downloaded           jsonb,
+    analyzed             jsonb,
+    written              jsonb,
+    result               jsonb,
+    created_at           double precision NOT NULL,
+    updated_at           double precision NOT NULL,
+    completed_at         double precision
+);
+-- Due work in claim order; only rows waiting to run are in it, so claims never scan history.
+CREATE INDEX IF NOT EXISTS ai_task_registry_due_idx
+    ON ai_task_registry (next_attempt_at, created_at)
+    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED');
+-- The backlog (water level): in-progress rows only, counted with a LIMIT.
+CREATE INDEX IF NOT EXISTS ai_task_registry_backlog_idx
+    ON ai_task_registry (status)
+    WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED');
+CREATE INDEX IF NOT EXISTS ai_task_registry_lease_idx
+    ON ai_task_registry (lease_expires_at)
+    WHERE status = 'PROCESSING';
+CREATE INDEX IF NOT EXISTS ai_task_registry_completed_idx
+    ON ai_task_registry (completed_at)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ai_task_registry_dead_idx
+    ON ai_task_registry (failure_class)
+    WHERE status = 'DEAD';
+
+CREATE TABLE IF NOT EXISTS circuit_state (
+    service              text PRIMARY KEY,
+    state                text NOT NULL DEFAULT 'CLOSED'
+                             CHECK (state IN ('CLOSED', 'OPEN', 'HALF_OPEN')),
+    generation           bigint NOT NULL DEFAULT 0,
+    opened_at            double precision,
+    cooldown_s           double precision NOT NULL DEFAULT 0,
+    trips                integer NOT NULL DEFAULT 0,
+    probes_issued        integer NOT NULL DEFAULT 0,
+    probes_succeeded     integer NOT NULL DEFAULT 0,
+    probes_failed        integer NOT NULL DEFAULT 0,
+    manual_mode          text,
+    updated_at           double precision NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ai_call_log (
+    id                   bigserial PRIMARY KEY,
+    service              text NOT NULL,
+    started_at           double precision NOT NULL,
+    duration_s           double precision NOT NULL,
+    error_class          text,
+    status_code          integer,
+    retry                boolean NOT NULL DEFAULT false,
+    trace_id             text NOT NULL DEFAULT '',
+    task_key             text,
+    connect_s            double precision,
+    ttfb_s               double precision,
+    body_s               double precision,
+    phases               jsonb
+);
+CREATE INDEX IF NOT EXISTS ai_call_log_service_started_idx ON ai_call_log (service, started_at);
+
+CREATE TABLE IF NOT EXISTS format_anomaly (
+    id                   bigserial PRIMARY KEY,
+    provider             text NOT NULL,
+    observed_at          double precision NOT NULL,
+    errors               jsonb NOT NULL,
+    excerpt              text NOT NULL,
+    model_version        text,
+    task_key             text,
+    trace_id             text NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS format_anomaly_observed_idx ON format_anomaly (observed_at);
+
+CREATE TABLE IF NOT EXISTS resilience_config (
+    name                 text PRIMARY KEY,
+    value                text NOT NULL,
+    updated_at           double precision NOT NULL
+);
+
+-- schema_version --
+-- Created before any migration; one row per applied migration.
+CREATE TABLE IF NOT EXISTS schema_version (
+    version              integer PRIMARY KEY,
+    applied_at           double precision
+);

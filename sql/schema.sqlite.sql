@@ -1,0 +1,110 @@
+-- File format: named blocks, as in procrastinate's queries.sql.
+    -- name --
+    -- description
+    -- SQL (statements end with a semicolon at the end of a line)
+-- Blocks named migration_NNNN are applied in order, each in one transaction, and recorded in
+-- schema_version; a database at version N gets only the blocks above N.
+
+-- migration_0001 --
+-- The ledger, the breaker state, the call log, format anomalies and run-time configuration.
+CREATE TABLE IF NOT EXISTS ai_task_registry (
+    task_key             TEXT PRIMARY KEY,
+    status               TEXT NOT NULL CHECK (status IN
+                             ('PENDING', 'PROCESSING', 'SUCCEEDED', 'FAILED', 'DEFERRED', 'DEAD')),
+    source               TEXT NOT NULL DEFAULT 'survey123',
+    trace_id             TEXT NOT NULL DEFAULT '',
+    feature_global_id    TEXT,
+    attachment_global_id TEXT,
+    event_type           TEXT,
+    payload              TEXT NOT NULL,
+    attempt_count        INTEGER NOT NULL DEFAULT 0,
+    outcome              TEXT CHECK (outcome IN ('ACCEPTED', 'REVIEW', 'SKIPPED')),
+    failure_class        TEXT,
+    error_class          TEXT,
+    last_error           TEXT,
+    next_attempt_at      REAL,
+    lease_owner          TEXT,
+    lease_expires_at     REAL,
+    lease_token          INTEGER NOT NULL DEFAULT 0,
+    downloaded           TEXT,
+    analyzed             TEXT,
+    written              TEXT,
+    result               TEXT,
+    created_at           REAL NOT NULL,
+    updated_at           REAL NOT NULL,
+    completed_at         REAL
+);
+-- Due work in claim order; only rows waiting to run are in it, so claims never scan history.
+CREATE INDEX IF NOT EXISTS ai_task_registry_due_idx
+    ON ai_task_registry (next_attempt_at, created_at)
+    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED');
+-- The backlog (water level): in-progress rows only, counted with a LIMIT.
+CREATE INDEX IF NOT EXISTS ai_task_registry_backlog_idx
+    ON ai_task_registry (status)
+    WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED');
+CREATE INDEX IF NOT EXISTS ai_task_registry_lease_idx
+    ON ai_task_registry (lease_expires_at)
+    WHERE status = 'PROCESSING';
+CREATE INDEX IF NOT EXISTS ai_task_registry_completed_idx
+    ON ai_task_registry (completed_at)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS ai_task_registry_dead_idx
+    ON ai_task_registry (failure_class)
+    WHERE status = 'DEAD';
+
+CREATE TABLE IF NOT EXISTS circuit_state (
+    service              TEXT PRIMARY KEY,
+    state                TEXT NOT NULL DEFAULT 'CLOSED'
+                             CHECK (state IN ('CLOSED', 'OPEN', 'HALF_OPEN')),
+    generation           INTEGER NOT NULL DEFAULT 0,
+    opened_at            REAL,
+    cooldown_s           REAL NOT NULL DEFAULT 0,
+    trips                INTEGER NOT NULL DEFAULT 0,
+    probes_issued        INTEGER NOT NULL DEFAULT 0,
+    probes_succeeded     INTEGER NOT NULL DEFAULT 0,
+    probes_failed        INTEGER NOT NULL DEFAULT 0,
+    manual_mode          TEXT,
+    updated_at           REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS ai_call_log (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    service              TEXT NOT NULL,
+    started_at           REAL NOT NULL,
+    duration_s           REAL NOT NULL,
+    error_class          TEXT,
+    status_code          INTEGER,
+    retry                INTEGER NOT NULL DEFAULT 0,
+    trace_id             TEXT NOT NULL DEFAULT '',
+    task_key             TEXT,
+    connect_s            REAL,
+    ttfb_s               REAL,
+    body_s               REAL,
+    phases               TEXT
+);
+CREATE INDEX IF NOT EXISTS ai_call_log_service_started_idx ON ai_call_log (service, started_at);
+
+CREATE TABLE IF NOT EXISTS format_anomaly (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    provider             TEXT NOT NULL,
+    observed_at          REAL NOT NULL,
+    errors               TEXT NOT NULL,
+    excerpt              TEXT NOT NULL,
+    model_version        TEXT,
+    task_key             TEXT,
+    trace_id             TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS format_anomaly_observed_idx ON format_anomaly (observed_at);
+
+CREATE TABLE IF NOT EXISTS resilience_config (
+    name                 TEXT PRIMARY KEY,
+    value                TEXT NOT NULL,
+    updated_at           REAL NOT NULL
+);
+
+-- schema_version --
+-- Created before any migration; one row per applied migration.
+CREATE TABLE IF NOT EXISTS schema_version (
+    version              INTEGER PRIMARY KEY,
+    applied_at           REAL
+);
