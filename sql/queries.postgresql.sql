@@ -49,6 +49,24 @@ FROM picked
 WHERE t.task_key = picked.task_key
 RETURNING t.*
 
+-- probe_claim --
+-- Take one free slot with a new token; a slot another engine is claiming right now is skipped,
+-- so concurrent claimers never get the same slot (a row re-checked after a concurrent claim
+-- may leave this claimer with none: it is refused and asks again later)
+WITH picked AS (
+    SELECT slot FROM circuit_probe
+    WHERE service = %(service)s AND generation = %(generation)s AND ok IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= %(stale_before)s)
+    ORDER BY slot
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE circuit_probe AS p
+SET token = p.token + 1, claimed_at = %(now)s
+FROM picked
+WHERE p.service = %(service)s AND p.slot = picked.slot
+RETURNING p.slot, p.token
+
 -- schema_lock --
 -- Serialise concurrent schema initialisation (released at commit)
 SELECT pg_advisory_xact_lock(7239400118)
@@ -60,4 +78,5 @@ WHERE tablename = 'schema_version' AND schemaname = ANY (current_schemas(false))
 
 -- clear --
 -- Delete every row of every table but schema_version (tests and drills)
-TRUNCATE ai_task_registry, circuit_state, ai_call_log, format_anomaly, resilience_config
+TRUNCATE ai_task_registry, circuit_state, circuit_probe, degradation_state, ai_call_log,
+    format_anomaly, resilience_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Optional
 
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from fme_ai_resilience.breaker import (
@@ -17,8 +17,7 @@ from fme_ai_resilience.breaker import (
 )
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.ledger import CallRecord
-
-from .breaker_stores import make_sqlite_store
+from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
                        slow_call_rate=0.75, cooldown_s=10.0, cooldown_max_s=40.0,
@@ -32,7 +31,7 @@ class Reference:
     def __init__(self, now: float) -> None:
         self.state = "CLOSED"
         self.mode = "AUTO"
-        self.since = 0.0            # when the state last changed
+        self.since = now            # when the state last changed (the row is created now)
         self.open_until: Optional[float] = None
         self.trips = 0
         self.calls: List[tuple] = []   # (started_at, ok, slow)
@@ -127,8 +126,9 @@ class BreakerVersusReference(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.store = make_sqlite_store()
+        self.store = open_store("sqlite:///:memory:", init_schema=True)
         self.breaker = CircuitBreaker(self.store, "vision", POLICY, self.clock)
+        self.breaker.state(fresh=True)      # creates the circuit row at the start time
         self.model = Reference(self.clock.now())
         self.in_flight: List[tuple] = []
         self.started: Dict[int, float] = {}
@@ -136,8 +136,7 @@ class BreakerVersusReference(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.store.close()
 
-    @rule()
-    def begin_call(self) -> None:
+    def _begin(self) -> None:
         decision = self.breaker.allow()
         expected = self.model.allow(self.clock.now())
         if expected[0] == "refuse":
@@ -148,17 +147,29 @@ class BreakerVersusReference(RuleBasedStateMachine):
             assert decision.is_probe == (expected[1] is not None)
             self.in_flight.append((decision, expected[1], self.clock.now()))
 
+    def _finish(self, index: int, ok: bool, slow: bool) -> None:
+        permit, probe, began = self.in_flight.pop(index % len(self.in_flight))
+        duration = POLICY.slow_call_s + 1 if slow else 0.5
+        self.breaker.record(permit, CallRecord(
+            service="vision", started_at=began, duration_s=duration,
+            error_class=None if ok else "SERVER_ERROR"))
+        self.model.record(probe, ok, slow, began, self.clock.now())
+
+    @rule()
+    def begin_call(self) -> None:
+        self._begin()
+
+    @rule(outcomes=st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=6))
+    def calls_one_after_another(self, outcomes) -> None:
+        for ok, slow in outcomes:
+            self._begin()
+            if self.in_flight and self.in_flight[-1][2] == self.clock.now():
+                self._finish(len(self.in_flight) - 1, ok, slow)
+
     @precondition(lambda self: self.in_flight)
     @rule(index=st.integers(min_value=0, max_value=10), ok=st.booleans(), slow=st.booleans())
     def finish_call(self, index: int, ok: bool, slow: bool) -> None:
-        permit, probe, began = self.in_flight.pop(index % len(self.in_flight))
-        now = self.clock.now()
-        duration = POLICY.slow_call_s + 1 if slow else 0.5
-        started_at = now - duration
-        self.breaker.record(permit, CallRecord(
-            service="vision", started_at=started_at, duration_s=duration,
-            error_class=None if ok else "SERVER_ERROR"))
-        self.model.record(probe, ok, slow, started_at, now)
+        self._finish(index, ok, slow)
 
     @rule(seconds=st.sampled_from([0.25, 1.0, 3.0, 10.0, 21.0, 45.0]))
     def advance(self, seconds: float) -> None:
@@ -169,14 +180,17 @@ class BreakerVersusReference(RuleBasedStateMachine):
         self.breaker.evaluate()
         self.model.evaluate(self.clock.now())
 
-    @rule(command=st.sampled_from(list(Manual)))
-    def operator(self, command: Manual) -> None:
+    @rule(command=st.sampled_from([None] * 6 + list(Manual)))
+    def operator(self, command: Optional[Manual]) -> None:
+        if command is None:     # operators act rarely: most draws do nothing
+            return
         self.breaker.command(command)
         self.model.command(command, self.clock.now())
 
     @invariant()
     def same_state(self) -> None:
         actual = self.breaker.state(fresh=True)
+        event(f"{actual.mode.value} {actual.state.value} trips={min(actual.trips, 2)}")
         assert actual.mode is BreakerMode(self.model.mode)
         if self.model.mode == "AUTO":
             # an open circuit past its cooldown turns half-open lazily on both sides
@@ -186,6 +200,6 @@ class BreakerVersusReference(RuleBasedStateMachine):
 
 
 BreakerVersusReference.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None,
+    max_examples=150, stateful_step_count=60, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 TestBreakerVersusReference = BreakerVersusReference.TestCase

@@ -32,6 +32,7 @@ from ..ledger import (
 from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
+from .circuit import CircuitOps
 
 T = TypeVar("T")
 
@@ -179,7 +180,7 @@ def record_of(row: Mapping[str, Any]) -> TaskRecord:
         result=from_json(row["result"]), completed_at=row["completed_at"])
 
 
-class SqlStore:
+class SqlStore(CircuitOps):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
