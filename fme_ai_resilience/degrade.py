@@ -48,16 +48,12 @@ class Level(enum.IntEnum):
     @classmethod
     def parse(cls, text: Union[str, int, "Level"]) -> "Level":
         """``"L2"``, ``"2"``, ``2`` or ``"fallback"`` -> :attr:`FALLBACK`; ValueError otherwise."""
-        if isinstance(text, int):
-            return cls(text)
-        raw = str(text).strip()
+        raw = str(int(text)) if isinstance(text, int) else str(text).strip()
         if raw.upper().startswith("L") and raw[1:].isdigit():
             raw = raw[1:]
-        if raw.isdigit():
-            return cls(int(raw))
         try:
-            return cls[raw.upper().replace("-", "_")]
-        except KeyError:
+            return cls(int(raw)) if raw.isdigit() else cls[raw.upper().replace("-", "_")]
+        except (KeyError, ValueError):
             raise ValueError(f"not a degradation level: {text!r} (L0-L4)") from None
 
 

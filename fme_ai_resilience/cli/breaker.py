@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any, Dict
 
-from ..breaker import BreakerState, CircuitBreaker, Manual
+from ..breaker import BreakerMode, BreakerState, CircuitBreaker, Manual
 from ..calibrate import calibrate
 from ..clock import SystemClock
-from ._store import add_store_arguments, open_from_args, settings_for
+from ._store import add_store_arguments, open_from_args, reports_errors, settings_for
 
 COMMANDS = {"open": Manual.FORCE_OPEN, "close": Manual.FORCE_CLOSED,
             "disable": Manual.DISABLE, "reset": Manual.RESET}
@@ -48,14 +48,22 @@ def add_parser(subparsers: Any) -> None:
     cal.set_defaults(func=run_calibrate)
 
 
+def effective(state: BreakerState) -> str:
+    """What callers experience: the manual mode when one is set, else the automatic state."""
+    return {BreakerMode.FORCED_OPEN: "OPEN (forced)", BreakerMode.FORCED_CLOSED: "CLOSED (forced)",
+            BreakerMode.DISABLED: "DISABLED (metrics only)"}.get(state.mode, state.state.value)
+
+
 def describe(service: str, state: BreakerState, now: float) -> Dict[str, Any]:
     """One circuit as a JSON-ready dict."""
-    return {"service": service, "state": state.state.value, "mode": state.mode.value,
+    return {"service": service, "effective": effective(state), "state": state.state.value,
+            "mode": state.mode.value,
             "generation": state.generation, "changed_at": state.changed_at,
             "open_until": state.open_until, "trips": state.trips,
             "retry_after_s": max(0.0, state.open_until - now) if state.open_until else 0.0}
 
 
+@reports_errors
 def run_show(args: argparse.Namespace) -> int:
     clock = SystemClock()
     store = open_from_args(args)
@@ -83,8 +91,8 @@ def run_show(args: argparse.Namespace) -> int:
         print("no circuits yet")
     for item in out:
         w = item["window"]
-        line = (f"{item['service']}: {item['state']} ({item['mode']}, generation "
-                f"{item['generation']}, trips {item['trips']})")
+        line = (f"{item['service']}: {item['effective']} (automatic state {item['state']}, "
+                f"generation {item['generation']}, trips {item['trips']})")
         if item["retry_after_s"]:
             line += f", opens for probes in {item['retry_after_s']:.0f}s"
         print(line)
@@ -93,6 +101,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+@reports_errors
 def run_command(args: argparse.Namespace) -> int:
     store = open_from_args(args)
     try:
@@ -100,11 +109,11 @@ def run_command(args: argparse.Namespace) -> int:
         state = breaker.command(Manual(args.command_value))
     finally:
         store.close()
-    print(f"{args.service}: {state.state.value} ({state.mode.value}, generation "
-          f"{state.generation})")
+    print(f"{args.service}: {effective(state)} (generation {state.generation})")
     return 0
 
 
+@reports_errors
 def run_calibrate(args: argparse.Namespace) -> int:
     clock = SystemClock()
     store = open_from_args(args)

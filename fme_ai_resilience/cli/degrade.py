@@ -7,7 +7,7 @@ from typing import Any
 
 from ..clock import SystemClock
 from ..degrade import Degradation, LadderState, Level, model_for
-from ._store import add_store_arguments, open_from_args, settings_for
+from ._store import add_store_arguments, open_from_args, reports_errors, settings_for
 
 
 def add_parser(subparsers: Any) -> None:
@@ -37,6 +37,7 @@ def describe(state: LadderState) -> dict:
             "changed_at": state.changed_at, "calm_since": state.calm_since}
 
 
+@reports_errors
 def run(args: argparse.Namespace) -> int:
     wanted = Level.parse(args.level) if args.level is not None else None
     store = open_from_args(args)
