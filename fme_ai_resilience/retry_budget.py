@@ -63,46 +63,34 @@ class RetryBudget:
 class FleetRetryGate:
     """The store-backed gate: ``allow_retry(now)`` for the retry engine's decision step.
 
-    Reads ``store.call_window(service, now - window_s, slow_s)`` through a short cache
-    (``cache_ttl_s``, on the same clock as ``now``). Retries this process granted since the
-    last read are counted on top, so one engine cannot spend the same headroom twice; when the
-    headroom is small the cache is bypassed, so the fleet overshoots by at most the calls in
-    flight at once.
+    Every grant is decided on a fresh ``store.call_window(service, now - window_s, slow_s)``
+    read (one indexed count), so engines never spend the same headroom from stale copies;
+    a refusal is remembered for ``cache_ttl_s`` (on the clock of ``now``), so a retry storm
+    against a dead service costs one read per engine per TTL. The fleet can overshoot only
+    by retries several engines granted at the same moment, before any of them was logged
+    (at most one per engine). ``slow_s`` only matters to the window's slow count.
     """
 
     def __init__(self, store: object, service: str, budget: Optional[RetryBudget] = None,
-                 cache_ttl_s: float = 1.0, slow_s: float = math.inf,
-                 fresh_below: float = 5.0) -> None:
-        if cache_ttl_s < 0:
+                 cache_ttl_s: float = 1.0, slow_s: float = 20.0) -> None:
+        if not cache_ttl_s >= 0:
             raise ValueError(f"cache_ttl_s must be >= 0, got {cache_ttl_s!r}")
         self.store = store
         self.service = service
         self.budget = budget or RetryBudget()
         self.cache_ttl_s = cache_ttl_s
         self.slow_s = slow_s
-        self.fresh_below = fresh_below
-        self._window: Optional[CallWindow] = None
-        self._read_at = -math.inf
-        self._granted = 0
+        self._refused_at = -math.inf
 
     def __repr__(self) -> str:
         return f"FleetRetryGate(service={self.service!r}, budget={self.budget!r})"
 
-    def _read(self, now: float) -> CallWindow:
-        self._window = self.store.call_window(self.service, now - self.budget.window_s,
-                                              self.slow_s)
-        self._read_at = now
-        self._granted = 0
-        return self._window
-
     def allow_retry(self, now: float) -> bool:
-        """Whether the fleet may spend one more retry at ``now``; counts it when granted."""
-        window = self._window
-        if window is None or not (0 <= now - self._read_at < self.cache_ttl_s):
-            window = self._read(now)
-        elif self.budget.headroom(window, self._granted) < self.fresh_below:
-            window = self._read(now)
-        if not self.budget.allows(window, self._granted):
+        """Whether the fleet may spend one more retry at ``now``."""
+        if 0 <= now - self._refused_at < self.cache_ttl_s:
             return False
-        self._granted += 1
-        return True
+        window = self.store.call_window(self.service, now - self.budget.window_s, self.slow_s)
+        if self.budget.allows(window):
+            return True
+        self._refused_at = now
+        return False

@@ -51,31 +51,25 @@ class CountingStore:
         return self.window
 
 
-def test_gate_caches_reads_and_counts_its_own_grants():
-    """Within the cache TTL the gate reads once and spends its headroom only once."""
-    store = CountingStore(CallWindow(calls=1000, failures=0, slow=0, retries=0))
-    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0,
-                          fresh_below=0)
-    granted = [gate.allow_retry(100.0 + i * 0.001) for i in range(150)]
-    assert sum(granted) == 100 and len(store.reads) == 1
-    assert store.reads[0] == ("vision", 40.0)
+def test_gate_decides_grants_on_fresh_reads():
+    """Every grant reads the log afresh, so a stale copy never spends headroom twice."""
+    store = CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0))
+    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0)
+    assert gate.allow_retry(100.0) and gate.allow_retry(100.1)
+    assert [since for _, since in store.reads] == pytest.approx([40.0, 40.1])
+    store.window = CallWindow(calls=110, failures=110, slow=0, retries=10)
+    assert not gate.allow_retry(100.2)
 
 
-def test_gate_rereads_after_ttl_and_when_headroom_is_small():
-    """An expired cache, or headroom under fresh_below, reads the store again."""
-    store = CountingStore(CallWindow(calls=100, failures=0, slow=0, retries=0))
-    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0,
-                          fresh_below=5.0)
-    assert gate.allow_retry(10.0) and gate.allow_retry(10.1)
-    assert len(store.reads) == 1          # headroom 9 after one grant: cache still trusted
-    assert gate.allow_retry(11.2)
-    assert len(store.reads) == 2          # cache older than its TTL
-    store.window = CallWindow(calls=106, failures=0, slow=0, retries=6)
-    assert gate.allow_retry(12.5)         # fresh read: headroom 4 (< 5): one retry left
-    assert gate.allow_retry(12.6)         # the log decides: the first grant is not logged yet
-    assert len(store.reads) == 4          # small headroom: every decision reads afresh
-    store.window = CallWindow(calls=110, failures=0, slow=0, retries=10)
-    assert not gate.allow_retry(12.7)
+def test_gate_remembers_a_refusal_for_the_ttl():
+    """Past the budget, refusals come from memory for cache_ttl_s, then the log is read again."""
+    store = CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10))
+    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0)
+    assert [gate.allow_retry(10.0 + i * 0.1) for i in range(10)] == [False] * 10
+    assert len(store.reads) == 1
+    store.window = CallWindow(calls=130, failures=130, slow=0, retries=10)
+    assert gate.allow_retry(11.0)
+    assert len(store.reads) == 2
 
 
 def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
