@@ -17,6 +17,7 @@ never negative and never longer than :data:`MAX_RETRY_AFTER_S`.
 """
 from __future__ import annotations
 
+import datetime
 import enum
 import math
 import random
@@ -163,7 +164,6 @@ def _http_date(text: str, now: float) -> Optional[float]:
     if when is None:  # pragma: no cover - Python < 3.10 returns None instead of raising
         return None
     if when.tzinfo is None:  # RFC 9110 dates are GMT; a naive one is read as UTC
-        import datetime
         when = when.replace(tzinfo=datetime.timezone.utc)
     try:
         return when.timestamp() - now

@@ -103,11 +103,17 @@ def plan_capacity(engines: int, mean_processing_s: float,
 
 
 def _max_inline_waits(policy: "RetryPolicy", attempts: int) -> Tuple[float, ...]:
-    """The longest inline wait before each retry, over every retried class's profile."""
-    profiles = {rule.backoff for rule in policy.rules.values() if rule.retry and rule.counts_attempt}
+    """The longest inline wait before each retry, over every retried class.
+
+    A class governed by Retry-After can be told to wait anything, so up to the inline limit;
+    the others wait at most their backoff profile's largest delay.
+    """
+    rules = [rule for rule in policy.rules.values() if rule.retry and rule.counts_attempt]
     waits = []
     for retry in range(max(0, attempts - 1)):
-        longest = max(policy.backoff.for_profile(p).max_delay(retry) for p in profiles)
+        longest = max((math.inf if rule.retry_after
+                       else policy.backoff.for_profile(rule.backoff).max_delay(retry))
+                      for rule in rules) if rules else 0.0
         waits.append(min(policy.max_inline_wait_s, longest))
     return tuple(waits)
 

@@ -66,7 +66,7 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move both clocks forward by ``seconds`` (must not be negative)."""
-        if seconds < 0:
+        if not seconds >= 0:  # also refuses NaN, which would poison every later reading
             raise ValueError(f"a clock cannot go backwards (advance by {seconds})")
         self._now += seconds
         self._mono += seconds

@@ -24,6 +24,8 @@ SECRET_KEYS = frozenset({
     "ocp-apim-subscription-key", "authorization", "proxy-authorization",
     "x-esri-authorization", "password", "passwd", "secret", "client_secret", "signature",
     "x-esrihook-signature", "webhook-signature", "x-fair-secret", "cookie", "set-cookie",
+    # signed photo URLs: Azure SAS, S3 and GCS pre-signed query parameters, Google API keys
+    "sig", "x-amz-signature", "x-amz-security-token", "x-goog-signature", "x-goog-api-key",
 })
 
 _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
@@ -36,6 +38,16 @@ _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
         r"secret|client_secret|subscription-key|signature)\b[\"']?\s*[=:]\s*[\"']?)"
         r"(?!\[REDACTED\])[^\s\"',;&}]+"),
      r"\1" + REDACTED),
+    # a raw credential after an Authorization header name (schemes are handled above)
+    (re.compile(r"(?i)(\b(?:proxy-|x-esri-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+                r"(?!(?:bearer|basic|fmetoken)\s)(?!\[REDACTED\])[^\s\"',;&}]+"),
+     r"\1" + REDACTED),
+    # secret query parameters inside free text (URLs quoted in exception messages)
+    (re.compile(r"(?i)([?&](?:key|sig|x-amz-signature|x-amz-security-token|x-goog-signature)=)"
+                r"(?!\[REDACTED\])[^&\s\"'#]+"),
+     r"\1" + REDACTED),
+    # API keys recognisable by shape: OpenAI-style sk-..., Google AIza...
+    (re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,})"), REDACTED),
 )
 
 

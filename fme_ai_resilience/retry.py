@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import (Any, Callable, Iterable, Mapping, Optional, Protocol, Tuple,
                     TYPE_CHECKING)
 
-from .backoff import Backoff, Jitter
+from .backoff import MAX_RETRY_AFTER_S, Backoff, Jitter
 from .clock import Clock, Deadline, SystemClock
 from .errors import (CLASSIFICATION, CircuitOpenError, ClassRule, ConfigurationError, ErrorClass,
                      FailureClass, FormatError, UnsafeURL)
@@ -37,6 +37,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from .settings import Settings
 
 log = logging.getLogger(__name__)
+
+_new = object.__new__
+# Jitter for callers that pass no random source; tests and reproducible runs inject their own.
+_SHARED_RNG = random.Random()
+
+
+def _assemble(cls: Any, **values: Any) -> Any:
+    """A frozen dataclass instance from values already known to be valid.
+
+    The success path runs once per call in every engine; a frozen dataclass's ``__init__``
+    (one guarded ``setattr`` per field, plus ``__post_init__``) is most of its cost.
+    Fields left out keep their class-level defaults.
+    """
+    obj = _new(cls)
+    obj.__dict__.update(values)
+    return obj
 
 
 class Outcome(Protocol):
@@ -92,7 +108,8 @@ class RetryHistory:
 
     def with_attempt(self, record: AttemptRecord) -> "RetryHistory":
         """A new history with ``record`` appended."""
-        return RetryHistory(self.attempts + (record,), self.prior_attempts, self.prior_by_class)
+        return _assemble(RetryHistory, attempts=self.attempts + (record,),
+                         prior_attempts=self.prior_attempts, prior_by_class=self.prior_by_class)
 
     def failures_of(self, error_class: ErrorClass) -> int:
         """How many attempts failed with ``error_class`` (earlier runs included)."""
@@ -198,8 +215,8 @@ class RetryPolicy:
         """What to do after ``outcome``: the pure step, no sleeping and no clock reads.
 
         ``now`` is epoch seconds; ``deadline`` bounds every inline wait; ``rng`` draws the
-        jitter (a fresh unseeded one if omitted); ``gate`` is the optional fleet-wide budget,
-        asked only when the engine would otherwise retry inline.
+        jitter (omitted: a process-wide unseeded source, so not reproducible); ``gate`` is the
+        optional fleet-wide budget, asked only when the engine would otherwise retry inline.
         """
         error_class = outcome.error_class
         if error_class is None:
@@ -223,11 +240,11 @@ class RetryPolicy:
 
         hint = getattr(outcome, "retry_after_s", None)
         if rule.retry_after and hint is not None and hint >= 0:
-            wait, why = float(hint), "Retry-After"
+            wait, why = min(float(hint), MAX_RETRY_AFTER_S), "Retry-After"
         else:
             retry_number = len(history.attempts) + history.prior_attempts
             wait = self.backoff.for_profile(rule.backoff).delay(
-                retry_number, rng or random.Random(), history.last_wait_s)
+                retry_number, rng or _SHARED_RNG, history.last_wait_s)
             why = f"{rule.backoff.value} backoff"
         failed = history.with_attempt(AttemptRecord(error_class, now, wait))
 
@@ -333,7 +350,7 @@ class Retrying:
                  gate: Optional[RetryGate] = None, hooks: Iterable[RetryHook] = ()) -> None:
         self.policy = policy or RetryPolicy()
         self.clock = clock or SystemClock()
-        self.rng = rng or random.Random()
+        self.rng = rng or _SHARED_RNG
         self.classifier = classifier
         self.gate = gate
         self.hooks = tuple(hooks)
@@ -348,8 +365,9 @@ class Retrying:
         """
         history = history if history is not None else _EMPTY
         policy = self.policy
-        if deadline is None and policy.deadline_s is not None:
-            deadline = Deadline(self.clock.now(), policy.deadline_s)
+        # The policy's own deadline starts now but is only built once something fails.
+        started = self.clock.now() if deadline is None and policy.deadline_s is not None \
+            else None
         while True:
             exc: Optional[BaseException] = None
             try:
@@ -363,8 +381,11 @@ class Retrying:
             else:
                 outcome = value
                 if getattr(value, "error_class", None) is None:
-                    return RunResult(Decision(DecisionKind.SUCCESS, history.with_attempt(
-                        AttemptRecord(None, self.clock.now()))), value)
+                    record = _assemble(AttemptRecord, error_class=None, at=self.clock.now())
+                    return _assemble(RunResult, value=value, decision=_assemble(
+                        Decision, kind=DecisionKind.SUCCESS, history=history.with_attempt(record)))
+            if started is not None and deadline is None:
+                deadline = Deadline(started, policy.deadline_s)  # type: ignore[arg-type]
             decision = policy.decide(history, outcome, self.clock.now(), deadline, self.rng,
                                      self.gate)
             self._notify(decision, exc)

@@ -34,10 +34,18 @@ def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
         raise ConfigurationError(f"{group}.{name}", value, reason)
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> None:
+    whole = {f.name for f in dataclasses.fields(obj) if f.type in ("int", int)}
     for name in names:
         value = getattr(obj, name)
-        ok = isinstance(value, (int, float)) and math.isfinite(value) and (
+        if name in whole:
+            _check(group, name, value, isinstance(value, int) and not isinstance(value, bool),
+                   "must be a whole number")
+        ok = _number(value) and math.isfinite(value) and (
             value >= 0 if allow_zero else value > 0)
         _check(group, name, value, ok, "must be >= 0" if allow_zero else "must be > 0")
 
@@ -45,7 +53,7 @@ def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> No
 def _ratio(group: str, obj: Any, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
-        ok = isinstance(value, (int, float)) and 0.0 <= value <= 1.0
+        ok = _number(value) and 0.0 <= value <= 1.0
         _check(group, name, value, ok, "must be between 0 and 1")
 
 
@@ -263,14 +271,22 @@ class Settings:
         return cls.from_mapping(os.environ if environ is None else environ, prefix=ENV_PREFIX)
 
     def with_values(self, values: Mapping[str, Any], prefix: str = "") -> "Settings":
-        """A copy with the given values (strings or typed) applied over this one."""
+        """A copy with the given values (strings or typed) applied over this one.
+
+        With a ``prefix``, names whose group is not a settings group (``FAIR_TEST_PG_URL``)
+        belong to something else and are skipped; a known group with an unknown field is a typo
+        and raises :class:`ConfigurationError`.
+        """
         changes: Dict[str, Dict[str, Any]] = {}
+        known_groups = _groups()
         for key, raw in values.items():
             name = str(key)
             if prefix:
                 if not name.upper().startswith(prefix.upper()):
                     continue
                 name = name[len(prefix):]
+                if _split(name)[0] not in known_groups:
+                    continue
             if raw is None or (isinstance(raw, str) and raw.strip() == ""):
                 continue
             group, attr = _resolve(name, key, raw)
@@ -296,13 +312,14 @@ def _groups() -> Dict[str, type]:
     return {f.name: hints[f.name] for f in dataclasses.fields(Settings)}
 
 
+def _split(name: str) -> Tuple[str, str]:
+    group, _, attr = name.partition("." if "." in name else "_")
+    return group.lower(), attr.lower()
+
+
 def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
     groups = _groups()
-    if "." in name:
-        group, _, attr = name.partition(".")
-    else:
-        group, _, attr = name.partition("_")
-    group, attr = group.lower(), attr.lower()
+    group, attr = _split(name)
     if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
         return group, attr
     raise ConfigurationError(str(original), raw, "is not a known setting")
@@ -312,6 +329,8 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
     hint = typing.get_type_hints(_groups()[group])[attr]
     label = f"{group}.{attr}"
     if not isinstance(raw, str):
+        if hint is int and isinstance(raw, float) and raw.is_integer():
+            return int(raw)
         return raw
     text = raw.strip()
     try:

@@ -48,6 +48,10 @@ class Submission:
             raise InvalidPayload("empty idempotency key", field="idempotency_key")
         if not self.feature_global_id:
             raise InvalidPayload("no feature GlobalID", field="feature_global_id")
+        if self.attributes is None:  # a stored payload may carry "attributes": null
+            object.__setattr__(self, "attributes", {})
+        if not isinstance(self.attributes, Mapping):
+            raise InvalidPayload("attributes must be an object", field="attributes")
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
 
     def to_payload(self) -> Dict[str, Any]:
@@ -64,6 +68,8 @@ class Submission:
     def from_payload(cls, payload: Mapping[str, Any],
                      portal_token: Optional[str] = None) -> "Submission":
         """The inverse of :meth:`to_payload`; unknown keys are ignored."""
+        if not isinstance(payload, Mapping):
+            raise InvalidPayload(f"stored payload is a {type(payload).__name__}, not an object")
         known = {f.name for f in fields(cls)} - _NOT_IN_PAYLOAD
         try:
             return cls(**{k: v for k, v in payload.items() if k in known},

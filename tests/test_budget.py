@@ -16,7 +16,7 @@ from fme_ai_resilience.budget import (
     task_budget_s,
     worst_case_task_s,
 )
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.errors import CLASSIFICATION, ConfigurationError
 from fme_ai_resilience.retry import RetryPolicy
 
 
@@ -95,15 +95,26 @@ def test_plan_capacity_rejects_bad_inputs(args, field):
 def test_worst_case_task_time_adds_calls_and_bounded_inline_waits():
     """Attempts x 30 s plus the longest wait before each retry, each capped at the inline limit."""
     policy = RetryPolicy(max_attempts=3, max_inline_wait_s=5.0, backoff=Backoff(1.0, 60.0))
-    # retries 0 and 1: the LONG profile (base 4) bounds are 4 and 8 -> 4 + 5
-    assert worst_case_task_s(policy, TimeoutBudget()) == pytest.approx(3 * 30 + 4 + 5)
+    # a Retry-After class (429, 5xx) may be told to wait up to the inline limit every time
+    assert worst_case_task_s(policy, TimeoutBudget()) == pytest.approx(3 * 30 + 5 + 5)
     assert worst_case_task_s(policy, TimeoutBudget(), attempts=1) == 30
+
+
+def test_worst_case_without_retry_after_uses_the_longest_backoff_profile():
+    """Without Retry-After classes the waits follow the LONG profile's bounds (4 s, then 8 s)."""
+    rules = {c: dataclasses.replace(r, retry_after=False) for c, r in CLASSIFICATION.items()}
+    policy = RetryPolicy(max_attempts=3, max_inline_wait_s=5.0, backoff=Backoff(1.0, 60.0),
+                         rules=rules)
+    assert worst_case_task_s(policy, TimeoutBudget()) == pytest.approx(3 * 30 + 4 + 5)
+    short = RetryPolicy(max_attempts=3, max_inline_wait_s=5.0, backoff=Backoff(0.1, 1.0),
+                        rules=rules)
+    assert worst_case_task_s(short, TimeoutBudget()) == pytest.approx(3 * 30 + 0.4 + 0.8)
 
 
 def test_default_policy_overruns_the_task_budget_and_says_how_many_attempts_fit():
     """Six 30 s attempts plus waits exceed 180 s: five fit, and the check says so."""
     check = check_budget(RetryPolicy(), TimeoutBudget(), 120)
-    assert check.task_budget_s == 180 and check.worst_case_s == pytest.approx(204)
+    assert check.task_budget_s == 180 and check.worst_case_s == pytest.approx(205)
     assert not check.fits_task_budget and check.inline_attempts == 5
     assert "5 of 6 attempts" in check.problems()[0]
 

@@ -311,3 +311,15 @@ def test_default_deadline_from_policy_is_applied(clock, rng):
     policy = RetryPolicy(max_inline_wait_s=100.0, deadline_s=10.0)
     result = engine(clock, rng, policy).run(Script(Outcome(E.RATE_LIMITED, 20.0)))
     assert result.decision.kind is DecisionKind.PARK and clock.sleeps == []
+
+
+def test_an_absurd_retry_after_is_clamped_to_a_day(rng):
+    """An infinite or enormous hint parks for at most 24 h instead of forever."""
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("inf")), 0.0, rng=rng)
+    assert d.kind is DecisionKind.PARK and d.until == 86400.0
+
+
+def test_a_nan_retry_after_falls_back_to_backoff(rng):
+    """A NaN hint is ignored: the class's backoff decides the wait."""
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("nan")), 0.0, rng=rng)
+    assert d.kind is DecisionKind.RETRY and 0.0 <= d.wait_s <= 1.0

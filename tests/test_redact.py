@@ -1,0 +1,129 @@
+"""Secrets never reach logs, the database or exception messages."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fme_ai_resilience.redact import (
+    REDACTED,
+    excerpt,
+    is_secret_key,
+    redact_headers,
+    redact_mapping,
+    redact_text,
+    redact_url,
+)
+
+SECRET = "s3cr3t-T0KEN-value"
+
+
+@pytest.mark.parametrize("text", [
+    f"Authorization: Bearer {SECRET}",
+    f"X-Esri-Authorization: Bearer {SECRET}",
+    f"Authorization: fmetoken token={SECRET}",
+    f"Authorization: Basic {SECRET}",
+    f"Authorization: {SECRET}",
+    f'{{"Authorization": "{SECRET}"}}',
+    f"https://host/x?token={SECRET}&f=json",
+    f'{{"token": "{SECRET}"}}',
+    f"api_key={SECRET}",
+    f"Ocp-Apim-Subscription-Key: {SECRET}",
+    f"x-api-key: {SECRET}",
+    f"password: {SECRET}",
+    f"Max retries exceeded with url: /v1/images:annotate?key={SECRET} (Caused by ...)",
+    f"GET https://acct.blob.core.windows.net/c/p.jpg?sv=2022-11-02&sig={SECRET}&se=2026",
+    f"https://bucket.s3.amazonaws.com/p.jpg?X-Amz-Signature={SECRET}",
+])
+def test_text_patterns_hide_secret_values(text):
+    """Every place a credential appears in free text is replaced, the rest is kept."""
+    out = redact_text(text)
+    assert SECRET not in out and REDACTED in out
+
+
+@pytest.mark.parametrize("key", ["sk-proj-abcdefghijklmnop1234567890",
+                                 "AIzaSyA1234567890abcdefghijklmnopqrstuv"])
+def test_api_keys_are_recognised_by_shape(key):
+    """OpenAI-style and Google API keys are hidden wherever they appear."""
+    assert key not in redact_text(f"calling with {key} now")
+
+
+def test_known_secret_values_are_scrubbed_anywhere():
+    """A secret the component knows is removed even where no pattern would see it."""
+    out = redact_text(f"weird|{SECRET}|place", secrets=[SECRET, None, "ab"])
+    assert out == f"weird|{REDACTED}|place"
+    assert redact_text("ab is short", secrets=["ab"]) == "ab is short"  # too short to scrub
+
+
+def test_ordinary_text_is_untouched():
+    """Text without secrets comes back as it was."""
+    text = "TTFB timeout after 20.0s calling https://vision.example.com/analyze?f=json"
+    assert redact_text(text) == text
+    assert redact_text(42) == "42"
+
+
+def test_redact_url_drops_userinfo_and_secret_parameters():
+    """user:password@ and secret query parameters go; other parameters stay."""
+    out = redact_url(f"https://user:{SECRET}@host/p?token={SECRET}&f=json&sig={SECRET}")
+    assert SECRET not in out and "user" not in out
+    assert out.startswith("https://host/p?") and "f=json" in out
+
+
+def test_redact_url_survives_garbage():
+    """A malformed URL is returned redacted, never raising."""
+    assert SECRET not in redact_url(f"http://[::1/x?token={SECRET}")
+
+
+def test_redact_mapping_is_deep_and_does_not_modify_the_input():
+    """Secret keys at any depth lose their values; the original is untouched."""
+    original = {"portalInfo": {"url": "https://www.arcgis.com", "token": SECRET},
+                "list": [{"api_key": SECRET}, f"Bearer {SECRET}"], "n": 1, "empty_token": "",
+                "token": ""}
+    out = redact_mapping(original)
+    assert SECRET not in repr(out)
+    assert out["portalInfo"]["url"] == "https://www.arcgis.com" and out["n"] == 1
+    assert out["token"] == ""  # nothing to hide
+    assert original["portalInfo"]["token"] == SECRET
+
+
+def test_redact_mapping_stops_at_absurd_depth():
+    """A pathologically deep value is cut off instead of recursing forever."""
+    deep = current = {}
+    for _ in range(100):
+        current["x"] = {}
+        current = current["x"]
+    current["token"] = SECRET
+    assert SECRET not in repr(redact_mapping(deep))
+
+
+def test_redact_headers_keeps_names_hides_values():
+    """Secret headers keep their name so logs show they were sent."""
+    out = redact_headers({"Authorization": f"Bearer {SECRET}", "Content-Type": "image/jpeg",
+                          "X-Trace": f"token={SECRET}"})
+    assert out == {"Authorization": REDACTED, "Content-Type": "image/jpeg",
+                   "X-Trace": f"token={REDACTED}"}
+    assert redact_headers(None) == {}
+
+
+@pytest.mark.parametrize("name, secret", [("Authorization", True), ("x_api_key", True),
+                                          ("SIG", True), ("content-type", False), (3, False)])
+def test_is_secret_key(name, secret):
+    """Header and key names are compared case- and separator-insensitively."""
+    assert is_secret_key(name) is secret
+
+
+def test_excerpt_redacts_before_truncating():
+    """A secret at the cut is redacted whole, and the excerpt respects the limit."""
+    text = "x" * 30 + f" token={SECRET} " + "y" * 100
+    out = excerpt(text, limit=40)
+    assert len(out) <= 40 and SECRET[:5] not in out and out.endswith("…")
+    assert excerpt(f"token={SECRET}".encode(), limit=100) == f"token={REDACTED}"
+    assert excerpt(b"\xff\xfe bad bytes", limit=100).endswith("bad bytes")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=40))
+def test_a_token_parameter_never_survives(prefix, suffix):
+    """Whatever text surrounds it, a token= parameter's value is removed by pattern alone."""
+    out = redact_text(f"{prefix} token={SECRET}&{suffix}")
+    assert SECRET not in out
