@@ -256,6 +256,7 @@ class CircuitBreaker:
         self.clock = clock or SystemClock()
         self._cached: Optional[BreakerState] = None
         self._cached_at = -math.inf
+        self._open_permit: Optional[Permit] = None
 
     def __repr__(self) -> str:
         return f"CircuitBreaker(service={self.service!r}, state={self._cached!r})"
@@ -272,15 +273,23 @@ class CircuitBreaker:
     def _remember(self, state: BreakerState) -> BreakerState:
         self._cached = state
         self._cached_at = self.clock.monotonic()
+        # Permits are immutable: a circuit that admits every call hands out one shared permit.
+        admits_all = state.mode in (BreakerMode.FORCED_CLOSED, BreakerMode.DISABLED) or (
+            state.mode is BreakerMode.AUTO and state.state is CircuitState.CLOSED)
+        self._open_permit = Permit(self.service, state.generation) if admits_all else None
         return state
 
     def invalidate(self) -> None:
         """Forget the cached state (the next read goes to the store)."""
         self._cached = None
+        self._open_permit = None
 
     # -- the call path -------------------------------------------------------------------------
     def allow(self) -> Decision:
         """A :class:`Permit` to call the service now, or a :class:`CircuitOpen` refusal."""
+        permit = self._open_permit
+        if permit is not None and self.clock.monotonic() - self._cached_at < self.policy.cache_ttl_s:
+            return permit   # the hot path: a closed circuit, state fresh enough
         now = self.clock.now()
         current = self.state()
         if (current.mode is BreakerMode.AUTO and current.state is CircuitState.OPEN
