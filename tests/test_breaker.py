@@ -130,3 +130,137 @@ def test_decisions_are_truthy_permit_falsy_refusal():
     assert not refusal
     error = refusal.to_error()
     assert isinstance(error, CircuitOpenError) and error.retry_after_s == 12.5
+
+
+# -- the store-backed breaker ------------------------------------------------------------------
+from fme_ai_resilience.breaker import CircuitBreaker  # noqa: E402
+from fme_ai_resilience.clock import FakeClock  # noqa: E402
+from fme_ai_resilience.ledger import CallRecord  # noqa: E402
+from fme_ai_resilience.store import open_store  # noqa: E402
+
+FAST = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
+                     cooldown_s=10.0, cooldown_max_s=40.0, half_open_probes=2, close_ratio=1.0,
+                     probe_timeout_s=20.0, cache_ttl_s=1.0)
+
+
+@pytest.fixture
+def shared(tmp_path):
+    """One SQLite ledger file, as several engines on a host share it."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_store(url, init_schema=True):
+        pass
+    stores = []
+
+    def engine(clock):
+        store = open_store(url)
+        stores.append(store)
+        return CircuitBreaker(store, "vision", FAST, clock)
+
+    yield engine
+    for store in stores:
+        store.close()
+
+
+def fail(breaker, clock, n=1, duration=0.1):
+    for _ in range(n):
+        permit = breaker.allow()
+        assert isinstance(permit, Permit)
+        breaker.record(permit, CallRecord("vision", clock.now(), duration, "SERVER_ERROR"))
+
+
+def test_failures_open_the_circuit_for_every_engine_within_the_cache_ttl(shared):
+    """Engine A trips the circuit; engine B refuses once its <= 1 s cache has expired."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    assert isinstance(b.allow(), Permit)
+    fail(a, clock, 4)
+    assert a.state().state is CircuitState.OPEN
+    assert isinstance(b.allow(), Permit)          # B's cached view is still fresh
+    clock.advance(1.0)
+    refusal = b.allow()
+    assert isinstance(refusal, CircuitOpen) and refusal.retry_after_s == pytest.approx(9.0)
+
+
+def test_engine_started_while_open_neither_resets_nor_reopens(shared):
+    """A new process reads the open row as it is: same generation, timestamps and refusal."""
+    clock = FakeClock()
+    a = shared(clock)
+    fail(a, clock, 4)
+    before = a.state(fresh=True)
+    clock.advance(3.0)
+    late = shared(clock)
+    refusal = late.allow()
+    assert isinstance(refusal, CircuitOpen) and refusal.retry_after_s == pytest.approx(7.0)
+    assert late.state(fresh=True) == before
+
+
+def test_half_open_admits_k_probes_across_engines_then_closes(shared):
+    """After the cooldown only k probes pass, from whichever engines ask; successes close it."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    fail(a, clock, 4)
+    clock.advance(10.0)
+    first, second, third = a.allow(), b.allow(), b.allow()
+    assert first.is_probe and second.is_probe and isinstance(third, CircuitOpen)
+    a.record(first, CallRecord("vision", clock.now(), 0.1))
+    assert a.state().state is CircuitState.HALF_OPEN      # waits for all k reports
+    b.record(second, CallRecord("vision", clock.now(), 0.1))
+    assert b.state().state is CircuitState.CLOSED
+    clock.advance(1.0)
+    assert a.allow() and a.state().trips == 0
+
+
+def test_evaluate_moves_an_idle_open_circuit_to_half_open(shared):
+    """The compensator's evaluate() turns OPEN into HALF_OPEN after the cooldown, no caller needed."""
+    clock = FakeClock()
+    a = shared(clock)
+    fail(a, clock, 4)
+    assert a.evaluate().state is CircuitState.OPEN
+    clock.advance(10.0)
+    assert a.evaluate().state is CircuitState.HALF_OPEN
+
+
+def test_evaluate_trips_on_a_window_whose_successes_aged_out(shared):
+    """Old successes leaving the window can expose a failure rate no single call triggered."""
+    clock = FakeClock()
+    a = shared(clock)
+    for _ in range(5):
+        permit = a.allow()
+        a.record(permit, CallRecord("vision", clock.now(), 0.1))
+    clock.advance(20.0)
+    fail(a, clock, 4)
+    assert a.state().state is CircuitState.CLOSED      # 4 of 9 failed
+    clock.advance(11.0)
+    assert a.evaluate().state is CircuitState.OPEN      # 4 of 4 failed
+
+
+def test_slow_successes_trip_on_the_slow_call_rate(shared):
+    """Calls that succeed but take longer than slow_call_s count towards the slow-call rate."""
+    clock = FakeClock()
+    a = shared(clock)
+    for _ in range(4):
+        permit = a.allow()
+        a.record(permit, CallRecord("vision", clock.now(), 6.0))
+    assert a.state().state is CircuitState.OPEN
+
+
+def test_operator_commands_apply_fleet_wide(shared):
+    """Force open refuses everywhere; disabled admits and records but never trips; reset clears."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    a.command(Manual.FORCE_OPEN)
+    clock.advance(1.0)
+    assert isinstance(b.allow(), CircuitOpen)
+    b.command(Manual.DISABLE)
+    fail(b, clock, 10)
+    assert b.state(fresh=True).mode is BreakerMode.DISABLED
+    assert b.state().state is CircuitState.CLOSED
+    assert a.command(Manual.RESET).mode is BreakerMode.AUTO
+
+
+def test_record_refuses_a_call_of_another_service(shared):
+    """A call logged under the wrong breaker is a programming error, not a silent miscount."""
+    clock = FakeClock()
+    a = shared(clock)
+    with pytest.raises(ValueError, match="service"):
+        a.record(a.allow(), CallRecord("other", clock.now(), 0.1))
