@@ -132,3 +132,29 @@ def test_signals_measured_from_backlog_and_window():
     assert signals.backlog_ratio == 1.5 and signals.error_rate == 0.4
     with pytest.raises(ValueError, match="watermark"):
         Signals.measured(1, 0, CallWindow(0, 0, 0, 0))
+
+
+def test_engines_share_the_persisted_ladder(tmp_path):
+    """One engine's observation moves the level every engine reads; the override holds until auto."""
+    from fme_ai_resilience.clock import FakeClock
+    from fme_ai_resilience.degrade import Degradation
+    from fme_ai_resilience.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    clock = FakeClock()
+    with open_store(url, init_schema=True) as s1, open_store(url) as s2:
+        a, b = Degradation(s1, S, clock), Degradation(s2, S, clock)
+        a.observe(backlog(3.5))
+        clock.advance(1.0)
+        assert b.level() is Level.CRITICAL_ONLY and b.model() is Model.FALLBACK
+        assert b.should_analyze("hydrant") and not b.should_analyze("bench", "k1")
+        b.set_override("L4")
+        clock.advance(1.0)
+        assert a.paused()
+        for _ in range(10):
+            clock.advance(100.0)
+            a.observe(backlog(0.0))
+        assert a.state().effective is Level.PAUSED and a.state().level is Level.NORMAL
+        a.clear_override()
+        clock.advance(1.0)
+        assert b.level() is Level.NORMAL and not b.paused()
