@@ -7,6 +7,7 @@ from fme_ai_resilience.breaker import (
     BreakerMode,
     BreakerPolicy,
     BreakerState,
+    CircuitBreaker,
     CircuitOpen,
     CircuitState,
     Manual,
@@ -19,8 +20,10 @@ from fme_ai_resilience.breaker import (
     should_trip,
     step,
 )
+from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import CircuitOpenError
-from fme_ai_resilience.ledger import CallWindow
+from fme_ai_resilience.ledger import CallRecord, CallWindow
+from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0, slow_call_rate=0.8,
                        cooldown_s=60.0, cooldown_max_s=300.0, cooldown_factor=2.0,
@@ -133,11 +136,6 @@ def test_decisions_are_truthy_permit_falsy_refusal():
 
 
 # -- the store-backed breaker ------------------------------------------------------------------
-from fme_ai_resilience.breaker import CircuitBreaker  # noqa: E402
-from fme_ai_resilience.clock import FakeClock  # noqa: E402
-from fme_ai_resilience.ledger import CallRecord  # noqa: E402
-from fme_ai_resilience.store import open_store  # noqa: E402
-
 FAST = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
                      cooldown_s=10.0, cooldown_max_s=40.0, half_open_probes=2, close_ratio=1.0,
                      probe_timeout_s=20.0, cache_ttl_s=1.0)
@@ -161,11 +159,16 @@ def shared(tmp_path):
         store.close()
 
 
-def fail(breaker, clock, n=1, duration=0.1):
+def calls(breaker, clock, n=1, duration=0.1, error="SERVER_ERROR"):
+    """Make ``n`` permitted calls that fail with ``error`` (None: succeed)."""
     for _ in range(n):
         permit = breaker.allow()
         assert isinstance(permit, Permit)
-        breaker.record(permit, CallRecord("vision", clock.now(), duration, "SERVER_ERROR"))
+        breaker.record(permit, CallRecord("vision", clock.now(), duration, error))
+
+
+def fail(breaker, clock, n=1):
+    calls(breaker, clock, n)
 
 
 def test_failures_open_the_circuit_for_every_engine_within_the_cache_ttl(shared):
@@ -224,9 +227,7 @@ def test_evaluate_trips_on_a_window_whose_successes_aged_out(shared):
     """Old successes leaving the window can expose a failure rate no single call triggered."""
     clock = FakeClock()
     a = shared(clock)
-    for _ in range(5):
-        permit = a.allow()
-        a.record(permit, CallRecord("vision", clock.now(), 0.1))
+    calls(a, clock, 5, error=None)
     clock.advance(20.0)
     fail(a, clock, 4)
     assert a.state().state is CircuitState.CLOSED      # 4 of 9 failed
@@ -238,9 +239,7 @@ def test_slow_successes_trip_on_the_slow_call_rate(shared):
     """Calls that succeed but take longer than slow_call_s count towards the slow-call rate."""
     clock = FakeClock()
     a = shared(clock)
-    for _ in range(4):
-        permit = a.allow()
-        a.record(permit, CallRecord("vision", clock.now(), 6.0))
+    calls(a, clock, 4, duration=6.0, error=None)
     assert a.state().state is CircuitState.OPEN
 
 

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Tuple
 
 from ..errors import ResilienceError
 from ..settings import Settings
@@ -30,6 +31,16 @@ def open_from_args(args: argparse.Namespace) -> Any:
 def settings_for(store: Any) -> Settings:
     """Settings from ``FAIR_*`` variables, then the run-time ``resilience_config`` table."""
     return Settings.from_env(os.environ).with_values(store.get_config())
+
+
+@contextlib.contextmanager
+def ledger(args: argparse.Namespace) -> Iterator[Tuple[Any, Settings]]:
+    """The store named by ``--db`` and the settings in force, closed afterwards."""
+    store = open_from_args(args)
+    try:
+        yield store, settings_for(store)
+    finally:
+        store.close()
 
 
 def reports_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

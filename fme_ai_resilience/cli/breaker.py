@@ -15,7 +15,7 @@ from typing import Any, Dict
 from ..breaker import BreakerMode, BreakerState, CircuitBreaker, Manual
 from ..calibrate import calibrate
 from ..clock import SystemClock
-from ._store import add_store_arguments, open_from_args, reports_errors, settings_for
+from ._store import add_store_arguments, ledger, reports_errors
 
 COMMANDS = {"open": Manual.FORCE_OPEN, "close": Manual.FORCE_CLOSED,
             "disable": Manual.DISABLE, "reset": Manual.RESET}
@@ -65,11 +65,9 @@ def describe(service: str, state: BreakerState, now: float) -> Dict[str, Any]:
 
 @reports_errors
 def run_show(args: argparse.Namespace) -> int:
-    clock = SystemClock()
-    store = open_from_args(args)
-    try:
-        policy = settings_for(store).breaker
-        now = clock.now()
+    with ledger(args) as (store, settings):
+        policy = settings.breaker
+        now = SystemClock().now()
         if args.service:
             rows = {args.service: store.breaker_get(args.service, now)}
         else:
@@ -82,8 +80,6 @@ def run_show(args: argparse.Namespace) -> int:
                               "failures": window.failures, "slow": window.slow,
                               "retries": window.retries}
             out.append(item)
-    finally:
-        store.close()
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -103,12 +99,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 @reports_errors
 def run_command(args: argparse.Namespace) -> int:
-    store = open_from_args(args)
-    try:
-        breaker = CircuitBreaker(store, args.service, settings_for(store).breaker, SystemClock())
+    with ledger(args) as (store, settings):
+        breaker = CircuitBreaker(store, args.service, settings.breaker, SystemClock())
         state = breaker.command(Manual(args.command_value))
-    finally:
-        store.close()
     print(f"{args.service}: {effective(state)} (generation {state.generation})")
     return 0
 
@@ -116,15 +109,11 @@ def run_command(args: argparse.Namespace) -> int:
 @reports_errors
 def run_calibrate(args: argparse.Namespace) -> int:
     clock = SystemClock()
-    store = open_from_args(args)
-    try:
-        policy = settings_for(store).breaker
-        advice = calibrate(store, args.service, args.days, clock.now(), policy,
+    with ledger(args) as (store, settings):
+        advice = calibrate(store, args.service, args.days, clock.now(), settings.breaker,
                            margin=args.margin)
         if args.apply and advice.buckets:
             store.set_config(advice.as_settings(), clock.now())
-    finally:
-        store.close()
     if args.json:
         print(json.dumps({**vars(advice), "applied": bool(args.apply and advice.buckets)},
                          indent=2))

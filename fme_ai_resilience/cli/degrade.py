@@ -7,7 +7,7 @@ from typing import Any
 
 from ..clock import SystemClock
 from ..degrade import Degradation, LadderState, Level, model_for
-from ._store import add_store_arguments, open_from_args, reports_errors, settings_for
+from ._store import add_store_arguments, ledger, reports_errors
 
 
 def add_parser(subparsers: Any) -> None:
@@ -40,17 +40,14 @@ def describe(state: LadderState) -> dict:
 @reports_errors
 def run(args: argparse.Namespace) -> int:
     wanted = Level.parse(args.level) if args.level is not None else None
-    store = open_from_args(args)
-    try:
-        ladder = Degradation(store, settings_for(store).degrade, SystemClock())
+    with ledger(args) as (store, settings):
+        ladder = Degradation(store, settings.degrade, SystemClock())
         if args.clear:
             state = ladder.clear_override()
         elif wanted is not None:
             state = ladder.set_override(wanted)
         else:
             state = ladder.state(fresh=True)
-    finally:
-        store.close()
     info = describe(state)
     if args.json:
         print(json.dumps(info, indent=2))
