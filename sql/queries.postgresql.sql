@@ -6,22 +6,24 @@
 -- row is read from the statement's snapshot, so it is only a row that existed before; when a
 -- concurrent registration of the same key commits first, neither the insert nor the read
 -- sees a row, and the caller runs the statement again.
+-- Every parameter carries its type: the statement is prepared once per connection.
 WITH backlog AS (
     SELECT count(*) AS n FROM (
         SELECT 1 FROM ai_task_registry
         WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED')
-        LIMIT %(count_limit)s) AS capped
+        LIMIT %(count_limit)s::bigint) AS capped
 ), decision AS (
-    SELECT n, CASE WHEN n < %(ceiling)s THEN 'PENDING'
-                   WHEN %(park)s AND n < %(park_ceiling)s THEN 'DEFERRED'
+    SELECT n, CASE WHEN n < %(ceiling)s::bigint THEN 'PENDING'
+                   WHEN %(park)s::boolean AND n < %(park_ceiling)s::bigint THEN 'DEFERRED'
               END AS status
     FROM backlog
 ), inserted AS (
     INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
         attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at)
-    SELECT %(key)s, decision.status, %(source)s, %(trace_id)s, %(feature_global_id)s,
-        %(attachment_global_id)s, %(event_type)s, %(payload)s::jsonb, %(due_at)s, %(now)s,
-        %(now)s
+    SELECT %(key)s::text, decision.status, %(source)s::text, %(trace_id)s::text,
+        %(feature_global_id)s::text, %(attachment_global_id)s::text, %(event_type)s::text,
+        %(payload)s::jsonb, %(due_at)s::double precision, %(now)s::double precision,
+        %(now)s::double precision
     FROM decision WHERE decision.status IS NOT NULL
     ON CONFLICT (task_key) DO NOTHING
     RETURNING status
@@ -34,20 +36,25 @@ FROM (SELECT 1) AS one
 LEFT JOIN ai_task_registry AS existing ON existing.task_key = %(key)s
 
 -- claim --
--- Lease due tasks with fresh fencing tokens; rows another engine holds locked are skipped
+-- Lease due tasks with fresh fencing tokens; rows another engine holds locked are skipped.
+-- Columns are listed (not t.*) so the prepared statement survives a migration adding one.
 WITH picked AS (
-    SELECT task_key FROM ai_task_registry
-    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
+    SELECT task_key, next_attempt_at AS due FROM ai_task_registry
+    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED')
+      AND next_attempt_at <= %(now)s::double precision
     ORDER BY next_attempt_at, created_at
-    LIMIT %(limit)s
+    LIMIT %(limit)s::bigint
     FOR UPDATE SKIP LOCKED
 )
 UPDATE ai_task_registry AS t
-SET status = 'PROCESSING', lease_token = t.lease_token + 1, lease_owner = %(owner)s,
-    lease_expires_at = %(expires_at)s, updated_at = %(now)s
+SET status = 'PROCESSING', lease_token = t.lease_token + 1, lease_owner = %(owner)s::text,
+    lease_expires_at = %(expires_at)s::double precision,
+    next_attempt_at = %(expires_at)s::double precision, updated_at = %(now)s::double precision
 FROM picked
 WHERE t.task_key = picked.task_key
-RETURNING t.*
+RETURNING t.task_key, t.lease_token, t.lease_expires_at, t.attempt_count, t.payload,
+    t.trace_id, t.source, t.created_at, t.failure_class, t.downloaded, t.analyzed, t.written,
+    (SELECT p.due FROM picked AS p WHERE p.task_key = t.task_key) AS due
 
 -- probe_claim --
 -- Take one free slot with a new token; a slot another engine is claiming right now is skipped,
@@ -77,6 +84,19 @@ SELECT count(*) AS n FROM pg_catalog.pg_tables
 WHERE tablename = 'schema_version' AND schemaname = ANY (current_schemas(false))
 
 -- clear --
--- Delete every row of every table but schema_version (tests and drills)
-TRUNCATE ai_task_registry, circuit_state, circuit_probe, degradation_state, ai_call_log,
-    format_anomaly, resilience_config
+-- Delete every row of every table but schema_version (tests and drills; DELETE, not
+-- TRUNCATE: cheaper on the small tables tests leave, and no exclusive lock)
+DELETE FROM ai_task_registry;
+DELETE FROM circuit_state;
+DELETE FROM circuit_probe;
+DELETE FROM degradation_state;
+DELETE FROM ai_call_log;
+DELETE FROM format_anomaly;
+DELETE FROM resilience_config;
+
+-- session_setup --
+-- Run once per connection. The in-progress partial indexes churn (every task passes through
+-- them and leaves); a plain index scan marks the dead entries it meets so later scans skip
+-- them, a bitmap scan never does and would revisit every dead row until VACUUM. None of the
+-- ledger's queries needs a bitmap scan.
+SET enable_bitmapscan = off

@@ -42,16 +42,17 @@ ON CONFLICT (task_key) DO NOTHING
 
 -- due_keys --
 -- Due tasks in claim order (SQLite claim, inside BEGIN IMMEDIATE)
-SELECT task_key FROM ai_task_registry
+SELECT task_key, next_attempt_at AS due FROM ai_task_registry
 WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
 ORDER BY next_attempt_at, created_at
 LIMIT %(limit)s
 
 -- lease_one --
--- Lease one task to its new holder with a fresh fencing token (SQLite claim)
+-- Lease one task to its new holder with a fresh fencing token (SQLite claim); while leased,
+-- next_attempt_at is the lease expiry: when the task is due again if its holder vanishes
 UPDATE ai_task_registry
 SET status = 'PROCESSING', lease_token = lease_token + 1, lease_owner = %(owner)s,
-    lease_expires_at = %(expires_at)s, updated_at = %(now)s
+    lease_expires_at = %(expires_at)s, next_attempt_at = %(expires_at)s, updated_at = %(now)s
 WHERE task_key = %(key)s AND status IN ('PENDING', 'FAILED', 'DEFERRED')
 
 -- get --

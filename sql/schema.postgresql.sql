@@ -34,13 +34,11 @@ CREATE TABLE IF NOT EXISTS ai_task_registry (
     updated_at           double precision NOT NULL,
     completed_at         double precision
 );
--- Due work in claim order; only rows waiting to run are in it, so claims never scan history.
-CREATE INDEX IF NOT EXISTS ai_task_registry_due_idx
+-- The in-progress rows only, so neither claims nor the backlog check ever read history:
+-- claims walk it in due order (a PROCESSING row's next_attempt_at is its lease expiry, so
+-- live leases sort after the due work), the backlog check counts it with a LIMIT.
+CREATE INDEX IF NOT EXISTS ai_task_registry_live_idx
     ON ai_task_registry (next_attempt_at, created_at)
-    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED');
--- The backlog (water level): in-progress rows only, counted with a LIMIT.
-CREATE INDEX IF NOT EXISTS ai_task_registry_backlog_idx
-    ON ai_task_registry (status)
     WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED');
 CREATE INDEX IF NOT EXISTS ai_task_registry_lease_idx
     ON ai_task_registry (lease_expires_at)

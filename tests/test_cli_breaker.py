@@ -14,7 +14,9 @@ from fme_ai_resilience.store import open_store
 @pytest.fixture
 def db(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    monkeypatch.setenv("FME_AI_RESILIENCE_DB", url)
+    monkeypatch.setenv("FAIR_DB_URL", url)
+    with open_store(url, init_schema=True):
+        pass
     return url
 
 
@@ -82,6 +84,13 @@ def test_degrade_set_show_auto(db, capsys):
         "L3", "L3", "L0", "fallback")
     code, out, _ = run(capsys, "degrade", "auto")
     assert out.startswith("L0 normal: automatic")
+
+
+def test_missing_ledger_exits_1(tmp_path, monkeypatch, capsys):
+    """Without --db or FAIR_DB_URL the command says what is missing."""
+    monkeypatch.delenv("FAIR_DB_URL", raising=False)
+    code, _, err = run(capsys, "breaker", "show")
+    assert code == 1 and "no ledger given" in err
 
 
 def test_bad_level_is_a_clear_error(db, capsys):

@@ -200,6 +200,7 @@ def test_claim_leases_with_a_fresh_token_in_due_order(store):
     record = store.get("c")
     assert (record.status, record.lease_owner, record.lease_expires_at) == (
         Status.PROCESSING, "engine-7", T0 + 40)
+    assert record.next_attempt_at == T0 + 40  # due again only if the lease lapses
     assert tasks[0].payload["feature_global_id"] == "F-c"
     assert [t.key for t in store.claim("engine-8", 5, 30.0, T0 + 10)] == ["b"]
     assert store.claim("engine-9", 5, 30.0, T0 + 10) == []
@@ -457,7 +458,7 @@ def test_call_window_counts_failures_slow_calls_and_retries(store):
     """Window aggregates for one service since a time; other services and older calls ignored."""
     calls = [
         CallRecord("vision", T0 + 1, 0.5, phases={"connect": 0.1, "ttfb": 0.3, "body": 0.1}),
-        CallRecord("vision", T0 + 2, 25.0, error_class="TTFB_TIMEOUT", retry=False),
+        CallRecord("vision", T0 + 2, 25.0, error_class=ErrorClass.TTFB_TIMEOUT, retry=False),
         CallRecord("vision", T0 + 3, 1.0, error_class="SERVER_ERROR", status_code=503,
                    retry=True, trace_id="t", task_key="k"),
         CallRecord("vision", T0 - 100, 30.0, error_class="SERVER_ERROR"),
@@ -468,6 +469,14 @@ def test_call_window_counts_failures_slow_calls_and_retries(store):
     window = store.call_window("vision", T0, slow_s=20.0)
     assert (window.calls, window.failures, window.slow, window.retries) == (3, 2, 1, 1)
     assert store.call_window("vision", T0 + 10, 20.0).calls == 0
+
+
+def test_call_log_stores_error_classes_by_value(store):
+    """An ErrorClass member is stored as its value, so any reader can group by it."""
+    store.record_call(CallRecord("vision", T0, 1.0, error_class=ErrorClass.RATE_LIMITED))
+    raw = store._transact(lambda tx: tx.cursor.execute(
+        "SELECT error_class FROM ai_call_log") or tx.cursor.fetchall(), write=False)
+    assert [tuple(r) for r in raw] == [("RATE_LIMITED",)]
 
 
 def test_anomalies_are_stored_redacted(store):

@@ -15,6 +15,8 @@ from .. import __version__
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "plan",
+    "db",
+    "status",
     "breaker",
     "degrade",
 )

@@ -1,4 +1,4 @@
-"""What the store-backed commands share: the ``--db`` option and settings over the config table."""
+"""What the breaker and degrade commands share: the ledger from ``--db`` and the settings."""
 from __future__ import annotations
 
 import argparse
@@ -8,35 +8,29 @@ import os
 import sys
 from typing import Any, Callable, Iterator, Tuple
 
-from ..errors import ResilienceError
+from ..errors import ResilienceError, StoreError
 from ..settings import Settings
-from ..store import DEFAULT_URL, open_store
+from .db import DB_ENV, EXIT_STORE, add_db_option, open_from_args, store_failed
 
-#: Not ``FAIR_``-prefixed: every ``FAIR_*`` variable must name a setting.
-DB_ENV = "FME_AI_RESILIENCE_DB"
-
-
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--db URL`` (default: ``$FAIR_DB_URL``, else the embedded SQLite file)."""
-    parser.add_argument("--db", default=None, metavar="URL",
-                        help=f"ledger URL (default ${DB_ENV} or {DEFAULT_URL})")
+__all__ = ["add_db_option", "ledger", "reports_errors", "settings_for"]
 
 
-def open_from_args(args: argparse.Namespace) -> Any:
-    """The store named by ``--db``, its schema created or upgraded."""
-    url = args.db or os.environ.get(DB_ENV) or DEFAULT_URL
-    return open_store(url, init_schema=True)
+class _NoLedger(Exception):
+    """``--db`` was missing or unusable (already reported to the user)."""
 
 
 def settings_for(store: Any) -> Settings:
     """Settings from ``FAIR_*`` variables, then the run-time ``resilience_config`` table."""
-    return Settings.from_env(os.environ).with_values(store.get_config())
+    environ = {k: v for k, v in os.environ.items() if k != DB_ENV}
+    return Settings.from_env(environ).with_values(store.get_config())
 
 
 @contextlib.contextmanager
 def ledger(args: argparse.Namespace) -> Iterator[Tuple[Any, Settings]]:
     """The store named by ``--db`` and the settings in force, closed afterwards."""
     store = open_from_args(args)
+    if store is None:
+        raise _NoLedger()
     try:
         yield store, settings_for(store)
     finally:
@@ -44,11 +38,15 @@ def ledger(args: argparse.Namespace) -> Iterator[Tuple[Any, Settings]]:
 
 
 def reports_errors(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Turn a bad value or an unreachable ledger into one line on stderr and exit code 2."""
+    """A missing or failing ledger exits 1, a bad value exits 2: one line on stderr each."""
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
         try:
             return run(args)
+        except _NoLedger:
+            return EXIT_STORE
+        except StoreError as exc:
+            return store_failed(args, exc)
         except (ValueError, ResilienceError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -15,7 +15,7 @@ from typing import Any, Dict
 from ..breaker import BreakerMode, BreakerState, CircuitBreaker, Manual
 from ..calibrate import calibrate
 from ..clock import SystemClock
-from ._store import add_store_arguments, ledger, reports_errors
+from ._store import add_db_option, ledger, reports_errors
 
 COMMANDS = {"open": Manual.FORCE_OPEN, "close": Manual.FORCE_CLOSED,
             "disable": Manual.DISABLE, "reset": Manual.RESET}
@@ -28,13 +28,13 @@ def add_parser(subparsers: Any) -> None:
     show = actions.add_parser("show", help="state of every circuit, or of --service")
     show.add_argument("--service", help="one protected service")
     show.add_argument("--json", action="store_true", help="print JSON")
-    add_store_arguments(show)
+    add_db_option(show)
     show.set_defaults(func=run_show)
     for name, command in COMMANDS.items():
         sub = actions.add_parser(name, help=f"{command.value.lower().replace('_', ' ')} "
                                             "the circuit of --service")
         sub.add_argument("--service", required=True, help="the protected service")
-        add_store_arguments(sub)
+        add_db_option(sub)
         sub.set_defaults(func=run_command, command_value=command.value)
     cal = actions.add_parser("calibrate", help="suggest thresholds from the call log")
     cal.add_argument("--service", required=True, help="the protected service")
@@ -44,7 +44,7 @@ def add_parser(subparsers: Any) -> None:
     cal.add_argument("--apply", action="store_true",
                      help="store the suggestion in resilience_config")
     cal.add_argument("--json", action="store_true", help="print JSON")
-    add_store_arguments(cal)
+    add_db_option(cal)
     cal.set_defaults(func=run_calibrate)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..clock import SystemClock
 from ..degrade import Degradation, LadderState, Level, model_for
-from ._store import add_store_arguments, ledger, reports_errors
+from ._store import add_db_option, ledger, reports_errors
 
 
 def add_parser(subparsers: Any) -> None:
@@ -16,15 +16,15 @@ def add_parser(subparsers: Any) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="the level in force and why")
     show.add_argument("--json", action="store_true", help="print JSON")
-    add_store_arguments(show)
+    add_db_option(show)
     show.set_defaults(func=run, level=None, clear=False)
     put = actions.add_parser("set", help="hold the ladder at LEVEL until 'degrade auto'")
     put.add_argument("level", help="L0-L4, 0-4 or a name (normal, sample, fallback, "
                                    "critical_only, paused)")
-    add_store_arguments(put)
+    add_db_option(put)
     put.set_defaults(func=run, json=False, clear=False)
     auto = actions.add_parser("auto", help="clear the override: back to the computed level")
-    add_store_arguments(auto)
+    add_db_option(auto)
     auto.set_defaults(func=run, json=False, level=None, clear=True)
 
 

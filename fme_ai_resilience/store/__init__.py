@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..redact import redact_text, redact_url
 from .base import Store
 from .sqlbase import SqlStore
 
-__all__ = ["Store", "SqlStore", "open_store", "DEFAULT_URL"]
+__all__ = ["Store", "SqlStore", "open_store", "display_url", "DEFAULT_URL"]
 
 #: The embedded default: a SQLite file in the working directory.
 DEFAULT_URL = "sqlite:///fme_ai_resilience.db"
@@ -19,12 +20,14 @@ _SQLITE = "sqlite://"
 _POSTGRES = ("postgresql://", "postgres://")
 
 
-def open_store(url: str, *, init_schema: bool = False, **options: Any) -> SqlStore:
+def open_store(url: str, *, init_schema: bool = False, create: bool = True,
+               **options: Any) -> SqlStore:
     """A store for ``url``; with ``init_schema`` the tables are created or upgraded first.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``
     (private to this store) or ``postgresql://user@host:port/db`` (needs the ``postgres``
-    extra). ``options`` go to the backend (``busy_timeout_s``, ``connect_timeout_s``).
+    extra). With ``create=False`` a SQLite file must already exist (PostgreSQL databases are
+    never created). ``options`` go to the backend (``busy_timeout_s``, ``connect_timeout_s``).
     Raises ValueError for any other URL, StoreUnavailable when ``init_schema`` cannot reach
     the database.
     """
@@ -38,14 +41,15 @@ def open_store(url: str, *, init_schema: bool = False, **options: Any) -> SqlSto
         path = url[len(_SQLITE):]
         if not path.startswith("/") or len(path) < 2:
             raise ValueError(f"a SQLite URL looks like sqlite:///path/to.db, got {url!r}")
-        store = SQLiteStore(path[1:], **options)
+        store = SQLiteStore(path[1:], create=create, **options)
     elif url.startswith(_POSTGRES):
         from .postgres import PostgresStore
 
         store = PostgresStore(url, **options)
     else:
         scheme = url.split(":", 1)[0]
-        raise ValueError(f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
+        raise ValueError(
+            f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
     if init_schema:
         try:
             store.init_schema()
@@ -53,3 +57,10 @@ def open_store(url: str, *, init_schema: bool = False, **options: Any) -> SqlSto
             store.close()
             raise
     return store
+
+
+def display_url(url: str) -> str:
+    """``url`` fit for logs and messages: credentials and secret parameters removed."""
+    if url.startswith(_SQLITE):
+        return redact_text(url)
+    return redact_url(url)

@@ -31,8 +31,14 @@ class Store(Protocol):
 
     dialect: str
 
-    def init_schema(self) -> None:
-        """Create or upgrade the tables (idempotent)."""
+    def init_schema(self, now: Optional[float] = None) -> List[int]:
+        """Create or upgrade the tables (idempotent); returns the migrations applied."""
+
+    def schema_version(self) -> int:
+        """The highest applied migration (0: never initialised)."""
+
+    def clear(self) -> None:
+        """Delete every row of every ledger table (tests and drills)."""
 
     def close(self) -> None:
         """Release connections."""
@@ -40,12 +46,14 @@ class Store(Protocol):
     # -- intake ------------------------------------------------------------------------------
     def register(self, submission: Submission, now: float, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
-                 park_ceiling: Optional[int] = None) -> Registration:
+                 park_ceiling: Optional[int] = None,
+                 due_at: Optional[float] = None) -> Registration:
         """Insert-or-report-existing plus the backlog check, in one round trip.
 
         Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
-        OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling``, past
-        which it too returns OVER_BACKLOG. A duplicate key is reported whatever the backlog.
+        OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling`` (None:
+        no limit), past which it too returns OVER_BACKLOG. A duplicate key is reported whatever
+        the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable.
         """
 
     def record_dead_letter(self, key: str, payload: Mapping[str, Any],
@@ -108,6 +116,9 @@ class Store(Protocol):
 
     def record_anomaly(self, anomaly: FormatAnomaly) -> None:
         """Append one ``format_anomaly`` row."""
+
+    def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
+        """Format anomalies observed at or after ``since``, newest first."""
 
     def get_config(self) -> Dict[str, str]:
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""

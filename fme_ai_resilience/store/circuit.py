@@ -8,29 +8,25 @@ PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite).
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..breaker import BreakerMode, BreakerState, CircuitState
 from ..degrade import LadderState, Level
+from . import sqlbase
 
 
+# The argument checks are the ledger's own; sqlbase imports this module, so they are looked up
+# when called, not at import.
 def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
-    return float(value)
+    return sqlbase._finite(name, value)
 
 
 def _service(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"service must be a non-empty string, got {value!r}")
-    return value
+    return sqlbase._text("service", value)
 
 
 def _generation(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return value
+    return sqlbase._count(name, value, 0)
 
 
 def breaker_state_of(row: Mapping[str, Any]) -> BreakerState:
@@ -56,7 +52,7 @@ class CircuitOps:
     def breaker_get(self, service: str, now: float) -> BreakerState:
         """The service's circuit; a missing one is created CLOSED, an existing one untouched."""
         params = {"service": _service(service), "now": _seconds("now", now)}
-        rows = self._run("breaker_get", params, write=False).rows
+        rows = self._statement("breaker_get", params, write=False).rows
         if rows:
             return breaker_state_of(rows[0])
 
@@ -69,7 +65,7 @@ class CircuitOps:
     def breaker_list(self) -> Dict[str, BreakerState]:
         """Every circuit, by service."""
         return {r["service"]: breaker_state_of(r)
-                for r in self._run("breaker_list", write=False).rows}
+                for r in self._statement("breaker_list", write=False).rows}
 
     def breaker_swap(self, service: str, expected_generation: int, new: BreakerState,
                      probe_slots: int = 0) -> bool:
@@ -105,7 +101,7 @@ class CircuitOps:
                             probe_timeout_s: float) -> Optional[Tuple[int, int]]:
         """Claim one probe slot of round ``generation``: ``(slot, token)``, or None if none free."""
         now = _seconds("now", now)
-        rows = self._run("probe_claim", {
+        rows = self._statement("probe_claim", {
             "service": _service(service), "generation": _generation("generation", generation),
             "now": now, "stale_before": now - _seconds("probe_timeout_s", probe_timeout_s),
         }).rows
@@ -114,14 +110,14 @@ class CircuitOps:
     def breaker_report_probe(self, service: str, generation: int, slot: int, token: int,
                              ok: bool, now: float) -> bool:
         """Record a probe's result; False for a stale claim or a second report."""
-        return self._run("probe_report", {
+        return self._statement("probe_report", {
             "service": _service(service), "generation": _generation("generation", generation),
             "slot": _generation("slot", slot), "token": _generation("token", token),
             "ok": bool(ok), "now": _seconds("now", now)}).rowcount == 1
 
     def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
         """``(successes, failures)`` reported in round ``generation``."""
-        row = self._run("probe_tally", {"service": _service(service),
+        row = self._statement("probe_tally", {"service": _service(service),
                                         "generation": _generation("generation", generation)},
                         write=False).rows[0]
         return int(row["successes"]), int(row["failures"])
@@ -129,7 +125,7 @@ class CircuitOps:
     def degrade_get(self, now: float) -> LadderState:
         """The fleet's ladder; created at L0 if missing, never overwritten."""
         params = {"now": _seconds("now", now)}
-        rows = self._run("degrade_get", write=False).rows
+        rows = self._statement("degrade_get", write=False).rows
         if rows:
             return ladder_state_of(rows[0])
 
@@ -145,7 +141,7 @@ class CircuitOps:
             raise TypeError(f"new must be a LadderState, got {type(new).__name__}")
         if new.generation <= _generation("expected_generation", expected_generation):
             raise ValueError(f"new.generation {new.generation} must exceed {expected_generation}")
-        return self._run("degrade_swap", {
+        return self._statement("degrade_swap", {
             "expected": expected_generation, "level": int(new.level),
             "override": None if new.override is None else int(new.override),
             "generation": new.generation, "changed_at": _seconds("changed_at", new.changed_at),

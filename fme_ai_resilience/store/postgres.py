@@ -1,21 +1,25 @@
 """The PostgreSQL ledger (psycopg2): shared by every engine on every host.
 
-One connection per store, reused, guarded by a lock, autocommit off with one explicit
-transaction per operation. A connection found dead is replaced and the operation run again
-once, but only when nothing can have been committed (the failure came before ``COMMIT``);
-a deadlock or serialisation failure (the server rolled the transaction back) is retried too.
-Every other driver error leaves as :class:`StoreError` or :class:`StoreUnavailable`.
+One connection per store, reused, guarded by a lock. Transactions are explicit: an operation
+that is one statement (register, claim, every fenced write) runs as its own transaction in a
+single round trip; an operation of several statements runs inside ``BEGIN ... COMMIT``.
+A connection the server has hung up on is replaced before use. After a failure an operation
+is run again only when nothing can have taken effect: a read, a transaction that failed
+before ``COMMIT``, or work the server rolled back (deadlock, serialisation failure).
+Every driver error leaves as :class:`StoreError` or :class:`StoreUnavailable`.
 """
 from __future__ import annotations
 
 import logging
 import os
+import re
+import select
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
 
 from ..errors import StoreError, StoreUnavailable
 from ..redact import redact_url
-from .sqlbase import SqlStore, T, Tx, decide, translate
+from .sqlbase import Result, SqlStore, T, Tx, decide, translate
 
 try:  # the extra: pip install 'fme-ai-resilience[postgres]'
     import psycopg2
@@ -25,6 +29,13 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg2 = None
 
 log = logging.getLogger(__name__)
+
+#: Hot statements prepared once per connection (planning would otherwise cost as much as
+#: running them). Their SQL names the type of every parameter.
+PREPARED = ("register", "claim", "complete", "fail", "defer", "bury",
+            "checkpoint_downloaded", "checkpoint_analyzed", "checkpoint_written")
+
+_PYFORMAT = re.compile(r"%\((\w+)\)s")
 
 #: Server-side causes that mean "the server cannot serve us now" (SQLSTATE class or code).
 _UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03")
@@ -75,7 +86,7 @@ class PostgresStore(SqlStore):
     dialect = "postgresql"
 
     def __init__(self, url: str, connect_timeout_s: float = 5.0,
-                 application_name: str = "fme-ai-resilience") -> None:
+                 application_name: str = "fme-ai-resilience", prepare: bool = True) -> None:
         if psycopg2 is None:
             raise StoreError("PostgreSQL needs psycopg2: pip install 'fme-ai-resilience[postgres]'")
         super().__init__()
@@ -85,6 +96,11 @@ class PostgresStore(SqlStore):
         self._lock = threading.RLock()
         self._conn: Optional[Any] = None
         self._pid: Optional[int] = None
+        # prepare=False for poolers that cannot keep prepared statements (PgBouncer in
+        # transaction mode).
+        self._prepare = {name: prepared_forms(name, self._queries[name])
+                         for name in PREPARED} if prepare else {}
+        self._prepared: Set[str] = set()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
@@ -100,77 +116,164 @@ class PostgresStore(SqlStore):
             options["application_name"] = self.application_name
         try:
             conn = psycopg2.connect(self.url, **options)
+            # Autocommit at the driver: a one-statement operation is one round trip;
+            # operations of several statements open an explicit transaction (see _transact).
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(self._queries["session_setup"])
         except psycopg2.Error as exc:
             raise translate_error(exc) from exc
-        conn.autocommit = False
         # JSON columns come back as text, as from SQLite; the shared code decodes them.
         psycopg2.extras.register_default_jsonb(conn, loads=lambda text: text)
-        self._conn, self._pid = conn, os.getpid()
+        self._conn, self._pid, self._prepared = conn, os.getpid(), set()
         return conn
 
     def close(self) -> None:
         """Close the connection (a later operation opens a new one)."""
         with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None and not conn.closed and self._pid == os.getpid():
-                conn.close()
+            if self._conn is not None:
+                self._drop(self._conn)
 
-    def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
+    def _live_connection(self) -> Any:
+        """The connection, replaced first if it is gone or the server has hung up on it.
+
+        An idle connection has nothing to read; when it does, the server has sent its
+        goodbye (restart, ``pg_terminate_backend``), so nothing is sent on it.
+        """
+        conn = self._conn
+        if conn is not None and (conn.closed or self._pid != os.getpid() or _readable(conn)):
+            self._drop(conn)
+        return self._connect()
+
+    def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
+                   write: bool = True) -> Result:
+        """One statement, its own transaction (autocommit): one round trip."""
         with self._lock:
             for attempt in range(1, _RETRIES + 1):
-                reused = self._conn is not None and not self._conn.closed
-                conn = self._connect()
+                conn = self._live_connection()
                 try:
                     with conn.cursor() as cur:
-                        out = fn(Tx(cur, self._queries))
+                        return _PgTx(cur, self).run(name, params)
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
-                    self._abandon(conn)
-                    rolled_back = isinstance(exc, psycopg2.extensions.TransactionRollbackError)
-                    if attempt < _RETRIES and ((lost and reused) or rolled_back):
-                        log.info("retrying a ledger operation after %s", type(exc).__name__)
+                    self._abandon(conn, in_transaction=False)
+                    # A lost write may have committed: only reads, and statements the server
+                    # rolled back (deadlock, serialisation failure), are run again.
+                    if attempt < _RETRIES and (_rolled_back(exc) or (lost and not write)):
+                        log.info("retrying ledger query %s after %s", name, type(exc).__name__)
+                        continue
+                    raise translate_error(exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
+        """Several statements inside an explicit ``BEGIN ... COMMIT``."""
+        with self._lock:
+            for attempt in range(1, _RETRIES + 1):
+                conn = self._live_connection()
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute("BEGIN")
+                        out = fn(_PgTx(cur, self))
+                except psycopg2.Error as exc:
+                    lost = bool(conn.closed)
+                    self._abandon(conn, in_transaction=True)
+                    # Nothing was committed: the server rolls back a transaction it loses.
+                    if attempt < _RETRIES and (_rolled_back(exc) or lost):
+                        log.info("retrying a ledger transaction after %s", type(exc).__name__)
                         continue
                     raise translate_error(exc) from exc
                 except BaseException:
-                    self._abandon(conn)
+                    self._abandon(conn, in_transaction=True)
                     raise
                 try:
-                    conn.commit()
+                    with conn.cursor() as cur:
+                        cur.execute("COMMIT")
                 except psycopg2.Error as exc:
                     # The outcome is unknown: never run a write twice on a guess.
-                    self._abandon(conn)
+                    self._abandon(conn, in_transaction=True)
                     raise translate_error(exc) from exc
                 return out
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _abandon(self, conn: Any) -> None:
-        """Roll back, or drop a connection that is gone."""
+    def _abandon(self, conn: Any, in_transaction: bool) -> None:
+        """End a failed transaction, or drop a connection that is gone."""
         if not conn.closed:
             try:
-                conn.rollback()
+                if in_transaction:
+                    with conn.cursor() as cur:
+                        cur.execute("ROLLBACK")
                 return
             except psycopg2.Error:
                 pass
-        try:
-            conn.close()
-        except psycopg2.Error:
-            pass
+        self._drop(conn)
+
+    def _drop(self, conn: Any) -> None:
         if conn is self._conn:
             self._conn = None
+        if self._pid == os.getpid():
+            try:
+                conn.close()
+            except psycopg2.Error:
+                pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
-        def work(tx: Tx) -> Dict[str, Any]:
             # A concurrent registration of the same key that committed after this statement's
             # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
-            for _ in range(5):
-                row = tx.run("register", params).rows[0]
-                refused = decide(int(row["backlog"]), params["ceiling"], params["park"],
-                                 params["park_ceiling"]) is None
-                if row["inserted"] is not None or row["status"] is not None or refused:
-                    return row
-            raise StoreError(f"registration of {params['key']!r} kept racing; try again")
-        return self._transact(work)
+        # A concurrent registration of the same key that committed after this statement's
+        # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
+        for _ in range(5):
+            row = self._statement("register", params).rows[0]
+            refused = decide(int(row["backlog"]), params["ceiling"], params["park"],
+                             params["park_ceiling"]) is None
+            if row["inserted"] is not None or row["status"] is not None or refused:
+                return row
+        raise StoreError(f"registration of {params['key']!r} kept racing; try again")
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-        return self._transact(lambda tx: tx.run("claim", params).rows)
+        return self._statement("claim", params).rows
 
+
+
+def _rolled_back(exc: BaseException) -> bool:
+    """The server aborted the work (deadlock, serialisation failure): nothing took effect."""
+    return isinstance(exc, psycopg2.extensions.TransactionRollbackError)
+
+
+def _readable(conn: Any) -> bool:
+    """Whether an idle connection has something to read (the server hung up)."""
+    try:
+        ready, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg2.Error):
+        return True
+    return bool(ready)
+
+
+def prepared_forms(name: str, sql: str) -> Tuple[str, str]:
+    """``(PREPARE ..., EXECUTE ...)`` for a named query with ``%(name)s`` placeholders."""
+    order: List[str] = []
+
+    def number(match: "re.Match[str]") -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    body = _PYFORMAT.sub(number, sql)
+    args = ", ".join(f"%({param})s" for param in order)
+    return f"PREPARE fair_{name} AS {body}", f"EXECUTE fair_{name} ({args})"
+
+
+class _PgTx(Tx):
+    """A transaction that runs the hot statements through per-connection prepared plans."""
+
+    def __init__(self, cursor: Any, store: PostgresStore) -> None:
+        super().__init__(cursor, store._queries)
+        self.store = store
+
+    def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        forms = self.store._prepare.get(name)
+        if forms is None:
+            return super().run(name, params)
+        if name not in self.store._prepared:
+            self.cursor.execute(forms[0])
+            self.store._prepared.add(name)
+        return self.execute(forms[1], params)

@@ -1,4 +1,4 @@
-"""The backend-independent half of the ledger: argument checks, JSON, rows to values, decisions.
+"""The backend-independent half of the ledger: argument checks, decisions, shared operations.
 
 :class:`SqlStore` implements every :class:`~fme_ai_resilience.store.base.Store` operation on top
 of a few primitives a backend supplies (``_transact`` running a function inside one transaction,
@@ -8,7 +8,6 @@ its own way). Driver exceptions never leave a backend: :func:`translate` turns t
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import (
     Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
@@ -33,6 +32,7 @@ from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .circuit import CircuitOps
+from .rows import from_json, optional, record_of, task_of, to_json
 
 T = TypeVar("T")
 
@@ -62,8 +62,12 @@ class Tx:
 
     def run(self, name: str, params: Optional[Mapping[str, Any]] = None) -> Result:
         """Execute the named query; SELECTs and RETURNING give their rows."""
+        return self.execute(self.queries[name], params)
+
+    def execute(self, sql: str, params: Optional[Mapping[str, Any]] = None) -> Result:
+        """Execute SQL text from the ``.sql`` files (or derived from them)."""
         cur = self.cursor
-        cur.execute(self.queries[name], params or {})
+        cur.execute(sql, params or {})
         rows: List[Dict[str, Any]] = []
         if cur.description is not None:
             names = [d[0] for d in cur.description]
@@ -97,23 +101,6 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(f"{type(exc).__name__}: {redact_text(first)}")
 
 
-def to_json(value: Any, field: str) -> Optional[str]:
-    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if it cannot."""
-    if value is None:
-        return None
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{field} is not JSON-ready: {exc}") from None
-
-
-def from_json(value: Any) -> Any:
-    """A JSON column's value (both drivers hand back the text)."""
-    if value is None or not isinstance(value, (str, bytes, bytearray)):
-        return value
-    return json.loads(value)
-
-
 def _finite(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
@@ -141,45 +128,6 @@ def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optiona
     return None
 
 
-def checkpoints_of(row: Mapping[str, Any]) -> Dict[str, Any]:
-    """``{stage: data}`` for the stages a row has finished."""
-    out = {}
-    for stage in Stage:
-        data = row.get(stage.value)
-        if data is not None:
-            out[stage.value] = from_json(data)
-    return out
-
-
-def _optional(enum_type: Any, value: Any) -> Any:
-    return None if value is None else enum_type(value)
-
-
-def task_of(row: Mapping[str, Any]) -> Task:
-    """A claimed row as the :class:`Task` the processor works on."""
-    return Task(
-        key=row["task_key"], lease_token=int(row["lease_token"]),
-        lease_expires_at=float(row["lease_expires_at"]),
-        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
-        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
-        checkpoints=checkpoints_of(row),
-        failure_class=_optional(FailureClass, row["failure_class"]))
-
-
-def record_of(row: Mapping[str, Any]) -> TaskRecord:
-    """A row as a :class:`TaskRecord`."""
-    return TaskRecord(
-        key=row["task_key"], status=Status(row["status"]),
-        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
-        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
-        updated_at=float(row["updated_at"]), outcome=_optional(TaskOutcome, row["outcome"]),
-        failure_class=_optional(FailureClass, row["failure_class"]),
-        last_error=row["last_error"], next_attempt_at=row["next_attempt_at"],
-        lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
-        lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
-        result=from_json(row["result"]), completed_at=row["completed_at"])
-
-
 class SqlStore(CircuitOps):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
@@ -198,7 +146,7 @@ class SqlStore(CircuitOps):
         raise NotImplementedError
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
-        """Atomically lease due rows; the leased rows as they are after the update."""
+        """Atomically lease due rows; the rows after the update, each with ``due`` added."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -210,8 +158,9 @@ class SqlStore(CircuitOps):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _run(self, name: str, params: Optional[Mapping[str, Any]] = None,
-             write: bool = True) -> Result:
+    def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
+                   write: bool = True) -> Result:
+        """One named statement as its own transaction (a backend may do it more cheaply)."""
         return self._transact(lambda tx: tx.run(name, params), write=write)
 
     # -- schema ------------------------------------------------------------------------------
@@ -296,7 +245,7 @@ class SqlStore(CircuitOps):
             status = Status(row["status"])
             outcome = (RegisterOutcome.DUPLICATE_IN_PROGRESS if status.in_progress
                        else RegisterOutcome.DUPLICATE_DONE)
-            return Registration(key, outcome, status, _optional(TaskOutcome, row["outcome"]),
+            return Registration(key, outcome, status, optional(TaskOutcome, row["outcome"]),
                                 backlog=backlog)
         return Registration(key, RegisterOutcome.OVER_BACKLOG, None, backlog=backlog)
 
@@ -312,14 +261,15 @@ class SqlStore(CircuitOps):
                   "failure_class": FailureClass(failure_class).value,
                   "error": excerpt(error, ERROR_LIMIT), "now": _finite("now", now),
                   "trace_id": trace_id, "source": source}
-        return self._run("insert_dead_letter", params).rowcount == 1
+        return self._statement("insert_dead_letter", params).rowcount == 1
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
 
-        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``. Tasks
-        are returned in claim order: due time, then registration time.
+        Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``, which
+        also becomes the row's ``next_attempt_at`` (when it is due again if the holder
+        vanishes). Tasks are returned in claim order: due time, then registration time.
         """
         now = _finite("now", now)
         lease_s = _finite("lease_s", lease_s)
@@ -328,12 +278,12 @@ class SqlStore(CircuitOps):
         rows = self._claim_rows({"owner": _text("owner", owner),
                                  "limit": _count("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
-        rows.sort(key=lambda r: (r["next_attempt_at"], r["created_at"], r["task_key"]))
+        rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
 
     def _fenced(self, name: str, key: str, token: int, now: float, **params: Any) -> bool:
         params.update(key=key, token=_count("token", token, 0), now=_finite("now", now))
-        return self._run(name, params).rowcount == 1
+        return self._statement(name, params).rowcount == 1
 
     def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready; None is stored as True)."""
@@ -393,7 +343,8 @@ class SqlStore(CircuitOps):
         if keys is None:
             if klass is None:
                 raise ValueError("requeue needs keys or a failure_class")
-            return self._run("requeue_class", {"now": now, "failure_class": klass}).rowcount
+            return self._statement("requeue_class",
+                                   {"now": now, "failure_class": klass}).rowcount
         wanted = [_text("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
 
         def work(tx: Tx) -> int:
@@ -406,37 +357,39 @@ class SqlStore(CircuitOps):
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: str) -> Optional[TaskRecord]:
         """One row, or None."""
-        rows = self._run("get", {"key": key}, write=False).rows
+        rows = self._statement("get", {"key": key}, write=False).rows
         return record_of(rows[0]) if rows else None
 
     def counts(self) -> Dict[str, int]:
         """``{status: n}`` with all six statuses present."""
         out = {s.value: 0 for s in Status}
-        for row in self._run("counts", write=False).rows:
+        for row in self._statement("counts", write=False).rows:
             out[row["status"]] = int(row["n"])
         return out
 
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows, every failure class present."""
         out = {f.value: 0 for f in FailureClass}
-        for row in self._run("dead_letters", write=False).rows:
+        for row in self._statement("dead_letters", write=False).rows:
             out[row["failure_class"] or "UNKNOWN"] = int(row["n"])
         return out
 
     def completed_since(self, since: float) -> int:
         """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
-        rows = self._run("completed_since", {"since": _finite("since", since)}, write=False).rows
+        rows = self._statement("completed_since", {"since": _finite("since", since)},
+                               write=False).rows
         return int(rows[0]["n"])
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:
         """Append one outbound call to ``ai_call_log``."""
         phases = {str(k): _finite(f"phases[{k}]", v) for k, v in call.phases.items()}
-        self._run("record_call", {
+        self._statement("record_call", {
             "service": _text("service", call.service),
             "started_at": _finite("started_at", call.started_at),
             "duration_s": _finite("duration_s", call.duration_s),
-            "error_class": None if call.error_class is None else str(call.error_class),
+            "error_class": None if call.error_class is None else str(
+                getattr(call.error_class, "value", call.error_class)),
             "status_code": call.status_code, "retry": bool(call.retry),
             "trace_id": call.trace_id, "task_key": call.task_key,
             "connect_s": phases.get("connect"), "ttfb_s": phases.get("ttfb"),
@@ -444,14 +397,15 @@ class SqlStore(CircuitOps):
 
     def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
         """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
-        row = self._run("call_window", {"service": service, "since": _finite("since", since),
-                                        "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
+        row = self._statement("call_window", {
+            "service": service, "since": _finite("since", since),
+            "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
         return CallWindow(calls=int(row["calls"]), failures=int(row["failures"]),
                           slow=int(row["slow"]), retries=int(row["retries"]))
 
     def record_anomaly(self, anomaly: FormatAnomaly) -> None:
         """Append one ``format_anomaly`` row (the excerpt redacted and truncated again)."""
-        self._run("record_anomaly", {
+        self._statement("record_anomaly", {
             "provider": _text("provider", anomaly.provider),
             "observed_at": _finite("observed_at", anomaly.observed_at),
             "errors": to_json([redact_text(e) for e in anomaly.errors], "errors"),
@@ -461,9 +415,9 @@ class SqlStore(CircuitOps):
 
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
-        rows = self._run("recent_anomalies", {"since": _finite("since", since),
-                                              "limit": _count("limit", limit, 1)},
-                         write=False).rows
+        rows = self._statement("recent_anomalies", {"since": _finite("since", since),
+                                                    "limit": _count("limit", limit, 1)},
+                               write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
                               errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],
                               model_version=r["model_version"], task_key=r["task_key"],
@@ -471,7 +425,7 @@ class SqlStore(CircuitOps):
 
     def get_config(self) -> Dict[str, str]:
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
-        return {r["name"]: r["value"] for r in self._run("get_config", write=False).rows}
+        return {r["name"]: r["value"] for r in self._statement("get_config", write=False).rows}
 
     def set_config(self, values: Mapping[str, str], now: float) -> None:
         """Upsert settings into ``resilience_config`` (all or none)."""

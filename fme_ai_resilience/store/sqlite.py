@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Type
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreError
 from .sqlbase import SqlStore, T, Tx, decide, translate
 
 #: Every exception class the sqlite3 module defines, mapped once (a test checks none is missing).
@@ -45,15 +46,20 @@ def translate_error(exc: BaseException) -> StoreError:
 
 
 class SQLiteStore(SqlStore):
-    """The ledger in one SQLite file (or ``:memory:``, private to this store, for tests)."""
+    """The ledger in one SQLite file (or ``:memory:``, private to this store, for tests).
+
+    ``busy_timeout_s`` is how long a writer waits for another process's write lock;
+    with ``create=False`` a missing file is StoreUnavailable instead of a new empty ledger.
+    """
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str, busy_timeout_s: float = 30.0, create: bool = True) -> None:
         super().__init__()
         if not path:
             raise ValueError("path must name a file or be ':memory:'")
         self.path = path
+        self.create = create
         self.busy_timeout_s = float(busy_timeout_s)
         self._lock = threading.RLock()
         self._conn = None
@@ -66,7 +72,11 @@ class SQLiteStore(SqlStore):
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         try:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s,
+            target, uri = self.path, False
+            if not self.create and self.path != ":memory:":
+                # Open an existing file only; never leave an empty ledger behind.
+                target, uri = f"file:{urllib.parse.quote(self.path)}?mode=rw", True
+            conn = sqlite3.connect(target, timeout=self.busy_timeout_s, uri=uri,
                                    isolation_level=None, check_same_thread=False)
             if self.path != ":memory:":
                 conn.execute(self._queries["journal_wal"])
@@ -124,10 +134,10 @@ class SQLiteStore(SqlStore):
 
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
         def work(tx: Tx) -> List[Dict[str, Any]]:
-            keys = [r["task_key"] for r in tx.run("due_keys", params).rows]
             rows = []
-            for key in keys:
-                tx.run("lease_one", dict(params, key=key))
-                rows.extend(tx.run("get", {"key": key}).rows)
+            for due in tx.run("due_keys", params).rows:
+                tx.run("lease_one", dict(params, key=due["task_key"]))
+                rows.extend(dict(row, due=due["due"])
+                            for row in tx.run("get", {"key": due["task_key"]}).rows)
             return rows
         return self._transact(work)

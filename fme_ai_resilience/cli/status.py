@@ -1,0 +1,66 @@
+"""``fme-ai-resilience status --db URL [--json]``: the ledger's water level and dead letters.
+
+The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, dead
+letters by cause, and how many tasks finished in the last hour (the measured drain).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Dict
+
+from ..clock import Clock, SystemClock
+from ..errors import StoreError
+from ..ledger import Status
+from ..store import SqlStore, display_url
+from .db import add_db_option, open_from_args, store_failed
+
+DRAIN_WINDOW_S = 3600.0
+
+
+def ledger_status(store: SqlStore, clock: Clock) -> Dict[str, Any]:
+    """The numbers ``status`` shows, as one JSON-ready dict."""
+    counts = store.counts()
+    return {
+        "schema_version": store.schema_version(),
+        "ledger": counts,
+        "total": sum(counts.values()),
+        "in_progress": sum(n for s, n in counts.items() if Status(s).in_progress),
+        "dead_letters": store.dead_letters(),
+        "completed_last_hour": store.completed_since(clock.now() - DRAIN_WINDOW_S),
+    }
+
+
+def render(where: str, report: Dict[str, Any]) -> str:
+    """``report`` as the text table ``status`` prints."""
+    lines = [f"Ledger {where} (schema version {report['schema_version']})"]
+    lines += [f"  {status:<16}{n:>10}" for status, n in report["ledger"].items()]
+    lines.append(f"  {'total':<16}{report['total']:>10}   in progress {report['in_progress']}, "
+                 f"finished in the last hour {report['completed_last_hour']}")
+    lines.append("Dead letters by cause")
+    lines += [f"  {cause:<16}{n:>10}" for cause, n in report["dead_letters"].items()]
+    return "\n".join(lines)
+
+
+def _status(args: argparse.Namespace) -> int:
+    store = open_from_args(args)
+    if store is None:
+        return 2
+    try:
+        with store:
+            report = ledger_status(store, SystemClock())
+    except StoreError as exc:
+        return store_failed(args, exc)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render(display_url(args.db), report))
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("status", help="the ledger by status, dead letters by cause",
+                                   description=__doc__.splitlines()[0])
+    add_db_option(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=_status)

@@ -1,0 +1,68 @@
+"""Ledger rows to values and back: JSON columns, :class:`Task` and :class:`TaskRecord`.
+
+Both drivers hand JSON columns back as text (the PostgreSQL backend turns off psycopg2's
+decoding), so one set of conversions serves both.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Mapping, Optional
+
+from ..errors import FailureClass
+from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
+
+
+def to_json(value: Any, field: str) -> Optional[str]:
+    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if not JSON."""
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{field} is not JSON-ready: {exc}") from None
+
+
+def from_json(value: Any) -> Any:
+    """A JSON column's value (both drivers hand back the text)."""
+    if value is None or not isinstance(value, (str, bytes, bytearray)):
+        return value
+    return json.loads(value)
+
+
+def checkpoints_of(row: Mapping[str, Any]) -> Dict[str, Any]:
+    """``{stage: data}`` for the stages a row has finished."""
+    out = {}
+    for stage in Stage:
+        data = row.get(stage.value)
+        if data is not None:
+            out[stage.value] = from_json(data)
+    return out
+
+
+def optional(enum_type: Any, value: Any) -> Any:
+    return None if value is None else enum_type(value)
+
+
+def task_of(row: Mapping[str, Any]) -> Task:
+    """A claimed row as the :class:`Task` the processor works on."""
+    return Task(
+        key=row["task_key"], lease_token=int(row["lease_token"]),
+        lease_expires_at=float(row["lease_expires_at"]),
+        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
+        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
+        checkpoints=checkpoints_of(row),
+        failure_class=optional(FailureClass, row["failure_class"]))
+
+
+def record_of(row: Mapping[str, Any]) -> TaskRecord:
+    """A row as a :class:`TaskRecord`."""
+    return TaskRecord(
+        key=row["task_key"], status=Status(row["status"]),
+        attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
+        trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]), outcome=optional(TaskOutcome, row["outcome"]),
+        failure_class=optional(FailureClass, row["failure_class"]),
+        last_error=row["last_error"], next_attempt_at=row["next_attempt_at"],
+        lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
+        lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
+        result=from_json(row["result"]), completed_at=row["completed_at"])
