@@ -103,8 +103,11 @@ def main(argv):
             result = run_budget(store, url, amount, params)
         else:
             breaker = CircuitBreaker(store, SERVICE, BreakerPolicy(**params), SystemClock())
-            decision = breaker.allow()
             seen = breaker.state()
+            if seen.state.value != "OPEN" or time.time() > (seen.open_until or 0) - 0.5:
+                print(json.dumps({"too_late": True, "state": seen.state.value}), flush=True)
+                return 0     # started too slowly to test anything: never claim a probe slot
+            decision = breaker.allow()
             result = {"permitted": isinstance(decision, Permit), "state": seen.state.value,
                       "generation": seen.generation, "changed_at": seen.changed_at,
                       "open_until": seen.open_until}
