@@ -21,12 +21,15 @@ import enum
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from .clock import Clock, SystemClock
 from .errors import CircuitOpenError
 from .ledger import CallRecord, CallWindow
 from .settings import BreakerSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .calibrate import Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +259,7 @@ class CircuitBreaker:
         self.clock = clock or SystemClock()
         self._cached: Optional[BreakerState] = None
         self._cached_at = -math.inf
-        self._open_permit: Optional[Permit] = None
+        self._standing_permit: Optional[Permit] = None
 
     def __repr__(self) -> str:
         return f"CircuitBreaker(service={self.service!r}, state={self._cached!r})"
@@ -276,18 +279,18 @@ class CircuitBreaker:
         # Permits are immutable: a circuit that admits every call hands out one shared permit.
         admits_all = state.mode in (BreakerMode.FORCED_CLOSED, BreakerMode.DISABLED) or (
             state.mode is BreakerMode.AUTO and state.state is CircuitState.CLOSED)
-        self._open_permit = Permit(self.service, state.generation) if admits_all else None
+        self._standing_permit = Permit(self.service, state.generation) if admits_all else None
         return state
 
     def invalidate(self) -> None:
         """Forget the cached state (the next read goes to the store)."""
         self._cached = None
-        self._open_permit = None
+        self._standing_permit = None
 
     # -- the call path -------------------------------------------------------------------------
     def allow(self) -> Decision:
         """A :class:`Permit` to call the service now, or a :class:`CircuitOpen` refusal."""
-        permit = self._open_permit
+        permit = self._standing_permit
         if permit is not None and self.clock.monotonic() - self._cached_at < self.policy.cache_ttl_s:
             return permit   # the hot path: a closed circuit, state fresh enough
         now = self.clock.now()
@@ -383,6 +386,12 @@ class CircuitBreaker:
                             Manual(command).value, target.generation)
                 return self._remember(target)
         raise RuntimeError(f"circuit {self.service!r} kept changing; command not applied")
+
+    def calibrate(self, days: float = 7.0, margin: float = 0.1) -> "Suggestion":
+        """Thresholds suggested from this service's last ``days`` days of calls (see calibrate)."""
+        from .calibrate import calibrate
+        return calibrate(self.store, self.service, days, self.clock.now(), self.policy,
+                         margin=margin)
 
     def retry_after_s(self) -> float:
         """Seconds until an open circuit may admit a probe (0 when calls are admitted)."""

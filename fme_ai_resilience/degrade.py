@@ -24,10 +24,10 @@ import zlib
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
-from .breaker import CircuitState
+from .breaker import BreakerMode, BreakerState, CircuitBreaker, CircuitState
 from .clock import Clock, SystemClock
-from .ledger import CallWindow
-from .settings import DegradeSettings
+from .ledger import CallWindow, Status
+from .settings import DegradeSettings, IntakeSettings
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,34 @@ class Signals:
                    primary=primary, fallback=fallback)
 
 
+def effective_state(state: BreakerState) -> CircuitState:
+    """How a circuit looks to callers: a forced mode counts as OPEN or CLOSED."""
+    if state.mode is BreakerMode.FORCED_OPEN:
+        return CircuitState.OPEN
+    if state.mode is not BreakerMode.AUTO:
+        return CircuitState.CLOSED
+    return state.state
+
+
+def gather_signals(store: object, intake: IntakeSettings, primary: CircuitBreaker,
+                   fallback: Optional[CircuitBreaker] = None,
+                   now: Optional[float] = None) -> Signals:
+    """Signals read from the ledger: backlog vs the watermark, the primary's window, breakers.
+
+    For the compensator, which then calls :meth:`Degradation.observe`. ``now`` defaults to
+    the primary breaker's clock.
+    """
+    now = primary.clock.now() if now is None else now
+    counts = store.counts()
+    backlog = sum(n for status, n in counts.items() if Status(status).in_progress)
+    policy = primary.policy
+    window = store.call_window(primary.service, now - policy.window_s, policy.slow_call_s)
+    return Signals.measured(
+        backlog, intake.effective_watermark(), window,
+        primary=effective_state(primary.state()),
+        fallback=None if fallback is None else effective_state(fallback.state()))
+
+
 @dataclass(frozen=True)
 class LadderState:
     """The persisted ladder (one ``degradation_state`` row).
@@ -128,13 +156,13 @@ class LadderState:
 def _level_for(settings: DegradeSettings, signals: Signals, scale: float) -> Level:
     """The level the signals call for, with every threshold multiplied by ``scale``."""
     backlog = signals.backlog_ratio
-    primary_down = signals.primary is CircuitState.OPEN
-    no_fallback = signals.fallback is None or signals.fallback is CircuitState.OPEN
-    if backlog >= settings.pause_backlog * scale or (primary_down and no_fallback):
+    fallback_usable = signals.fallback not in (None, CircuitState.OPEN)
+    if backlog >= settings.pause_backlog * scale or (
+            signals.primary is CircuitState.OPEN and not fallback_usable):
         return Level.PAUSED
     if backlog >= settings.critical_backlog * scale:
         return Level.CRITICAL_ONLY
-    if signals.fallback is not None and (
+    if fallback_usable and (
             signals.primary is not CircuitState.CLOSED
             or 0 < signals.error_rate >= settings.fallback_error_rate * scale):
         return Level.FALLBACK

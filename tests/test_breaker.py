@@ -263,3 +263,36 @@ def test_record_refuses_a_call_of_another_service(shared):
     a = shared(clock)
     with pytest.raises(ValueError, match="service"):
         a.record(a.allow(), CallRecord("other", clock.now(), 0.1))
+
+
+def test_probe_of_a_dead_engine_frees_its_slot_after_the_probe_timeout(shared):
+    """An engine that claimed a probe and died does not hold the half-open round for ever."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    fail(a, clock, 4)
+    clock.advance(10.0)
+    lost, kept = a.allow(), a.allow()          # engine A takes both slots, then dies
+    assert lost.is_probe and kept.is_probe
+    clock.advance(1.0)
+    assert isinstance(b.allow(), CircuitOpen)
+    clock.advance(FAST.probe_timeout_s)
+    retaken = b.allow()
+    assert retaken.is_probe
+    more = b.allow()
+    assert more.is_probe and {retaken.probe_slot, more.probe_slot} == {0, 1}
+    for permit in (retaken, more):
+        b.record(permit, CallRecord("vision", clock.now(), 0.1))
+    assert b.state().state is CircuitState.CLOSED
+
+
+def test_calibrate_reads_this_services_history(shared):
+    """breaker.calibrate(days) suggests from the call log of its own service."""
+    clock = FakeClock()
+    a = shared(clock)
+    for i in range(100):
+        a.store.record_call(CallRecord("vision", clock.now() - 1800 + i,
+                                       0.1, "BAD_FORMAT" if i % 5 == 0 else None))
+        a.store.record_call(CallRecord("other", clock.now() - 1800 + i, 0.1, "SERVER_ERROR"))
+    advice = a.calibrate(days=1)
+    assert advice.baseline_failure_p95 == pytest.approx(0.2)
+    assert advice.failure_rate == pytest.approx(0.3)

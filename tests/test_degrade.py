@@ -1,6 +1,8 @@
 """The degradation ladder: scripted signals, hysteresis, override, and the processor's queries."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fme_ai_resilience.breaker import CircuitState
@@ -53,6 +55,7 @@ def test_breaker_signals_choose_fallback_or_pause():
                                    fallback=CircuitState.OPEN)) is Level.PAUSED
     assert target_level(S, Signals(error_rate=0.35, fallback=CircuitState.CLOSED)) is Level.FALLBACK
     assert target_level(S, Signals(error_rate=0.35)) is Level.NORMAL
+    assert target_level(S, Signals(error_rate=0.35, fallback=CircuitState.OPEN)) is Level.NORMAL
 
 
 def test_climbs_at_once_and_descends_one_level_per_hold():
@@ -158,3 +161,30 @@ def test_engines_share_the_persisted_ladder(tmp_path):
         a.clear_override()
         clock.advance(1.0)
         assert b.level() is Level.NORMAL and not b.paused()
+
+
+def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
+    """Backlog over the watermark, the primary's failure rate and forced modes become signals."""
+    from fme_ai_resilience.breaker import BreakerPolicy, CircuitBreaker, Manual
+    from fme_ai_resilience.clock import FakeClock
+    from fme_ai_resilience.degrade import gather_signals
+    from fme_ai_resilience.ledger import CallRecord
+    from fme_ai_resilience.settings import IntakeSettings
+    from fme_ai_resilience.store import open_store
+    from fme_ai_resilience.submission import Submission
+
+    clock = FakeClock()
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as store:
+        for i in range(30):
+            store.register(Submission(f"k{i}", f"F{i}", f"t{i}"), clock.now(), 1000)
+        for i in range(10):
+            store.record_call(CallRecord("vision", clock.now(), 0.1,
+                                         "SERVER_ERROR" if i < 4 else None))
+        primary = CircuitBreaker(store, "vision", BreakerPolicy(), clock)
+        fallback = CircuitBreaker(store, "vision-lite", BreakerPolicy(), clock)
+        fallback.command(Manual.FORCE_OPEN)
+        signals = gather_signals(store, IntakeSettings(watermark=20), primary, fallback)
+    assert signals.backlog_ratio == 1.5 and signals.error_rate == 0.4
+    assert signals.primary is CircuitState.CLOSED and signals.fallback is CircuitState.OPEN
+    assert target_level(S, signals) is Level.SAMPLE         # no usable fallback to switch to
+    assert target_level(S, replace(signals, fallback=CircuitState.CLOSED)) is Level.FALLBACK
