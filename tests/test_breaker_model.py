@@ -21,7 +21,7 @@ from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
                        slow_call_rate=0.75, cooldown_s=10.0, cooldown_max_s=40.0,
-                       cooldown_factor=2.0, half_open_probes=3, close_ratio=0.6,
+                       cooldown_factor=2.0, half_open_probes=2, close_ratio=0.5,
                        probe_timeout_s=20.0, cache_ttl_s=1.0)
 
 
@@ -170,6 +170,12 @@ class BreakerVersusReference(RuleBasedStateMachine):
     @rule(index=st.integers(min_value=0, max_value=10), ok=st.booleans(), slow=st.booleans())
     def finish_call(self, index: int, ok: bool, slow: bool) -> None:
         self._finish(index, ok, slow)
+
+    @precondition(lambda self: self.in_flight)
+    @rule(index=st.integers(min_value=0, max_value=10))
+    def engine_dies(self, index: int) -> None:
+        """A call whose engine vanished: it never reports (a probe's slot must time out)."""
+        self.in_flight.pop(index % len(self.in_flight))
 
     @rule(seconds=st.sampled_from([0.25, 1.0, 3.0, 10.0, 21.0, 45.0]))
     def advance(self, seconds: float) -> None:
