@@ -33,7 +33,7 @@ SELECT (SELECT status FROM inserted) AS inserted,
        existing.status AS status,
        existing.outcome AS outcome
 FROM (SELECT 1) AS one
-LEFT JOIN ai_task_registry AS existing ON existing.task_key = %(key)s
+LEFT JOIN ai_task_registry AS existing ON existing.task_key = %(key)s::text
 
 -- claim --
 -- Lease due tasks with fresh fencing tokens; rows another engine holds locked are skipped.

@@ -128,24 +128,6 @@ def test_postgres_repr_hides_the_password():
     assert "hunter2-secret" not in repr(store)
 
 
-def test_postgres_reconnects_after_the_connection_is_killed(pg_store_url):
-    """A server-side disconnect between operations is healed transparently."""
-    import psycopg2
-
-    store = open_store(pg_store_url)
-    store.clear()
-    store.register(Submission("k", "F", "t"), T0, 10)
-    pid = store._conn.get_backend_pid()
-    admin = psycopg2.connect(pg_store_url)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    admin.close()
-    assert store.counts()["PENDING"] == 1
-    assert store._conn.get_backend_pid() != pid
-    store.close()
-
-
 def test_postgres_constraint_violation_is_store_error(pg_store_url):
     """A server-side error that is not about reachability is a plain StoreError."""
     import psycopg2

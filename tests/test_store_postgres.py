@@ -1,0 +1,91 @@
+"""PostgreSQL-only behaviour: connection reuse and healing, prepared statements, plans."""
+from __future__ import annotations
+
+import pytest
+
+from fme_ai_resilience.ledger import RegisterOutcome, TaskOutcome
+from fme_ai_resilience.store import open_store
+from fme_ai_resilience.submission import Submission
+
+pytestmark = pytest.mark.postgres
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture
+def pg(pg_store_url):
+    store = open_store(pg_store_url)
+    store.clear()
+    yield store
+    store.close()
+
+
+def _admin(url):
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    return conn
+
+
+def test_reconnects_after_the_server_drops_an_idle_connection(pg, pg_store_url):
+    """A connection the server terminated is replaced before the next operation."""
+    pg.register(Submission("k", "F", "t"), T0, 10)
+    pid = pg._conn.get_backend_pid()
+    admin = _admin(pg_store_url)
+    with admin.cursor() as cur:
+        # Wait for the backend to be gone, as after a restart (termination is asynchronous).
+        cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    admin.close()
+    assert pg.register(Submission("k", "F", "t"), T0, 10).outcome is \
+        RegisterOutcome.DUPLICATE_IN_PROGRESS
+    assert pg._conn.get_backend_pid() != pid
+
+
+def test_one_connection_is_reused(pg):
+    """Operations share the store's single connection."""
+    pg.counts()
+    conn = pg._conn
+    pg.register(Submission("k", "F", "t"), T0, 10)
+    pg.claim("e", 1, 60, T0)
+    assert pg._conn is conn
+
+
+def test_without_prepared_statements_the_contract_holds(pg_store_url):
+    """prepare=False (for PgBouncer in transaction mode) runs the same SQL unprepared."""
+    store = open_store(pg_store_url, prepare=False)
+    store.clear()
+    assert store.register(Submission("k", "F", "t"), T0, 10).outcome is RegisterOutcome.NEW
+    (task,) = store.claim("e", 1, 60, T0)
+    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, T0)
+    assert not store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, T0)
+    assert store._prepared == set()
+    store.close()
+
+
+def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
+    """With many finished rows, the backlog count and the claim never scan the table."""
+    admin = _admin(pg_store_url)
+    with admin.cursor() as cur:
+        cur.execute(
+            "INSERT INTO ai_task_registry (task_key, status, payload, created_at, updated_at,"
+            " completed_at) SELECT 'old' || i, 'SUCCEEDED', '{}', i, i, i"
+            " FROM generate_series(1, 20000) AS i")
+        cur.execute("ANALYZE ai_task_registry")
+    admin.close()
+    for i in range(3):
+        pg.register(Submission(f"k{i}", "F", "t"), T0, 10)
+    plans = {}
+    for name, params in (
+            ("register", {"key": "x", "source": "s", "trace_id": "t", "feature_global_id": "f",
+                          "attachment_global_id": None, "event_type": "addData",
+                          "payload": "{}", "now": T0, "due_at": T0, "ceiling": 10,
+                          "park": True, "count_limit": 11, "park_ceiling": 100}),
+            ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60})):
+        with pg._conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("EXPLAIN " + pg._queries[name], params)
+            plans[name] = "\n".join(row[0] for row in cur.fetchall())
+            cur.execute("ROLLBACK")
+    for name, plan in plans.items():
+        assert "ai_task_registry_live_idx" in plan, plan
+        assert "Seq Scan on ai_task_registry" not in plan, plan
