@@ -30,6 +30,7 @@ from .settings import BreakerSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .calibrate import Suggestion
+    from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ class CircuitBreaker:
     compare-and-set, so a lost race only means another engine applied it first).
     """
 
-    def __init__(self, store: object, service: str, policy: Optional[BreakerPolicy] = None,
+    def __init__(self, store: "Store", service: str, policy: Optional[BreakerPolicy] = None,
                  clock: Optional[Clock] = None) -> None:
         if not service:
             raise ValueError("service must be a non-empty name")

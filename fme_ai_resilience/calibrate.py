@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import TYPE_CHECKING, List, Sequence
 
 from .ledger import CallWindow
 from .settings import BreakerSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store.base import Store
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def suggest(buckets: Sequence[CallWindow], margin: float = 0.1, min_calls: int =
         buckets=len(used), calls=sum(b.calls for b in used))
 
 
-def history(store: object, service: str, days: float, now: float, slow_s: float,
+def history(store: "Store", service: str, days: float, now: float, slow_s: float,
             bucket_s: float = 3600.0) -> List[CallWindow]:
     """Per-bucket call windows over the last ``days`` days, oldest first.
 
@@ -85,7 +88,7 @@ def history(store: object, service: str, days: float, now: float, slow_s: float,
     return out
 
 
-def calibrate(store: object, service: str, days: float, now: float,
+def calibrate(store: "Store", service: str, days: float, now: float,
               policy: BreakerSettings, margin: float = 0.1,
               bucket_s: float = 3600.0) -> Suggestion:
     """Suggest thresholds for ``service`` from the last ``days`` days of its call log."""

@@ -22,12 +22,15 @@ import logging
 import math
 import zlib
 from dataclasses import dataclass, replace
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .breaker import BreakerMode, BreakerState, CircuitBreaker, CircuitState
 from .clock import Clock, SystemClock
 from .ledger import CallWindow, Status
 from .settings import DegradeSettings, IntakeSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +109,7 @@ def effective_state(state: BreakerState) -> CircuitState:
     return state.state
 
 
-def gather_signals(store: object, intake: IntakeSettings, primary: CircuitBreaker,
+def gather_signals(store: "Store", intake: IntakeSettings, primary: CircuitBreaker,
                    fallback: Optional[CircuitBreaker] = None,
                    now: Optional[float] = None) -> Signals:
     """Signals read from the ledger: backlog vs the watermark, the primary's window, breakers.
@@ -239,7 +242,7 @@ def model_for(level: Level) -> Model:
 class Degradation:
     """The fleet's shared ladder, persisted in the store and read through a short cache."""
 
-    def __init__(self, store: object, settings: Optional[DegradeSettings] = None,
+    def __init__(self, store: "Store", settings: Optional[DegradeSettings] = None,
                  clock: Optional[Clock] = None, cache_ttl_s: float = 1.0) -> None:
         self.store = store
         self.settings = settings or DegradeSettings()
@@ -264,7 +267,7 @@ class Degradation:
         self._cached_at = self.clock.monotonic()
         return state
 
-    def _swap(self, change) -> LadderState:
+    def _swap(self, change: Callable[[LadderState], LadderState]) -> LadderState:
         for _ in range(10):
             current = self.state(fresh=True)
             target = change(current)

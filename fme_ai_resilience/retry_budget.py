@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .ledger import CallWindow
 from .settings import RetrySettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .store.base import Store
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ class FleetRetryGate:
     (at most one per engine). ``slow_s`` only matters to the window's slow count.
     """
 
-    def __init__(self, store: object, service: str, budget: Optional[RetryBudget] = None,
+    def __init__(self, store: "Store", service: str, budget: Optional[RetryBudget] = None,
                  cache_ttl_s: float = 1.0, slow_s: float = 20.0) -> None:
         if not cache_ttl_s >= 0:
             raise ValueError(f"cache_ttl_s must be >= 0, got {cache_ttl_s!r}")

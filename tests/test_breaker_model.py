@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -131,7 +131,6 @@ class BreakerVersusReference(RuleBasedStateMachine):
         self.breaker.state(fresh=True)      # creates the circuit row at the start time
         self.model = Reference(self.clock.now())
         self.in_flight: List[tuple] = []
-        self.started: Dict[int, float] = {}
 
     def teardown(self) -> None:
         self.store.close()
