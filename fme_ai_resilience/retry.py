@@ -31,6 +31,7 @@ from .backoff import MAX_RETRY_AFTER_S, Backoff, Jitter
 from .clock import Clock, Deadline, SystemClock
 from .errors import (CLASSIFICATION, CircuitOpenError, ClassRule, ConfigurationError, ErrorClass,
                      FailureClass, FormatError, UnsafeURL)
+from .retry_budget import FleetRetryGate, RetryBudget  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .settings import Settings

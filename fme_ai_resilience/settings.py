@@ -111,6 +111,36 @@ class BreakerSettings:
 
 
 @dataclass(frozen=True)
+class DegradeSettings:
+    """The degradation ladder L0-L4 (shared/DESIGN.md section 5).
+
+    Backlog thresholds are multiples of the intake watermark. A level is entered when its
+    signal reaches the threshold and left only after every signal has stayed below
+    ``exit_ratio`` x its threshold for ``hold_s`` seconds, one level at a time (hysteresis).
+    ``critical_types`` are asset types always analysed (until L4); at L1 a ``sample_ratio``
+    share of the others is still analysed.
+    """
+
+    sample_backlog: float = 1.0
+    critical_backlog: float = 3.0
+    pause_backlog: float = 6.0
+    fallback_error_rate: float = 0.3
+    exit_ratio: float = 0.7
+    hold_s: float = 300.0
+    sample_ratio: float = 0.25
+    critical_types: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _positive("degrade", self, "sample_backlog", "critical_backlog", "pause_backlog",
+                  "hold_s")
+        _ratio("degrade", self, "fallback_error_rate", "exit_ratio", "sample_ratio")
+        _check("degrade", "critical_backlog", self.critical_backlog,
+               self.sample_backlog <= self.critical_backlog <= self.pause_backlog,
+               "must lie between sample_backlog and pause_backlog")
+        object.__setattr__(self, "critical_types", tuple(self.critical_types))
+
+
+@dataclass(frozen=True)
 class IntakeSettings:
     """Intake capacity and backpressure (seed sections 2.3 and 5.3).
 
@@ -224,6 +254,7 @@ class Settings:
     timeouts: TimeoutBudget = field(default_factory=TimeoutBudget)
     retry: RetrySettings = field(default_factory=RetrySettings)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    degrade: DegradeSettings = field(default_factory=DegradeSettings)
     intake: IntakeSettings = field(default_factory=IntakeSettings)
     processing: ProcessingSettings = field(default_factory=ProcessingSettings)
     validation: ValidationSettings = field(default_factory=ValidationSettings)

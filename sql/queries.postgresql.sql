@@ -56,6 +56,24 @@ RETURNING t.task_key, t.lease_token, t.lease_expires_at, t.attempt_count, t.payl
     t.trace_id, t.source, t.created_at, t.failure_class, t.downloaded, t.analyzed, t.written,
     (SELECT p.due FROM picked AS p WHERE p.task_key = t.task_key) AS due
 
+-- probe_claim --
+-- Take one free slot with a new token; a slot another engine is claiming right now is skipped,
+-- so concurrent claimers never get the same slot (a row re-checked after a concurrent claim
+-- may leave this claimer with none: it is refused and asks again later)
+WITH picked AS (
+    SELECT slot FROM circuit_probe
+    WHERE service = %(service)s AND generation = %(generation)s AND ok IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= %(stale_before)s)
+    ORDER BY slot
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE circuit_probe AS p
+SET token = p.token + 1, claimed_at = %(now)s
+FROM picked
+WHERE p.service = %(service)s AND p.slot = picked.slot
+RETURNING p.slot, p.token
+
 -- schema_lock --
 -- Serialise concurrent schema initialisation (released at commit)
 SELECT pg_advisory_xact_lock(7239400118)
@@ -70,6 +88,8 @@ WHERE tablename = 'schema_version' AND schemaname = ANY (current_schemas(false))
 -- TRUNCATE: cheaper on the small tables tests leave, and no exclusive lock)
 DELETE FROM ai_task_registry;
 DELETE FROM circuit_state;
+DELETE FROM circuit_probe;
+DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;

@@ -186,3 +186,75 @@ SELECT provider, observed_at, errors, excerpt, model_version, task_key, trace_id
 FROM format_anomaly WHERE observed_at >= %(since)s
 ORDER BY observed_at DESC, id DESC
 LIMIT %(limit)s
+
+-- breaker_get --
+-- One service's circuit
+SELECT * FROM circuit_state WHERE service = %(service)s
+
+-- breaker_ensure --
+-- Create a missing circuit CLOSED; an existing one (perhaps open) is left exactly as it is
+INSERT INTO circuit_state (service, changed_at, updated_at)
+VALUES (%(service)s, %(now)s, %(now)s)
+ON CONFLICT (service) DO NOTHING
+
+-- breaker_list --
+-- Every circuit
+SELECT * FROM circuit_state ORDER BY service
+
+-- breaker_swap --
+-- Compare-and-set: applies only if nobody moved the circuit since it was read
+UPDATE circuit_state
+SET state = %(state)s, mode = %(mode)s, generation = %(generation)s,
+    changed_at = %(changed_at)s, open_until = %(open_until)s, trips = %(trips)s,
+    updated_at = %(changed_at)s
+WHERE service = %(service)s AND generation = %(expected)s
+
+-- probe_clear --
+-- End the half-open round: its slots go with it
+DELETE FROM circuit_probe WHERE service = %(service)s
+
+-- probe_slot --
+-- One probe slot of a new half-open round
+INSERT INTO circuit_probe (service, slot, generation) VALUES (%(service)s, %(slot)s, %(generation)s)
+
+-- probe_claim --
+-- Take one free slot (never claimed, or claimed and silent past the probe timeout) with a new
+-- token (SQLite: inside BEGIN IMMEDIATE, so one claimer at a time)
+UPDATE circuit_probe
+SET token = token + 1, claimed_at = %(now)s
+WHERE service = %(service)s AND slot = (
+    SELECT slot FROM circuit_probe
+    WHERE service = %(service)s AND generation = %(generation)s AND ok IS NULL
+      AND (claimed_at IS NULL OR claimed_at <= %(stale_before)s)
+    ORDER BY slot LIMIT 1)
+RETURNING slot, token
+
+-- probe_report --
+-- A probe's result, accepted only from the slot's current claim and only once
+UPDATE circuit_probe SET ok = %(ok)s, reported_at = %(now)s
+WHERE service = %(service)s AND generation = %(generation)s AND slot = %(slot)s
+  AND token = %(token)s AND ok IS NULL
+
+-- probe_tally --
+-- Reported probe results of one half-open round
+SELECT coalesce(sum(CASE WHEN ok THEN 1 ELSE 0 END), 0) AS successes,
+       coalesce(sum(CASE WHEN ok THEN 0 ELSE 1 END), 0) AS failures
+FROM circuit_probe
+WHERE service = %(service)s AND generation = %(generation)s AND ok IS NOT NULL
+
+-- degrade_get --
+-- The fleet's degradation ladder
+SELECT * FROM degradation_state WHERE scope = 'fleet'
+
+-- degrade_ensure --
+-- Create the ladder at L0 if missing; never overwrite it
+INSERT INTO degradation_state (scope, changed_at, updated_at)
+VALUES ('fleet', %(now)s, %(now)s)
+ON CONFLICT (scope) DO NOTHING
+
+-- degrade_swap --
+-- Compare-and-set the ladder on its generation
+UPDATE degradation_state
+SET level = %(level)s, override_level = %(override)s, generation = %(generation)s,
+    changed_at = %(changed_at)s, calm_since = %(calm_since)s, updated_at = %(now)s
+WHERE scope = 'fleet' AND generation = %(expected)s

@@ -16,6 +16,8 @@ SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_
 -- Delete every row of every table but schema_version (tests and drills)
 DELETE FROM ai_task_registry;
 DELETE FROM circuit_state;
+DELETE FROM circuit_probe;
+DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;

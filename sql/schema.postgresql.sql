@@ -50,18 +50,43 @@ CREATE INDEX IF NOT EXISTS ai_task_registry_dead_idx
     ON ai_task_registry (failure_class)
     WHERE status = 'DEAD';
 
+-- One row per protected service: the shared breaker. Every change is a compare-and-set on
+-- generation; a missing row is created CLOSED and an existing one is never overwritten.
 CREATE TABLE IF NOT EXISTS circuit_state (
     service              text PRIMARY KEY,
     state                text NOT NULL DEFAULT 'CLOSED'
                              CHECK (state IN ('CLOSED', 'OPEN', 'HALF_OPEN')),
+    mode                 text NOT NULL DEFAULT 'AUTO'
+                             CHECK (mode IN ('AUTO', 'FORCED_OPEN', 'FORCED_CLOSED', 'DISABLED')),
     generation           bigint NOT NULL DEFAULT 0,
-    opened_at            double precision,
-    cooldown_s           double precision NOT NULL DEFAULT 0,
+    changed_at           double precision NOT NULL,
+    open_until           double precision,
     trips                integer NOT NULL DEFAULT 0,
-    probes_issued        integer NOT NULL DEFAULT 0,
-    probes_succeeded     integer NOT NULL DEFAULT 0,
-    probes_failed        integer NOT NULL DEFAULT 0,
-    manual_mode          text,
+    updated_at           double precision NOT NULL
+);
+
+-- The probe slots of the current half-open round: exactly half_open_probes rows, created by the
+-- transition to HALF_OPEN and removed by the next transition. token grows with each claim, so
+-- the report of a probe whose slot timed out and was claimed again changes nothing.
+CREATE TABLE IF NOT EXISTS circuit_probe (
+    service              text NOT NULL,
+    slot                 integer NOT NULL,
+    generation           bigint NOT NULL,
+    token                bigint NOT NULL DEFAULT 0,
+    claimed_at           double precision,
+    ok                   boolean,
+    reported_at          double precision,
+    PRIMARY KEY (service, slot)
+);
+
+-- The fleet's degradation ladder (one row, scope 'fleet'); compare-and-set on generation.
+CREATE TABLE IF NOT EXISTS degradation_state (
+    scope                text PRIMARY KEY,
+    level                integer NOT NULL DEFAULT 0 CHECK (level BETWEEN 0 AND 4),
+    override_level       integer CHECK (override_level BETWEEN 0 AND 4),
+    generation           bigint NOT NULL DEFAULT 0,
+    changed_at           double precision NOT NULL,
+    calm_since           double precision,
     updated_at           double precision NOT NULL
 );
 

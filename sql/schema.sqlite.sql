@@ -50,18 +50,43 @@ CREATE INDEX IF NOT EXISTS ai_task_registry_dead_idx
     ON ai_task_registry (failure_class)
     WHERE status = 'DEAD';
 
+-- One row per protected service: the shared breaker. Every change is a compare-and-set on
+-- generation; a missing row is created CLOSED and an existing one is never overwritten.
 CREATE TABLE IF NOT EXISTS circuit_state (
     service              TEXT PRIMARY KEY,
     state                TEXT NOT NULL DEFAULT 'CLOSED'
                              CHECK (state IN ('CLOSED', 'OPEN', 'HALF_OPEN')),
+    mode                 TEXT NOT NULL DEFAULT 'AUTO'
+                             CHECK (mode IN ('AUTO', 'FORCED_OPEN', 'FORCED_CLOSED', 'DISABLED')),
     generation           INTEGER NOT NULL DEFAULT 0,
-    opened_at            REAL,
-    cooldown_s           REAL NOT NULL DEFAULT 0,
+    changed_at           REAL NOT NULL,
+    open_until           REAL,
     trips                INTEGER NOT NULL DEFAULT 0,
-    probes_issued        INTEGER NOT NULL DEFAULT 0,
-    probes_succeeded     INTEGER NOT NULL DEFAULT 0,
-    probes_failed        INTEGER NOT NULL DEFAULT 0,
-    manual_mode          TEXT,
+    updated_at           REAL NOT NULL
+);
+
+-- The probe slots of the current half-open round: exactly half_open_probes rows, created by the
+-- transition to HALF_OPEN and removed by the next transition. token grows with each claim, so
+-- the report of a probe whose slot timed out and was claimed again changes nothing.
+CREATE TABLE IF NOT EXISTS circuit_probe (
+    service              TEXT NOT NULL,
+    slot                 INTEGER NOT NULL,
+    generation           INTEGER NOT NULL,
+    token                INTEGER NOT NULL DEFAULT 0,
+    claimed_at           REAL,
+    ok                   INTEGER,
+    reported_at          REAL,
+    PRIMARY KEY (service, slot)
+);
+
+-- The fleet's degradation ladder (one row, scope 'fleet'); compare-and-set on generation.
+CREATE TABLE IF NOT EXISTS degradation_state (
+    scope                TEXT PRIMARY KEY,
+    level                INTEGER NOT NULL DEFAULT 0 CHECK (level BETWEEN 0 AND 4),
+    override_level       INTEGER CHECK (override_level BETWEEN 0 AND 4),
+    generation           INTEGER NOT NULL DEFAULT 0,
+    changed_at           REAL NOT NULL,
+    calm_since           REAL,
     updated_at           REAL NOT NULL
 );
 

@@ -20,7 +20,7 @@ def _load():
 
 def test_overhead_bench_reports_every_case(capsys):
     """A tiny run prints one row per case and the verdict against the 0.25x target."""
-    for name in ("tenacity", "stamina", "backoff"):
+    for name in ("tenacity", "stamina", "backoff", "pybreaker"):
         pytest.importorskip(name)
     bench = _load()
     assert bench.main(["--number", "50", "--rounds", "1"]) == 0

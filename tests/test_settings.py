@@ -87,7 +87,8 @@ def test_flat_dict_names_every_setting():
                                   if not isinstance(v, dict)}) == Settings()
 
 
-UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts"}
+UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts",
+                 "degrade.critical_types"}
 
 INVALID = [
     ("timeouts.connect_s", "0", "timeouts.connect_s"),
@@ -115,6 +116,13 @@ INVALID = [
     ("breaker.close_ratio", "1.1", "breaker.close_ratio"),
     ("breaker.probe_timeout_s", "0", "breaker.probe_timeout_s"),
     ("breaker.cache_ttl_s", "2", "breaker.cache_ttl_s"),
+    ("degrade.sample_backlog", "0", "degrade.sample_backlog"),
+    ("degrade.critical_backlog", "0.5", "degrade.critical_backlog"),
+    ("degrade.pause_backlog", "-1", "degrade.pause_backlog"),
+    ("degrade.fallback_error_rate", "1.5", "degrade.fallback_error_rate"),
+    ("degrade.exit_ratio", "-0.1", "degrade.exit_ratio"),
+    ("degrade.hold_s", "0", "degrade.hold_s"),
+    ("degrade.sample_ratio", "2", "degrade.sample_ratio"),
     ("intake.engines", "0", "intake.engines"),
     ("intake.mean_processing_s", "0", "intake.mean_processing_s"),
     ("intake.latency_promise_s", "-5", "intake.latency_promise_s"),

@@ -43,8 +43,8 @@ def test_schema_has_numbered_migrations_and_the_version_table(dialect):
     assert "schema_version" in bootstrap
     assert [v for v, _ in migrations] == list(range(1, len(migrations) + 1))
     tables = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", migrations[0][1]))
-    assert tables == {"ai_task_registry", "circuit_state", "ai_call_log", "format_anomaly",
-                      "resilience_config"}
+    assert tables == {"ai_task_registry", "circuit_state", "circuit_probe", "degradation_state",
+                      "ai_call_log", "format_anomaly", "resilience_config"}
 
 
 def test_split_statements_keeps_multi_line_statements_whole():

@@ -21,6 +21,8 @@ COMMANDS = (
     "status",
     "plan",
     "serve",
+    "breaker",
+    "degrade",
 )
 
 

@@ -6,8 +6,10 @@ Token-carrying writes return whether they took effect: a stale lease token chang
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
 
+from ..breaker import BreakerState
+from ..degrade import LadderState
 from ..errors import ErrorClass, FailureClass
 from ..ledger import (
     CallRecord,
@@ -123,3 +125,43 @@ class Store(Protocol):
 
     def set_config(self, values: Mapping[str, str], now: float) -> None:
         """Upsert settings into ``resilience_config``."""
+
+    # -- circuit breaker and degradation ladder -------------------------------------------------
+    def breaker_get(self, service: str, now: float) -> BreakerState:
+        """The service's ``circuit_state`` row; a missing row is created CLOSED (generation 0).
+
+        Creating never touches an existing row: a process started while the circuit is open
+        sees it open, with its original timestamps.
+        """
+
+    def breaker_list(self) -> Dict[str, BreakerState]:
+        """Every ``circuit_state`` row, by service."""
+
+    def breaker_swap(self, service: str, expected_generation: int, new: BreakerState,
+                     probe_slots: int = 0) -> bool:
+        """Compare-and-set: write ``new`` only if the row is still at ``expected_generation``.
+
+        With ``probe_slots`` > 0 (a move to HALF_OPEN) the new round's probe slots are created
+        in the same transaction. Returns whether this call applied the change.
+        """
+
+    def breaker_claim_probe(self, service: str, generation: int, now: float,
+                            probe_timeout_s: float) -> Optional[Tuple[int, int]]:
+        """Atomically claim one half-open probe slot of round ``generation``: (slot, token).
+
+        None when every slot is taken (or the round is over). A slot claimed but not reported
+        within ``probe_timeout_s`` may be claimed again, with a new token.
+        """
+
+    def breaker_report_probe(self, service: str, generation: int, slot: int, token: int,
+                             ok: bool, now: float) -> bool:
+        """Record a probe's result; False if the claim was stale (timed out and re-claimed)."""
+
+    def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
+        """(successes, failures) reported in probe round ``generation``."""
+
+    def degrade_get(self, now: float) -> LadderState:
+        """The fleet's degradation ladder row; created at L0 (generation 0) if missing."""
+
+    def degrade_swap(self, expected_generation: int, new: LadderState) -> bool:
+        """Compare-and-set the ladder row on its generation; returns whether it was applied."""

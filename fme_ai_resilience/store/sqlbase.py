@@ -31,6 +31,7 @@ from ..ledger import (
 from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
+from .circuit import CircuitOps
 from .rows import from_json, optional, record_of, task_of, to_json
 
 T = TypeVar("T")
@@ -127,7 +128,7 @@ def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optiona
     return None
 
 
-class SqlStore:
+class SqlStore(CircuitOps):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""

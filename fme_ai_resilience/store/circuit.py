@@ -1,0 +1,149 @@
+"""The breaker's and the degradation ladder's atomic operations, for every SQL backend.
+
+Mixed into :class:`~fme_ai_resilience.store.sqlbase.SqlStore`: each operation is one
+transaction through the backend's ``_transact``; the SQL is in ``sql/queries*.sql``. Every
+change is a compare-and-set on a generation number; a half-open round's probe slots are rows
+of ``circuit_probe`` created with the transition, claimed atomically (SKIP LOCKED on
+PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..breaker import BreakerMode, BreakerState, CircuitState
+from ..degrade import LadderState, Level
+from . import sqlbase
+
+
+# The argument checks are the ledger's own; sqlbase imports this module, so they are looked up
+# when called, not at import.
+def _seconds(name: str, value: Any) -> float:
+    return sqlbase._finite(name, value)
+
+
+def _service(value: Any) -> str:
+    return sqlbase._text("service", value)
+
+
+def _generation(name: str, value: Any) -> int:
+    return sqlbase._count(name, value, 0)
+
+
+def breaker_state_of(row: Mapping[str, Any]) -> BreakerState:
+    """A ``circuit_state`` row as a :class:`BreakerState`."""
+    return BreakerState(state=CircuitState(row["state"]), mode=BreakerMode(row["mode"]),
+                        generation=int(row["generation"]), changed_at=float(row["changed_at"]),
+                        open_until=None if row["open_until"] is None else float(row["open_until"]),
+                        trips=int(row["trips"]))
+
+
+def ladder_state_of(row: Mapping[str, Any]) -> LadderState:
+    """The ``degradation_state`` row as a :class:`LadderState`."""
+    override = row["override_level"]
+    return LadderState(level=Level(int(row["level"])),
+                       override=None if override is None else Level(int(override)),
+                       generation=int(row["generation"]), changed_at=float(row["changed_at"]),
+                       calm_since=None if row["calm_since"] is None else float(row["calm_since"]))
+
+
+class CircuitOps:
+    """``circuit_state``, ``circuit_probe`` and ``degradation_state`` operations."""
+
+    def breaker_get(self, service: str, now: float) -> BreakerState:
+        """The service's circuit; a missing one is created CLOSED, an existing one untouched."""
+        params = {"service": _service(service), "now": _seconds("now", now)}
+        rows = self._statement("breaker_get", params, write=False).rows
+        if rows:
+            return breaker_state_of(rows[0])
+
+        def work(tx: Any) -> BreakerState:
+            tx.run("breaker_ensure", params)
+            return breaker_state_of(tx.run("breaker_get", params).rows[0])
+
+        return self._transact(work)
+
+    def breaker_list(self) -> Dict[str, BreakerState]:
+        """Every circuit, by service."""
+        return {r["service"]: breaker_state_of(r)
+                for r in self._statement("breaker_list", write=False).rows}
+
+    def breaker_swap(self, service: str, expected_generation: int, new: BreakerState,
+                     probe_slots: int = 0) -> bool:
+        """Write ``new`` only if the circuit is still at ``expected_generation``.
+
+        The previous half-open round's slots are removed; ``probe_slots`` new ones (for a move
+        to HALF_OPEN) are created in the same transaction. Returns whether it applied.
+        """
+        if not isinstance(new, BreakerState):
+            raise TypeError(f"new must be a BreakerState, got {type(new).__name__}")
+        if new.generation <= _generation("expected_generation", expected_generation):
+            raise ValueError(f"new.generation {new.generation} must exceed {expected_generation}")
+        if _generation("probe_slots", probe_slots) and new.state is not CircuitState.HALF_OPEN:
+            raise ValueError("probe slots belong to a HALF_OPEN circuit")
+        params = {"service": _service(service), "expected": expected_generation,
+                  "state": new.state.value, "mode": new.mode.value,
+                  "generation": new.generation, "changed_at": _seconds("changed_at",
+                                                                       new.changed_at),
+                  "open_until": new.open_until, "trips": new.trips}
+
+        def work(tx: Any) -> bool:
+            if tx.run("breaker_swap", params).rowcount != 1:
+                return False
+            tx.run("probe_clear", params)
+            for slot in range(probe_slots):
+                tx.run("probe_slot", {"service": service, "slot": slot,
+                                      "generation": new.generation})
+            return True
+
+        return self._transact(work)
+
+    def breaker_claim_probe(self, service: str, generation: int, now: float,
+                            probe_timeout_s: float) -> Optional[Tuple[int, int]]:
+        """Claim one probe slot of round ``generation``: ``(slot, token)``, or None if none free."""
+        now = _seconds("now", now)
+        rows = self._statement("probe_claim", {
+            "service": _service(service), "generation": _generation("generation", generation),
+            "now": now, "stale_before": now - _seconds("probe_timeout_s", probe_timeout_s),
+        }).rows
+        return (int(rows[0]["slot"]), int(rows[0]["token"])) if rows else None
+
+    def breaker_report_probe(self, service: str, generation: int, slot: int, token: int,
+                             ok: bool, now: float) -> bool:
+        """Record a probe's result; False for a stale claim or a second report."""
+        return self._statement("probe_report", {
+            "service": _service(service), "generation": _generation("generation", generation),
+            "slot": _generation("slot", slot), "token": _generation("token", token),
+            "ok": bool(ok), "now": _seconds("now", now)}).rowcount == 1
+
+    def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
+        """``(successes, failures)`` reported in round ``generation``."""
+        row = self._statement("probe_tally", {"service": _service(service),
+                                        "generation": _generation("generation", generation)},
+                        write=False).rows[0]
+        return int(row["successes"]), int(row["failures"])
+
+    def degrade_get(self, now: float) -> LadderState:
+        """The fleet's ladder; created at L0 if missing, never overwritten."""
+        params = {"now": _seconds("now", now)}
+        rows = self._statement("degrade_get", write=False).rows
+        if rows:
+            return ladder_state_of(rows[0])
+
+        def work(tx: Any) -> LadderState:
+            tx.run("degrade_ensure", params)
+            return ladder_state_of(tx.run("degrade_get").rows[0])
+
+        return self._transact(work)
+
+    def degrade_swap(self, expected_generation: int, new: LadderState) -> bool:
+        """Write ``new`` only if the ladder is still at ``expected_generation``."""
+        if not isinstance(new, LadderState):
+            raise TypeError(f"new must be a LadderState, got {type(new).__name__}")
+        if new.generation <= _generation("expected_generation", expected_generation):
+            raise ValueError(f"new.generation {new.generation} must exceed {expected_generation}")
+        return self._statement("degrade_swap", {
+            "expected": expected_generation, "level": int(new.level),
+            "override": None if new.override is None else int(new.override),
+            "generation": new.generation, "changed_at": _seconds("changed_at", new.changed_at),
+            "calm_since": new.calm_since,
+            "now": max(new.changed_at, new.calm_since or 0.0)}).rowcount == 1

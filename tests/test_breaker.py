@@ -1,0 +1,298 @@
+"""The breaker's pure state machine: policy + state + event -> new state."""
+from __future__ import annotations
+
+import pytest
+
+from fme_ai_resilience.breaker import (
+    BreakerMode,
+    BreakerPolicy,
+    BreakerState,
+    CircuitBreaker,
+    CircuitOpen,
+    CircuitState,
+    Manual,
+    Permit,
+    ProbesObserved,
+    TimePassed,
+    WindowObserved,
+    cooldown_s,
+    probes_needed,
+    should_trip,
+    step,
+)
+from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.errors import CircuitOpenError
+from fme_ai_resilience.ledger import CallRecord, CallWindow
+from fme_ai_resilience.store import open_store
+
+POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0, slow_call_rate=0.8,
+                       cooldown_s=60.0, cooldown_max_s=300.0, cooldown_factor=2.0,
+                       half_open_probes=5, close_ratio=0.8)
+T0 = 1_790_000_000.0
+
+
+def opened(at: float = T0, trips: int = 1) -> BreakerState:
+    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)),
+                at)
+
+
+def test_trips_at_failure_rate_threshold_with_enough_calls():
+    """CLOSED opens when failures/calls reaches the threshold over >= min_calls calls."""
+    assert should_trip(POLICY, CallWindow(calls=20, failures=10, slow=0, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=20, failures=9, slow=0, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=19, failures=19, slow=0, retries=0))
+
+
+def test_trips_on_slow_call_rate_alone():
+    """A service answering successfully but too slowly trips on the slow-call rate."""
+    assert should_trip(POLICY, CallWindow(calls=20, failures=0, slow=16, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=20, failures=0, slow=15, retries=0))
+
+
+def test_open_sets_cooldown_and_bumps_generation():
+    """Opening records when, until when, the trip count and a new generation."""
+    state = opened()
+    assert state.state is CircuitState.OPEN
+    assert state.open_until == T0 + 60.0
+    assert state.trips == 1 and state.generation == 1 and state.changed_at == T0
+
+
+def test_no_change_returns_same_object():
+    """An event that changes nothing returns the very same state (no write needed)."""
+    state = BreakerState()
+    assert step(POLICY, state, WindowObserved(CallWindow(20, 1, 0, 0)), T0) is state
+    assert step(POLICY, state, TimePassed(), T0) is state
+    assert step(POLICY, state, ProbesObserved(5, 0), T0) is state
+
+
+def test_open_becomes_half_open_only_after_cooldown():
+    """OPEN stays open before open_until and turns HALF_OPEN at it."""
+    state = opened()
+    assert step(POLICY, state, TimePassed(), T0 + 59.9) is state
+    half = step(POLICY, state, TimePassed(), T0 + 60.0)
+    assert half.state is CircuitState.HALF_OPEN and half.generation == 2
+    assert half.open_until is None and half.trips == 1
+
+
+def test_cooldown_grows_on_consecutive_trips_up_to_cap():
+    """Cooldowns double per consecutive trip and stop at the cap."""
+    assert [cooldown_s(POLICY, n) for n in (1, 2, 3, 4, 5, 50, 10_000)] == [
+        60.0, 120.0, 240.0, 300.0, 300.0, 300.0, 300.0]
+
+
+def test_half_open_decides_only_when_all_probes_reported():
+    """HALF_OPEN waits for all k probes, then closes at the success ratio or reopens."""
+    half = step(POLICY, opened(), TimePassed(), T0 + 60)
+    assert step(POLICY, half, ProbesObserved(4, 0), T0 + 61) is half
+    closed = step(POLICY, half, ProbesObserved(4, 1), T0 + 61)
+    assert closed.state is CircuitState.CLOSED and closed.trips == 0
+    assert closed.changed_at == T0 + 61
+    reopened = step(POLICY, half, ProbesObserved(3, 2), T0 + 61)
+    assert reopened.state is CircuitState.OPEN and reopened.trips == 2
+    assert reopened.open_until == T0 + 61 + 120.0
+
+
+def test_probes_needed_rounds_up():
+    """k=5 at 0.8 needs 4 successes; k=3 at 0.8 needs 3."""
+    assert probes_needed(POLICY) == 4
+    assert probes_needed(BreakerPolicy(half_open_probes=3, close_ratio=0.8)) == 3
+    assert probes_needed(BreakerPolicy(half_open_probes=10, close_ratio=0.5)) == 5
+
+
+def test_manual_modes_freeze_automatic_transitions():
+    """FORCED_OPEN, FORCED_CLOSED and DISABLED ignore window, time and probe events."""
+    for command in (Manual.FORCE_OPEN, Manual.FORCE_CLOSED, Manual.DISABLE):
+        state = step(POLICY, BreakerState(), command, T0)
+        assert state.mode is not BreakerMode.AUTO and state.generation == 1
+        assert step(POLICY, state, WindowObserved(CallWindow(50, 50, 0, 0)), T0) is state
+        assert step(POLICY, state, command, T0) is state
+
+
+def test_reset_returns_to_auto_closed_with_new_generation():
+    """Reset clears mode, state and trips; resetting a fresh circuit changes nothing."""
+    state = step(POLICY, opened(trips=3), Manual.FORCE_OPEN, T0 + 1)
+    reset = step(POLICY, state, Manual.RESET, T0 + 2)
+    assert (reset.state, reset.mode, reset.trips) == (CircuitState.CLOSED, BreakerMode.AUTO, 0)
+    assert reset.generation == state.generation + 1 and reset.changed_at == T0 + 2
+    fresh = BreakerState()
+    assert step(POLICY, fresh, Manual.RESET, T0) is fresh
+
+
+def test_state_validation_names_field():
+    """An OPEN state without open_until, or a negative generation, is refused."""
+    with pytest.raises(ValueError, match="open_until"):
+        BreakerState(state=CircuitState.OPEN)
+    with pytest.raises(ValueError, match="generation"):
+        BreakerState(generation=-1)
+
+
+def test_decisions_are_truthy_permit_falsy_refusal():
+    """A permit is truthy; a refusal is falsy and converts to CircuitOpenError."""
+    assert Permit("vision", 3)
+    refusal = CircuitOpen("vision", 12.5, CircuitState.OPEN, BreakerMode.AUTO)
+    assert not refusal
+    error = refusal.to_error()
+    assert isinstance(error, CircuitOpenError) and error.retry_after_s == 12.5
+
+
+# -- the store-backed breaker ------------------------------------------------------------------
+FAST = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
+                     cooldown_s=10.0, cooldown_max_s=40.0, half_open_probes=2, close_ratio=1.0,
+                     probe_timeout_s=20.0, cache_ttl_s=1.0)
+
+
+@pytest.fixture
+def shared(tmp_path):
+    """One SQLite ledger file, as several engines on a host share it."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_store(url, init_schema=True):
+        pass
+    stores = []
+
+    def engine(clock):
+        store = open_store(url)
+        stores.append(store)
+        return CircuitBreaker(store, "vision", FAST, clock)
+
+    yield engine
+    for store in stores:
+        store.close()
+
+
+def calls(breaker, clock, n=1, duration=0.1, error="SERVER_ERROR"):
+    """Make ``n`` permitted calls that fail with ``error`` (None: succeed)."""
+    for _ in range(n):
+        permit = breaker.allow()
+        assert isinstance(permit, Permit)
+        breaker.record(permit, CallRecord("vision", clock.now(), duration, error))
+
+
+def fail(breaker, clock, n=1):
+    calls(breaker, clock, n)
+
+
+def test_failures_open_the_circuit_for_every_engine_within_the_cache_ttl(shared):
+    """Engine A trips the circuit; engine B refuses once its <= 1 s cache has expired."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    assert isinstance(b.allow(), Permit)
+    fail(a, clock, 4)
+    assert a.state().state is CircuitState.OPEN
+    assert isinstance(b.allow(), Permit)          # B's cached view is still fresh
+    clock.advance(1.0)
+    refusal = b.allow()
+    assert isinstance(refusal, CircuitOpen) and refusal.retry_after_s == pytest.approx(9.0)
+
+
+def test_engine_started_while_open_neither_resets_nor_reopens(shared):
+    """A new process reads the open row as it is: same generation, timestamps and refusal."""
+    clock = FakeClock()
+    a = shared(clock)
+    fail(a, clock, 4)
+    before = a.state(fresh=True)
+    clock.advance(3.0)
+    late = shared(clock)
+    refusal = late.allow()
+    assert isinstance(refusal, CircuitOpen) and refusal.retry_after_s == pytest.approx(7.0)
+    assert late.state(fresh=True) == before
+
+
+def test_half_open_admits_k_probes_across_engines_then_closes(shared):
+    """After the cooldown only k probes pass, from whichever engines ask; successes close it."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    fail(a, clock, 4)
+    clock.advance(10.0)
+    first, second, third = a.allow(), b.allow(), b.allow()
+    assert first.is_probe and second.is_probe and isinstance(third, CircuitOpen)
+    a.record(first, CallRecord("vision", clock.now(), 0.1))
+    assert a.state().state is CircuitState.HALF_OPEN      # waits for all k reports
+    b.record(second, CallRecord("vision", clock.now(), 0.1))
+    assert b.state().state is CircuitState.CLOSED
+    clock.advance(1.0)
+    assert a.allow() and a.state().trips == 0
+
+
+def test_evaluate_moves_an_idle_open_circuit_to_half_open(shared):
+    """The compensator's evaluate() turns OPEN into HALF_OPEN after the cooldown, no caller needed."""
+    clock = FakeClock()
+    a = shared(clock)
+    fail(a, clock, 4)
+    assert a.evaluate().state is CircuitState.OPEN
+    clock.advance(10.0)
+    assert a.evaluate().state is CircuitState.HALF_OPEN
+
+
+def test_evaluate_trips_on_a_window_whose_successes_aged_out(shared):
+    """Old successes leaving the window can expose a failure rate no single call triggered."""
+    clock = FakeClock()
+    a = shared(clock)
+    calls(a, clock, 5, error=None)
+    clock.advance(20.0)
+    fail(a, clock, 4)
+    assert a.state().state is CircuitState.CLOSED      # 4 of 9 failed
+    clock.advance(11.0)
+    assert a.evaluate().state is CircuitState.OPEN      # 4 of 4 failed
+
+
+def test_slow_successes_trip_on_the_slow_call_rate(shared):
+    """Calls that succeed but take longer than slow_call_s count towards the slow-call rate."""
+    clock = FakeClock()
+    a = shared(clock)
+    calls(a, clock, 4, duration=6.0, error=None)
+    assert a.state().state is CircuitState.OPEN
+
+
+def test_operator_commands_apply_fleet_wide(shared):
+    """Force open refuses everywhere; disabled admits and records but never trips; reset clears."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    a.command(Manual.FORCE_OPEN)
+    clock.advance(1.0)
+    assert isinstance(b.allow(), CircuitOpen)
+    b.command(Manual.DISABLE)
+    fail(b, clock, 10)
+    assert b.state(fresh=True).mode is BreakerMode.DISABLED
+    assert b.state().state is CircuitState.CLOSED
+    assert a.command(Manual.RESET).mode is BreakerMode.AUTO
+
+
+def test_record_refuses_a_call_of_another_service(shared):
+    """A call logged under the wrong breaker is a programming error, not a silent miscount."""
+    clock = FakeClock()
+    a = shared(clock)
+    with pytest.raises(ValueError, match="service"):
+        a.record(a.allow(), CallRecord("other", clock.now(), 0.1))
+
+
+def test_probe_of_a_dead_engine_frees_its_slot_after_the_probe_timeout(shared):
+    """An engine that claimed a probe and died does not hold the half-open round for ever."""
+    clock = FakeClock()
+    a, b = shared(clock), shared(clock)
+    fail(a, clock, 4)
+    clock.advance(10.0)
+    lost, kept = a.allow(), a.allow()          # engine A takes both slots, then dies
+    assert lost.is_probe and kept.is_probe
+    clock.advance(1.0)
+    assert isinstance(b.allow(), CircuitOpen)
+    clock.advance(FAST.probe_timeout_s)
+    retaken = b.allow()
+    assert retaken.is_probe
+    more = b.allow()
+    assert more.is_probe and {retaken.probe_slot, more.probe_slot} == {0, 1}
+    for permit in (retaken, more):
+        b.record(permit, CallRecord("vision", clock.now(), 0.1))
+    assert b.state().state is CircuitState.CLOSED
+
+
+def test_calibrate_reads_this_services_history(shared):
+    """breaker.calibrate(days) suggests from the call log of its own service."""
+    clock = FakeClock()
+    a = shared(clock)
+    for i in range(100):
+        a.store.record_call(CallRecord("vision", clock.now() - 1800 + i,
+                                       0.1, "BAD_FORMAT" if i % 5 == 0 else None))
+        a.store.record_call(CallRecord("other", clock.now() - 1800 + i, 0.1, "SERVER_ERROR"))
+    advice = a.calibrate(days=1)
+    assert advice.baseline_failure_p95 == pytest.approx(0.2)
+    assert advice.failure_rate == pytest.approx(0.3)

@@ -1,0 +1,99 @@
+"""The breaker and degrade commands against a SQLite ledger."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fme_ai_resilience.breaker import BreakerMode
+from fme_ai_resilience.cli import main
+from fme_ai_resilience.ledger import CallRecord
+from fme_ai_resilience.store import open_store
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("FAIR_DB_URL", url)
+    with open_store(url, init_schema=True):
+        pass
+    return url
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_open_show_reset_round_trip(db, capsys):
+    """open forces the circuit, show reports it, reset returns it to automatic CLOSED."""
+    assert run(capsys, "breaker", "open", "--service", "vision")[0] == 0
+    code, out, _ = run(capsys, "breaker", "show", "--json")
+    (item,) = json.loads(out)
+    assert (item["service"], item["mode"], item["effective"]) == (
+        "vision", "FORCED_OPEN", "OPEN (forced)")
+    with open_store(db) as store:
+        assert store.breaker_get("vision", 0).mode is BreakerMode.FORCED_OPEN
+    code, out, _ = run(capsys, "breaker", "reset", "--service", "vision")
+    assert code == 0 and "CLOSED" in out
+    code, out, _ = run(capsys, "breaker", "show", "--service", "vision")
+    assert "vision: CLOSED (automatic state CLOSED" in out
+
+
+def test_close_and_disable_set_modes(db, capsys):
+    """close forces CLOSED; disable keeps metrics only."""
+    run(capsys, "breaker", "close", "--service", "vision")
+    run(capsys, "breaker", "disable", "--service", "fallback")
+    with open_store(db) as store:
+        rows = store.breaker_list()
+    assert rows["vision"].mode is BreakerMode.FORCED_CLOSED
+    assert rows["fallback"].mode is BreakerMode.DISABLED
+
+
+def test_calibrate_suggests_and_applies(db, capsys):
+    """calibrate reads the call log, suggests thresholds above the baseline and can store them."""
+    import time
+    now = time.time()
+    with open_store(db, init_schema=True) as store:
+        for i in range(200):
+            store.record_call(CallRecord("vision", now - 3000 + i * 10, 1.0,
+                                         None if i % 20 >= 3 else "BAD_FORMAT"))
+    code, out, _ = run(capsys, "breaker", "calibrate", "--service", "vision", "--days", "1",
+                       "--apply", "--json")
+    advice = json.loads(out)
+    assert code == 0 and advice["applied"] is True
+    assert advice["baseline_failure_p95"] == pytest.approx(0.15)
+    assert advice["failure_rate"] == pytest.approx(0.25)
+    with open_store(db) as store:
+        assert float(store.get_config()["breaker.failure_rate"]) == advice["failure_rate"]
+
+
+def test_calibrate_without_history_exits_1(db, capsys):
+    """No calls: the defaults stay, exit code 1."""
+    code, _, err = run(capsys, "breaker", "calibrate", "--service", "vision")
+    assert code == 1 and "keep the defaults" in err
+
+
+def test_degrade_set_show_auto(db, capsys):
+    """set holds a level, show reports override and computed level, auto clears it."""
+    assert run(capsys, "degrade", "set", "L3")[0] == 0
+    code, out, _ = run(capsys, "degrade", "show", "--json")
+    info = json.loads(out)
+    assert (info["level"], info["override"], info["computed"], info["model"]) == (
+        "L3", "L3", "L0", "fallback")
+    code, out, _ = run(capsys, "degrade", "auto")
+    assert out.startswith("L0 normal: automatic")
+
+
+def test_missing_ledger_exits_1(tmp_path, monkeypatch, capsys):
+    """Without --db or FAIR_DB_URL the command says what is missing."""
+    monkeypatch.delenv("FAIR_DB_URL", raising=False)
+    code, _, err = run(capsys, "breaker", "show")
+    assert code == 1 and "no ledger given" in err
+
+
+def test_bad_level_is_a_clear_error(db, capsys):
+    """An unknown level exits 2 with one line naming it."""
+    code, _, err = run(capsys, "degrade", "set", "L9")
+    assert code == 2 and "not a degradation level: 'L9'" in err
