@@ -74,3 +74,13 @@ def test_prepared_statements_type_every_parameter():
         untyped = re.findall(r"%\(\w+\)s(?!::)", sql)
         assert not untyped, (name, untyped)
     assert set(PREPARED) <= set(sqlfiles.queries("postgresql"))
+
+
+def test_both_dialects_build_the_same_indexes():
+    """Index DDL is written out per dialect; the two copies must not drift apart."""
+    def indexes(dialect):
+        ddl = sqlfiles.schema(dialect)[1][0][1]
+        return [s for s in sqlfiles.split_statements(ddl) if s.startswith("CREATE INDEX")]
+
+    assert indexes("sqlite") == indexes("postgresql")
+    assert len(indexes("sqlite")) >= 5
