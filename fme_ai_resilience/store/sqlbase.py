@@ -149,6 +149,7 @@ class SqlStore:
         raise NotImplementedError
 
     def close(self) -> None:
+        """Release the connection (a later operation opens a new one)."""
         raise NotImplementedError
 
     def __enter__(self) -> "SqlStore":
