@@ -80,11 +80,13 @@ class Subject:
                  after: Callable[[int], None] = lambda n: None) -> None:
         self.name, self.op, self.after = name, op, after
         self.latencies: List[float] = []
+        self.round_p99s: List[float] = []
         self.busy_s = 0.0
         self.done = 0
         self.close: Callable[[], None] = lambda: None
 
     def run(self, subs: List[Submission]) -> None:
+        first = len(self.latencies)
         for s in subs:
             start = time.perf_counter()
             self.op(s)
@@ -93,12 +95,16 @@ class Subject:
             self.busy_s += elapsed
             self.done += 1
             self.after(self.done)
+        self.round_p99s.append(percentile(sorted(self.latencies[first:]), 0.99))
 
     def summary(self) -> Dict[str, float]:
         lat = sorted(self.latencies)
         return {"ops": len(lat), "per_s": len(lat) / self.busy_s,
                 "p50_ms": percentile(lat, 0.50) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
-                "mean_ms": statistics.fmean(lat) * 1e3}
+                "mean_ms": statistics.fmean(lat) * 1e3,
+                # Robust to bursts of load from other processes on a shared machine: the
+                # p99 of each round, then the median over rounds.
+                "p99_rounds_ms": statistics.median(self.round_p99s) * 1e3}
 
 
 def ledger_subject(name: str, url: str, schema: str, admin) -> Subject:
@@ -195,14 +201,14 @@ def main(argv=None) -> int:
             cur.execute("VACUUM ANALYZE floor_registry")
 
         subjects = [floor_subject(url),
-                    ledger_subject("ledger register, 10k rows", url, "ledger_small", work),
+                    ledger_subject(f"ledger, {args.small:,} rows", url, "ledger_small", work),
                     procrastinate_subject(url),
-                    ledger_subject("ledger register, 1M rows", url, "ledger_large", work)]
+                    ledger_subject(f"ledger, {args.large:,} rows", url, "ledger_large", work)]
         closers = [s.close for s in subjects]
         # Warm up each connection and its caches, untimed.
         for s in subjects:
             s.run([submission(i) for i in range(100)])
-            s.latencies, s.busy_s = [], 0.0
+            s.latencies, s.round_p99s, s.busy_s = [], [], 0.0
         per_round = max(1, args.ops // args.rounds)
         counter = 1000
         for r in range(args.rounds):
@@ -223,14 +229,16 @@ def main(argv=None) -> int:
         admin.close()
 
     floor, small, proc, large = (results[s.name] for s in subjects)
-    print(f"{'subject':<28}{'ops':>7}{'ops/s':>10}{'p50 ms':>9}{'p99 ms':>9}")
+    print(f"{'subject':<28}{'ops':>7}{'ops/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'p99/round':>11}")
     for label, r in results.items():
-        print(f"{label:<28}{r['ops']:>7}{r['per_s']:>10.0f}{r['p50_ms']:>9.3f}{r['p99_ms']:>9.3f}")
+        print(f"{label:<28}{r['ops']:>7}{r['per_s']:>9.0f}{r['p50_ms']:>9.3f}"
+              f"{r['p99_ms']:>9.3f}{r['p99_rounds_ms']:>11.3f}")
     ratios = {
         "ledger/floor throughput (target >= 0.7)": small["per_s"] / floor["per_s"],
         "ledger/procrastinate throughput (target >= 3)": small["per_s"] / proc["per_s"],
-        "p99 at 1M / p99 at 10k (target <= 1.2)": large["p99_ms"] / small["p99_ms"],
-        "p50 at 1M / p50 at 10k": large["p50_ms"] / small["p50_ms"],
+        "p99 large / p99 small (target <= 1.2)": large["p99_ms"] / small["p99_ms"],
+        "same, median of per-round p99s": large["p99_rounds_ms"] / small["p99_rounds_ms"],
+        "p50 large / p50 small": large["p50_ms"] / small["p50_ms"],
         "context: floor/procrastinate throughput": floor["per_s"] / proc["per_s"],
     }
     for label, value in ratios.items():

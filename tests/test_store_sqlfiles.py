@@ -10,9 +10,17 @@ from fme_ai_resilience.store.postgres import PREPARED, prepared_forms
 
 
 def test_parse_blocks_splits_on_headers_and_drops_the_preamble():
-    """Each `-- name --` starts a block; text before the first header is not a block."""
-    text = "-- file comment\n\n-- one --\n-- what\nSELECT 1\n\n-- two --\nSELECT 2;\n"
-    assert sqlfiles.parse_blocks(text) == {"one": "-- what\nSELECT 1", "two": "SELECT 2;"}
+    """Each `-- name --` starts a block; the preamble and a block's description are dropped."""
+    text = ("-- file comment\n\n-- one --\n-- what\nSELECT 1\n-- kept\n\n"
+            "-- two --\nSELECT 2;\n")
+    assert sqlfiles.parse_blocks(text) == {"one": "SELECT 1\n-- kept", "two": "SELECT 2;"}
+
+
+def test_every_statement_starts_with_its_first_keyword():
+    """No block opens with a comment (old sqlite3 would not count the rows it changed)."""
+    for dialect in sqlfiles.DIALECTS:
+        for name, sql in sqlfiles.queries(dialect).items():
+            assert sql.split()[0].isupper(), (dialect, name)
 
 
 def test_a_block_defined_twice_is_an_error():
@@ -74,3 +82,13 @@ def test_prepared_statements_type_every_parameter():
         untyped = re.findall(r"%\(\w+\)s(?!::)", sql)
         assert not untyped, (name, untyped)
     assert set(PREPARED) <= set(sqlfiles.queries("postgresql"))
+
+
+def test_both_dialects_build_the_same_indexes():
+    """Index DDL is written out per dialect; the two copies must not drift apart."""
+    def indexes(dialect):
+        ddl = sqlfiles.schema(dialect)[1][0][1]
+        return [s for s in sqlfiles.split_statements(ddl) if s.startswith("CREATE INDEX")]
+
+    assert indexes("sqlite") == indexes("postgresql")
+    assert len(indexes("sqlite")) >= 5

@@ -31,7 +31,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 log = logging.getLogger(__name__)
 
 #: Hot statements prepared once per connection (planning would otherwise cost as much as
-#: running them). Their SQL names the type of every parameter.
+#: running them). Where PostgreSQL cannot infer a parameter's type from a column (a SELECT
+#: list, a comparison with an expression), the SQL casts it.
 PREPARED = ("register", "claim", "complete", "fail", "defer", "bury",
             "checkpoint_downloaded", "checkpoint_analyzed", "checkpoint_written")
 
@@ -116,12 +117,16 @@ class PostgresStore(SqlStore):
             options["application_name"] = self.application_name
         try:
             conn = psycopg2.connect(self.url, **options)
+        except psycopg2.Error as exc:
+            raise translate_error(exc) from exc
+        try:
             # Autocommit at the driver: a one-statement operation is one round trip;
             # operations of several statements open an explicit transaction (see _transact).
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(self._queries["session_setup"])
         except psycopg2.Error as exc:
+            conn.close()
             raise translate_error(exc) from exc
         # JSON columns come back as text, as from SQLite; the shared code decodes them.
         psycopg2.extras.register_default_jsonb(conn, loads=lambda text: text)

@@ -150,6 +150,7 @@ class SqlStore(CircuitOps):
         raise NotImplementedError
 
     def close(self) -> None:
+        """Release the connection (a later operation opens a new one)."""
         raise NotImplementedError
 
     def __enter__(self) -> "SqlStore":

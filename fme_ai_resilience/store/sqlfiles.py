@@ -1,7 +1,7 @@
 """Named SQL blocks from the ``.sql`` files shipped in the package (``fme_ai_resilience/sql``).
 
-A file holds blocks introduced by a ``-- name --`` line; the lines up to the next block are its
-SQL (comment lines are kept, they are harmless). ``queries.sql`` is shared by both dialects and
+A file holds blocks introduced by a ``-- name --`` line, then comment lines describing it;
+the lines up to the next block are its SQL. ``queries.sql`` is shared by both dialects and
 written with ``%(name)s`` placeholders; ``queries.<dialect>.sql`` adds or overrides blocks.
 SQLite receives the placeholders rewritten as ``:name``. ``schema.<dialect>.sql`` holds the
 ``migration_NNNN`` blocks and the ``schema_version`` bootstrap.
@@ -24,6 +24,8 @@ _MIGRATION = re.compile(r"^migration_(\d{4})$")
 def parse_blocks(text: str) -> Dict[str, str]:
     """``{name: sql}`` for every ``-- name --`` block in ``text`` (the preamble is dropped).
 
+    The comment lines opening a block (its description) are dropped too: drivers look at a
+    statement's first word (sqlite3 before Python 3.11 reports no row count otherwise).
     Raises ValueError on a block name used twice in one file.
     """
     blocks: Dict[str, List[str]] = {}
@@ -36,7 +38,8 @@ def parse_blocks(text: str) -> Dict[str, str]:
                 raise ValueError(f"SQL block {current!r} is defined twice")
             blocks[current] = []
         elif current is not None:
-            blocks[current].append(line)
+            if blocks[current] or not line.strip().startswith("--"):
+                blocks[current].append(line)
     return {name: "\n".join(lines).strip() for name, lines in blocks.items()}
 
 

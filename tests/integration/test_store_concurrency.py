@@ -43,13 +43,26 @@ def _run(target, args_for, n=PROCESSES, timeout=120):
     return out
 
 
+def _outcomes(out):
+    """Registration outcomes summed over the processes."""
+    total = Counter()
+    for _, seen in out:
+        total.update(seen)
+    return total
+
+
+def _due_tasks(url, n):
+    """Register ``n`` tasks that are due at once."""
+    with open_store(url) as store:
+        for i in range(n):
+            store.register(w.submission(i), w.T0 - 1, 1_000_000)
+
+
 @pytest.mark.postgres
 def test_eight_processes_registering_the_same_keys_create_each_once(url):
     """8 processes x the same 500 keys at once -> exactly 500 NEW in total, the rest duplicates."""
     out = _run(w.register_all, lambda b, q: (url, 500, b, q))
-    total = Counter()
-    for _, seen in out:
-        total.update(seen)
+    total = _outcomes(out)
     assert total["NEW"] == 500
     assert total["NEW"] + total["DUPLICATE_IN_PROGRESS"] == PROCESSES * 500
     with open_store(url) as store:
@@ -59,9 +72,7 @@ def test_eight_processes_registering_the_same_keys_create_each_once(url):
 @pytest.mark.postgres
 def test_eight_processes_claim_every_task_exactly_once(url):
     """8 processes draining 2,000 due tasks claim each exactly once, each with token 1."""
-    with open_store(url) as store:
-        for i in range(2000):
-            store.register(w.submission(i), w.T0 - 1, 1_000_000)
+    _due_tasks(url, 2000)
     out = _run(w.claim_until_empty, lambda b, q: (url, b, q))
     claims = [pair for _, claimed, _ in out for pair in claimed]
     keys = [key for key, _ in claims]
@@ -76,9 +87,7 @@ def test_eight_processes_claim_every_task_exactly_once(url):
 @pytest.mark.postgres
 def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(url):
     """SIGKILL a lease holder: after expiry its tasks are redone once; its late writes fail."""
-    with open_store(url) as store:
-        for i in range(40):
-            store.register(w.submission(i), w.T0 - 1, 1_000_000)
+    _due_tasks(url, 40)
     results = CTX.Queue()
     doomed = CTX.Process(target=w.hold_leases, args=(url, 40, 30.0, results))
     doomed.start()
@@ -116,9 +125,7 @@ def sqlite_url(tmp_path):
 def test_sqlite_file_shared_by_processes_registers_and_claims_once(sqlite_url):
     """4 processes on one SQLite file: each key created once, each task claimed once."""
     out = _run(w.register_all, lambda b, q: (sqlite_url, 150, b, q), n=4)
-    total = Counter()
-    for _, seen in out:
-        total.update(seen)
+    total = _outcomes(out)
     assert (total["NEW"], total["DUPLICATE_IN_PROGRESS"]) == (150, 450)
     out = _run(w.claim_until_empty, lambda b, q: (sqlite_url, b, q), n=4)
     keys = [key for _, claimed, _ in out for key, _ in claimed]
