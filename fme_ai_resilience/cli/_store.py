@@ -4,13 +4,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import sys
 from typing import Any, Callable, Iterator, Tuple
 
 from ..errors import ResilienceError, StoreError
 from ..settings import Settings
-from .db import DB_ENV, EXIT_STORE, add_db_option, open_from_args, store_failed
+from .db import EXIT_STORE, add_db_option, open_from_args, store_failed
 
 __all__ = ["add_db_option", "ledger", "reports_errors", "settings_for"]
 
@@ -21,8 +20,7 @@ class _NoLedger(Exception):
 
 def settings_for(store: Any) -> Settings:
     """Settings from ``FAIR_*`` variables, then the run-time ``resilience_config`` table."""
-    environ = {k: v for k, v in os.environ.items() if k != DB_ENV}
-    return Settings.from_env(environ).with_values(store.get_config())
+    return Settings.from_env().with_values(store.get_config())
 
 
 @contextlib.contextmanager
