@@ -178,13 +178,17 @@ class RetryPolicy:
     ``max_attempts`` is the task-wide budget across every class (first call included);
     ``max_inline_wait_s`` is the longest wait done inside an engine (longer ones park);
     ``deadline_s`` is the default per-task deadline :class:`Retrying` uses when none is given
-    (None: only the attempt budget stops). ``rules`` is the classification table.
+    (None: only the attempt budget stops). ``attempt_s`` is the longest one attempt can take
+    (the per-call timeout budget): when set, an inline retry is made only if its wait *and*
+    a whole attempt still fit before the deadline, so the deadline bounds the time a task holds
+    an engine, not just its waits. ``rules`` is the classification table.
     """
 
     max_attempts: int = 6
     max_inline_wait_s: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
     deadline_s: Optional[float] = None
+    attempt_s: Optional[float] = None
     rules: Mapping[ErrorClass, ClassRule] = field(default_factory=lambda: CLASSIFICATION,
                                                   repr=False)
 
@@ -196,25 +200,33 @@ class RetryPolicy:
                                      "must be >= 0")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise ConfigurationError("retry.deadline_s", self.deadline_s, "must be > 0")
+        if self.attempt_s is not None and not self.attempt_s > 0:
+            raise ConfigurationError("timeouts.total_s", self.attempt_s, "must be > 0")
         missing = [c.value for c in ErrorClass if c not in self.rules]
         if missing:
             raise ConfigurationError("retry.rules", missing, "every error class needs a rule")
 
     @classmethod
     def from_settings(cls, settings: "Settings") -> "RetryPolicy":
-        """The policy the settings describe; the deadline is the task budget (1.5 x promise)."""
+        """The policy the settings describe.
+
+        The deadline is the task budget (1.5 x promise); one attempt takes at most the whole
+        per-call timeout budget (``settings.timeouts.total_s``).
+        """
         from .budget import task_budget_s
         r = settings.retry
         return cls(max_attempts=r.task_attempts, max_inline_wait_s=r.max_inline_wait_s,
                    backoff=Backoff(r.backoff_base_s, r.backoff_cap_s, Jitter(r.jitter)),
-                   deadline_s=task_budget_s(settings.intake.latency_promise_s))
+                   deadline_s=task_budget_s(settings.intake.latency_promise_s),
+                   attempt_s=settings.timeouts.total_s)
 
     def decide(self, history: RetryHistory, outcome: Any, now: float,
                deadline: Optional[Deadline] = None, rng: Optional[random.Random] = None,
                gate: Optional[RetryGate] = None) -> Decision:
         """What to do after ``outcome``: the pure step, no sleeping and no clock reads.
 
-        ``now`` is epoch seconds; ``deadline`` bounds every inline wait; ``rng`` draws the
+        ``now`` is epoch seconds; ``deadline`` bounds every inline wait and, with
+        ``attempt_s``, the attempt after it; ``rng`` draws the
         jitter (omitted: a process-wide unseeded source, so not reproducible); ``gate`` is the
         optional fleet-wide budget, asked only when the engine would otherwise retry inline.
         """
@@ -256,8 +268,13 @@ class RetryPolicy:
             return park(f"{error_class.value} spends no attempt; parked for {wait:.1f}s ({why})")
         if wait > self.max_inline_wait_s:
             return park(f"{why} {wait:.1f}s exceeds the inline limit {self.max_inline_wait_s:g}s")
-        if deadline is not None and wait >= deadline.remaining(now):
-            return park(f"{why} {wait:.1f}s exceeds the {deadline.remaining(now):.1f}s left")
+        if deadline is not None:
+            left = deadline.remaining(now)
+            if wait >= left:
+                return park(f"{why} {wait:.1f}s exceeds the {left:.1f}s left")
+            if self.attempt_s is not None and wait + self.attempt_s > left:
+                return park(f"{why} {wait:.1f}s plus one attempt of up to {self.attempt_s:g}s "
+                            f"does not fit in the {left:.1f}s left")
         if gate is not None and not gate.allow_retry(now):
             return park("fleet-wide retry budget spent")
         return Decision(DecisionKind.RETRY, failed, error_class, wait_s=wait,

@@ -11,6 +11,7 @@ import requests
 import urllib3
 
 from fme_ai_resilience.backoff import Backoff
+from fme_ai_resilience.budget import check_budget
 from fme_ai_resilience.clock import Deadline
 from fme_ai_resilience.errors import (CircuitOpenError, ConfigurationError, ErrorClass,
                                       FailureClass, FormatError, UnsafeURL)
@@ -215,6 +216,39 @@ def test_from_settings_takes_budget_inline_limit_backoff_and_deadline():
     p = RetryPolicy.from_settings(s)
     assert (p.max_attempts, p.max_inline_wait_s, p.backoff.jitter.value, p.deadline_s) == (
         4, 2.0, "equal", 90.0)
+    assert p.attempt_s == s.timeouts.total_s == 30.0
+
+
+def test_a_retry_whose_attempt_would_overrun_the_deadline_parks(rng):
+    """With attempt_s, a short wait still parks when a whole attempt no longer fits."""
+    deadline = Deadline(0.0, 180.0)
+    bounded = RetryPolicy(attempt_s=30.0)
+    unbounded = RetryPolicy()
+    now = 160.0  # 20 s left: any wait plus a 30 s attempt overruns
+    assert bounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now, deadline,
+                          rng).kind is DecisionKind.PARK
+    assert unbounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now, deadline,
+                            rng).kind is DecisionKind.RETRY
+
+
+def test_the_engine_never_holds_a_task_past_its_deadline(clock, rng):
+    """Every attempt timing out at its full 30 s budget: the run parks before the 180 s deadline."""
+    settings = Settings.from_mapping({"retry.backoff_base_s": "0.01",
+                                      "retry.backoff_cap_s": "0.05"})
+    policy = RetryPolicy.from_settings(settings)
+    promised = check_budget(policy, settings.timeouts,
+                            settings.intake.latency_promise_s).inline_attempts
+    calls = []
+
+    def attempt():
+        calls.append(clock.now())
+        clock.advance(settings.timeouts.total_s)
+        return Outcome(E.CONNECT_TIMEOUT)
+
+    result = Retrying(policy, clock=clock, rng=rng).run(attempt)
+    assert result.decision.kind is DecisionKind.PARK
+    assert clock.now() - calls[0] <= policy.deadline_s
+    assert len(calls) == promised == 5  # the sixth would end past 180 s
 
 
 @pytest.mark.parametrize("kwargs, field", [
