@@ -16,3 +16,13 @@ def test_unreachable_ledger_fails_at_start(capsys):
     """A ledger that cannot be opened stops the server before it listens (exit 1)."""
     code = main(["serve", "--db", "sqlite:////nonexistent-dir/l.db", "--port", "0"])
     assert code == 1 and "not usable" in capsys.readouterr().err
+
+
+def test_db_defaults_to_the_fair_db_url_variable(monkeypatch):
+    """Without --db, serve uses $FAIR_DB_URL like every other ledger command."""
+    from fme_ai_resilience.cli import build_parser
+
+    monkeypatch.setenv("FAIR_DB_URL", "postgresql://postgres@127.0.0.1:5432/ledger")
+    assert build_parser().parse_args(["serve"]).db == "postgresql://postgres@127.0.0.1:5432/ledger"
+    monkeypatch.delenv("FAIR_DB_URL")
+    assert build_parser().parse_args(["serve"]).db == "sqlite:///fme_ai_resilience.db"

@@ -31,12 +31,14 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 def add_parser(subparsers: Any) -> None:
     from ..store import DEFAULT_URL
+    from .db import DB_ENV
 
     p = subparsers.add_parser(
         "serve", help="run the intake gateway (WSGI, stdlib server)",
         description="Answer Survey123 webhooks with the full status contract, writing into the "
                     "ledger. Secrets are read from environment variables, never from options.")
-    p.add_argument("--db", default=DEFAULT_URL, help=f"ledger URL (default {DEFAULT_URL})")
+    p.add_argument("--db", default=os.environ.get(DB_ENV) or DEFAULT_URL,
+                   help=f"ledger URL (default: ${DB_ENV}, else {DEFAULT_URL})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
     p.add_argument("--overload-mode", choices=("park", "reject"),
