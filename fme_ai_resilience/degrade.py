@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 from .breaker import BreakerMode, BreakerState, CircuitBreaker, CircuitState
 from .clock import Clock, SystemClock
 from .ledger import CallWindow, Status
-from .settings import DegradeSettings, IntakeSettings
+from .settings import DegradeSettings, IntakeSettings, Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store.base import Store
@@ -250,6 +250,12 @@ class Degradation:
         self.cache_ttl_s = cache_ttl_s
         self._cached: Optional[LadderState] = None
         self._cached_at = -math.inf
+
+    @classmethod
+    def from_settings(cls, store: "Store", settings: Settings,
+                      clock: Optional[Clock] = None) -> "Degradation":
+        """The ladder the settings describe, read through the breaker's cache time."""
+        return cls(store, settings.degrade, clock, cache_ttl_s=settings.breaker.cache_ttl_s)
 
     def __repr__(self) -> str:
         return f"Degradation(state={self._cached!r})"

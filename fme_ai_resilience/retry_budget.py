@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from .ledger import CallWindow
-from .settings import RetrySettings
+from .settings import RetrySettings, Settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store.base import Store
@@ -84,6 +84,13 @@ class FleetRetryGate:
         self.cache_ttl_s = cache_ttl_s
         self.slow_s = slow_s
         self._refused_at = -math.inf
+
+    @classmethod
+    def from_settings(cls, store: "Store", service: str, settings: Settings) -> "FleetRetryGate":
+        """The gate the settings describe: the ``retry.fleet_*`` budget, the breaker's cache
+        time and slow-call threshold."""
+        return cls(store, service, RetryBudget.from_settings(settings.retry),
+                   cache_ttl_s=settings.breaker.cache_ttl_s, slow_s=settings.breaker.slow_call_s)
 
     def __repr__(self) -> str:
         return f"FleetRetryGate(service={self.service!r}, budget={self.budget!r})"

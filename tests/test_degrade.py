@@ -188,3 +188,16 @@ def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
     assert signals.primary is CircuitState.CLOSED and signals.fallback is CircuitState.OPEN
     assert target_level(S, signals) is Level.SAMPLE         # no usable fallback to switch to
     assert target_level(S, replace(signals, fallback=CircuitState.CLOSED)) is Level.FALLBACK
+
+
+def test_ladder_from_settings_uses_the_degrade_group_and_breaker_cache(tmp_path):
+    """Degradation.from_settings reads degrade.* and caches for breaker.cache_ttl_s."""
+    from fme_ai_resilience.clock import FakeClock
+    from fme_ai_resilience.degrade import Degradation
+    from fme_ai_resilience.settings import Settings
+    from fme_ai_resilience.store import open_store
+
+    settings = Settings.from_mapping({"degrade.hold_s": "42", "breaker.cache_ttl_s": "0.25"})
+    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as store:
+        ladder = Degradation.from_settings(store, settings, FakeClock())
+        assert ladder.settings.hold_s == 42.0 and ladder.cache_ttl_s == 0.25

@@ -5,7 +5,7 @@ import pytest
 
 from fme_ai_resilience.ledger import CallWindow
 from fme_ai_resilience.retry_budget import FleetRetryGate, RetryBudget
-from fme_ai_resilience.settings import RetrySettings
+from fme_ai_resilience.settings import RetrySettings, Settings
 
 
 def test_budget_is_ratio_of_first_attempts_plus_floor():
@@ -90,3 +90,16 @@ def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
     retried = policy.decide(RetryHistory(), Failed(), 100.0, rng=rng, gate=fresh)
     assert parked.kind is DecisionKind.PARK and "budget" in parked.reason
     assert retried.kind is DecisionKind.RETRY
+
+
+def test_gate_from_settings_follows_the_retry_and_breaker_groups():
+    """The gate takes its budget from retry.fleet_* and its cache and slow threshold from breaker."""
+    settings = Settings.from_mapping({"retry.fleet_retry_ratio": "0.2",
+                                      "retry.fleet_window_s": "30",
+                                      "breaker.cache_ttl_s": "0.5", "breaker.slow_call_s": "8"})
+    store = CountingStore(CallWindow(calls=10, failures=10, slow=0, retries=0))
+    gate = FleetRetryGate.from_settings(store, "vision", settings)
+    assert (gate.budget.ratio, gate.budget.window_s, gate.cache_ttl_s, gate.slow_s) == (
+        0.2, 30.0, 0.5, 8.0)
+    gate.allow_retry(100.0)
+    assert store.reads == [("vision", 70.0)]
