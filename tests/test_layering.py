@@ -19,7 +19,8 @@ NAME = PACKAGE.name
 CORE = {"errors", "clock", "settings", "backoff", "retry", "retry_budget", "budget", "keys",
         "survey123", "validate", "breaker", "degrade", "calibrate", "redact", "ledger",
         "submission"}
-SERVICES = {"vision", "arcgis", "flow", "intake", "processor", "compensator", "observe"}
+SERVICES = {"vision", "arcgis", "flow", "intake", "processor", "compensator", "observe",
+            "live_settings"}
 ADAPTERS = {"fme", "gateway", "cli", "drill", "testing", "__main__"}
 RANK = {"core": 0, "store": 1, "services": 2, "adapters": 3}
 
