@@ -38,7 +38,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Unio
 from .budget import CapacityPlan
 from .errors import FailureClass, InvalidPayload, StoreUnavailable
 from .keys import body_key
-from .ledger import OverloadMode, RegisterOutcome, Registration, Status
+from .ledger import OverloadMode, RegisterOutcome, Registration
 from .redact import excerpt, redact_text
 from .settings import IntakeSettings, Settings
 from .store.base import Store
@@ -145,13 +145,15 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                "submissions": listing}
     if all(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
             no_capacity and any(o in _NEW for o in outcomes)):
+        rate = _drain_rate(store, settings, now)
         if no_capacity:
             backlog = plan.watermark + max(1, int(getattr(health, "queued", 0) or 0))
             status, state = 503, "no_engine_capacity"
         else:
-            backlog = max([r.backlog for r in registrations] + [_unfinished(store)])
+            backlog = max([r.backlog for r in registrations]
+                          + [_unfinished(store, plan.saturating_backlog(rate))])
             status, state = 429, "over_backlog"
-        retry_after = _retry_after(plan, backlog, store, settings, now)
+        retry_after = plan.retry_after_s(backlog, rate)
         stored = any(o in _NEW for o in outcomes)
         log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
                     "Retry-After %ds", state, first.feature_global_id, first.trace_id,
@@ -213,25 +215,23 @@ def _plan(intake: IntakeSettings) -> CapacityPlan:
     return plan if intake.watermark == 0 else replace(plan, watermark=intake.watermark)
 
 
-def _retry_after(plan: CapacityPlan, backlog: int, store: Any, settings: Settings,
-                 now: float) -> int:
-    """Seconds to drain the excess backlog at the measured rate (planned rate without history)."""
+def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:
+    """Tasks/s finished over the drain window, or None without enough history to trust."""
     window = settings.intake.drain_window_s
     try:
         finished = store.completed_since(now - window)
     except StoreUnavailable:
         finished = 0
-    measured = finished / window if finished >= settings.intake.drain_min_completions else None
-    return plan.retry_after_s(backlog, measured)
+    return finished / window if finished >= settings.intake.drain_min_completions else None
 
 
-def _unfinished(store: Any) -> int:
-    """Tasks registered and not finished (the true backlog; the register check stops early)."""
+def _unfinished(store: Any, limit: int) -> int:
+    """Tasks registered and not finished, counted up to ``limit`` (the true backlog: the
+    register check stops early), through the in-progress index only."""
     try:
-        counts = store.counts()
+        return store.backlog(limit)
     except StoreUnavailable:
         return 0
-    return sum(n for status, n in counts.items() if Status(status).in_progress)
 
 
 def _read_health(source: FlowHealthSource) -> Any:
