@@ -222,15 +222,13 @@ class PostgresStore(SqlStore):
                 pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
-            # A concurrent registration of the same key that committed after this statement's
-            # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         # A concurrent registration of the same key that committed after this statement's
         # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         for _ in range(5):
             row = self._statement("register", params).rows[0]
-            refused = decide(int(row["backlog"]), params["ceiling"], params["park"],
-                             params["park_ceiling"]) is None
-            if row["inserted"] is not None or row["status"] is not None or refused:
+            if row["inserted"] is not None or row["status"] is not None or decide(
+                    int(row["backlog"]), params["ceiling"], params["park"],
+                    params["park_ceiling"]) is None:
                 return row
         raise StoreError(f"registration of {params['key']!r} kept racing; try again")
 
