@@ -104,12 +104,10 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
 
-    plan = _plan(intake)
+    plan, mode, park_ceiling = _plan(intake)
     health = _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
-    mode = OverloadMode(intake.overload_mode)
     ceiling = 0 if no_capacity else plan.watermark
-    park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
     registrations: List[Registration] = []
     try:
         _register_whole(store, submissions, now, ceiling, mode, park_ceiling, registrations)
@@ -209,10 +207,14 @@ def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(intake: IntakeSettings) -> CapacityPlan:
-    """The capacity plan with the effective watermark (settings are frozen: cached)."""
+def _plan(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+    """The capacity plan with the effective watermark, the overload mode and the park ceiling
+    (settings are frozen: cached)."""
     plan = intake.capacity()
-    return plan if intake.watermark == 0 else replace(plan, watermark=intake.watermark)
+    if intake.watermark != 0:
+        plan = replace(plan, watermark=intake.watermark)
+    park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
+    return plan, OverloadMode(intake.overload_mode), park_ceiling
 
 
 def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:

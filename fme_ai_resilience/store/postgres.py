@@ -146,7 +146,9 @@ class PostgresStore(SqlStore):
         goodbye (restart, ``pg_terminate_backend``), so nothing is sent on it.
         """
         conn = self._conn
-        if conn is not None and (conn.closed or self._pid != os.getpid() or _readable(conn)):
+        if conn is not None:
+            if not conn.closed and self._pid == os.getpid() and not _readable(conn):
+                return conn
             self._drop(conn)
         return self._connect()
 

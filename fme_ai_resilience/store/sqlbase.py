@@ -222,7 +222,8 @@ class SqlStore(CircuitOps):
             raise TypeError(f"submission must be a Submission, got {type(submission).__name__}")
         now = _finite("now", now)
         ceiling = _count("backlog_ceiling", backlog_ceiling, 0)
-        park = OverloadMode(overload_mode) is OverloadMode.PARK
+        park = (overload_mode is OverloadMode.PARK
+                or OverloadMode(overload_mode) is OverloadMode.PARK)
         if park_ceiling is not None and _count("park_ceiling", park_ceiling, 0) < ceiling:
             raise ValueError(f"park_ceiling must be >= backlog_ceiling, got {park_ceiling!r}")
         limit = park_ceiling if (park and park_ceiling is not None) else ceiling
