@@ -79,10 +79,19 @@ class CapacityPlan:
         ``drain_rate_per_s`` is the measured rate (tasks/s); None or a non-positive value uses
         the planned rate. Capped at :data:`MAX_DRAIN_RETRY_AFTER_S`.
         """
-        rate = drain_rate_per_s if drain_rate_per_s and drain_rate_per_s > 0 \
-            else self.drain_rate_per_s
+        rate = self._rate(drain_rate_per_s)
         excess = max(0, int(backlog) - self.watermark)
         return int(min(MAX_DRAIN_RETRY_AFTER_S, max(1, math.ceil(excess / rate))))
+
+    def saturating_backlog(self, drain_rate_per_s: Optional[float] = None) -> int:
+        """A backlog from which on :meth:`retry_after_s` answers its cap, however deep: a
+        count of the backlog may stop there without changing the answer."""
+        return self.watermark + math.ceil(MAX_DRAIN_RETRY_AFTER_S * self._rate(drain_rate_per_s))
+
+    def _rate(self, drain_rate_per_s: Optional[float]) -> float:
+        """The measured drain rate when there is one (> 0), else the planned rate."""
+        return drain_rate_per_s if drain_rate_per_s and drain_rate_per_s > 0 \
+            else self.drain_rate_per_s
 
 
 def plan_capacity(engines: int, mean_processing_s: float,

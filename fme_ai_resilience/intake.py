@@ -38,7 +38,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Unio
 from .budget import CapacityPlan
 from .errors import FailureClass, InvalidPayload, StoreUnavailable
 from .keys import body_key
-from .ledger import OverloadMode, RegisterOutcome, Registration, Status
+from .ledger import OverloadMode, RegisterOutcome, Registration
 from .redact import excerpt, redact_text
 from .settings import IntakeSettings, Settings
 from .store.base import Store
@@ -104,12 +104,10 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
 
-    plan = _plan(intake)
+    plan, mode, park_ceiling = _plan(intake)
     health = _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
-    mode = OverloadMode(intake.overload_mode)
     ceiling = 0 if no_capacity else plan.watermark
-    park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
     registrations: List[Registration] = []
     try:
         _register_whole(store, submissions, now, ceiling, mode, park_ceiling, registrations)
@@ -145,13 +143,15 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                "submissions": listing}
     if all(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
             no_capacity and any(o in _NEW for o in outcomes)):
+        rate = _drain_rate(store, settings, now)
         if no_capacity:
             backlog = plan.watermark + max(1, int(getattr(health, "queued", 0) or 0))
             status, state = 503, "no_engine_capacity"
         else:
-            backlog = max([r.backlog for r in registrations] + [_unfinished(store)])
+            backlog = max([r.backlog for r in registrations]
+                          + [_unfinished(store, plan.saturating_backlog(rate))])
             status, state = 429, "over_backlog"
-        retry_after = _retry_after(plan, backlog, store, settings, now)
+        retry_after = plan.retry_after_s(backlog, rate)
         stored = any(o in _NEW for o in outcomes)
         log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
                     "Retry-After %ds", state, first.feature_global_id, first.trace_id,
@@ -207,31 +207,33 @@ def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(intake: IntakeSettings) -> CapacityPlan:
-    """The capacity plan with the effective watermark (settings are frozen: cached)."""
+def _plan(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+    """The capacity plan with the effective watermark, the overload mode and the park ceiling
+    (settings are frozen: cached)."""
     plan = intake.capacity()
-    return plan if intake.watermark == 0 else replace(plan, watermark=intake.watermark)
+    if intake.watermark != 0:
+        plan = replace(plan, watermark=intake.watermark)
+    park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
+    return plan, OverloadMode(intake.overload_mode), park_ceiling
 
 
-def _retry_after(plan: CapacityPlan, backlog: int, store: Any, settings: Settings,
-                 now: float) -> int:
-    """Seconds to drain the excess backlog at the measured rate (planned rate without history)."""
+def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:
+    """Tasks/s finished over the drain window, or None without enough history to trust."""
     window = settings.intake.drain_window_s
     try:
         finished = store.completed_since(now - window)
     except StoreUnavailable:
         finished = 0
-    measured = finished / window if finished >= settings.intake.drain_min_completions else None
-    return plan.retry_after_s(backlog, measured)
+    return finished / window if finished >= settings.intake.drain_min_completions else None
 
 
-def _unfinished(store: Any) -> int:
-    """Tasks registered and not finished (the true backlog; the register check stops early)."""
+def _unfinished(store: Any, limit: int) -> int:
+    """Tasks registered and not finished, counted up to ``limit`` (the true backlog: the
+    register check stops early), through the in-progress index only."""
     try:
-        counts = store.counts()
+        return store.backlog(limit)
     except StoreUnavailable:
         return 0
-    return sum(n for status, n in counts.items() if Status(status).in_progress)
 
 
 def _read_health(source: FlowHealthSource) -> Any:

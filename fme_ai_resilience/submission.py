@@ -6,13 +6,22 @@ rides along for the download but never appears in ``repr``, :meth:`to_payload` o
 """
 from __future__ import annotations
 
+import functools
+from collections import abc
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import InvalidPayload
 
 _NOT_IN_PAYLOAD = frozenset({"portal_token"})
+
+
+@functools.lru_cache(maxsize=None)
+def _payload_fields(cls: type) -> Tuple[str, ...]:
+    """The fields of ``cls`` a payload carries, in declaration order (looked up once per class:
+    a payload is built for every registration)."""
+    return tuple(f.name for f in fields(cls) if f.name not in _NOT_IN_PAYLOAD)
 
 
 @dataclass(frozen=True)
@@ -50,29 +59,28 @@ class Submission:
             raise InvalidPayload("no feature GlobalID", field="feature_global_id")
         if self.attributes is None:  # a stored payload may carry "attributes": null
             object.__setattr__(self, "attributes", {})
-        if not isinstance(self.attributes, Mapping):
+        if not isinstance(self.attributes, abc.Mapping):
             raise InvalidPayload("attributes must be an object", field="attributes")
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
 
     def to_payload(self) -> Dict[str, Any]:
         """A JSON-ready dict of everything but the token (what the ledger stores)."""
         out: Dict[str, Any] = {}
-        for f in fields(self):
-            if f.name in _NOT_IN_PAYLOAD:
-                continue
-            value = getattr(self, f.name)
-            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        for name in _payload_fields(type(self)):
+            value = getattr(self, name)
+            out[name] = dict(value) if isinstance(value, abc.Mapping) else value
         return out
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any],
                      portal_token: Optional[str] = None) -> "Submission":
         """The inverse of :meth:`to_payload`; unknown keys are ignored."""
-        if not isinstance(payload, Mapping):
+        if not isinstance(payload, abc.Mapping):
             raise InvalidPayload(f"stored payload is a {type(payload).__name__}, not an object")
-        known = {f.name for f in fields(cls)} - _NOT_IN_PAYLOAD
+        known = set(_payload_fields(cls))
         try:
             return cls(**{k: v for k, v in payload.items() if k in known},
                        portal_token=portal_token)
         except TypeError as exc:
             raise InvalidPayload(f"stored payload is incomplete: {exc}") from None
+

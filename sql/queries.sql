@@ -19,7 +19,8 @@ INSERT INTO schema_version (version, applied_at) VALUES (%(version)s, %(now)s)
 SELECT status, outcome FROM ai_task_registry WHERE task_key = %(key)s
 
 -- backlog --
--- In-progress rows, counted through the partial index and never past the limit
+-- In-progress rows, counted through the partial index and never past the limit (the SQLite
+-- registration's check; the intake's measure of a backlog past the watermark on any backend)
 SELECT count(*) AS n FROM (
     SELECT 1 FROM ai_task_registry
     WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED')

@@ -66,6 +66,9 @@ def test_retry_after_drains_the_excess_at_the_planned_or_measured_rate():
     assert plan.retry_after_s(10) == 1              # under the watermark
     assert plan.retry_after_s(100, drain_rate_per_s=0.0) == 130   # no measurement: planned
     assert plan.retry_after_s(10**12) == MAX_DRAIN_RETRY_AFTER_S
+    assert plan.saturating_backlog() == 48 + 34560      # 24 h at 0.4 per s
+    assert plan.saturating_backlog(1.0) == 48 + 86400   # at the measured rate
+    assert plan.retry_after_s(48 + 34559) < MAX_DRAIN_RETRY_AFTER_S
 
 
 @settings(max_examples=200, deadline=None)
@@ -77,6 +80,18 @@ def test_retry_after_is_always_a_whole_positive_second(engines, mean, latency, b
     value = plan.retry_after_s(backlog, rate)
     assert isinstance(value, int) and 1 <= value <= MAX_DRAIN_RETRY_AFTER_S
     assert plan.retry_after_s(backlog + 100, rate) >= value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 500), st.floats(0.1, 600), st.floats(1, 7200),
+       st.one_of(st.none(), st.just(0.0), st.floats(0.001, 1000)), st.integers(0, 10**6))
+def test_saturating_backlog_already_answers_the_cap(engines, mean, latency, rate, deeper):
+    """From the saturating backlog on, Retry-After is the 24 h cap, so counting may stop there."""
+    plan = plan_capacity(engines, mean, latency)
+    cap = plan.saturating_backlog(rate)
+    assert cap > plan.watermark
+    assert plan.retry_after_s(cap, rate) == MAX_DRAIN_RETRY_AFTER_S
+    assert plan.retry_after_s(cap + deeper, rate) == MAX_DRAIN_RETRY_AFTER_S
 
 
 @pytest.mark.parametrize("args, field", [

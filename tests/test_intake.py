@@ -149,6 +149,34 @@ def test_retry_after_uses_the_measured_drain_rate_once_there_is_history(ledger, 
     assert decide(BODY, hdr("d2"), ledger, slower, now).retry_after_s == 8  # planned rate
 
 
+class _NoFullCounts:
+    """A ledger whose whole-table ``counts()`` must not be called; records backlog limits."""
+
+    def __init__(self, store):
+        self.store, self.limits = store, []
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def counts(self):
+        raise AssertionError("intake grouped the whole table by status")
+
+    def backlog(self, limit=None):
+        self.limits.append(limit)
+        return self.store.backlog(limit)
+
+
+def test_429_counts_the_backlog_through_the_capped_in_progress_count(store, clock):
+    """A 429 measures the backlog with the capped in-progress count, never a whole-table count."""
+    now = clock.now()
+    fill(store, 5, now)
+    ledger = _NoFullCounts(store)
+    decision = decide(BODY, hdr("d1"), ledger, settings(watermark=2, overload_mode="reject"),
+                      now)
+    assert decision.status_code == 429 and decision.retry_after_s == 8  # (5 - 2) / 0.4
+    assert ledger.limits == [2 + 24 * 3600 * 0.4]  # past it Retry-After is 24 h whatever
+
+
 def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
     """Past the watermark in park mode: 202 and the row DEFERRED (every backend)."""
     now = clock.now()

@@ -436,6 +436,26 @@ def test_counts_has_all_six_statuses(store):
     assert set(store.dead_letters()) == {f.value for f in FailureClass}
 
 
+def test_backlog_counts_in_progress_rows_up_to_the_limit(store):
+    """backlog(): PENDING, PROCESSING, FAILED and DEFERRED rows, never past the limit."""
+    assert store.backlog() == 0 and store.backlog(5) == 0
+    for key in ("processing", "failed", "deferred", "done", "dead"):
+        register(store, key)
+    tasks = {t.key: t for t in store.claim("e", 5, 60, T0)}
+    store.fail("failed", tasks["failed"].lease_token, ErrorClass.SERVER_ERROR, "x", T0 + 9, T0)
+    store.defer("deferred", tasks["deferred"].lease_token, T0 + 9, T0)
+    store.complete("done", tasks["done"].lease_token, TaskOutcome.ACCEPTED, None, T0)
+    store.bury("dead", tasks["dead"].lease_token, FailureClass.AUTH, "x", T0)
+    store.record_dead_letter("invalid", {}, FailureClass.INVALID_PAYLOAD, "x", T0)
+    register(store, "pending")
+    counts = store.counts()
+    assert [counts[s] for s in ("PENDING", "PROCESSING", "FAILED", "DEFERRED")] == [1, 1, 1, 1]
+    assert store.backlog() == 4
+    assert [store.backlog(n) for n in (0, 1, 3, 4, 100)] == [0, 1, 3, 4, 4]
+    with pytest.raises(ValueError):
+        store.backlog(-1)
+
+
 def test_completed_since_counts_successes_and_dead_letters(store):
     """The measured drain: SUCCEEDED and DEAD rows completed at or after a time."""
     a, b = claimed(store, "a"), claimed(store, "b")

@@ -63,7 +63,7 @@ def test_without_prepared_statements_the_contract_holds(pg_store_url):
 
 
 def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
-    """With many finished rows, the backlog count and the claim never scan the table."""
+    """With many finished rows, the backlog counts and the claim never scan the table."""
     admin = _admin(pg_store_url)
     with admin.cursor() as cur:
         cur.execute(
@@ -80,11 +80,12 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
                           "attachment_global_id": None, "event_type": "addData",
                           "payload": "{}", "now": T0, "due_at": T0, "ceiling": 10,
                           "park": True, "count_limit": 11, "park_ceiling": 100}),
-            ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60})):
+            ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60}),
+            ("backlog", {"count_limit": 2 ** 62}), ("backlog", {"count_limit": 35000})):
         with pg._conn.cursor() as cur:
             cur.execute("BEGIN")
             cur.execute("EXPLAIN " + pg._queries[name], params)
-            plans[name] = "\n".join(row[0] for row in cur.fetchall())
+            plans[name, params.get("count_limit")] = "\n".join(row[0] for row in cur.fetchall())
             cur.execute("ROLLBACK")
     for name, plan in plans.items():
         assert "ai_task_registry_live_idx" in plan, plan

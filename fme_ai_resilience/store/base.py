@@ -101,6 +101,13 @@ class Store(Protocol):
     def counts(self) -> Dict[str, int]:
         """``{status: n}`` with all six statuses present."""
 
+    def backlog(self, limit: Optional[int] = None) -> int:
+        """Tasks in progress (PENDING, PROCESSING, FAILED, DEFERRED), at most ``limit``.
+
+        Counted through the in-progress index alone (finished rows are never read), and never
+        past ``limit`` entries when one is given (None: count them all).
+        """
+
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows."""
 

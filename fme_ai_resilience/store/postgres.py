@@ -146,7 +146,9 @@ class PostgresStore(SqlStore):
         goodbye (restart, ``pg_terminate_backend``), so nothing is sent on it.
         """
         conn = self._conn
-        if conn is not None and (conn.closed or self._pid != os.getpid() or _readable(conn)):
+        if conn is not None:
+            if not conn.closed and self._pid == os.getpid() and not _readable(conn):
+                return conn
             self._drop(conn)
         return self._connect()
 
@@ -222,15 +224,13 @@ class PostgresStore(SqlStore):
                 pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
-            # A concurrent registration of the same key that committed after this statement's
-            # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         # A concurrent registration of the same key that committed after this statement's
         # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         for _ in range(5):
             row = self._statement("register", params).rows[0]
-            refused = decide(int(row["backlog"]), params["ceiling"], params["park"],
-                             params["park_ceiling"]) is None
-            if row["inserted"] is not None or row["status"] is not None or refused:
+            if row["inserted"] is not None or row["status"] is not None or decide(
+                    int(row["backlog"]), params["ceiling"], params["park"],
+                    params["park_ceiling"]) is None:
                 return row
         raise StoreError(f"registration of {params['key']!r} kept racing; try again")
 

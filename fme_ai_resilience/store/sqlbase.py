@@ -222,7 +222,8 @@ class SqlStore(CircuitOps):
             raise TypeError(f"submission must be a Submission, got {type(submission).__name__}")
         now = _finite("now", now)
         ceiling = _count("backlog_ceiling", backlog_ceiling, 0)
-        park = OverloadMode(overload_mode) is OverloadMode.PARK
+        park = (overload_mode is OverloadMode.PARK
+                or OverloadMode(overload_mode) is OverloadMode.PARK)
         if park_ceiling is not None and _count("park_ceiling", park_ceiling, 0) < ceiling:
             raise ValueError(f"park_ceiling must be >= backlog_ceiling, got {park_ceiling!r}")
         limit = park_ceiling if (park and park_ceiling is not None) else ceiling
@@ -367,6 +368,16 @@ class SqlStore(CircuitOps):
         for row in self._statement("counts", write=False).rows:
             out[row["status"]] = int(row["n"])
         return out
+
+    def backlog(self, limit: Optional[int] = None) -> int:
+        """Tasks in progress (PENDING, PROCESSING, FAILED, DEFERRED), at most ``limit``.
+
+        Counted through the in-progress index alone, never past ``limit`` entries (None: all);
+        cheap at any table size, unlike :meth:`counts`. Raises ValueError for a negative limit.
+        """
+        cap = _NO_LIMIT if limit is None else _count("limit", limit, 0)
+        rows = self._statement("backlog", {"count_limit": cap}, write=False).rows
+        return int(rows[0]["n"])
 
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows, every failure class present."""
