@@ -23,7 +23,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from .clock import Clock, SystemClock
 from .errors import StoreError
-from .intake import IntakeDecision, decide
+from .intake import IntakeDecision, capacity_limits, decide
+from .live_settings import LiveSettings
 from .redact import redact_text
 from .settings import Settings
 from .store.base import Store
@@ -38,7 +39,7 @@ StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
 
 
-def make_app(store: Store, settings: Optional[Settings] = None, *, clock: Optional[Clock] = None,
+def make_app(store: Store, settings: Union[None, Settings, LiveSettings] = None, *, clock: Optional[Clock] = None,
              flow_health: Optional[Callable[[], Any]] = None,
              shared_secret: Optional[str] = None,
              secret_header: str = DEFAULT_SECRET_HEADER,
@@ -48,6 +49,8 @@ def make_app(store: Store, settings: Optional[Settings] = None, *, clock: Option
                                                         Iterable[bytes]]:
     """A WSGI application writing webhook deliveries into ``store``.
 
+    ``settings`` is fixed :class:`Settings` or :class:`LiveSettings` (the ``resilience_config``
+    table followed at run time; each request uses the settings in force when it arrives).
     ``flow_health`` is e.g. ``FlowClient(...).health`` (503 when FME Flow has no engine
     capacity). ``shared_secret`` requires ``secret_header`` to carry it; ``signing_secret``
     (``whsec_<base64>`` or raw bytes) requires a valid Standard Webhooks signature
@@ -63,7 +66,7 @@ def make_app(store: Store, settings: Optional[Settings] = None, *, clock: Option
 class _Gateway:
     """The WSGI callable (a class so its configuration is visible and its secrets are not)."""
 
-    def __init__(self, store: Any, settings: Settings, clock: Clock,
+    def __init__(self, store: Any, settings: Union[Settings, LiveSettings], clock: Clock,
                  flow_health: Optional[Callable[[], Any]], shared_secret: Optional[str],
                  secret_header: str, signing_key: Optional[bytes], tolerance_s: float,
                  health_path: str) -> None:
@@ -73,6 +76,8 @@ class _Gateway:
             raise ValueError("signature_tolerance_s must be > 0")
         self.store = store
         self.settings = settings
+        self._settings_now: Callable[[], Settings] = (
+            settings.get if isinstance(settings, LiveSettings) else lambda: settings)
         self.clock = clock
         self.flow_health = flow_health
         self._secret = shared_secret.encode("utf-8") if shared_secret else None
@@ -110,8 +115,11 @@ class _Gateway:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
         body: Dict[str, Any] = {}
+        plan, _, park_ceiling = capacity_limits(self._settings_now().intake)
         try:
-            body["counts"] = self.store.counts()
+            # Cheap at any ledger size: counts in-progress rows through their index, capped.
+            body["backlog"] = self.store.backlog(park_ceiling + 1)
+            body["watermark"] = plan.watermark
             body["ledger"] = "reachable"
         except StoreError as exc:
             log.warning("gateway: health check: ledger unreachable: %s", redact_text(str(exc)))
@@ -135,7 +143,8 @@ class _Gateway:
         if self._secret is not None and not hmac.compare_digest(
                 environ.get(self._secret_env, "").encode("utf-8"), self._secret):
             return _unauthorized("missing or wrong shared secret")
-        limit = self.settings.intake.max_body_bytes
+        settings = self._settings_now()
+        limit = settings.intake.max_body_bytes
         raw, refusal = _read_body(environ, limit)
         if refusal is not None:
             return refusal
@@ -144,7 +153,7 @@ class _Gateway:
             if problem:
                 return _unauthorized(problem)
         headers = _request_headers(environ)
-        decision: IntakeDecision = decide(raw, headers, self.store, self.settings,
+        decision: IntakeDecision = decide(raw, headers, self.store, settings,
                                           self.clock.now(), self.flow_health)
         return decision.status_code, dict(decision.headers), dict(decision.body)
 

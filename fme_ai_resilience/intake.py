@@ -104,7 +104,7 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
 
-    plan, mode, park_ceiling = _plan(intake)
+    plan, mode, park_ceiling = capacity_limits(intake)
     health = _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
     ceiling = 0 if no_capacity else plan.watermark
@@ -207,9 +207,12 @@ def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
 
 
 @functools.lru_cache(maxsize=16)
-def _plan(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
-    """The capacity plan with the effective watermark, the overload mode and the park ceiling
-    (settings are frozen: cached)."""
+def capacity_limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+    """The capacity plan with the effective watermark, the overload mode and the park ceiling.
+
+    The park ceiling is ``park_ceiling_factor`` x the watermark (never below it). Settings are
+    frozen, so the answer is cached.
+    """
     plan = intake.capacity()
     if intake.watermark != 0:
         plan = replace(plan, watermark=intake.watermark)

@@ -36,7 +36,7 @@ class DownStore:
 
     dialect = "none"
 
-    def counts(self):
+    def backlog(self, limit=None):
         raise StoreUnavailable("connection refused")
 
 
@@ -151,16 +151,20 @@ def test_bad_signing_secret_is_refused_up_front():
 
 
 def test_healthz_reports_the_ledger(clock):
-    """GET /healthz: 200 with counts when the ledger answers, 503 when it does not."""
+    """GET /healthz: 200 with the capped backlog when the ledger answers, 503 when it does not."""
 
     class Up:
         dialect = "sqlite"
+        limits = []
 
-        def counts(self):
-            return {"PENDING": 2}
+        def backlog(self, limit=None):
+            self.limits.append(limit)
+            return 2
 
-    status, _, body = call(make_app(Up(), clock=clock), method="GET", path="/healthz")
-    assert status == 200 and body == {"ledger": "reachable", "counts": {"PENDING": 2}}
+    up = Up()
+    status, _, body = call(make_app(up, clock=clock), method="GET", path="/healthz")
+    assert status == 200 and body == {"ledger": "reachable", "backlog": 2, "watermark": 48}
+    assert up.limits == [481]  # never counts past the park ceiling (48 x 10) + 1
     status, _, body = call(make_app(DownStore(), clock=clock), method="GET", path="/healthz")
     assert status == 503 and body["ledger"] == "unreachable"
     assert call(make_app(Up(), clock=clock), method="POST", path="/healthz")[0] == 405
@@ -170,8 +174,8 @@ def test_healthz_includes_flow_health(clock):
     """With a flow probe configured, /healthz shows FME Flow's capacity."""
 
     class Up:
-        def counts(self):
-            return {}
+        def backlog(self, limit=None):
+            return 0
 
     health = FlowHealth(reachable=True, has_capacity=False, queued=9, engines=2, busy_engines=2)
     app = make_app(Up(), clock=clock, flow_health=lambda: health)
@@ -250,3 +254,16 @@ def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, m
                                    content_type=ctype)
     assert status in (200, 202, 400, 405, 415, 429)
     assert headers["Content-Type"] == "application/json" and isinstance(answer, dict)
+
+
+def test_live_settings_are_read_per_request(tmp_path, clock):
+    """With LiveSettings, a resilience_config change reaches the next request after its TTL."""
+    from fme_ai_resilience.live_settings import LiveSettings
+    from fme_ai_resilience.store import open_store
+
+    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
+        app = make_app(ledger, LiveSettings(ledger, ttl_s=5.0, clock=clock), clock=clock)
+        assert call(app, method="GET", path="/healthz")[2]["watermark"] == 48
+        ledger.set_config({"intake.watermark": "7"}, clock.now())
+        clock.advance(5.0)
+        assert call(app, method="GET", path="/healthz")[2]["watermark"] == 7

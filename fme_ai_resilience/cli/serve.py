@@ -19,6 +19,7 @@ from ..errors import ConfigurationError, StoreError
 from ..flow import FlowClient
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_text, redact_url
+from ..live_settings import LiveSettings
 from ..settings import Settings
 from . import settings_from_args
 
@@ -45,6 +46,9 @@ def add_parser(subparsers: Any) -> None:
                    help="past the watermark: park (store DEFERRED, default) or reject (429)")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set intake.watermark=200 (repeatable)")
+    p.add_argument("--config-ttl-seconds", type=float, default=30.0, metavar="S",
+                   help="re-read the resilience_config table at most every S seconds; its "
+                        "rows apply over the options (default 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
                    help=f"require header {DEFAULT_SECRET_HEADER} to equal ${{VAR}} "
                         f"(e.g. {SECRET_ENV})")
@@ -96,7 +100,8 @@ def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
     store = open_store(args.db, init_schema=True)
     try:
-        app = make_app(store, settings, flow_health=flow.health if flow else None,
+        live = LiveSettings(store, settings, ttl_s=args.config_ttl_seconds)
+        app = make_app(store, live, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
                        signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))

@@ -41,7 +41,7 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         status, body = post(url, BODY, dict(json_type, **{"X-FAIR-Secret": "s3cret-value"}))
         assert status == 202 and body["status"] == "accepted"
         with urllib.request.urlopen(url + "healthz", timeout=10) as response:
-            assert json.loads(response.read())["counts"]["PENDING"] == 1
+            assert json.loads(response.read())["backlog"] == 1
     finally:
         server.shutdown()
         server.server_close()
