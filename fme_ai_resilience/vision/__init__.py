@@ -11,10 +11,12 @@ from .builders import Credentials, RequestOptions, VisionRequest, build_request
 from .client import VisionClient, VisionOutcome, traceparent
 from .download import DownloadPolicy, Photo, check_url, fetch_photo
 from .providers import PROVIDERS, Assessment, ConditionRules, GenericMapping, normalize
+from .sigv4 import AwsCredentials, rekognition_signer
 
 __all__ = [
     "PROVIDERS",
     "Assessment",
+    "AwsCredentials",
     "ConditionRules",
     "Credentials",
     "DownloadPolicy",
@@ -28,5 +30,6 @@ __all__ = [
     "check_url",
     "fetch_photo",
     "normalize",
+    "rekognition_signer",
     "traceparent",
 ]

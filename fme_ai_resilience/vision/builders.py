@@ -2,18 +2,23 @@
 
 Secrets travel only in headers (never in a URL): Azure's ``Ocp-Apim-Subscription-Key``,
 Google's ``X-goog-api-key``, ``Authorization: Bearer`` for OpenAI-compatible and generic
-services. Rekognition needs AWS Signature V4: pass a ``signer`` (a callable that adds the
-signature headers to a :class:`VisionRequest`) in :class:`Credentials`.
+services. Rekognition needs AWS Signature V4: ``Credentials.aws(AwsCredentials(...), clock)``
+signs each request with :mod:`.sigv4`; any other ``signer`` (a callable that adds the
+signature headers to a :class:`VisionRequest`) may be passed in :class:`Credentials`.
 """
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple, Union
 
 from ..errors import ConfigurationError
 from .providers import OPENAI_RESULT_SCHEMA, PROVIDERS
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+    from .sigv4 import AwsCredentials
 
 Image = Union[bytes, bytearray, str]
 
@@ -41,7 +46,17 @@ class Credentials:
 
     @property
     def secrets(self) -> Tuple[str, ...]:
-        return tuple(s for s in (self.api_key, self.token) if s)
+        signer_secrets = tuple(getattr(self.signer, "secrets", ()) or ())
+        return tuple(s for s in (self.api_key, self.token) if s) + signer_secrets
+
+    @classmethod
+    def aws(cls, credentials: "AwsCredentials", clock: "Clock") -> "Credentials":
+        """Credentials that sign each request with AWS SigV4 at ``clock.now()``.
+
+        Pass the client's own clock so the signature time is the client's time.
+        """
+        from .sigv4 import rekognition_signer
+        return cls(signer=rekognition_signer(credentials, clock))
 
 
 @dataclass(frozen=True)
