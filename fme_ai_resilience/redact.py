@@ -38,9 +38,10 @@ _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
         r"secret|client_secret|subscription-key|signature)\b[\"']?\s*[=:]\s*[\"']?)"
         r"(?!\[REDACTED\])[^\s\"',;&}]+"),
      r"\1" + REDACTED),
-    # a raw credential after an Authorization header name (schemes are handled above)
+    # a raw credential after an Authorization header name (schemes are handled above; an AWS
+    # SigV4 value keeps its scheme and credential scope, its Signature= is caught above)
     (re.compile(r"(?i)(\b(?:proxy-|x-esri-)?authorization[\"']?\s*[:=]\s*[\"']?)"
-                r"(?!(?:bearer|basic|fmetoken)\s)(?!\[REDACTED\])[^\s\"',;&}]+"),
+                r"(?!(?:bearer|basic|fmetoken|aws4-hmac-sha256)\s)(?!\[REDACTED\])[^\s\"',;&}]+"),
      r"\1" + REDACTED),
     # secret query parameters inside free text (URLs quoted in exception messages)
     (re.compile(r"(?i)([?&](?:key|sig|x-amz-signature|x-amz-security-token|x-goog-signature)=)"
