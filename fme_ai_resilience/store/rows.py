@@ -10,14 +10,24 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..errors import FailureClass
 from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
+from .text import clean_json, needs_cleaning
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def to_json(value: Any, field: str) -> Optional[str]:
-    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if not JSON."""
+    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if not JSON.
+
+    Strings holding a NUL or an unpaired surrogate are stored with U+FFFD in their place
+    (see :mod:`.text`), the same on every backend.
+    """
     if value is None:
         return None
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _dumps(value)
+        return _dumps(clean_json(value)) if needs_cleaning(text) else text
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{field} is not JSON-ready: {exc}") from None
 

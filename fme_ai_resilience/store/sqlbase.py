@@ -4,7 +4,10 @@
 of a few primitives a backend supplies (``_transact`` running a function inside one transaction,
 ``_register_row`` and ``_claim_rows`` for the two operations whose atomicity each dialect gets
 its own way). Driver exceptions never leave a backend: :func:`translate` turns them into
-:class:`StoreError` / :class:`StoreUnavailable` once, at that edge.
+:class:`StoreError` / :class:`StoreUnavailable` once, at that edge. Every parameter passes
+:meth:`Tx.execute`, which cleans its text (NUL and lone surrogates become U+FFFD on every
+backend) and turns the ValueError / UnicodeError / OverflowError a driver raises for a value
+it cannot bind into :class:`StoreError`.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from ..submission import Submission
 from . import sqlfiles
 from .circuit import CircuitOps
 from .rows import from_json, optional, record_of, task_of, to_json
+from .text import clean_params
 
 T = TypeVar("T")
 
@@ -65,13 +69,20 @@ class Tx:
         return self.execute(self.queries[name], params)
 
     def execute(self, sql: str, params: Optional[Mapping[str, Any]] = None) -> Result:
-        """Execute SQL text from the ``.sql`` files (or derived from them)."""
+        """Execute SQL text from the ``.sql`` files (or derived from them).
+
+        Text parameters are cleaned first; raises StoreError for a value the driver cannot
+        bind (an integer past the column's range, say).
+        """
         cur = self.cursor
-        cur.execute(sql, params or {})
-        rows: List[Dict[str, Any]] = []
-        if cur.description is not None:
-            names = [d[0] for d in cur.description]
-            rows = [dict(zip(names, row)) for row in cur.fetchall()]
+        try:
+            cur.execute(sql, clean_params(params))
+            rows: List[Dict[str, Any]] = []
+            if cur.description is not None:
+                names = [d[0] for d in cur.description]
+                rows = [dict(zip(names, row)) for row in cur.fetchall()]
+        except (ValueError, OverflowError) as exc:  # UnicodeError is a ValueError
+            raise translate(exc, {}, lambda _: False) from exc
         return Result(rows, cur.rowcount)
 
     def script(self, statements: Iterable[str]) -> None:
@@ -111,6 +122,11 @@ def _count(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def _limit(name: str, value: Any, minimum: int) -> int:
+    """A count used as a limit or ceiling; past ``_NO_LIMIT`` it means "no limit"."""
+    return min(_count(name, value, minimum), _NO_LIMIT)
 
 
 def _text(name: str, value: Any) -> str:
@@ -221,12 +237,12 @@ class SqlStore(CircuitOps):
         if not isinstance(submission, Submission):
             raise TypeError(f"submission must be a Submission, got {type(submission).__name__}")
         now = _finite("now", now)
-        ceiling = _count("backlog_ceiling", backlog_ceiling, 0)
+        ceiling = _limit("backlog_ceiling", backlog_ceiling, 0)
         park = (overload_mode is OverloadMode.PARK
                 or OverloadMode(overload_mode) is OverloadMode.PARK)
         if park_ceiling is not None and _count("park_ceiling", park_ceiling, 0) < ceiling:
             raise ValueError(f"park_ceiling must be >= backlog_ceiling, got {park_ceiling!r}")
-        limit = park_ceiling if (park and park_ceiling is not None) else ceiling
+        limit = min(park_ceiling, _NO_LIMIT) if (park and park_ceiling is not None) else ceiling
         payload = submission.to_payload()
         row = self._register_row({
             "key": submission.idempotency_key, "source": submission.source,
@@ -235,7 +251,7 @@ class SqlStore(CircuitOps):
             "event_type": submission.event_type, "payload": to_json(payload, "payload"),
             "now": now, "due_at": now if due_at is None else _finite("due_at", due_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
-            "park_ceiling": _NO_LIMIT if park_ceiling is None else park_ceiling,
+            "park_ceiling": _NO_LIMIT if park_ceiling is None else min(park_ceiling, _NO_LIMIT),
         })
         backlog = int(row["backlog"])
         key = submission.idempotency_key
@@ -278,7 +294,7 @@ class SqlStore(CircuitOps):
         if lease_s <= 0:
             raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
         rows = self._claim_rows({"owner": _text("owner", owner),
-                                 "limit": _count("limit", limit, 1),
+                                 "limit": _limit("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
         rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
@@ -325,7 +341,7 @@ class SqlStore(CircuitOps):
         failure class BUDGET instead.
         """
         params = {"now": _finite("now", now),
-                  "max_attempts": _count("max_attempts", max_attempts, 1)}
+                  "max_attempts": _limit("max_attempts", max_attempts, 1)}
 
         def work(tx: Tx) -> ReapResult:
             buried = tx.run("reap_bury", params).rowcount
@@ -375,7 +391,7 @@ class SqlStore(CircuitOps):
         Counted through the in-progress index alone, never past ``limit`` entries (None: all);
         cheap at any table size, unlike :meth:`counts`. Raises ValueError for a negative limit.
         """
-        cap = _NO_LIMIT if limit is None else _count("limit", limit, 0)
+        cap = _NO_LIMIT if limit is None else _limit("limit", limit, 0)
         rows = self._statement("backlog", {"count_limit": cap}, write=False).rows
         return int(rows[0]["n"])
 
@@ -428,7 +444,7 @@ class SqlStore(CircuitOps):
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
         rows = self._statement("recent_anomalies", {"since": _finite("since", since),
-                                                    "limit": _count("limit", limit, 1)},
+                                                    "limit": _limit("limit", limit, 1)},
                                write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
                               errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],
