@@ -138,3 +138,35 @@ def test_postgres_constraint_violation_is_store_error(pg_store_url):
     assert type(postgres.translate_error(exc)) is StoreError
     assert type(postgres.translate_error(psycopg2.OperationalError("server closed"))) \
         is StoreUnavailable
+
+
+def test_sqlite_connection_failing_its_setup_is_closed(tmp_path, monkeypatch):
+    """A connection whose PRAGMA setup fails is closed, not leaked, and the error is StoreError."""
+    path = tmp_path / "notadb.db"
+    path.write_bytes(b"this is not a database" * 100)
+    opened = []
+    real_connect = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        opened.append(real_connect(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(sqlite_backend.sqlite3, "connect", connect)
+    store = sqlite_backend.SQLiteStore(str(path))
+    for _ in range(2):
+        with pytest.raises(StoreError):
+            store.counts()
+    assert len(opened) == 2
+    for conn in opened:
+        with pytest.raises(sqlite3.ProgrammingError):  # "Cannot operate on a closed database"
+            conn.execute("SELECT 1")
+
+
+def test_a_nul_in_the_location_is_store_error(tmp_path):
+    """A SQLite path or PostgreSQL URL with a NUL comes out as StoreError, not ValueError."""
+    with pytest.raises(StoreError):
+        sqlite_backend.SQLiteStore(str(tmp_path / "a\x00b.db")).counts()
+    pytest.importorskip("psycopg2")
+    from fme_ai_resilience.store.postgres import PostgresStore
+    with pytest.raises(StoreError):
+        PostgresStore("postgresql://postgres@127.0.0.1:5432/te\x00st").counts()

@@ -117,7 +117,7 @@ class PostgresStore(SqlStore):
             options["application_name"] = self.application_name
         try:
             conn = psycopg2.connect(self.url, **options)
-        except psycopg2.Error as exc:
+        except (psycopg2.Error, ValueError) as exc:  # ValueError: a NUL in the URL
             raise translate_error(exc) from exc
         try:
             # Autocommit at the driver: a one-statement operation is one round trip;

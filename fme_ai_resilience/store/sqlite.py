@@ -78,10 +78,14 @@ class SQLiteStore(SqlStore):
                 target, uri = f"file:{urllib.parse.quote(self.path)}?mode=rw", True
             conn = sqlite3.connect(target, timeout=self.busy_timeout_s, uri=uri,
                                    isolation_level=None, check_same_thread=False)
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
+            raise translate_error(exc) from exc
+        try:
             if self.path != ":memory:":
                 conn.execute(self._queries["journal_wal"])
             conn.execute(self._queries["synchronous_full"])
         except sqlite3.Error as exc:
+            conn.close()  # a connection that failed its setup is never kept nor leaked
             raise translate_error(exc) from exc
         self._conn, self._pid = conn, os.getpid()
         return conn
