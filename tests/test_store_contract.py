@@ -419,6 +419,42 @@ def test_requeue_by_keys_and_class_takes_only_keys_of_that_class(store):
     assert store.get("a").status is Status.DEAD and store.get("b").status is Status.PENDING
 
 
+def _error_class(store, key):
+    rows = store._transact(lambda tx: tx.execute(
+        f"SELECT error_class FROM ai_task_registry WHERE task_key = '{key}'"), write=False).rows
+    return rows[0]["error_class"]
+
+
+def test_requeue_clears_the_previous_life(store):
+    """A requeued task keeps no error class, error text, lease holder or expiry of its last life."""
+    _dead(store, "a", FailureClass.BUDGET)
+    _dead(store, "b", FailureClass.FORMAT)
+    assert (_error_class(store, "a"), store.get("a").lease_owner) == ("SERVER_ERROR", "e")
+    assert store.requeue(T0 + 1, keys=["a"]) == 1
+    assert store.requeue(T0 + 1, failure_class=FailureClass.FORMAT) == 1
+    for key in ("a", "b"):
+        record = store.get(key)
+        assert (record.status, record.last_error, record.lease_owner, record.lease_expires_at,
+                _error_class(store, key)) == (Status.PENDING, None, None, None, None)
+
+
+def test_requeue_moves_invalid_payload_evidence_only_when_forced(store):
+    """INVALID_PAYLOAD rows (no submission inside) stay DEAD unless requeue is forced."""
+    assert store.record_dead_letter("body:1", {"raw": "{"}, FailureClass.INVALID_PAYLOAD,
+                                    "not JSON", T0)
+    assert store.record_dead_letter("body:2", {"raw": "["}, FailureClass.INVALID_PAYLOAD,
+                                    "not JSON", T0)
+    _dead(store, "a", FailureClass.FORMAT)
+    assert store.requeue(T0 + 1, keys=["body:1", "a"]) == 1
+    assert store.get("body:1").status is Status.DEAD and store.get("a").status is Status.PENDING
+    with pytest.raises(ValueError):
+        store.requeue(T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD)
+    assert store.dead_letters()["INVALID_PAYLOAD"] == 2
+    assert store.requeue(T0 + 1, keys=["body:1"], force=True) == 1
+    assert store.requeue(T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD, force=True) == 1
+    assert store.get("body:1").status is store.get("body:2").status is Status.PENDING
+
+
 def test_requeue_needs_keys_or_a_class(store):
     """Requeue with nothing named refuses rather than reviving every dead letter."""
     with pytest.raises(ValueError):

@@ -91,8 +91,11 @@ class Store(Protocol):
         """Return expired leases to PENDING, counting an attempt; past the budget -> DEAD/BUDGET."""
 
     def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
-                failure_class: Optional[FailureClass] = None) -> int:
-        """DEAD -> PENDING for the given keys or failure class, attempts reset; returns how many."""
+                failure_class: Optional[FailureClass] = None, force: bool = False) -> int:
+        """DEAD -> PENDING for the given keys or failure class, as a fresh task; returns how many.
+
+        Attempts, error and lease are reset; INVALID_PAYLOAD evidence moves only with ``force``.
+        """
 
     # -- reading -----------------------------------------------------------------------------
     def get(self, key: str) -> Optional[TaskRecord]:

@@ -350,24 +350,32 @@ class SqlStore(CircuitOps):
         return self._transact(work)
 
     def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
-                failure_class: Optional[FailureClass] = None) -> int:
+                failure_class: Optional[FailureClass] = None, force: bool = False) -> int:
         """DEAD -> PENDING for the given keys or failure class (both: keys of that class).
 
-        Attempts are reset and checkpoints kept (a requeued task does not redo finished
-        stages). Returns how many rows moved. Raises ValueError when neither is given.
+        A requeued task starts a fresh life: attempts reset, the previous error (class and
+        text), lease holder and lease expiry cleared; checkpoints are kept (it does not redo
+        finished stages). INVALID_PAYLOAD evidence (a body that never became a submission)
+        is skipped unless ``force=True``. Returns how many rows moved. Raises ValueError when
+        neither keys nor a class is given, or for ``failure_class=INVALID_PAYLOAD`` unforced.
         """
         now = _finite("now", now)
         klass = None if failure_class is None else FailureClass(failure_class).value
+        force = bool(force)
+        if klass == FailureClass.INVALID_PAYLOAD.value and not force:
+            raise ValueError("INVALID_PAYLOAD dead letters are evidence, not tasks: "
+                             "requeue them only with force=True")
         if keys is None:
             if klass is None:
                 raise ValueError("requeue needs keys or a failure_class")
-            return self._statement("requeue_class",
-                                   {"now": now, "failure_class": klass}).rowcount
+            return self._statement("requeue_class", {"now": now, "failure_class": klass,
+                                                     "force": force}).rowcount
         wanted = [_text("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
 
         def work(tx: Tx) -> int:
             return sum(tx.run("requeue_key", {"now": now, "key": k, "failure_class": klass,
-                                              "any_class": klass is None}).rowcount
+                                              "any_class": klass is None,
+                                              "force": force}).rowcount
                        for k in dict.fromkeys(wanted))
 
         return self._transact(work)
