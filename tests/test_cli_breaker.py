@@ -41,6 +41,14 @@ def test_open_show_reset_round_trip(db, capsys):
     assert "vision: CLOSED (automatic state CLOSED" in out
 
 
+def test_show_of_an_unknown_service_creates_no_circuit(db, capsys):
+    """show --service for a service with no circuit reports it closed and writes nothing."""
+    code, out, _ = run(capsys, "breaker", "show", "--service", "visoin")
+    assert code == 0 and "visoin: CLOSED (automatic state CLOSED, generation 0" in out
+    with open_store(db) as store:
+        assert store.breaker_list() == {}
+
+
 def test_close_and_disable_set_modes(db, capsys):
     """close forces CLOSED; disable keeps metrics only."""
     run(capsys, "breaker", "close", "--service", "vision")

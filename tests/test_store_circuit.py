@@ -35,6 +35,18 @@ def test_missing_circuit_created_closed_existing_never_overwritten(store):
     assert store.breaker_list() == {"vision": opened(T0 + 5)}
 
 
+def test_peek_reads_without_creating(store):
+    """breaker_peek of a missing circuit answers CLOSED/0 and stores nothing; else the row."""
+    assert store.breaker_peek("typo") == BreakerState()
+    assert store.breaker_list() == {}
+    store.breaker_get("vision", T0)
+    assert store.breaker_swap("vision", 0, opened(T0 + 5), 0)
+    assert store.breaker_peek("vision") == opened(T0 + 5)
+    assert list(store.breaker_list()) == ["vision"]
+    with pytest.raises(ValueError, match="service"):
+        store.breaker_peek("")
+
+
 def test_swap_is_compare_and_set_on_generation(store):
     """Only the first of two writers from the same generation applies its change."""
     store.breaker_get("vision", T0)

@@ -69,7 +69,7 @@ def run_show(args: argparse.Namespace) -> int:
         policy = settings.breaker
         now = SystemClock().now()
         if args.service:
-            rows = {args.service: store.breaker_get(args.service, now)}
+            rows = {args.service: store.breaker_peek(args.service)}  # a read creates nothing
         else:
             rows = store.breaker_list()
         out = []

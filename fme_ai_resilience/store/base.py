@@ -144,6 +144,10 @@ class Store(Protocol):
         sees it open, with its original timestamps.
         """
 
+    def breaker_peek(self, service: str) -> BreakerState:
+        """The service's ``circuit_state`` row, or ``BreakerState()`` (CLOSED, generation 0)
+        when there is none; a read only, it never creates the row."""
+
     def breaker_list(self) -> Dict[str, BreakerState]:
         """Every ``circuit_state`` row, by service."""
 

@@ -62,6 +62,11 @@ class CircuitOps:
 
         return self._transact(work)
 
+    def breaker_peek(self, service: str) -> BreakerState:
+        """The service's circuit as stored; a missing one reads as CLOSED/0 and is not created."""
+        rows = self._statement("breaker_get", {"service": _service(service)}, write=False).rows
+        return breaker_state_of(rows[0]) if rows else BreakerState()
+
     def breaker_list(self) -> Dict[str, BreakerState]:
         """Every circuit, by service."""
         return {r["service"]: breaker_state_of(r)
