@@ -289,6 +289,22 @@ def test_probe_of_a_dead_engine_counts_as_failed_after_the_probe_timeout(shared)
     assert b.state(fresh=True) == reopened
 
 
+def test_silent_probes_end_the_round_on_every_backend(store):
+    """On each store a round whose probes all went silent reopens after the probe timeout."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(store, "vision", FAST, clock)
+    fail(breaker, clock, 4)
+    clock.advance(10.0)
+    first, second = breaker.allow(), breaker.allow()
+    assert first.is_probe and second.is_probe and first.probe_token == second.probe_token == 1
+    clock.advance(FAST.probe_timeout_s - 0.5)
+    assert isinstance(breaker.allow(), CircuitOpen)
+    clock.advance(0.5)
+    assert isinstance(breaker.allow(), CircuitOpen)
+    assert breaker.state(fresh=True).state is CircuitState.OPEN
+    assert breaker.state().trips == 2
+
+
 def test_silent_probe_still_lets_a_round_with_enough_successes_close(shared):
     """With close_ratio 0.5, one success and one silent probe close the circuit at the timeout."""
     clock = FakeClock()
