@@ -128,17 +128,18 @@ class Backoff:
 
 # -- Retry-After ---------------------------------------------------------------------------
 
-_NUMBER = r"\d+(?:\.\d+)?"
-_DELTA = re.compile(rf"^[+-]?{_NUMBER}$")
+# ASCII digits only: ``\d`` and int()/float() also take other scripts' digits ("١٢٠").
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_DELTA = re.compile(rf"^[+-]?{_NUMBER}$", re.ASCII)
 # Go-style durations as OpenAI's x-ratelimit-reset-* headers use them: 6m0s, 1s, 20ms, 1h2m3.5s
 _DURATION = re.compile(
     rf"^(?:(?P<h>{_NUMBER})h)?(?:(?P<m>{_NUMBER})m(?!s))?(?:(?P<s>{_NUMBER})s)?"
-    rf"(?:(?P<ms>{_NUMBER})ms)?$")
+    rf"(?:(?P<ms>{_NUMBER})ms)?$", re.ASCII)
 _WORD_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0,
                "secs": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
                "mins": 60.0, "minute": 60.0, "minutes": 60.0}
 _TEXT = re.compile(rf"(?i)\b(?:try\s+again|retry)\s+(?:in|after)\s+(?P<value>[0-9hms.]+)"
-                   rf"(?:\s*(?P<unit>[a-z]+))?")
+                   rf"(?:\s*(?P<unit>[a-z]+))?", re.ASCII)
 
 
 def _clamp(seconds: float) -> Optional[float]:
@@ -157,6 +158,8 @@ def _duration(text: str) -> Optional[float]:
 
 
 def _http_date(text: str, now: float) -> Optional[float]:
+    if not text.isascii():   # the date parser's int() would read other scripts' digits
+        return None
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -176,7 +179,7 @@ def _text_form(text: str) -> Optional[float]:
     if not match:
         return None
     value, unit = match.group("value").rstrip("."), (match.group("unit") or "").lower()
-    if re.fullmatch(_NUMBER, value) and unit in _WORD_UNITS:
+    if re.fullmatch(_NUMBER, value, re.ASCII) and unit in _WORD_UNITS:
         return float(value) * _WORD_UNITS[unit]
     return _duration(value)
 

@@ -8,6 +8,15 @@ on every host (shared/DESIGN.md section 5)::
     HALF_OPEN --exactly k probes reported, success ratio >= close_ratio--> CLOSED
     HALF_OPEN --exactly k probes reported, success ratio below it--> OPEN (next trip)
 
+A half-open round admits exactly k probe calls fleet-wide. A probe silent for
+``probe_timeout_s`` after its slot was claimed counts as a *failed* probe: the next ``allow()``
+that finds its slot records the failure instead of handing the slot out again, so a round is
+decided by the first ``allow()`` after its last probe went silent and never admits a (k+1)-th
+call. The round is not decided OPEN early once the close ratio has become unreachable: the
+remaining probes would then not be made, and k probe results per round are what an operator
+reads off the call log to judge a recovering service (the fleet test counts exactly k per
+round, including a round that fails).
+
 :func:`step` is the pure part (policy + state + event -> new state); it reads no clock and
 does no I/O. Every change it makes increments ``generation``; :class:`CircuitBreaker` writes a
 change only by compare-and-set on that generation, so two engines cannot both apply it.
@@ -33,6 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .store.base import Store
 
 log = logging.getLogger(__name__)
+
+#: The token of a slot's first claim (the store starts tokens at 0 and adds 1 per claim); a
+#: claim with a later token took over a slot whose probe went silent past ``probe_timeout_s``.
+_FIRST_CLAIM = 1
 
 #: The breaker's thresholds are the ``breaker`` settings group.
 BreakerPolicy = BreakerSettings
@@ -299,6 +312,9 @@ class CircuitBreaker:
         if (current.mode is BreakerMode.AUTO and current.state is CircuitState.OPEN
                 and now >= (current.open_until or 0.0)):
             current = self._apply(current, TimePassed(), now)
+        return self._decide(current, now)
+
+    def _decide(self, current: BreakerState, now: float) -> Decision:
         if current.mode is BreakerMode.FORCED_OPEN:
             return CircuitOpen(self.service, self.policy.cooldown_s, current.state, current.mode)
         if current.mode is not BreakerMode.AUTO or current.state is CircuitState.CLOSED:
@@ -309,15 +325,27 @@ class CircuitBreaker:
         return self._claim_probe(current, now)
 
     def _claim_probe(self, current: BreakerState, now: float) -> Decision:
-        claim = self.store.breaker_claim_probe(self.service, current.generation, now,
-                                               self.policy.probe_timeout_s)
-        if claim is None:
-            self.invalidate()   # the half-open round may be over: look again next time
-            return CircuitOpen(self.service, min(self.policy.probe_timeout_s,
-                                                 self.policy.cooldown_s),
-                               current.state, current.mode)
-        slot, token = claim
-        return Permit(self.service, current.generation, probe_slot=slot, probe_token=token)
+        for _ in range(self.policy.half_open_probes + 1):
+            claim = self.store.breaker_claim_probe(self.service, current.generation, now,
+                                                   self.policy.probe_timeout_s)
+            if claim is None:
+                self.invalidate()   # the half-open round may be over: look again next time
+                return CircuitOpen(self.service, min(self.policy.probe_timeout_s,
+                                                     self.policy.cooldown_s),
+                                   current.state, current.mode)
+            slot, token = claim
+            if token == _FIRST_CLAIM:
+                return Permit(self.service, current.generation, probe_slot=slot,
+                              probe_token=token)
+            # The slot's earlier probe went silent past probe_timeout_s: it counts as failed
+            # (this claim's token makes any late report from it stale) and is not handed out.
+            self.store.breaker_report_probe(self.service, current.generation, slot, token,
+                                            False, now)
+            after = self._after_probe(current.generation, now)
+            if after.generation != current.generation:
+                return self._decide(after, now)
+        return CircuitOpen(self.service, min(self.policy.probe_timeout_s, self.policy.cooldown_s),
+                           current.state, current.mode)
 
     def record(self, permit: Permit, call: CallRecord) -> BreakerState:
         """Log ``call`` (made under ``permit``) and apply the transition it causes, if any."""

@@ -165,8 +165,9 @@ def _level_for(settings: DegradeSettings, signals: Signals, scale: float) -> Lev
         return Level.PAUSED
     if backlog >= settings.critical_backlog * scale:
         return Level.CRITICAL_ONLY
+    # A half-open primary counts as closed: its probes must reach it for the round to end.
     if fallback_usable and (
-            signals.primary is not CircuitState.CLOSED
+            signals.primary is CircuitState.OPEN
             or 0 < signals.error_rate >= settings.fallback_error_rate * scale):
         return Level.FALLBACK
     if backlog >= settings.sample_backlog * scale:

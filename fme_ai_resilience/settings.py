@@ -15,6 +15,7 @@ import collections.abc
 import dataclasses
 import math
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,6 +25,17 @@ from .budget import CapacityPlan, TimeoutBudget, plan_capacity
 from .errors import ConfigurationError
 
 ENV_PREFIX = "FAIR_"
+
+#: The largest count any setting may hold (the ledger stores counts as 32-bit integers).
+MAX_COUNT = 2 ** 31 - 1
+#: Tighter maxima of particular counts: a half-open round creates one ledger row per probe.
+MAX_COUNTS = {"half_open_probes": 1000}
+#: The largest ``intake.park_ceiling_factor``: the park ceiling is this x the watermark.
+MAX_PARK_CEILING_FACTOR = 1000.0
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
+                      re.IGNORECASE)
 
 JITTERS = ("full", "equal", "decorrelated", "proportional")
 OVERLOAD_MODES = ("park", "reject")
@@ -48,13 +60,26 @@ def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> No
         ok = _number(value) and math.isfinite(value) and (
             value >= 0 if allow_zero else value > 0)
         _check(group, name, value, ok, "must be >= 0" if allow_zero else "must be > 0")
+        if name in whole:
+            most = MAX_COUNTS.get(name, MAX_COUNT)
+            _check(group, name, value, value <= most, f"must be <= {most}")
 
 
-def _ratio(group: str, obj: Any, *names: str) -> None:
+def _ratio(group: str, obj: Any, *names: str, allow_zero: bool = True) -> None:
     for name in names:
         value = getattr(obj, name)
-        ok = _number(value) and 0.0 <= value <= 1.0
-        _check(group, name, value, ok, "must be between 0 and 1")
+        ok = _number(value) and (0.0 <= value if allow_zero else 0.0 < value) and value <= 1.0
+        _check(group, name, value, ok,
+               "must be between 0 and 1" if allow_zero else "must be > 0 and <= 1")
+
+
+def _names(group: str, obj: Any, *names: str) -> None:
+    """Tuple-of-names fields: a list or tuple of strings, stored as a tuple."""
+    for name in names:
+        value = getattr(obj, name)
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        _check(group, name, value, ok, "must be a list of names")
+        object.__setattr__(obj, name, tuple(value))
 
 
 @dataclass(frozen=True)
@@ -98,11 +123,13 @@ class BreakerSettings:
     cache_ttl_s: float = 1.0
 
     def __post_init__(self) -> None:
-        _ratio("breaker", self, "failure_rate", "slow_call_rate", "close_ratio")
+        # A rate of 0 would trip a healthy service and close on a round of failed probes.
+        _ratio("breaker", self, "failure_rate", "slow_call_rate", "close_ratio", allow_zero=False)
         _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
                   "cooldown_max_s", "half_open_probes", "probe_timeout_s")
         _positive("breaker", self, "cache_ttl_s", allow_zero=True)
-        _check("breaker", "cooldown_factor", self.cooldown_factor, self.cooldown_factor >= 1,
+        _check("breaker", "cooldown_factor", self.cooldown_factor,
+               _number(self.cooldown_factor) and 1 <= self.cooldown_factor < math.inf,
                "must be >= 1")
         _check("breaker", "cooldown_max_s", self.cooldown_max_s,
                self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
@@ -137,7 +164,7 @@ class DegradeSettings:
         _check("degrade", "critical_backlog", self.critical_backlog,
                self.sample_backlog <= self.critical_backlog <= self.pause_backlog,
                "must lie between sample_backlog and pause_backlog")
-        object.__setattr__(self, "critical_types", tuple(self.critical_types))
+        _names("degrade", self, "critical_types")
 
 
 @dataclass(frozen=True)
@@ -173,7 +200,14 @@ class IntakeSettings:
         _check("intake", "overload_mode", self.overload_mode, self.overload_mode in OVERLOAD_MODES,
                f"must be one of {OVERLOAD_MODES}")
         _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
-               self.park_ceiling_factor >= 1, "must be >= 1")
+               _number(self.park_ceiling_factor)
+               and 1 <= self.park_ceiling_factor <= MAX_PARK_CEILING_FACTOR,
+               f"must be >= 1 and <= {MAX_PARK_CEILING_FACTOR:g}")
+        if self.watermark == 0:
+            derived = self.engines * self.latency_promise_s / self.mean_processing_s
+            _check("intake", "watermark", self.watermark, derived <= MAX_COUNT,
+                   f"derived from engines x latency_promise_s / mean_processing_s it would "
+                   f"exceed {MAX_COUNT}: set it")
 
     def capacity(self) -> CapacityPlan:
         """The Little's-law plan for these engines, processing time and latency promise."""
@@ -209,11 +243,14 @@ class ValidationSettings:
 
     def __post_init__(self) -> None:
         _ratio("validation", self, "confidence_threshold")
+        _check("validation", "thresholds", self.thresholds,
+               isinstance(self.thresholds, Mapping), "must map asset types to numbers")
         for asset, value in self.thresholds.items():
             _check("validation", f"thresholds[{asset}]", value,
-                   isinstance(value, (int, float)) and 0.0 <= value <= 1.0,
+                   _number(value) and 0.0 <= value <= 1.0,
                    "must be between 0 and 1")
         object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
+        _names("validation", self, "conditions")
         _check("validation", "conditions", self.conditions, len(self.conditions) > 0,
                "needs at least one condition")
 
@@ -234,6 +271,7 @@ class DownloadSettings:
     def __post_init__(self) -> None:
         _positive("download", self, "max_photo_bytes")
         _positive("download", self, "max_redirects", allow_zero=True)
+        _names("download", self, "allowed_hosts", "allow_http_hosts")
 
 
 @dataclass(frozen=True)
@@ -336,6 +374,7 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
     if not isinstance(raw, str):
         if hint is int and isinstance(raw, float) and raw.is_integer():
             return int(raw)
+        _check(group, attr, raw, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
         return raw
     text = raw.strip()
     try:
@@ -347,9 +386,11 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
                 return False
             raise ValueError("expected true/false")
         if hint is int:
+            if not _WHOLE.fullmatch(text):
+                raise ValueError("must be a whole number in ASCII digits")
             return int(text)
         if hint is float:
-            value = float(text)
+            value = _decimal(text)
             if not math.isfinite(value):
                 raise ValueError("not a finite number")
             return value
@@ -364,8 +405,31 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
                 k, sep, v = part.partition("=")
                 if not sep or not k.strip():
                     raise ValueError(f"expected name=value pairs, got {part!r}")
-                pairs[k.strip()] = float(v)
+                pairs[k.strip()] = _decimal(v.strip())
             return pairs
     except ValueError as exc:
         raise ConfigurationError(label, raw, str(exc)) from None
     raise ConfigurationError(label, raw, f"cannot read a value of type {hint}")  # pragma: no cover
+
+
+def _decimal(text: str) -> float:
+    """A number written in ASCII digits (``float`` alone also takes ``1_0`` and other scripts)."""
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(f"not a number in ASCII digits: {text!r}")
+    return float(text)
+
+
+def _typed_ok(hint: Any, raw: Any) -> bool:
+    """Whether a typed (non-string) value has a type the field can take."""
+    if hint is bool:
+        return isinstance(raw, bool)
+    if hint in (int, float):
+        return _number(raw)
+    if hint is str:
+        return False
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return isinstance(raw, (list, tuple))
+    if origin in (collections.abc.Mapping, dict):
+        return isinstance(raw, Mapping)
+    return True

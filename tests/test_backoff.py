@@ -138,6 +138,11 @@ def test_invalid_backoff_names_the_field(kwargs, field):
     ("nan", None),
     ("1e5", None),
     ("Mon, 99 Foo 2025 99:99:99 GMT", None),
+    ("\u0661\u0662\u0660", None),                          # Arabic-Indic digits: ASCII only
+    ("\u0663s", None),
+    ("\uff11\uff12", None),                                 # fullwidth digits
+    ("try again in \u0663 seconds", None),
+    ("Wed, \u0662\u0661 Oct 2037 07:28:00 GMT", None),
 ])
 def test_retry_after_table(value, expected):
     """Each Retry-After form gives the documented wait, garbage gives None."""
@@ -167,6 +172,12 @@ def test_headers_prefer_retry_after_then_ms_then_ratelimit_then_body():
     assert retry_after_from_headers({}, '{"error": {"message": "Please try again in 41.724s"}}',
                                     NOW) == pytest.approx(41.724)
     assert retry_after_from_headers(None, None, NOW) is None
+
+
+def test_headers_read_ascii_digits_only():
+    """retry-after-ms and the rate-limit headers ignore other scripts' digits."""
+    assert retry_after_from_headers({"retry-after-ms": "\u0661\u0662\u0660"}, "", NOW) is None
+    assert retry_after_from_headers({"x-ratelimit-reset-requests": "\u0663s"}, "", NOW) is None
 
 
 def test_ratelimit_reset_without_remaining_counts():

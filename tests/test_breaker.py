@@ -1,6 +1,8 @@
 """The breaker's pure state machine: policy + state + event -> new state."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fme_ai_resilience.breaker import (
@@ -265,8 +267,8 @@ def test_record_refuses_a_call_of_another_service(shared):
         a.record(a.allow(), CallRecord("other", clock.now(), 0.1))
 
 
-def test_probe_of_a_dead_engine_frees_its_slot_after_the_probe_timeout(shared):
-    """An engine that claimed a probe and died does not hold the half-open round for ever."""
+def test_probe_of_a_dead_engine_counts_as_failed_after_the_probe_timeout(shared):
+    """A probe silent past probe_timeout_s is a failed probe: the round ends, no k+1-th call."""
     clock = FakeClock()
     a, b = shared(clock), shared(clock)
     fail(a, clock, 4)
@@ -275,14 +277,50 @@ def test_probe_of_a_dead_engine_frees_its_slot_after_the_probe_timeout(shared):
     assert lost.is_probe and kept.is_probe
     clock.advance(1.0)
     assert isinstance(b.allow(), CircuitOpen)
+    a.record(kept, CallRecord("vision", clock.now(), 0.1))
+    assert b.state(fresh=True).state is CircuitState.HALF_OPEN
     clock.advance(FAST.probe_timeout_s)
-    retaken = b.allow()
-    assert retaken.is_probe
-    more = b.allow()
-    assert more.is_probe and {retaken.probe_slot, more.probe_slot} == {0, 1}
-    for permit in (retaken, more):
-        b.record(permit, CallRecord("vision", clock.now(), 0.1))
-    assert b.state().state is CircuitState.CLOSED
+    refusal = b.allow()                        # 1 success of 2 < close_ratio 1.0: reopened
+    assert isinstance(refusal, CircuitOpen)
+    reopened = b.state(fresh=True)
+    assert reopened.state is CircuitState.OPEN and reopened.trips == 2
+    assert refusal.retry_after_s == pytest.approx(cooldown_s(FAST, 2))
+    a.record(lost, CallRecord("vision", clock.now(), 0.1))    # the late report changes nothing
+    assert b.state(fresh=True) == reopened
+
+
+def test_silent_probes_end_the_round_on_every_backend(store):
+    """On each store a round whose probes all went silent reopens after the probe timeout."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(store, "vision", FAST, clock)
+    fail(breaker, clock, 4)
+    clock.advance(10.0)
+    first, second = breaker.allow(), breaker.allow()
+    assert first.is_probe and second.is_probe and first.probe_token == second.probe_token == 1
+    clock.advance(FAST.probe_timeout_s - 0.5)
+    assert isinstance(breaker.allow(), CircuitOpen)
+    clock.advance(0.5)
+    assert isinstance(breaker.allow(), CircuitOpen)
+    assert breaker.state(fresh=True).state is CircuitState.OPEN
+    assert breaker.state().trips == 2
+
+
+def test_silent_probe_still_lets_a_round_with_enough_successes_close(shared):
+    """With close_ratio 0.5, one success and one silent probe close the circuit at the timeout."""
+    clock = FakeClock()
+    a = shared(clock)
+    a.policy = b_policy = replace(FAST, close_ratio=0.5)
+    fail(a, clock, 4)
+    clock.advance(10.0)
+    lost, kept = a.allow(), a.allow()
+    a.record(kept, CallRecord("vision", clock.now(), 0.1))
+    assert a.state(fresh=True).state is CircuitState.HALF_OPEN
+    clock.advance(b_policy.probe_timeout_s - 1.0)
+    assert isinstance(a.allow(), CircuitOpen)  # not silent long enough yet
+    clock.advance(1.0)
+    permit = a.allow()
+    assert isinstance(permit, Permit) and not permit.is_probe
+    assert a.state().state is CircuitState.CLOSED and a.state().trips == 0
 
 
 def test_calibrate_reads_this_services_history(shared):

@@ -70,12 +70,17 @@ class Reference:
         if self.state == "OPEN":
             return ("refuse", self.open_until - now)
         for slot in self.slots:
-            free = slot["token"] is None or (
-                slot["ok"] is None and now >= slot["at"] + POLICY.probe_timeout_s)
-            if free:
+            if slot["token"] is None:
                 self.next_token += 1
                 slot.update(token=self.next_token, at=now)
                 return ("permit", (self.round, slot, self.next_token))
+            if slot["ok"] is None and now >= slot["at"] + POLICY.probe_timeout_s:
+                # a probe silent past the timeout is a failed probe; its late report is stale
+                self.next_token += 1
+                slot.update(token=self.next_token, at=now, ok=False)
+                self._decide(now)
+                if self.state != "HALF_OPEN":
+                    return self.allow(now)
         return ("refuse", min(POLICY.probe_timeout_s, POLICY.cooldown_s))
 
     def record(self, probe, ok: bool, slow: bool, started_at: float, now: float) -> None:

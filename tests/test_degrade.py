@@ -58,6 +58,22 @@ def test_breaker_signals_choose_fallback_or_pause():
     assert target_level(S, Signals(error_rate=0.35, fallback=CircuitState.OPEN)) is Level.NORMAL
 
 
+def test_half_open_primary_is_called_again_so_its_round_can_close():
+    """Primary OPEN -> L2; once HALF_OPEN the ladder steps down by its hold and calls the primary."""
+    both = dict(fallback=CircuitState.CLOSED)
+    script = [(0, Signals(primary=CircuitState.OPEN, **both)),
+              (10, Signals(primary=CircuitState.HALF_OPEN, **both)),
+              (69, Signals(primary=CircuitState.HALF_OPEN, **both)),
+              (70, Signals(primary=CircuitState.HALF_OPEN, **both))]
+    state, levels = run(script)
+    assert levels == [2, 2, 2, 1]
+    assert model_for(state.effective) is Model.PRIMARY    # the half-open round gets its probes
+    assert target_level(S, Signals(primary=CircuitState.HALF_OPEN, **both)) is Level.NORMAL
+    state, levels = run([(71, Signals(primary=CircuitState.CLOSED, **both)),
+                         (131, Signals(primary=CircuitState.CLOSED, **both))], state)
+    assert levels == [1, 0]
+
+
 def test_climbs_at_once_and_descends_one_level_per_hold():
     """A spike climbs straight to L4; recovery steps down one level per calm hold period."""
     script = [(0, backlog(0.2)), (10, backlog(7.0)), (20, backlog(0.1)), (79, backlog(0.1)),

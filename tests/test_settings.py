@@ -145,6 +145,22 @@ INVALID = [
     ("download.max_redirects", "-1", "download.max_redirects"),
     ("alerts.anomaly_rate", "2", "alerts.anomaly_rate"),
     ("alerts.e2e_p95_warning_ratio", "-1", "alerts.e2e_p95_warning_ratio"),
+    # a rate of 0 inverts the breaker: it would trip a healthy service, close a dead one
+    ("breaker.failure_rate", "0", "breaker.failure_rate"),
+    ("breaker.slow_call_rate", "0", "breaker.slow_call_rate"),
+    ("breaker.close_ratio", "0", "breaker.close_ratio"),
+    # counts beyond what the ledger stores, factors beyond sense
+    ("intake.watermark", "99999999999999999999", "intake.watermark"),
+    ("intake.max_body_bytes", "2147483648", "intake.max_body_bytes"),
+    ("breaker.half_open_probes", "1001", "breaker.half_open_probes"),
+    ("intake.park_ceiling_factor", "1e30", "intake.park_ceiling_factor"),
+    ("intake.park_ceiling_factor", "1001", "intake.park_ceiling_factor"),
+    # numbers in ASCII digits only
+    ("retry.task_attempts", "\u0666", "retry.task_attempts"),
+    ("intake.engines", "1_000", "intake.engines"),
+    ("breaker.window_s", "\u0666\u0660", "breaker.window_s"),
+    ("breaker.window_s", "6_0", "breaker.window_s"),
+    ("validation.thresholds", "hydrant=0.\u0665", "validation.thresholds"),
 ]
 
 
@@ -173,3 +189,35 @@ def test_direct_construction_checks_whole_numbers(value):
     with pytest.raises(ConfigurationError) as info:
         RetrySettings(task_attempts=value)
     assert info.value.field == "retry.task_attempts"
+
+
+@pytest.mark.parametrize("name, value", [
+    ("degrade.critical_types", 5), ("retry.jitter", 5), ("validation.thresholds", 5),
+    ("validation.conditions", 3.5), ("breaker.cooldown_factor", [2]),
+    ("intake.park_ceiling_factor", "10".encode()), ("breaker.failure_rate", True),
+    ("download.allowed_hosts", ("ok.example", 5)),
+])
+def test_typed_value_of_the_wrong_type_is_a_configuration_error(name, value):
+    """A typed value a field cannot take raises ConfigurationError naming it, never TypeError."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({name: value})
+    assert info.value.field == name
+
+
+def test_largest_counts_are_accepted():
+    """The documented maxima themselves are valid: 2**31-1 for a count, 1000 for the factor."""
+    settings = Settings().with_values({"intake.watermark": str(2 ** 31 - 1),
+                                       "intake.park_ceiling_factor": "1000",
+                                       "breaker.half_open_probes": "1000",
+                                       "breaker.failure_rate": "1", "intake.engines": "+8"})
+    assert settings.intake.watermark == 2 ** 31 - 1
+    assert settings.intake.park_ceiling_factor == 1000.0 and settings.intake.engines == 8
+
+
+def test_a_derived_watermark_beyond_the_largest_count_is_refused():
+    """With watermark 0, engines x latency / processing time past 2**31-1 names intake.watermark."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({"intake.engines": str(2 ** 31 - 1)})
+    assert info.value.field == "intake.watermark"
+    assert Settings().with_values({"intake.engines": str(2 ** 31 - 1),
+                                   "intake.watermark": "48"}).intake.watermark == 48
