@@ -8,6 +8,11 @@ Intake uses :meth:`FlowClient.health` to answer 503 + Retry-After when FME Flow 
 capacity. A probe that fails (Flow unreachable, bad answer) reports ``reachable=False`` and
 ``has_capacity=True``: the ledger holds the work whatever Flow's state, so an unreachable
 health endpoint never turns submissions away.
+
+The health cache is stale-while-revalidate: an answer is fresh for ``cache_ttl_s`` after its
+probe *finished*; once stale, one caller probes while the others keep getting the previous
+answer, for at most ``max_stale_s`` past its freshness. Callers with no answer, or one too
+stale, wait for the probe in flight rather than starting their own (one probe at a time).
 """
 from __future__ import annotations
 
@@ -73,19 +78,20 @@ class FlowClient:
     """A small FME Flow REST client for queue and engine state, with a cached health probe.
 
     ``timeout_s`` is the (connect, read) timeout of each request in seconds; ``cache_ttl_s``
-    how long a health answer is reused. ``session`` and ``clock`` are injectable for tests.
+    how long a health answer is reused; ``max_stale_s`` how much longer a stale answer is
+    served while one caller refreshes it. ``session`` and ``clock`` are injectable for tests.
     """
 
     def __init__(self, base_url: str, token: str, *, session: Optional[requests.Session] = None,
                  clock: Optional[Clock] = None, cache_ttl_s: float = 5.0,
                  timeout_s: Tuple[float, float] = (3.0, 5.0),
-                 max_queued_per_engine: float = 1.0) -> None:
+                 max_queued_per_engine: float = 1.0, max_stale_s: float = 30.0) -> None:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise ValueError("base_url must be an http(s) URL")
         if not token:
             raise ValueError("token must not be empty")
-        if cache_ttl_s < 0 or max_queued_per_engine < 0:
-            raise ValueError("cache_ttl_s and max_queued_per_engine must be >= 0")
+        if cache_ttl_s < 0 or max_queued_per_engine < 0 or max_stale_s < 0:
+            raise ValueError("cache_ttl_s, max_queued_per_engine and max_stale_s must be >= 0")
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._session = session or requests.Session()
@@ -93,9 +99,11 @@ class FlowClient:
         self.cache_ttl_s = cache_ttl_s
         self.timeout_s = timeout_s
         self.max_queued_per_engine = max_queued_per_engine
+        self.max_stale_s = max_stale_s
         self.api_version: Optional[str] = None
         self._cached: Optional[FlowHealth] = None
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._refreshing = False
 
     def __repr__(self) -> str:
         return f"FlowClient({self.base_url!r}, api={self.api_version or 'auto'})"
@@ -116,23 +124,42 @@ class FlowClient:
 
     # -- health -------------------------------------------------------------------------------
     def health(self) -> FlowHealth:
-        """The cached verdict on engine capacity (refreshed after ``cache_ttl_s``); never raises."""
+        """The cached verdict on engine capacity (stale-while-revalidate, see the module
+        docstring); never raises. No lock is held during the HTTP calls."""
         with self._lock:
-            now = self._clock.monotonic()
-            cached = self._cached
-            if cached is not None and now - cached.checked_at < self.cache_ttl_s:
-                return cached
-            self._cached = self._probe(now)
-            return self._cached
+            while True:
+                cached = self._cached
+                age = None if cached is None else self._clock.monotonic() - cached.checked_at
+                if age is not None and age < self.cache_ttl_s:
+                    return cached  # type: ignore[return-value]
+                if not self._refreshing:
+                    self._refreshing = True
+                    break
+                if age is not None and age < self.cache_ttl_s + self.max_stale_s:
+                    return cached  # type: ignore[return-value]
+                self._lock.wait()  # nothing usable: wait for the probe in flight
+        fresh: Optional[FlowHealth] = None
+        try:
+            fresh = self._probe()
+            return fresh
+        finally:
+            with self._lock:
+                if fresh is not None:
+                    self._cached = fresh
+                self._refreshing = False
+                self._lock.notify_all()
 
-    def _probe(self, now: float) -> FlowHealth:
+    def _probe(self) -> FlowHealth:
+        """Ask Flow now; the answer is stamped when the probe finished (monotonic seconds)."""
         try:
             queued, running = self.job_counts()
             engines = self.engines()
         except FlowError as exc:
+            now = self._clock.monotonic()
             log.warning("FME Flow health probe failed: %s", exc)
             return FlowHealth(reachable=False, has_capacity=True, checked_at=now,
                               api_version=self.api_version, error=str(exc))
+        now = self._clock.monotonic()
         busy = sum(1 for e in engines if e.busy)
         total = len(engines)
         saturated = total == 0 or (

@@ -166,9 +166,12 @@ class _Gateway:
             return "missing webhook-id, webhook-timestamp or webhook-signature"
         try:
             sent_at = int(stamp)
+            skew = abs(self.clock.now() - sent_at)  # OverflowError: too large for a float
         except ValueError:
             return "webhook-timestamp is not an integer"
-        if abs(self.clock.now() - sent_at) > self.tolerance_s:
+        except OverflowError:
+            return "webhook-timestamp outside the tolerance window"
+        if skew > self.tolerance_s:
             return "webhook-timestamp outside the tolerance window"
         signed = f"{msg_id}.{stamp}.".encode("utf-8") + raw
         expected = base64.b64encode(

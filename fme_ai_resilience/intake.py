@@ -10,20 +10,28 @@
         and the compensator requeues dead letters)
 429     the body could not be stored as a whole: over the watermark in ``reject`` mode, or
         over the park ceiling in ``park`` mode; ``Retry-After`` from Little's law
-400     the body is invalid; a DEAD row keyed by the body's SHA-256 keeps the redacted excerpt
-        and the reason
+400     the body is invalid (or the parser failed on it in any unexpected way); a DEAD row
+        keyed by the body's SHA-256 keeps the redacted excerpt and the reason
 503     the ledger is unreachable, or FME Flow reports no engine capacity; ``Retry-After``
 ======  =====================================================================================
 
-A body with several photos is answered as a whole, and is never split: once any of its photos
+A body with several photos is answered as a whole, and is not split: once any of its photos
 is in the ledger (new or from an earlier delivery), photos the backlog check refused are
-stored too, parked DEFERRED past any ceiling, so a partly stored body loses nothing. Only a
-body none of whose photos could be stored is refused.
+stored too, parked DEFERRED past the park ceiling, so a partly stored body loses nothing.
+Only a body none of whose photos could be stored is refused. That "never split" path still
+has a hard ceiling: the park ceiling plus ``max_attachments`` (one whole body's worth of
+headroom; a body holds at most ``max_attachments`` submissions, counting unlisted photo lists).
+Past it (only when many partly stored bodies arrive at once) the refused photos stay out and
+the answer is 429 with ``stored: true``: a sender that retries meets duplicates for the stored
+photos and registers the rest. The answer's ``submissions`` lists the first
+:data:`MAX_LISTED` registrations; ``submission_count`` gives the total.
 
 When FME Flow reports no engine capacity the photos are registered against a watermark of
 zero: in ``park`` mode they are stored DEFERRED and the answer is 503 (a retrying sender comes
 back and meets a duplicate; Survey123 ignores the status and nothing is lost); in ``reject``
-mode nothing new is stored. Duplicates are still answered 200/202.
+mode a body none of whose photos is in the ledger is refused with 503 and nothing stored,
+while the new photos of a body partly in the ledger are parked DEFERRED with the rest (the
+body is not split) and the answer is still 503. Duplicates are still answered 200/202.
 """
 from __future__ import annotations
 
@@ -48,6 +56,8 @@ from .survey123 import Body, delivery_id_of, parse_webhook
 log = logging.getLogger(__name__)
 
 EXCERPT_CHARS = 2048
+#: How many registrations a 202/429/503 answer lists by key (the rest are only counted).
+MAX_LISTED = 50
 
 _NEW = (RegisterOutcome.NEW, RegisterOutcome.PARKED)
 
@@ -103,6 +113,11 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
                                     max_attachments=intake.max_attachments)
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the body as a 500
+        log.error("intake: the parser failed on a body with %s; recording it as invalid",
+                  type(exc).__name__)
+        unreadable = InvalidPayload(f"the body could not be parsed ({type(exc).__name__})")
+        return _invalid(body, headers, unreadable, store, settings, now)
 
     plan, mode, park_ceiling = capacity_limits(intake)
     health = _read_health(flow_health)
@@ -110,7 +125,8 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
     ceiling = 0 if no_capacity else plan.watermark
     registrations: List[Registration] = []
     try:
-        _register_whole(store, submissions, now, ceiling, mode, park_ceiling, registrations)
+        _register_whole(store, submissions, now, ceiling, mode, park_ceiling,
+                        park_ceiling + intake.max_attachments, registrations)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
         log.error("intake: ledger unreachable after %d of %d photo(s) of %s: %s", len(stored),
@@ -120,16 +136,20 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
 
 
 def _register_whole(store: Any, submissions: Sequence[Submission], now: float, ceiling: int,
-                    mode: OverloadMode, park_ceiling: int, out: List[Registration]) -> None:
-    """Register every photo; if the body is partly in the ledger, store the refused rest parked."""
+                    mode: OverloadMode, park_ceiling: int, hard_ceiling: int,
+                    out: List[Registration]) -> None:
+    """Register every photo; if the body is partly in the ledger, store the refused rest
+    parked, up to ``hard_ceiling`` unfinished tasks."""
     for sub in submissions:
         out.append(store.register(sub, now, ceiling, mode, park_ceiling))
     refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
     if refused and len(refused) < len(out):
         for i in refused:
-            out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, None)
+            out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, hard_ceiling)
+        left = sum(1 for i in refused if out[i].outcome is RegisterOutcome.OVER_BACKLOG)
         log.warning("intake: %d photo(s) of %s over the ceiling parked with the rest of their "
-                    "submission", len(refused), submissions[0].feature_global_id)
+                    "submission%s", len(refused) - left, submissions[0].feature_global_id,
+                    f"; {left} refused past the hard ceiling of {hard_ceiling}" if left else "")
 
 
 def _answer(submissions: Sequence[Submission], registrations: Sequence[Registration],
@@ -137,11 +157,12 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
             health: Any, no_capacity: bool) -> IntakeDecision:
     outcomes = [r.outcome for r in registrations]
     listing = [{"key": r.key, "outcome": r.outcome.value,
-                "status": r.status.value if r.status else None} for r in registrations]
+                "status": r.status.value if r.status else None}
+               for r in registrations[:MAX_LISTED]]
     first = submissions[0]
     context = {"feature": first.feature_global_id, "delivery_id": first.delivery_id,
-               "submissions": listing}
-    if all(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
+               "submissions": listing, "submission_count": len(registrations)}
+    if any(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
             no_capacity and any(o in _NEW for o in outcomes)):
         rate = _drain_rate(store, settings, now)
         if no_capacity:
@@ -152,11 +173,11 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                           + [_unfinished(store, plan.saturating_backlog(rate))])
             status, state = 429, "over_backlog"
         retry_after = plan.retry_after_s(backlog, rate)
-        stored = any(o in _NEW for o in outcomes)
+        stored = any(o is not RegisterOutcome.OVER_BACKLOG for o in outcomes)
         log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
                     "Retry-After %ds", state, first.feature_global_id, first.trace_id,
                     first.delivery_id, len(outcomes),
-                    "stored DEFERRED" if stored else "nothing stored", retry_after)
+                    "some stored" if stored else "nothing stored", retry_after)
         return IntakeDecision(status, {"Retry-After": str(retry_after)},
                               dict(context, status=state, stored=stored,
                                    retry_after_s=retry_after), registrations)
@@ -167,10 +188,12 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
     else:
         status, state = 202, "duplicate_in_progress"
     if log.isEnabledFor(logging.INFO):
-        log.info("intake: %s %s (delivery %s): %s", state, first.feature_global_id,
+        more = len(registrations) - MAX_LISTED
+        log.info("intake: %s %s (delivery %s): %s%s", state, first.feature_global_id,
                  first.delivery_id, ", ".join(f"{r.key} {r.outcome.value} trace "
                                               f"{s.trace_id}" for r, s in
-                                              zip(registrations, submissions)))
+                                              zip(registrations[:MAX_LISTED], submissions)),
+                 f" and {more} more" if more > 0 else "")
     return IntakeDecision(status, {}, dict(context, status=state, stored=True), registrations)
 
 

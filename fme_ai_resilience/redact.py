@@ -72,17 +72,59 @@ def redact_text(text: Any, secrets: Iterable[Optional[str]] = ()) -> str:
 
 
 def redact_url(url: str, secrets: Iterable[Optional[str]] = ()) -> str:
-    """``url`` without secret query parameters or credentials in the authority."""
+    """``url`` without secret query parameters or credentials in the authority.
+
+    A URL with neither keeps its exact form (``sqlite:////tmp/x.db`` stays as written).
+    """
+    return redact_text(_filter_url(url, drop=False), secrets)
+
+
+def without_secret_params(url: str) -> str:
+    """``url`` with its secret query parameters and authority credentials removed altogether.
+
+    For URLs that are used, not shown (an attachment to download): a ``[REDACTED]`` value
+    would be sent. Raises ValueError when ``url`` cannot be split as a URL.
+    """
+    return _filter_url(url, drop=True, strict=True)
+
+
+def _filter_url(url: str, drop: bool, strict: bool = False) -> str:
+    """``url`` with secret query parameters dropped or redacted and credentials removed;
+    unchanged (same text) when it carries neither."""
     try:
         parts = urlsplit(url)
-        netloc = parts.netloc.rpartition("@")[2] if "@" in parts.netloc else parts.netloc
-        query = urlencode([(k, REDACTED if is_secret_key(k) else v)
-                           for k, v in parse_qsl(parts.query, keep_blank_values=True)],
-                          safe="[]")
-        cleaned = urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        netloc = parts.netloc.rpartition("@")[2]
+        pairs = parse_qsl(parts.query, keep_blank_values=True)
+        if netloc == parts.netloc and not any(is_secret_key(k) for k, _ in pairs):
+            return str(url)
+        kept = [(k, v) for k, v in pairs if not is_secret_key(k)] if drop else [
+            (k, REDACTED if is_secret_key(k) else v) for k, v in pairs]
+        return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept, safe="[]"),
+                           parts.fragment))
     except ValueError:
-        cleaned = str(url)
-    return redact_text(cleaned, secrets)
+        if strict:
+            raise
+        return str(url)
+
+
+def scrub_secrets(value: Any, secrets: Iterable[Optional[str]], _depth: int = 0) -> Any:
+    """A deep copy of a JSON-like value with every known secret value replaced, and nothing
+    else touched: no key names or patterns (for business data such as survey attributes)."""
+    known = tuple(s for s in secrets if s and len(s) >= 4)
+    if not known:
+        return value
+    if _depth > 64:
+        return REDACTED
+    if isinstance(value, str):
+        for secret in known:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {scrub_secrets(k, known, _depth + 1): scrub_secrets(v, known, _depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_secrets(v, known, _depth + 1) for v in value]
+    return value
 
 
 def redact_mapping(value: Any, secrets: Iterable[Optional[str]] = (), _depth: int = 0) -> Any:

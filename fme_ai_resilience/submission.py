@@ -63,6 +63,11 @@ class Submission:
             raise InvalidPayload("attributes must be an object", field="attributes")
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
 
+    def __hash__(self) -> int:
+        """Hash on the idempotency key (equality stays field-wise; the attributes' mapping
+        proxy is not hashable, so the generated field-wise hash would raise)."""
+        return hash(self.idempotency_key)
+
     def to_payload(self) -> Dict[str, Any]:
         """A JSON-ready dict of everything but the token (what the ledger stores)."""
         out: Dict[str, Any] = {}

@@ -11,7 +11,14 @@ Rules:
 * a record (the feature or a repeat record) whose ``attachments`` is ``null`` or absent yields
   one submission flagged ``attachments_unknown`` for that record, so the processor lists its
   photos through the layer's ``queryAttachments``; a body that lists no photo at all yields
-  one for the feature, so a submission whose photos went missing is never dropped;
+  one for the feature (besides any for repeat records), so a submission whose photos went
+  missing is never dropped;
+* every submission counts toward ``max_attachments``, listed photos and unknown lists alike,
+  so one body cannot create more than that many ledger rows;
+* a repeat record without its own asset type inherits the nearest ancestor's, at any depth;
+* attributes are stored as sent, except that the exact portal token value is scrubbed wherever
+  it appears (survey fields named ``key`` or ``token`` are business data, not secrets); the
+  edit marker of an editData key is computed from the attributes as sent (a one-way hash);
 * the portal token travels only in ``Submission.portal_token`` (never in repr, payload, logs).
 """
 from __future__ import annotations
@@ -20,12 +27,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, Iterator, List, Optional, Tuple, Union
+from urllib.parse import urlsplit, urlunsplit
 
 from .errors import InvalidPayload
 from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
-from .redact import is_secret_key, redact_mapping
+from .redact import scrub_secrets, without_secret_params
 from .submission import Submission
 
 
@@ -70,16 +77,20 @@ def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
                        service_url=service_url, asset_type_field=asset_type_field,
                        max_attachments=max_attachments)
     out: List[Submission] = []
-    root = _record(feature, "feature", context, out, parent_attributes=None)
-    if not out:
-        # Every list was present and empty: the photos may still exist on the layer.
-        out.append(_unknown(root, context))
+    root = _record(feature, "feature", context, out, inherited_asset_type=None)
+    if context.listed == 0 and not context.root_unknown:
+        # No photo listed anywhere: the feature's photos may still exist on the layer.
+        out.append(_unknown(root, context, "feature"))
     return out
 
 
 @dataclass
 class _Context:
-    """What every record of one body shares while it is walked (``photos`` counts them)."""
+    """What every record of one body shares while it is walked.
+
+    ``submissions`` counts every submission made (the ``max_attachments`` limit), ``listed``
+    the photos the body listed, ``root_unknown`` whether the feature got an unknown-list one.
+    """
 
     event_type: str
     delivery_id: Optional[str]
@@ -87,7 +98,9 @@ class _Context:
     service_url: Optional[str]
     asset_type_field: str
     max_attachments: int
-    photos: int = 0
+    submissions: int = 0
+    listed: int = 0
+    root_unknown: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +116,7 @@ class _Rec:
 
 
 def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Submission],
-            parent_attributes: Optional[Mapping[str, Any]]) -> _Rec:
+            inherited_asset_type: Optional[str]) -> _Rec:
     attributes = record.get("attributes")
     if attributes is None:
         attributes = {}
@@ -133,23 +146,24 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
     layer_id = _int_or_none(layer_info.get("id"), f"{where}.layerInfo.id")
     service = ctx.service_url or _service_from_photos(attachments)
     layer_url = f"{service}/{layer_id}" if service and layer_id is not None else None
-    clean = _clean_attributes(attributes, ctx.token)
+    as_sent = {str(k): v for k, v in attributes.items()}
+    clean = scrub_secrets(as_sent, [ctx.token]) if _mentions(as_sent, ctx.token) else as_sent
     asset_type = clean.get(ctx.asset_type_field)
-    if not isinstance(asset_type, str) and parent_attributes is not None:
-        asset_type = parent_attributes.get(ctx.asset_type_field)
-    rec = _Rec(global_id, object_id, layer_url, clean,
-               asset_type if isinstance(asset_type, str) else None,
-               edit_marker(clean) if ctx.event_type == "editData" else None)
+    if not isinstance(asset_type, str):
+        asset_type = inherited_asset_type
+    rec = _Rec(global_id, object_id, layer_url, clean, asset_type,
+               edit_marker(as_sent) if ctx.event_type == "editData" else None)
 
     if attachments is None:
-        out.append(_unknown(rec, ctx))
+        out.append(_unknown(rec, ctx, where))
+        ctx.root_unknown = ctx.root_unknown or where == "feature"
     else:
         for question, path, photo in _keyed_lists(attachments, where, "attachments", "question"):
             out.append(_photo(photo, question, rec, ctx, path))
     repeats = record.get("repeats")
     if repeats is not None:
         for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
-            _record(row, path, ctx, out, clean)
+            _record(row, path, ctx, out, rec.asset_type)
     return rec
 
 
@@ -173,9 +187,8 @@ def _keyed_lists(container: Any, where: str, name: str,
 
 def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
            where: str) -> Submission:
-    ctx.photos += 1
-    if ctx.photos > ctx.max_attachments:
-        raise InvalidPayload(f"more than {ctx.max_attachments} attachments", field=where)
+    _count(ctx, where)
+    ctx.listed += 1
     if photo.get("globalId") is None:
         raise InvalidPayload("attachment has no globalId", field=f"{where}.globalId")
     attachment_gid = normalise_global_id(photo.get("globalId"), f"{where}.globalId")
@@ -200,7 +213,17 @@ def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
         attributes=rec.attributes, attachments_unknown=False, portal_token=ctx.token)
 
 
-def _unknown(rec: _Rec, ctx: _Context) -> Submission:
+def _count(ctx: _Context, where: str) -> None:
+    """Count one more submission; raises :class:`InvalidPayload` past ``max_attachments``."""
+    ctx.submissions += 1
+    if ctx.submissions > ctx.max_attachments:
+        raise InvalidPayload(f"more than {ctx.max_attachments} attachments (the max_attachments "
+                             f"limit counts every photo and every unlisted photo list)",
+                             field=where)
+
+
+def _unknown(rec: _Rec, ctx: _Context, where: str) -> Submission:
+    _count(ctx, f"{where}.attachments")
     key = compose_key(rec.global_id, None, rec.marker)
     return Submission(
         idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
@@ -243,7 +266,7 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
             raise InvalidPayload(f"not UTF-8 text (byte {exc.start})") from None
         # Nesting can be no deeper than the number of openers: most bodies skip the walk.
         shallow = text.count("{") + text.count("[") <= max_depth
-        if "\x00" in text or "\\u0000" in text:
+        if "\x00" in text:
             raise InvalidPayload("contains a NUL character")
         try:
             data = _DECODER.decode(text)
@@ -253,6 +276,9 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
             if isinstance(exc, InvalidPayload):
                 raise
             raise InvalidPayload(f"not JSON: {_json_reason(exc)}") from None
+        if "\\u0000" in text and _has_nul(data):
+            # PostgreSQL text and jsonb cannot hold NUL; a literal backslash-u0000 is fine.
+            raise InvalidPayload("contains a NUL character")
         if "\\u" in text and _SURROGATE_ESCAPE.search(text):
             try:
                 json.dumps(data, ensure_ascii=False).encode("utf-8")
@@ -286,6 +312,22 @@ def _json_type(value: Any) -> str:
     return "a number" if isinstance(value, (int, float)) else type(value).__name__
 
 
+def _has_nul(data: Any) -> bool:
+    """Whether any decoded string (key or value) holds a NUL character (iterative)."""
+    stack: List[Any] = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return True
+        elif isinstance(value, Mapping):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
+
+
 def _depth_over(data: Any, max_depth: int) -> bool:
     """Whether containers nest deeper than ``max_depth`` (iterative: no recursion limit)."""
     stack: List[Tuple[Any, int]] = [(data, 1)]
@@ -310,7 +352,7 @@ def header_value(headers: Optional[Mapping[str, Any]], name: str) -> Any:
 
 
 def _event_type(data: Mapping[str, Any], header: Any) -> str:
-    value = data.get("eventType", header)
+    value = data.get("eventType") or header
     if value is None:
         return "addData"
     if value not in EVENT_TYPES:
@@ -339,7 +381,7 @@ def _service_url(data: Mapping[str, Any], feature: Mapping[str, Any]) -> Optiona
     info = data.get("surveyInfo")
     url = info.get("serviceUrl") if isinstance(info, Mapping) else None
     if isinstance(url, str) and url.strip():
-        return _without_token(url.strip().rstrip("/"))
+        return _service_base(url.strip())
     return _service_from_photos(feature.get("attachments"))
 
 
@@ -394,30 +436,37 @@ def _int_or_none(value: Any, field: str) -> Optional[int]:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 20:
-        return int(value.strip())
+    if isinstance(value, str):
+        text = value.strip()
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if text.isascii() and text.isdigit() and len(text) < 20:
+            return int(text)
     raise InvalidPayload("must be an integer", field=field)
 
 
 def _without_token(url: str) -> str:
     """``url`` without secret query parameters (the attachment URL must carry no token)."""
-    if "?" not in url:
-        return url
     try:
-        parts = urlsplit(url)
-        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                 if not is_secret_key(k)]
-        return urlunsplit(parts._replace(query=urlencode(query)))
+        return without_secret_params(url)
     except ValueError:
         raise InvalidPayload("attachment url is not a URL") from None
 
 
-def _clean_attributes(attributes: Mapping[str, Any], token: Optional[str]) -> Dict[str, Any]:
-    """The attributes with string keys only, scrubbed of the portal token and secret keys."""
-    clean = {str(k): v for k, v in attributes.items()}
-    if any(is_secret_key(k) for k in clean) or (token and any(
-            (token in v) if isinstance(v, str)
-            else (type(v) not in _SCALARS and token in json.dumps(v, default=str))
-            for v in clean.values())):
-        clean = redact_mapping(clean, [token])
-    return clean
+def _service_base(url: str) -> str:
+    """A FeatureServer URL without query, fragment or trailing slash: layer and attachment
+    URLs are built by appending path segments to it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise InvalidPayload("surveyInfo.serviceUrl is not a URL",
+                             field="surveyInfo.serviceUrl") from None
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _mentions(attributes: Mapping[str, Any], token: Optional[str]) -> bool:
+    """Whether the portal token appears anywhere in ``attributes`` (keys or values)."""
+    return bool(token) and any(
+        token in k or ((token in v) if isinstance(v, str)
+                       else (type(v) not in _SCALARS and token in json.dumps(v, default=str)))
+        for k, v in attributes.items())

@@ -1,7 +1,9 @@
 """FME Flow REST client: v4 with v3 fallback, engine capacity verdict, cache, no token leaks."""
 from __future__ import annotations
 
+import json
 import logging
+import threading
 
 import pytest
 import requests
@@ -120,3 +122,65 @@ def test_constructor_validates():
         FlowClient(BASE, TOKEN, cache_ttl_s=-1)
     with pytest.raises(ValueError):
         FlowHealth(reachable=True, has_capacity=True, queued=-1)
+
+
+class _SlowFlow:
+    """A fake session: each GET takes ``step_s`` of fake time; while ``gate`` is set, GETs
+    first signal ``entered`` and wait for the gate to open."""
+
+    def __init__(self, clock, step_s: float) -> None:
+        self.clock, self.step_s, self.calls = clock, step_s, 0
+        self.gate = None
+        self.entered = threading.Event()
+
+    def get(self, url, **kwargs):
+        self.calls += 1
+        if self.gate is not None:
+            self.entered.set()
+            self.gate.wait(10)
+        self.clock.advance(self.step_s)
+        response = requests.Response()
+        response.status_code = 200
+        body = {"items": [{"name": "e1", "currentJobID": -1}]} if "engines" in url \
+            else {"totalCount": 0, "items": []}
+        response._content = json.dumps(body).encode()
+        return response
+
+
+def test_health_is_stamped_when_the_probe_finished(clock):
+    """A slow probe's answer is fresh for the whole TTL after it finished, not after it began."""
+    session = _SlowFlow(clock, step_s=2.0)  # one probe = 3 GETs = 6 s > the 5 s TTL
+    client = FlowClient(BASE, TOKEN, clock=clock, session=session, cache_ttl_s=5.0)
+    first = client.health()
+    assert first.checked_at == clock.monotonic()
+    clock.advance(4.9)
+    assert client.health() is first and session.calls == 3
+
+
+def test_a_stale_answer_is_served_while_one_caller_refreshes(clock):
+    """Past the TTL one thread probes while others get the previous answer without waiting."""
+    session = _SlowFlow(clock, step_s=0.0)
+    client = FlowClient(BASE, TOKEN, clock=clock, session=session, cache_ttl_s=5.0,
+                        max_stale_s=30.0)
+    first = client.health()
+    clock.advance(6.0)
+    session.gate = threading.Event()
+    results = []
+    refresher = threading.Thread(target=lambda: results.append(client.health()))
+    refresher.start()
+    assert session.entered.wait(10)
+    try:
+        assert client.health() is first and client.health() is first
+        assert session.calls == 4  # only the refresher's first GET so far
+    finally:
+        session.gate.set()
+        refresher.join(10)
+    (fresh,) = results
+    assert fresh is not first and fresh.checked_at == clock.monotonic()
+    assert client.health() is fresh and session.calls == 6
+
+
+def test_max_stale_s_is_validated():
+    """A negative max_stale_s is refused."""
+    with pytest.raises(ValueError, match="max_stale_s"):
+        FlowClient(BASE, TOKEN, max_stale_s=-1)

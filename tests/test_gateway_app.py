@@ -267,3 +267,11 @@ def test_live_settings_are_read_per_request(tmp_path, clock):
         ledger.set_config({"intake.watermark": "7"}, clock.now())
         clock.advance(5.0)
         assert call(app, method="GET", path="/healthz")[2]["watermark"] == 7
+
+
+@pytest.mark.parametrize("stamp", ["1" + "0" * 400, "9" * 5000, "-" + "9" * 400])
+def test_an_absurd_webhook_timestamp_is_401(clock, stamp):
+    """A timestamp too large for a float (or for int()) answers 401, not 500."""
+    app = make_app(UntouchedStore(), clock=clock, signing_secret=WHSEC)
+    assert call(app, headers={"webhook-id": "m1", "webhook-timestamp": stamp,
+                              "webhook-signature": "v1,xx"})[0] == 401

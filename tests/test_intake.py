@@ -302,3 +302,51 @@ def test_intake_decision_validates_and_freezes():
     with pytest.raises(TypeError):
         decision.headers["Retry-After"] = "4"  # type: ignore[index]
     assert IntakeDecision(202).retry_after_s is None
+
+
+def test_an_unexpected_parser_failure_is_400_with_a_dead_letter(ledger, clock, caplog,
+                                                                  monkeypatch):
+    """Any parser exception becomes a 400 with a dead letter and a logged type, never a 500."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("parser bug " + TOKEN)
+
+    monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", broken)
+    caplog.set_level(logging.DEBUG)
+    decision = decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    assert decision.status_code == 400 and "RuntimeError" in decision.body["reason"]
+    assert ledger.get(body_key(BODY)).status is Status.DEAD
+    assert "RuntimeError" in caplog.text and TOKEN not in caplog.text
+
+
+def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
+    """Repeat records without photo lists cannot make one body create rows past the limit."""
+    data = json.loads(BODY)
+    data["feature"]["attachments"] = {}
+    data["feature"]["repeats"] = {"t": [
+        {"attributes": {"globalid": "{%08d-1111-4111-8111-111111111111}" % i}}
+        for i in range(14)]}
+    raw = json.dumps(data).encode()
+    decision = decide(raw, hdr("d1"), ledger, settings(max_attachments=10), clock.now())
+    assert decision.status_code == 400 and "max_attachments" in decision.body["reason"]
+    assert ledger.counts().get("PENDING", 0) == 0 and ledger.counts()["DEAD"] == 1
+
+
+def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
+    """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
+    now = clock.now()
+    decide(body_with_photos(1), hdr("d1"), ledger, Settings(), now)
+    fill(ledger, 10, now)
+    decision = decide(body_with_photos(2), hdr("d2"), ledger,
+                      settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
+                               overload_mode="reject"), now)
+    assert decision.status_code == 429 and decision.body["stored"] is True
+    assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG
+    assert ledger.get(decision.registrations[1].key) is None
+
+
+def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
+    """A large body's 202 lists the first 50 registrations and gives the total count."""
+    decision = decide(body_with_photos(60), hdr("d1"), ledger, Settings(), clock.now())
+    body = json.loads(decision.body_bytes())
+    assert decision.status_code == 202 and len(decision.registrations) == 60
+    assert len(body["submissions"]) == 50 and body["submission_count"] == 60

@@ -13,6 +13,7 @@ from fme_ai_resilience.redact import (
     redact_mapping,
     redact_text,
     redact_url,
+    scrub_secrets,
 )
 
 SECRET = "s3cr3t-T0KEN-value"
@@ -127,3 +128,18 @@ def test_a_token_parameter_never_survives(prefix, suffix):
     """Whatever text surrounds it, a token= parameter's value is removed by pattern alone."""
     out = redact_text(f"{prefix} token={SECRET}&{suffix}")
     assert SECRET not in out
+
+
+def test_redact_url_keeps_the_form_of_urls_without_secrets():
+    """A URL carrying no credential or secret parameter comes back exactly as written."""
+    assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert redact_url("file:///var/ledger.db?mode=ro") == "file:///var/ledger.db?mode=ro"
+    assert SECRET not in redact_url(f"sqlite:////tmp/x.db?password={SECRET}")
+
+
+def test_scrub_secrets_replaces_only_known_values():
+    """scrub_secrets removes the known secret wherever it is and leaves named fields alone."""
+    value = {"key": "HYD-1", "token": "3 of 5", "notes": [f"sent {SECRET}"], SECRET: 1}
+    out = scrub_secrets(value, [SECRET])
+    assert out["key"] == "HYD-1" and out["token"] == "3 of 5"
+    assert SECRET not in repr(out)

@@ -78,3 +78,15 @@ def test_incomplete_or_malformed_stored_payload_is_invalid(payload):
     """A stored payload missing required fields, or not an object at all, is InvalidPayload."""
     with pytest.raises(InvalidPayload):
         Submission.from_payload(payload)  # type: ignore[arg-type]
+
+
+def test_submissions_are_hashable_and_compare_field_wise():
+    """A Submission can go in a set; equal ones hash alike and differing fields stay unequal."""
+    a = Submission(idempotency_key="k", feature_global_id="f", trace_id="t",
+                   attributes={"crew": "n2"})
+    b = Submission(idempotency_key="k", feature_global_id="f", trace_id="t",
+                   attributes={"crew": "n2"})
+    c = Submission(idempotency_key="k", feature_global_id="f", trace_id="t",
+                   attributes={"crew": "s1"})
+    assert hash(a) == hash(b) and len({a, b}) == 1
+    assert a != c and len({a, c}) == 2

@@ -335,3 +335,112 @@ def test_keys_do_not_depend_on_spelling(feature, attachment):
     """Any spelling of the same GlobalIDs yields the same key."""
     assert (idempotency_key(feature, attachment)
             == idempotency_key(feature.strip("{}").lower(), attachment.upper()))
+
+
+# -- regressions: business data kept as sent, limits and inheritance ------------------------------
+
+REPEAT_1 = "{11111111-1111-4111-8111-111111111111}"
+REPEAT_2 = "{22222222-2222-4222-8222-222222222222}"
+
+
+def edit_body(attributes: dict) -> str:
+    body = sample()
+    body["eventType"] = "editData"
+    body["feature"]["attributes"].update(attributes)
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("first, second", [
+    ({"key": "HYD-0931"}, {"key": "HYD-0932"}),
+    ({"key": "K1", "notes": "Basic leaking"}, {"key": "K1", "notes": "Basic fixed"}),
+    ({"signature": "yes", "condition": "token: 3"}, {"signature": "yes", "condition": "token: 4"}),
+])
+def test_different_edits_get_different_keys_whatever_the_field_names(first, second):
+    """Edits differing only in secret-looking field names or text still get distinct keys."""
+    a = parse_webhook(edit_body(first))[0].idempotency_key
+    b = parse_webhook(edit_body(second))[0].idempotency_key
+    assert a != b
+
+
+def test_survey_fields_named_like_secrets_are_stored_unchanged():
+    """Attributes called key/notes/asset_type keep their values; only the portal token goes."""
+    body = sample()
+    attrs = {"key": "HYD-0931", "notes": "Basic check ok; password: none needed, token: 3 of 5",
+             "asset_type": "basic hydrant"}
+    body["feature"]["attributes"].update(attrs)
+    body["feature"]["attributes"]["echo"] = TOKEN
+    (sub,) = parse_webhook(json.dumps(body))
+    assert {k: sub.attributes[k] for k in attrs} == attrs
+    assert sub.asset_type == "basic hydrant"
+    assert sub.attributes["echo"] != TOKEN and TOKEN not in json.dumps(sub.to_payload())
+
+
+def test_non_ascii_digits_are_invalid_payload_not_a_crash():
+    """An objectid of superscript digits is refused as InvalidPayload naming the field."""
+    body = sample()
+    body["feature"]["attributes"]["objectid"] = "\u00b2"
+    with pytest.raises(InvalidPayload, match="objectid"):
+        parse_webhook(json.dumps(body))
+
+
+def test_unknown_photo_lists_count_toward_max_attachments():
+    """Repeat records without photo lists count toward the limit, so one body stays bounded."""
+    body = sample()
+    body["feature"]["attachments"] = {}
+    body["feature"]["repeats"] = {"visits": [
+        {"attributes": {"globalid": "{%08d-1111-4111-8111-111111111111}" % i}}
+        for i in range(10)]}
+    assert len(parse_webhook(json.dumps(body), max_attachments=11)) == 11
+    with pytest.raises(InvalidPayload, match="more than 10 attachments.*max_attachments"):
+        parse_webhook(json.dumps(body), max_attachments=10)
+
+
+def test_nested_repeats_inherit_the_root_asset_type():
+    """A repeat inside a repeat takes the nearest ancestor's asset type."""
+    body = sample()
+    body["feature"]["repeats"] = {"visits": [{
+        "attributes": {"globalid": REPEAT_1}, "layerInfo": {"id": 1}, "attachments": None,
+        "repeats": {"defects": [{"attributes": {"globalid": REPEAT_2}, "layerInfo": {"id": 2},
+                                 "attachments": None}]}}]}
+    subs = parse_webhook(json.dumps(body))
+    assert len(subs) == 3 and {s.asset_type for s in subs} == {"hydrant"}
+
+
+def test_feature_without_listed_photo_gets_its_own_unknown_submission():
+    """A feature listing no photo still gets one even when a repeat record lists none either."""
+    body = sample()
+    body["feature"]["attachments"] = {}
+    body["feature"]["repeats"] = {"t": [{"attributes": {"globalid": REPEAT_1},
+                                         "attachments": None}]}
+    keys = {s.idempotency_key for s in parse_webhook(json.dumps(body))}
+    assert keys == {f"{FEATURE}/{UNKNOWN_ATTACHMENTS}",
+                    f"11111111-1111-4111-8111-111111111111/{UNKNOWN_ATTACHMENTS}"}
+
+
+def test_literal_backslash_u0000_text_is_accepted_and_real_nul_refused():
+    """Text spelling backslash-u0000 is data; a decoded NUL character is still refused."""
+    body = sample()
+    body["feature"]["attributes"]["notes"] = "path C:\\u0000x"
+    (sub,) = parse_webhook(json.dumps(body))
+    assert sub.attributes["notes"] == "path C:\\u0000x"
+    body["feature"]["attributes"]["notes"] = "a\x00b"
+    with pytest.raises(InvalidPayload, match="NUL"):
+        parse_webhook(json.dumps(body))
+
+
+def test_null_event_type_falls_back_to_the_header():
+    """"eventType": null in the body lets the X-Survey123-Event header decide."""
+    body = sample()
+    body["eventType"] = None
+    (sub,) = parse_webhook(json.dumps(body), {"X-Survey123-Event": "editData"})
+    assert sub.event_type == "editData"
+
+
+def test_service_url_with_a_query_builds_clean_layer_and_photo_urls():
+    """A serviceUrl carrying ?token=... yields layer URLs without the query or the token."""
+    body = sample()
+    del body["feature"]["attachments"]["photo"][0]["url"]
+    body["surveyInfo"]["serviceUrl"] = SERVICE + "/?token=" + TOKEN + "&f=json"
+    (sub,) = parse_webhook(json.dumps(body))
+    assert sub.service_url == SERVICE and sub.layer_url == f"{SERVICE}/0"
+    assert sub.attachment_url == f"{SERVICE}/0/204/attachments/77"

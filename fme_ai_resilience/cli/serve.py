@@ -73,8 +73,10 @@ class _QuietHandler(WSGIRequestHandler):
         log.info("%s %s", self.address_string(), redact_text(format % args))
 
     def log_request(self, code: Any = "-", size: Any = "-") -> None:
-        path = self.path.split("?", 1)[0]
-        log.info("%s %s %s -> %s", self.address_string(), self.command, path, code)
+        # A request line the stdlib could not parse leaves path (and command) unset.
+        path = (getattr(self, "path", None) or "-").split("?", 1)[0]
+        log.info("%s %s %s -> %s", self.address_string(), getattr(self, "command", None) or "-",
+                 path, code)
 
 
 def _env(name: Optional[str], what: str) -> Optional[str]:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -47,3 +49,39 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         server.server_close()
         store.close()
         thread.join(5)
+
+
+def raw_exchange(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(request)
+        data = b""
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+
+@pytest.mark.integration
+def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
+        tmp_path, caplog):
+    """A request line the stdlib cannot parse is answered 400 and its token stays out of logs."""
+    caplog.set_level(logging.INFO)
+    args = build_parser().parse_args([
+        "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
+        "--port", "0"])
+    server, store = build_server(args)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        answer = raw_exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n\r\n")
+        assert b"400" in answer  # the stdlib answers such a line HTML-only (HTTP/0.9 style)
+        answer = raw_exchange(port, b"GET /healthz FOO/1.1\r\n\r\n")
+        assert b" 400 " in answer.split(b"\r\n", 1)[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+        store.close()
+        thread.join(5)
+    assert "SECRETTOKEN99" not in caplog.text
