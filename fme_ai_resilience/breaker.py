@@ -12,8 +12,9 @@ A half-open round admits exactly k probe calls fleet-wide. A probe silent for
 ``probe_timeout_s`` after its slot was claimed counts as a *failed* probe: the next ``allow()``
 that finds its slot records the failure instead of handing the slot out again, so a round is
 decided by the first ``allow()`` after its last probe went silent and never admits a (k+1)-th
-call. The round is not decided OPEN early once the close ratio has become unreachable: the
-remaining probes would then not be made, and k probe results per round are what an operator
+call; the compensator's ``evaluate()`` marks such probes failed itself, so a stalled round
+ends even when no engine calls. The round is not decided OPEN early once the close ratio has
+become unreachable: the remaining probes would then not be made, and k probe results per round are what an operator
 reads off the call log to judge a recovering service (the fleet test counts exactly k per
 round, including a round that fails).
 
@@ -400,6 +401,9 @@ class CircuitBreaker:
         if current.state is CircuitState.OPEN:
             return self._apply(current, TimePassed(), now)
         if current.state is CircuitState.HALF_OPEN:
+            # Nobody may be calling: the compensator ends a round stalled by silent probes.
+            self.store.breaker_fail_silent_probes(self.service, current.generation, now,
+                                                  self.policy.probe_timeout_s)
             return self._after_probe(current.generation, now)
         return self._evaluate_window(current, now)
 

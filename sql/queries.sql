@@ -242,6 +242,12 @@ UPDATE circuit_probe SET ok = %(ok)s, reported_at = %(now)s
 WHERE service = %(service)s AND generation = %(generation)s AND slot = %(slot)s
   AND token = %(token)s AND ok IS NULL
 
+-- probe_fail_silent --
+-- Claimed probes silent past the probe timeout count as failed (a late report is then refused)
+UPDATE circuit_probe SET ok = %(failed)s, reported_at = %(now)s
+WHERE service = %(service)s AND generation = %(generation)s AND ok IS NULL
+  AND claimed_at IS NOT NULL AND claimed_at <= %(stale_before)s
+
 -- probe_tally --
 -- Reported probe results of one half-open round
 SELECT coalesce(sum(CASE WHEN ok THEN 1 ELSE 0 END), 0) AS successes,

@@ -334,3 +334,20 @@ def test_calibrate_reads_this_services_history(shared):
     advice = a.calibrate(days=1)
     assert advice.baseline_failure_p95 == pytest.approx(0.2)
     assert advice.failure_rate == pytest.approx(0.3)
+
+
+def test_evaluate_ends_a_round_stalled_by_silent_probes_with_nobody_calling(store):
+    """The compensator alone reopens a round whose probes went silent; late reports change nothing."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(store, "vision", FAST, clock)
+    fail(breaker, clock, 4)
+    clock.advance(10.0)
+    first, second = breaker.allow(), breaker.allow()   # the round's k probes, then the engine dies
+    assert first.is_probe and second.is_probe
+    clock.advance(FAST.probe_timeout_s - 0.5)
+    assert breaker.evaluate().state is CircuitState.HALF_OPEN   # not silent long enough yet
+    clock.advance(1.0)
+    reopened = breaker.evaluate()
+    assert reopened.state is CircuitState.OPEN and reopened.trips == 2
+    breaker.record(first, CallRecord("vision", clock.now(), 0.1))
+    assert breaker.state(fresh=True) == reopened

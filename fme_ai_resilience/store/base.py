@@ -171,6 +171,10 @@ class Store(Protocol):
                              ok: bool, now: float) -> bool:
         """Record a probe's result; False if the claim was stale (timed out and re-claimed)."""
 
+    def breaker_fail_silent_probes(self, service: str, generation: int, now: float,
+                                   probe_timeout_s: float) -> int:
+        """Mark claimed probes silent past ``probe_timeout_s`` as failed; returns how many."""
+
     def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
         """(successes, failures) reported in probe round ``generation``."""
 

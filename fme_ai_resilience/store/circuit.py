@@ -120,6 +120,19 @@ class CircuitOps:
             "slot": _generation("slot", slot), "token": _generation("token", token),
             "ok": bool(ok), "now": _seconds("now", now)}).rowcount == 1
 
+    def breaker_fail_silent_probes(self, service: str, generation: int, now: float,
+                                   probe_timeout_s: float) -> int:
+        """Count claimed probes of round ``generation`` silent past ``probe_timeout_s`` as failed.
+
+        Returns how many were marked; their slots are not claimed again and a late report from
+        them is refused.
+        """
+        now = _seconds("now", now)
+        return self._statement("probe_fail_silent", {
+            "service": _service(service), "generation": _generation("generation", generation),
+            "failed": False, "now": now,
+            "stale_before": now - _seconds("probe_timeout_s", probe_timeout_s)}).rowcount
+
     def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
         """``(successes, failures)`` reported in round ``generation``."""
         row = self._statement("probe_tally", {"service": _service(service),
