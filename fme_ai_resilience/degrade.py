@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .breaker import BreakerMode, BreakerState, CircuitBreaker, CircuitState
 from .clock import Clock, SystemClock
-from .ledger import CallWindow, Status
+from .ledger import CallWindow
 from .settings import DegradeSettings, IntakeSettings, Settings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,8 +118,7 @@ def gather_signals(store: "Store", intake: IntakeSettings, primary: CircuitBreak
     the primary breaker's clock.
     """
     now = primary.clock.now() if now is None else now
-    counts = store.counts()
-    backlog = sum(n for status, n in counts.items() if Status(status).in_progress)
+    backlog = store.backlog()   # in-progress rows through their index, not the whole ledger
     policy = primary.policy
     window = store.call_window(primary.service, now - policy.window_s, policy.slow_call_s)
     return Signals.measured(
