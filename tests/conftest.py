@@ -91,3 +91,17 @@ def store(request, tmp_path):
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(params=("sqlite", "postgresql"))
+def shared_ledger_url(request, tmp_path):
+    """URL of an initialised, empty ledger that several connections can share, on each backend."""
+    from fme_ai_resilience.store import open_store
+
+    if request.param == "postgresql":
+        url = request.getfixturevalue("pg_store_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with open_store(url, init_schema=True) as s:
+        s.clear()
+    return url

@@ -13,43 +13,32 @@ from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_url(request, tmp_path):
-    """An initialised, empty ledger on each backend."""
-    if request.param == "postgresql":
-        url = request.getfixturevalue("pg_store_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    with open_store(url, init_schema=True) as store:
-        store.clear()
-    return url
-
 
 def _json_status(url, capsys):
     assert main(["status", "--db", url, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
 
-def test_status_json_on_an_empty_ledger(ledger_url, capsys):
+def test_status_json_on_an_empty_ledger(shared_ledger_url, capsys):
     """Every status and every failure class is listed, all zero."""
-    report = _json_status(ledger_url, capsys)
+    report = _json_status(shared_ledger_url, capsys)
     assert report["ledger"] == {s.value: 0 for s in Status}
     assert report["dead_letters"] == {f.value: 0 for f in FailureClass}
     assert (report["total"], report["in_progress"], report["completed_last_hour"]) == (0, 0, 0)
     assert report["schema_version"] >= 1
 
 
-def test_status_json_on_a_busy_ledger(ledger_url, capsys):
+def test_status_json_on_a_busy_ledger(shared_ledger_url, capsys):
     """Counts by status and by cause match what the ledger holds."""
     now = time.time()
-    with open_store(ledger_url) as store:
+    with open_store(shared_ledger_url) as store:
         for i in range(7):
             store.register(Submission(f"k{i}", f"F{i}", "t"), now, 100)
         tasks = store.claim("engine", 4, 60, now)
         store.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, None, now)
         store.bury(tasks[1].key, tasks[1].lease_token, FailureClass.FORMAT, "drift", now)
         store.record_dead_letter("bad", {}, FailureClass.INVALID_PAYLOAD, "x", now)
-    report = _json_status(ledger_url, capsys)
+    report = _json_status(shared_ledger_url, capsys)
     assert report["ledger"] == {"PENDING": 3, "PROCESSING": 2, "SUCCEEDED": 1, "FAILED": 0,
                                 "DEFERRED": 0, "DEAD": 2}
     assert report["dead_letters"]["FORMAT"] == 1
@@ -57,9 +46,9 @@ def test_status_json_on_a_busy_ledger(ledger_url, capsys):
     assert (report["total"], report["in_progress"], report["completed_last_hour"]) == (8, 5, 3)
 
 
-def test_status_text_table(ledger_url, capsys):
+def test_status_text_table(shared_ledger_url, capsys):
     """The table names each status and each cause on its own line."""
-    assert main(["status", "--db", ledger_url]) == 0
+    assert main(["status", "--db", shared_ledger_url]) == 0
     out = capsys.readouterr().out
     for name in [s.value for s in Status] + [f.value for f in FailureClass]:
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name

@@ -132,27 +132,16 @@ def test_ladder_created_at_l0_and_swapped_by_generation(store):
         store.degrade_swap(1, target)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def shared_url(request, tmp_path):
-    """A database several connections share: a SQLite file or the session's PostgreSQL."""
-    if request.param == "postgresql":
-        url = request.getfixturevalue("pg_store_url")
-    else:
-        url = f"sqlite:///{tmp_path / 'shared.db'}"
-    with open_store(url, init_schema=True) as s:
-        s.clear()
-    return url
 
-
-def test_concurrent_claimers_get_exactly_k_slots(shared_url):
+def test_concurrent_claimers_get_exactly_k_slots(shared_ledger_url):
     """Twelve connections racing for 5 slots: exactly 5 claims, all on different slots."""
-    with open_store(shared_url) as s:
+    with open_store(shared_ledger_url) as s:
         half_open(s, slots=5)
     barrier = threading.Barrier(12)
     got, lock = [], threading.Lock()
 
     def claimer():
-        with open_store(shared_url) as mine:
+        with open_store(shared_ledger_url) as mine:
             barrier.wait()
             for _ in range(3):
                 claim = mine.breaker_claim_probe("vision", 2, T0 + 61, 30.0)
@@ -168,15 +157,15 @@ def test_concurrent_claimers_get_exactly_k_slots(shared_url):
     assert sorted(slot for slot, _ in got) == [0, 1, 2, 3, 4]
 
 
-def test_concurrent_swaps_from_one_generation_apply_once(shared_url):
+def test_concurrent_swaps_from_one_generation_apply_once(shared_ledger_url):
     """Eight engines applying the same transition: exactly one wins."""
-    with open_store(shared_url) as s:
+    with open_store(shared_ledger_url) as s:
         s.breaker_get("vision", T0)
     barrier = threading.Barrier(8)
     wins = []
 
     def swapper(i):
-        with open_store(shared_url) as mine:
+        with open_store(shared_ledger_url) as mine:
             barrier.wait()
             wins.append(mine.breaker_swap("vision", 0, opened(T0 + i), 0))
 
