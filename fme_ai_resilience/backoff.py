@@ -138,8 +138,8 @@ _DURATION = re.compile(
 _WORD_UNITS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1.0, "sec": 1.0,
                "secs": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0,
                "mins": 60.0, "minute": 60.0, "minutes": 60.0}
-_TEXT = re.compile(rf"(?i)\b(?:try\s+again|retry)\s+(?:in|after)\s+(?P<value>[0-9hms.]+)"
-                   rf"(?:\s*(?P<unit>[a-z]+))?", re.ASCII)
+_TEXT = re.compile(r"(?i)\b(?:try\s+again|retry)\s+(?:in|after)\s+(?P<value>[0-9hms.]+)"
+                   r"(?:\s*(?P<unit>[a-z]+))?", re.ASCII)
 
 
 def _clamp(seconds: float) -> Optional[float]:

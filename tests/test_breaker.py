@@ -312,7 +312,8 @@ def test_silent_probe_still_lets_a_round_with_enough_successes_close(shared):
     a.policy = b_policy = replace(FAST, close_ratio=0.5)
     fail(a, clock, 4)
     clock.advance(10.0)
-    lost, kept = a.allow(), a.allow()
+    silent, kept = a.allow(), a.allow()
+    assert silent.is_probe and kept.is_probe
     a.record(kept, CallRecord("vision", clock.now(), 0.1))
     assert a.state(fresh=True).state is CircuitState.HALF_OPEN
     clock.advance(b_policy.probe_timeout_s - 1.0)

@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.errors import FailureClass
 from fme_ai_resilience.ledger import Status, TaskOutcome

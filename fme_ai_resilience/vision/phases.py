@@ -16,7 +16,7 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
