@@ -111,6 +111,10 @@ class Reference:
         if self.state == "OPEN":
             self._tick(now)
         elif self.state == "HALF_OPEN":
+            for slot in self.slots:    # the compensator fails probes silent past the timeout
+                if slot["token"] is not None and slot["ok"] is None \
+                        and now >= slot["at"] + POLICY.probe_timeout_s:
+                    slot["ok"] = False
             self._decide(now)
         elif self._window_trips(now):
             self._open(now)
