@@ -277,3 +277,22 @@ def test_request_builders_encode_bytes_and_urls():
     with pytest.raises(ConfigurationError, match="bytes"):
         build_request("rekognition", "https://r.example", "https://p.example/1.jpg", creds)
     assert builders.AZURE_PATH in az.url
+
+
+@pytest.mark.parametrize("label", ["Residential area", "Stainless steel", "Trust", "Crust",
+                                   "Accident", "Footwear"])
+def test_keywords_inside_other_words_do_not_match(label):
+    """A rule keyword inside another word ("dent" in "Residential") is no finding."""
+    payload = {"responses": [{"labelAnnotations": [
+        {"description": label, "score": 0.93}, {"description": "Fire hydrant", "score": 0.91}]}]}
+    assert normalize("google", payload).condition == "good"
+
+
+@pytest.mark.parametrize("label, condition", [("Leakage", "damaged"), ("Rusty pipe", "damaged"),
+                                              ("Cracked concrete", "damaged"),
+                                              ("Worn paint", "fair"), ("Water-stain", "fair")])
+def test_keywords_match_at_word_starts(label, condition):
+    """A keyword that starts a word of the label ("Leakage", "Rusty") still matches."""
+    payload = {"responses": [{"labelAnnotations": [
+        {"description": label, "score": 0.93}, {"description": "Fire hydrant", "score": 0.91}]}]}
+    assert normalize("google", payload).condition == condition

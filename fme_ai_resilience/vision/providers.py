@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -70,8 +71,10 @@ DEFAULT_RULES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 class ConditionRules:
     """How labels become a condition: the first rule with a matching label wins.
 
-    A label matches a rule when one of its keywords occurs in the label name (case-insensitive)
-    and the label's confidence is at least ``min_label_confidence``; the assessment's
+    A label matches a rule when one of its keywords starts a word of the label name
+    (case-insensitive: "rust" matches "Rust" and "Rusty pipe", not "Trust" or "Crust"; a
+    word saying the keyword is absent, "stainless", does not match either) and the
+    label's confidence is at least ``min_label_confidence``; the assessment's
     confidence is then the best matching label's. With no match the condition is ``default``
     and its confidence the top label's, capped by the doubt any weak rule match leaves
     (1 - its confidence); with no labels at all it is 0 (nothing seen, nothing trusted).
@@ -108,7 +111,7 @@ class ConditionRules:
         """The ``(condition, confidence)`` the labels support."""
         weakest_doubt = 0.0
         for condition, keywords in self.rules:
-            matches = [c for n, c in labels if any(k in n.lower() for k in keywords)]
+            matches = [c for n, c in labels if _mentions(n, keywords)]
             strong = [c for c in matches if c >= self.min_label_confidence]
             if strong:
                 return condition, max(strong)
@@ -116,6 +119,15 @@ class ConditionRules:
                 weakest_doubt = max(weakest_doubt, max(matches))
         top = max((c for _, c in labels), default=0.0)
         return self.default, min(top, 1.0 - weakest_doubt)
+
+
+def _mentions(name: str, keywords: Sequence[str]) -> bool:
+    """Whether a keyword starts a word of ``name`` (so "dent" is not found in "Residential").
+
+    "<keyword>less" ("Stainless steel") states the keyword's absence and does not match.
+    """
+    return any(re.search(r"\b" + re.escape(k) + r"(?!less)", name, re.IGNORECASE)
+               for k in keywords)
 
 
 @dataclass(frozen=True)
