@@ -257,3 +257,13 @@ def test_token_in_no_exception_or_log(caplog):
     assert len(messages) == 3
     texts = messages + [r.getMessage() for r in caplog.records] + [repr(photo)]
     assert not [t for t in texts if TOKEN in t]
+
+
+@responses.activate
+@pytest.mark.parametrize("name", ["token", "Token", "access_token"])
+def test_portal_token_parameters_are_stripped_and_others_kept(name):
+    """Only portal-token parameters leave the requested URL; a signature stays byte for byte."""
+    responses.add(responses.GET, PHOTO, body=JPEG, content_type="image/jpeg")
+    fetch_photo(f"{PHOTO}?{name}={TOKEN}&sig=a%2Bb%3D", TOKEN, policy(),
+                session=requests.Session())
+    assert responses.calls[0].request.url == f"{PHOTO}?sig=a%2Bb%3D"

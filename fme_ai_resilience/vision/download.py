@@ -19,8 +19,11 @@ while streaming), ``Content-Type`` must be ``image/*``. Violations raise
 :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
 HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
 with their ErrorClass. The portal token goes only in ``X-Esri-Authorization: Bearer``, only to
-the first URL's host, never into a URL (secret query parameters such as ``token=`` are
-stripped before the request), log line or exception.
+the first URL's host, never into a URL (the portal-token query parameters ``token=`` and
+``access_token=`` are stripped before the request), log line or exception. Other query
+parameters, including storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS
+``X-Goog-Signature=``, ``key=``), stay in the URL requested, since the storage needs them;
+every secret-looking parameter is still redacted wherever the URL is shown.
 """
 from __future__ import annotations
 
@@ -30,14 +33,14 @@ import logging
 import socket
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 import requests
 
 from ..backoff import retry_after_from_headers
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
-from ..redact import is_secret_key, redact_text, redact_url
+from ..redact import redact_text, redact_url
 from ..settings import DownloadSettings
 from .phases import read_body, timed_session
 from .providers import detect_error
@@ -202,17 +205,22 @@ def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
         raise UnsafeURL(f"connection to {host} reached {addr}, {problem}")
 
 
-def _without_secret_params(url: str) -> str:
-    """``url`` minus query parameters that carry secrets (the token goes in a header)."""
+#: Query parameters that carry a portal token (ArcGIS spellings); it goes in a header instead.
+PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
+
+
+def _without_token_params(url: str) -> str:
+    """``url`` minus the portal-token query parameters; signatures and other keys stay."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
     if not parts.query:
         return url
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if not is_secret_key(k)]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    # the kept parameters keep their exact bytes: a signature covers its encoding too
+    kept = [p for p in parts.query.split("&")
+            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def _hostname(url: str) -> str:
@@ -244,7 +252,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
                                                                                policy))
     secrets = (token,) if token else ()
     token_host = _hostname(url)
-    current, hops = _without_secret_params(url), 0
+    current, hops = _without_token_params(url), 0
     while True:
         host, _ = check_url(current, policy)
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
@@ -268,7 +276,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
                 hops += 1
                 if hops > policy.max_redirects:
                     raise UnsafeURL(f"{shown}: more than {policy.max_redirects} redirects")
-                current = _without_secret_params(
+                current = _without_token_params(
                     urljoin(current, resp.headers.get("Location", "")))
                 continue
             return _read_photo(resp, shown, policy, clock, secrets)
