@@ -267,3 +267,15 @@ def test_portal_token_parameters_are_stripped_and_others_kept(name):
     fetch_photo(f"{PHOTO}?{name}={TOKEN}&sig=a%2Bb%3D", TOKEN, policy(),
                 session=requests.Session())
     assert responses.calls[0].request.url == f"{PHOTO}?sig=a%2Bb%3D"
+
+
+@responses.activate
+def test_token_not_sent_over_http_after_https():
+    """A redirect from https to plain http on the same host carries no token."""
+    plain = f"http://{HOST}/photo.jpg"
+    responses.add(responses.GET, PHOTO, status=302, headers={"Location": plain})
+    responses.add(responses.GET, plain, body=JPEG, content_type="image/jpeg")
+    pol = policy(allow_http_hosts=(HOST,))
+    assert fetch_photo(PHOTO, TOKEN, pol, session=requests.Session()).content == JPEG
+    assert responses.calls[0].request.headers["X-Esri-Authorization"] == f"Bearer {TOKEN}"
+    assert "X-Esri-Authorization" not in responses.calls[1].request.headers

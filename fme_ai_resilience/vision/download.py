@@ -19,8 +19,9 @@ while streaming), ``Content-Type`` must be ``image/*``. Violations raise
 :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
 HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
 with their ErrorClass. The portal token goes only in ``X-Esri-Authorization: Bearer``, only to
-the first URL's host, never into a URL (the portal-token query parameters ``token=`` and
-``access_token=`` are stripped before the request), log line or exception. Other query
+the first URL's origin (scheme, host and port), never into a URL (the portal-token query
+parameters ``token=`` and ``access_token=`` are stripped before the request), log line or
+exception. Other query
 parameters, including storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS
 ``X-Goog-Signature=``, ``key=``), stay in the URL requested, since the storage needs them;
 every secret-looking parameter is still redacted wherever the URL is shown.
@@ -223,11 +224,15 @@ def _without_token_params(url: str) -> str:
     return urlunsplit(parts._replace(query="&".join(kept)))
 
 
-def _hostname(url: str) -> str:
+def _origin(url: str) -> Tuple[str, str, Optional[int]]:
+    """``(scheme, host, port)`` of ``url``, the default port filled in; empty if unparsable."""
     try:
-        return (urlsplit(str(url)).hostname or "").lower()
+        parts = urlsplit(str(url))
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or {"https": 443, "http": 80}.get(scheme)
     except ValueError:
-        return ""
+        return "", "", None
+    return scheme, host, port
 
 
 def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
@@ -244,19 +249,20 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     """Download the photo at ``url`` under ``policy``; ``token`` is the portal token or None.
 
     Raises UnsafeURL for a policy violation and DownloadError (with its ErrorClass) for any
-    other failure. Never sends the token anywhere but the first URL's host.
+    other failure. Never sends the token anywhere but the first URL's origin (same scheme,
+    host and port: not to another port of that host, nor over http after https).
     """
     clock = clock or SystemClock()
     if session is None:
         session = timed_session(clock, peer_check=lambda host, peer: check_peer(host, peer,
                                                                                policy))
     secrets = (token,) if token else ()
-    token_host = _hostname(url)
+    token_origin = _origin(url)
     current, hops = _without_token_params(url), 0
     while True:
         host, _ = check_url(current, policy)
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
-        if token and host == token_host:
+        if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
         try:

@@ -64,3 +64,40 @@ def test_refused_signed_url_keeps_the_signature_out_of_the_error(serve):
         fetch_photo(server.url + "/blob/x.jpg?sig=NotTheRightSig99", None, POLICY)
     assert info.value.error_class is ErrorClass.AUTH
     assert "NotTheRightSig99" not in str(info.value)
+
+
+def test_token_not_sent_to_another_port_of_the_same_host(serve):
+    """After a redirect to another port of the first host (another origin) no token is sent."""
+    heads = []
+
+    def other(conn, stop):
+        heads.append(read_request(conn).lower())
+        conn.sendall(response(200, JPEG, ["Content-Type: image/jpeg"]))
+
+    second = serve(other)
+
+    def first(conn, stop):
+        heads.append(read_request(conn).lower())
+        conn.sendall(response(302, headers=[f"Location: {second.url}/x.jpg"]))
+
+    assert fetch_photo(serve(first).url + "/a.jpg", "portal-tok-9981", POLICY).content == JPEG
+    assert b"x-esri-authorization: bearer portal-tok-9981" in heads[0]
+    assert len(heads) == 2 and b"portal-tok-9981" not in heads[1]
+    assert b"authorization" not in heads[1]
+
+
+def test_token_sent_again_after_a_redirect_within_the_origin(serve):
+    """A redirect to another path on the same scheme, host and port keeps the token."""
+    heads = []
+
+    def handler(conn, stop):
+        head = read_request(conn)
+        heads.append(head.lower())
+        if head.startswith(b"GET /a.jpg"):
+            conn.sendall(response(302, headers=["Location: /b.jpg"]))
+        else:
+            conn.sendall(response(200, JPEG, ["Content-Type: image/jpeg"]))
+
+    assert fetch_photo(serve(handler).url + "/a.jpg", "portal-tok-9981", POLICY).content == JPEG
+    assert all(b"x-esri-authorization: bearer portal-tok-9981" in h for h in heads)
+    assert len(heads) == 2
