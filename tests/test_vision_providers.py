@@ -296,3 +296,55 @@ def test_keywords_match_at_word_starts(label, condition):
     payload = {"responses": [{"labelAnnotations": [
         {"description": label, "score": 0.93}, {"description": "Fire hydrant", "score": 0.91}]}]}
     assert normalize("google", payload).condition == condition
+
+
+def strict_mode_problems(node, path="schema"):
+    """Where a JSON Schema breaks OpenAI strict mode: objects must forbid extra keys and
+    require every property (an optional one is nullable instead)."""
+    problems = []
+    if isinstance(node, dict):
+        types = node.get("type")
+        if types == "object" or (isinstance(types, list) and "object" in types):
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{path}: additionalProperties is not false")
+            if set(node.get("properties", {})) != set(node.get("required", [])):
+                problems.append(f"{path}: required {node.get('required')} is not every "
+                                f"property {sorted(node.get('properties', {}))}")
+        for key, value in node.items():
+            problems.extend(strict_mode_problems(value, f"{path}/{key}"))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            problems.extend(strict_mode_problems(value, f"{path}/{i}"))
+    return problems
+
+
+def test_strict_mode_checker_finds_a_loose_object():
+    """The strict-mode checker itself flags an open object with an optional property."""
+    loose = {"type": "object", "required": ["a"],
+             "properties": {"a": {"type": "string"}, "b": {"type": "number"}}}
+    assert len(strict_mode_problems(loose)) == 2
+
+
+def test_openai_request_schema_obeys_strict_mode_with_condition_enum():
+    """The strict response_format schema closes every object, requires every property and
+    limits the condition to the configured conditions."""
+    options = builders.RequestOptions(conditions=("intact", "needs repair"))
+    req = build_request("openai", "https://api.example.com/v1", b"\xff\xd8",
+                        Credentials(api_key="sk-test-1234"), options)
+    fmt = json.loads(req.body)["response_format"]["json_schema"]
+    assert fmt["strict"] is True
+    assert strict_mode_problems(fmt["schema"]) == []
+    assert fmt["schema"]["properties"]["condition"]["enum"] == ["intact", "needs repair"]
+    default = build_request("openai", "https://api.example.com/v1", b"\xff\xd8",
+                            Credentials(api_key="sk-test-1234"))
+    schema = json.loads(default.body)["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["condition"]["enum"] == ["good", "fair", "damaged"]
+
+
+def test_openai_answer_with_null_labels_is_read():
+    """A strict-mode answer stating labels as null (no evidence) is a normal assessment."""
+    content = json.dumps({"condition": "fair", "confidence": 0.8, "labels": None})
+    payload = {"model": "m", "choices": [{"finish_reason": "stop",
+                                          "message": {"content": content}}]}
+    a = normalize("openai", payload)
+    assert (a.condition, a.confidence, a.labels) == ("fair", 0.8, ())

@@ -238,15 +238,32 @@ PAYLOAD_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
     },
 }
 
-#: What the OpenAI-compatible model is asked to return (sent as ``response_format``).
-OPENAI_RESULT_SCHEMA: Mapping[str, Any] = {
-    "type": "object", "required": ["condition", "confidence"],
-    "properties": {
-        "condition": {"type": "string"},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "labels": {"type": "array", "items": _NAMED},
-    },
-}
+def openai_result_schema(conditions: Sequence[str] = ()) -> Mapping[str, Any]:
+    """What the OpenAI-compatible model is asked to return (``response_format``, strict mode).
+
+    Strict structured output needs ``additionalProperties: false`` on every object and every
+    property listed in ``required``; ``labels`` is optional, so it may be null. With
+    ``conditions`` the condition is one of them (an ``enum``).
+    """
+    condition: Dict[str, Any] = {"type": "string"}
+    if conditions:
+        condition["enum"] = list(dict.fromkeys(str(c) for c in conditions))
+    label = {"type": "object", "additionalProperties": False,
+             "required": ["name", "confidence"],
+             "properties": {"name": {"type": "string"}, "confidence": {"type": "number"}}}
+    return {
+        "type": "object", "additionalProperties": False,
+        "required": ["condition", "confidence", "labels"],
+        "properties": {
+            "condition": condition,
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "labels": {"type": ["array", "null"], "items": label},
+        },
+    }
+
+
+#: The result schema without a condition enum (see :func:`openai_result_schema`).
+OPENAI_RESULT_SCHEMA: Mapping[str, Any] = openai_result_schema()
 
 
 def schema_errors(payload: Any, schema: Mapping[str, Any]) -> List[str]:
@@ -366,7 +383,7 @@ def _openai(payload: Mapping[str, Any]) -> Assessment:
 OPENAI_RESULT_SCHEMA_LOOSE: Mapping[str, Any] = {
     "type": "object", "required": ["condition", "confidence"],
     "properties": {"condition": {"type": "string"}, "confidence": {"type": "number"},
-                   "labels": {"type": "array", "items": _NAMED}},
+                   "labels": {"type": ["array", "null"], "items": _NAMED}},
 }
 
 
