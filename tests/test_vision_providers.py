@@ -348,3 +348,12 @@ def test_openai_answer_with_null_labels_is_read():
                                           "message": {"content": content}}]}
     a = normalize("openai", payload)
     assert (a.condition, a.confidence, a.labels) == ("fair", 0.8, ())
+
+
+@pytest.mark.parametrize("stated", ["Damaged", "DAMAGED", "damaged "])
+def test_stated_condition_is_trimmed_and_lower_cased(stated):
+    """A model answering "Damaged" or "damaged " gives the condition damaged."""
+    content = json.dumps({"condition": stated, "confidence": 0.97, "labels": None})
+    payload = {"model": "m", "choices": [{"finish_reason": "stop",
+                                          "message": {"content": content}}]}
+    assert normalize("openai", payload).condition == "damaged"

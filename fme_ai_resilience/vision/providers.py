@@ -330,10 +330,16 @@ def _rekognition(payload: Mapping[str, Any], rules: ConditionRules) -> Assessmen
 
 def _direct(provider: str, data: Any, mapping: GenericMapping,
             model_version: Optional[str]) -> Assessment:
-    """An assessment from a service that states its condition itself."""
+    """An assessment from a service that states its condition itself.
+
+    The condition is trimmed and lower-cased ("Damaged " -> "damaged"); whether it is a
+    configured one is for ``validate`` to judge.
+    """
     _check_schema(provider, data, mapping.payload_schema())
     scale = float(mapping.confidence_scale)
     condition, confidence = _get(data, mapping.condition), _get(data, mapping.confidence)
+    if isinstance(condition, str):
+        condition = condition.strip().lower()
     raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or ()
     errors = []
     if not (isinstance(condition, str) and condition):
