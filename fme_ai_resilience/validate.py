@@ -11,8 +11,10 @@ Three checks, in order, on an assessment given as a mapping (``{"condition", "co
    it the conclusion is ACCEPTED. Below it the policy is asymmetric, because a missed defect
    costs more than an extra look: an *alarm* conclusion (``damaged`` by default) is never
    dropped or downgraded, it goes to REVIEW flagged as possible damage; a reassuring one
-   (``good``) is simply not trusted and goes to REVIEW for lack of confidence. Only a
-   conclusion that reaches the threshold is written back as fact.
+   (``good``, ``fair``) is simply not trusted and goes to REVIEW for lack of confidence. Only
+   a conclusion that reaches the threshold is written back as fact. The label-based adapters
+   keep to the same asymmetry: a weak sign of something more alarming caps the confidence of
+   any less alarming conclusion (``ConditionRules``), which then goes to REVIEW.
 
 Failing 1 or 2 gives an INVALID verdict, from which :meth:`Verdict.anomaly` builds the
 :class:`~fme_ai_resilience.ledger.FormatAnomaly` the caller stores. Pure: no I/O, no clock

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FormatError
+from fme_ai_resilience.validate import Decision, validate
 from fme_ai_resilience.vision import builders
 from fme_ai_resilience.vision.builders import Credentials, build_request
 from fme_ai_resilience.vision.providers import (
@@ -357,3 +358,18 @@ def test_stated_condition_is_trimmed_and_lower_cased(stated):
     payload = {"model": "m", "choices": [{"finish_reason": "stop",
                                           "message": {"content": content}}]}
     assert normalize("openai", payload).condition == "damaged"
+
+
+def test_weak_damage_casts_doubt_on_fair_as_on_good():
+    """Weak rust beside strong weathering is fair with rust's doubt, so it goes to REVIEW."""
+    def google(labels):
+        return {"responses": [{"labelAnnotations": [
+            {"description": n, "score": s} for n, s in labels]}]}
+
+    fair = normalize("google", google([("Rust", 0.45), ("Weathered", 0.92)]))
+    good = normalize("google", google([("Rust", 0.45), ("Fire hydrant", 0.98)]))
+    assert (fair.condition, fair.confidence) == ("fair", pytest.approx(0.55))
+    assert (good.condition, good.confidence) == ("good", pytest.approx(0.55))
+    assert validate(fair).decision is Decision.REVIEW
+    assert validate(good).decision is Decision.REVIEW
+    assert ConditionRules().derive([("Rust", 0.92), ("Weathered", 0.4)]) == ("damaged", 0.92)

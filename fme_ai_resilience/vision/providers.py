@@ -76,8 +76,11 @@ class ConditionRules:
     word saying the keyword is absent, "stainless", does not match either) and the
     label's confidence is at least ``min_label_confidence``; the assessment's
     confidence is then the best matching label's. With no match the condition is ``default``
-    and its confidence the top label's, capped by the doubt any weak rule match leaves
-    (1 - its confidence); with no labels at all it is 0 (nothing seen, nothing trusted).
+    and its confidence the top label's; with no labels at all it is 0 (nothing seen, nothing
+    trusted). Rules run from the most alarming to the least, and a weak match (below
+    ``min_label_confidence``) of a more alarming rule caps every less alarming conclusion,
+    ``fair`` as much as ``good``, at the doubt it leaves (1 - its confidence): weak rust
+    beside strong weathering is not a confident ``fair`` but one a person should look at.
     """
 
     rules: Tuple[Tuple[str, Tuple[str, ...]], ...] = DEFAULT_RULES
@@ -109,16 +112,16 @@ class ConditionRules:
 
     def derive(self, labels: Sequence[Tuple[str, float]]) -> Tuple[str, float]:
         """The ``(condition, confidence)`` the labels support."""
-        weakest_doubt = 0.0
+        alarm = 0.0   # the strongest weak match of a more alarming rule so far
         for condition, keywords in self.rules:
             matches = [c for n, c in labels if _mentions(n, keywords)]
             strong = [c for c in matches if c >= self.min_label_confidence]
             if strong:
-                return condition, max(strong)
+                return condition, min(max(strong), 1.0 - alarm)
             if matches:
-                weakest_doubt = max(weakest_doubt, max(matches))
+                alarm = max(alarm, max(matches))
         top = max((c for _, c in labels), default=0.0)
-        return self.default, min(top, 1.0 - weakest_doubt)
+        return self.default, min(top, 1.0 - alarm)
 
 
 def _mentions(name: str, keywords: Sequence[str]) -> bool:
