@@ -373,3 +373,28 @@ def test_weak_damage_casts_doubt_on_fair_as_on_good():
     assert validate(fair).decision is Decision.REVIEW
     assert validate(good).decision is Decision.REVIEW
     assert ConditionRules().derive([("Rust", 0.92), ("Weathered", 0.4)]) == ("damaged", 0.92)
+
+
+def test_google_response_without_label_annotations_is_drift():
+    """A per-image response with keys but no labelAnnotations (a renamed field) is drift."""
+    payload = {"responses": [{"labels": [{"description": "rust", "score": 0.97}]}]}
+    with pytest.raises(FormatError, match="labelAnnotations") as info:
+        normalize("google", payload)
+    assert "labels" in info.value.errors[0]
+
+
+def test_google_empty_response_object_means_no_labels():
+    """An empty per-image response ({}) is no labels: good at confidence 0, sent to REVIEW."""
+    a = normalize("google", {"responses": [{}]})
+    assert (a.condition, a.confidence, a.labels) == ("good", 0.0, ())
+    assert validate(a).decision is Decision.REVIEW
+
+
+@pytest.mark.parametrize("confidence", [0.95, 1, 0.01])
+def test_generic_unit_answer_on_percent_scale_is_drift(confidence):
+    """With confidence_scale=100 a main confidence in (0, 1] reads as a 0-1 answer: drift."""
+    with pytest.raises(FormatError, match="0-100 scale"):
+        normalize("generic", {"condition": "damaged", "confidence": confidence},
+                  mapping=GenericMapping(confidence_scale=100))
+    assert normalize("generic", {"condition": "damaged", "confidence": 0},
+                     mapping=GenericMapping(confidence_scale=100)).confidence == 0.0

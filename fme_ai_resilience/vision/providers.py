@@ -317,8 +317,20 @@ def _azure(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
 
 
 def _google(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
+    """Labels of the first per-image response.
+
+    An empty response object (``{}``) is how Google says it found no labels: that is ``good``
+    at confidence 0 (nothing seen, nothing trusted). A non-empty one without
+    ``labelAnnotations`` (and without ``error``) answers in fields this adapter does not
+    know: drift, a FormatError.
+    """
     _check_schema("google", payload, PAYLOAD_SCHEMAS["google"])
     first = payload["responses"][0]
+    if first and "labelAnnotations" not in first and "error" not in first:
+        found = sorted(str(k) for k in first)
+        raise FormatError("google answer has no labelAnnotations",
+                          errors=[f"responses/0: no labelAnnotations, found {found}"],
+                          provider="google")
     pairs = [(a["description"], a["score"]) for a in first.get("labelAnnotations", ())]
     return _labelled("google", pairs, 1.0, rules, None)
 
@@ -350,6 +362,9 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
             and math.isfinite(confidence) and 0 <= confidence <= scale):
         errors.append(f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}")
+    elif scale == 100 and 0 < confidence <= 1:
+        errors.append(f"{mapping.confidence}: {confidence!r} where a 0-100 scale is expected "
+                      "(0-1 answer?)")
     try:
         pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
     except (KeyError, TypeError, IndexError):
