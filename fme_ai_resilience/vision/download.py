@@ -43,7 +43,7 @@ from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
 from ..redact import redact_text, redact_url
 from ..settings import DownloadSettings
-from .phases import read_body, timed_session
+from .phases import connect_recorder, connect_unfinished, read_body, timed_session
 from .providers import detect_error
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
@@ -265,6 +265,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
+        recorder = connect_recorder(session, current)
         try:
             resp = session.get(current, headers=headers, stream=True, allow_redirects=False,
                                timeout=(policy.connect_s, policy.ttfb_s))
@@ -272,6 +273,9 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
             raise DownloadError(ErrorClass.CONNECT_TIMEOUT, f"{shown}: connect timed out") \
                 from None
         except requests.exceptions.ReadTimeout:
+            if connect_unfinished(recorder):   # a stalled TLS handshake
+                raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
+                                    f"{shown}: connect (TLS) timed out") from None
             raise DownloadError(ErrorClass.TTFB_TIMEOUT, f"{shown}: no answer in time") \
                 from None
         except (requests.exceptions.RequestException, OSError) as exc:

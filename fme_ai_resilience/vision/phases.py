@@ -8,8 +8,10 @@ one blocked read nor a slow trickle of small chunks can outlast the body budget.
 limit is enforced while reading. Nothing here raises for a remote failure: every exchange ends
 in an :class:`Exchange` saying what came back, how long each phase took and which ran out.
 
-:class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself;
-with another session (or a mocked one) the connect phase reads 0 and its time counts as TTFB.
+:class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself
+and records whether it (TLS handshake included) finished: urllib3 reports a stalled handshake
+as a read timeout, which is then a CONNECT_TIMEOUT in the connect phase, not a TTFB one. With
+another session (or a mocked one) the connect phase reads 0 and its time counts as TTFB.
 """
 from __future__ import annotations
 
@@ -39,9 +41,17 @@ _TRUNCATED: Tuple[type, ...] = (http.client.IncompleteRead, urllib3.exceptions.P
 
 
 class _ConnectRecorder(threading.local):
-    """The last TCP (+TLS) connect duration on this thread, in seconds."""
+    """The last TCP (+TLS) connect on this thread: its duration (s) and whether it finished.
+
+    ``finished`` is None when no connect ran since :meth:`reset` (a pooled connection was
+    reused), False while one runs or after it failed, True once it succeeded.
+    """
 
     value = 0.0
+    finished: Optional[bool] = None
+
+    def reset(self) -> None:
+        self.value, self.finished = 0.0, None
 
 
 PeerCheck = Callable[[str, str], None]
@@ -51,8 +61,10 @@ def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
                       peer_check: Optional[PeerCheck]) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
+        recorder.finished = False
         try:
             base.connect(self)
+            recorder.finished = True
         finally:
             recorder.value = clock.monotonic() - start
         if peer_check is not None:
@@ -194,6 +206,25 @@ def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
             return BodyRead(body, oversize=True, detail=f"body larger than {max_bytes} bytes")
 
 
+def connect_recorder(session: Any, url: str) -> Optional[_ConnectRecorder]:
+    """The (reset) connect recorder of the adapter serving ``url``, if it is a PhaseAdapter."""
+    adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
+    recorder = getattr(adapter, "recorder", None)
+    if not isinstance(recorder, _ConnectRecorder):
+        return None
+    recorder.reset()
+    return recorder
+
+
+def connect_unfinished(recorder: Optional[_ConnectRecorder]) -> bool:
+    """Whether a timeout came while connecting: a connect started and did not finish.
+
+    urllib3 reports a TLS handshake that stalls after the TCP connect as a *read* timeout;
+    this tells it apart from a late answer.
+    """
+    return recorder is not None and recorder.finished is False
+
+
 def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
              body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
              max_bytes: int) -> Exchange:
@@ -202,10 +233,7 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
     The TTFB phase runs from the end of the connect to the response headers, so it includes
     sending the request body (the image) and the service's queueing and inference.
     """
-    adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
-    recorder = getattr(adapter, "recorder", None)
-    if recorder is not None:
-        recorder.value = 0.0
+    recorder = connect_recorder(session, url)
     start = clock.monotonic()
 
     def timings(**more: float) -> Mapping[str, float]:
@@ -225,6 +253,10 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
         return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
                       MappingProxyType({CONNECT: clock.monotonic() - start}))
     except requests.exceptions.ReadTimeout:
+        if connect_unfinished(recorder):   # the TLS handshake stalled: still connecting
+            return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT,
+                          "no connection (TCP + TLS) within the budget",
+                          MappingProxyType({CONNECT: clock.monotonic() - start}))
         return failed(ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget",
                       timings())
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,

@@ -282,3 +282,24 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
     assert all("Bearer [REDACTED]" in o.excerpt for o in outcomes[:3])   # it was echoed
     for secret in (API_KEY, token):
         assert not [t for t in texts if secret in t]
+
+
+def silent(conn, stop):
+    """A handler that accepts the TCP connection and never says a word (no TLS either)."""
+    stop.wait(BUDGET_S * 10)
+
+
+def test_stalled_tls_handshake_is_connect_timeout(serve):
+    """TCP accepted but no TLS ServerHello: CONNECT_TIMEOUT in the connect phase."""
+    server = serve(silent)
+    out = client_for(f"https://127.0.0.1:{server.port}").analyze(b"img", "t-tls")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.CONNECT_TIMEOUT, "connect")
+    assert within(out.phases["connect"], BUDGET.connect_s + BUDGET.tls_s), out.phases
+
+
+def test_stalled_tls_handshake_of_a_photo_is_connect_timeout(serve):
+    """fetch_photo over https to a server that never speaks TLS: CONNECT_TIMEOUT."""
+    server = serve(silent)
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(f"https://127.0.0.1:{server.port}/p.jpg", None, LOOPBACK_POLICY)
+    assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
