@@ -43,7 +43,8 @@ from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
 from ..redact import redact_text, redact_url
 from ..settings import DownloadSettings
-from .phases import connect_recorder, connect_unfinished, read_body, timed_session
+from .phases import (HeaderWatch, connect_recorder, connect_unfinished, read_body,
+                     timed_session)
 from .providers import detect_error
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
@@ -265,10 +266,16 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
+        late = f"{shown}: no answer in time"
         recorder = connect_recorder(session, current)
+        watch = HeaderWatch(recorder, policy.connect_s + policy.ttfb_s)
         try:
-            resp = session.get(current, headers=headers, stream=True, allow_redirects=False,
-                               timeout=(policy.connect_s, policy.ttfb_s))
+            try:
+                resp = session.get(current, headers=headers, stream=True,
+                                   allow_redirects=False,
+                                   timeout=(policy.connect_s, policy.ttfb_s))
+            finally:
+                overdue = watch.cancel()
         except requests.exceptions.ConnectTimeout:
             raise DownloadError(ErrorClass.CONNECT_TIMEOUT, f"{shown}: connect timed out") \
                 from None
@@ -276,11 +283,15 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
             if connect_unfinished(recorder):   # a stalled TLS handshake
                 raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
                                     f"{shown}: connect (TLS) timed out") from None
-            raise DownloadError(ErrorClass.TTFB_TIMEOUT, f"{shown}: no answer in time") \
-                from None
+            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
         except (requests.exceptions.RequestException, OSError) as exc:
+            if overdue:
+                raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
             raise DownloadError(ErrorClass.CONNECTION_ERROR,
                                 f"{shown}: {type(exc).__name__}") from None
+        if overdue:   # the headers came as the watchdog fired
+            resp.close()
+            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late)
         try:
             if resp.is_redirect:
                 hops += 1

@@ -1,8 +1,9 @@
 """A timed HTTP exchange: connect, time to first byte and body read, each under its own limit.
 
 ``requests`` gives the first two through its ``(connect, read)`` timeout tuple with
-``stream=True``: the connect part bounds the TCP handshake, the read part bounds the wait for
-the response headers. The body is then read chunk by chunk under its own deadline, taken from
+``stream=True``: the connect part bounds the TCP handshake, the read part each wait for
+response header bytes; a :class:`HeaderWatch` bounds the wait for the headers as a whole (a
+trickle of header bytes cannot outlast connect + TTFB budgets). The body is then read chunk by chunk under its own deadline, taken from
 the injected clock: before every read the socket timeout is set to the time left, so neither
 one blocked read nor a slow trickle of small chunks can outlast the body budget. The size
 limit is enforced while reading. Nothing here raises for a remote failure: every exchange ends
@@ -49,9 +50,66 @@ class _ConnectRecorder(threading.local):
 
     value = 0.0
     finished: Optional[bool] = None
+    watch: Optional["HeaderWatch"] = None
 
     def reset(self) -> None:
-        self.value, self.finished = 0.0, None
+        self.value, self.finished, self.watch = 0.0, None, None
+
+
+class HeaderWatch:
+    """A watchdog bounding the whole wait for response headers, not each socket read.
+
+    Armed before the request with ``limit_s`` (connect + TTFB budgets, seconds): if the
+    headers are not in by then it shuts the request's socket down, so a server trickling its
+    headers a byte at a time cannot hold the call beyond the budget. :meth:`cancel` disarms
+    it (always call it); once cancelled it never touches a socket again, so a connection that
+    goes back to the pool is safe. The connection classes of :class:`PhaseAdapter` hand it
+    their socket, fresh or reused, through the thread's connect recorder.
+    """
+
+    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float) -> None:
+        self._lock = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self._done = False
+        self.fired = False
+        self._timer: Optional[threading.Timer] = None
+        if recorder is not None:
+            recorder.watch = self
+            self._timer = threading.Timer(max(0.0, limit_s), self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def attach(self, sock: Any) -> None:
+        """The socket the request now uses (shut at once if the deadline already passed)."""
+        with self._lock:
+            if self._done:
+                return
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def cancel(self) -> bool:
+        """Disarm; returns whether the deadline had passed (the socket may have been shut)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._done, self._sock = True, None
+            return self.fired
+
+
+def _shut(sock: Any) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError, ValueError):
+        pass
 
 
 PeerCheck = Callable[[str, str], None]
@@ -67,6 +125,7 @@ def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
             recorder.finished = True
         finally:
             recorder.value = clock.monotonic() - start
+        _attach(self)
         if peer_check is not None:
             try:
                 peer = self.sock.getpeername()[0]
@@ -78,7 +137,17 @@ def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
                 self.close()
                 raise
 
-    return type(f"Timed{base.__name__}", (base,), {"connect": connect})
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "sock", None) is not None:   # a reused connection
+            _attach(self)
+        return base.request(self, *args, **kwargs)
+
+    def _attach(conn: Any) -> None:
+        watch = recorder.watch
+        if watch is not None and getattr(conn, "sock", None) is not None:
+            watch.attach(conn.sock)
+
+    return type(f"Timed{base.__name__}", (base,), {"connect": connect, "request": request})
 
 
 class PhaseAdapter(HTTPAdapter):
@@ -206,6 +275,9 @@ def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
             return BodyRead(body, oversize=True, detail=f"body larger than {max_bytes} bytes")
 
 
+_LATE_HEADERS = "no response headers within the budget"
+
+
 def connect_recorder(session: Any, url: str) -> Optional[_ConnectRecorder]:
     """The (reset) connect recorder of the adapter serving ``url``, if it is a PhaseAdapter."""
     adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
@@ -246,9 +318,14 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
                phases: Mapping[str, float]) -> Exchange:
         return Exchange(None, {}, b"", phases, error_class, phase, detail)
 
+    watch = HeaderWatch(recorder, connect_s + ttfb_s)
     try:
-        resp = session.request(method, url, headers=dict(headers), data=body or None,
-                               stream=True, allow_redirects=False, timeout=(connect_s, ttfb_s))
+        try:
+            resp = session.request(method, url, headers=dict(headers), data=body or None,
+                                   stream=True, allow_redirects=False,
+                                   timeout=(connect_s, ttfb_s))
+        finally:
+            overdue = watch.cancel()
     except requests.exceptions.ConnectTimeout:
         return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
                       MappingProxyType({CONNECT: clock.monotonic() - start}))
@@ -257,15 +334,19 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
             return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT,
                           "no connection (TCP + TLS) within the budget",
                           MappingProxyType({CONNECT: clock.monotonic() - start}))
-        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget",
-                      timings())
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
             requests.exceptions.InvalidSchema) as exc:
         return failed(ErrorClass.BAD_REQUEST, None,
                       f"request not sendable: {type(exc).__name__}", timings())
     except (requests.exceptions.RequestException, OSError) as exc:
+        if overdue:
+            return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
         return failed(ErrorClass.CONNECTION_ERROR, None,
                       f"connection failed: {type(exc).__name__}", timings())
+    if overdue:   # the headers came as the watchdog fired: the socket may be shut
+        resp.close()
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
     until_headers = timings()
     headers_at = clock.monotonic()
     try:

@@ -303,3 +303,57 @@ def test_stalled_tls_handshake_of_a_photo_is_connect_timeout(serve):
     with pytest.raises(DownloadError) as info:
         fetch_photo(f"https://127.0.0.1:{server.port}/p.jpg", None, LOOPBACK_POLICY)
     assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
+
+
+TRICKLE_BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=0.5, body_s=BUDGET_S)
+
+
+def header_trickler(body=OK_BODY, content_type="application/json", every_s=0.1):
+    """A handler sending its response headers one byte every ``every_s`` seconds."""
+    def handler(conn, stop):
+        read_request(conn)
+        for i, byte in enumerate(response(200, body, [f"Content-Type: {content_type}",
+                                                      "X-Pad: " + "a" * 200])):
+            if stop.wait(every_s if i else 0):
+                return
+            conn.sendall(bytes([byte]))
+    return handler
+
+
+def test_trickled_headers_are_ttfb_timeout_within_the_budget(serve):
+    """Headers trickled a byte every 0.1 s cannot stretch a 0.5 s TTFB budget: TTFB_TIMEOUT."""
+    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic",
+                          Credentials(api_key=API_KEY), TRICKLE_BUDGET)
+    out = client.analyze(b"img", "t-trickle")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
+    assert out.duration_s <= TRICKLE_BUDGET.connect_s + TRICKLE_BUDGET.ttfb_s + HIGH
+
+
+def test_trickled_photo_headers_are_ttfb_timeout_within_the_budget(serve):
+    """fetch_photo's headers trickled past its connect + TTFB budget: TTFB_TIMEOUT."""
+    url = serve(header_trickler(b"\xff\xd8", "image/jpeg")).url + "/p.jpg"
+    start = time.monotonic()
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(url, None, LOOPBACK_POLICY)
+    assert info.value.error_class is ErrorClass.TTFB_TIMEOUT
+    assert time.monotonic() - start <= LOOPBACK_POLICY.connect_s + LOOPBACK_POLICY.ttfb_s + HIGH
+
+
+def test_header_watchdog_never_fires_on_a_reused_connection(serve):
+    """After a call, its watchdog is off: the pooled connection serves a later call intact."""
+    connections = []
+
+    def keep_alive(conn, stop):
+        connections.append(conn)
+        for _ in range(2):
+            if not read_request(conn):
+                return
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(OK_BODY) + OK_BODY)
+
+    client = client_for(serve(keep_alive).url)
+    assert client.analyze(b"img", "t-a").ok
+    time.sleep(BUDGET.connect_s + BUDGET.ttfb_s + 0.3)   # past the first call's deadline
+    second = client.analyze(b"img", "t-b")
+    assert second.ok, second
+    assert len(connections) == 1
