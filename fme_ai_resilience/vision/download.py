@@ -12,7 +12,9 @@ before following each redirect) the URL must pass :func:`check_url` against a
   unspecified, reserved and IPv4-mapped IPv6 addresses are refused unless the host is listed in
   ``allow_private_hosts`` (an on-premises ArcGIS Enterprise, a loopback test server).
 
-The default session checks each connection's peer address again once connected, so a name
+Both the check's lookup and the connection's are bounded by ``connect_s`` (a late one is
+CONNECT_TIMEOUT), the check's time taken off the connect that follows. The default session
+checks each connection's peer address again once connected, so a name
 that resolves differently the second time (DNS rebinding) is refused too. While downloading:
 at most ``max_redirects`` redirects, at most ``max_bytes`` read (enforced
 while streaming), ``Content-Type`` must be ``image/*``. Violations raise
@@ -33,7 +35,7 @@ import json
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 import requests
@@ -43,21 +45,14 @@ from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
 from ..redact import redact_text, redact_url
 from ..settings import DownloadSettings
-from .phases import (HeaderWatch, connect_recorder, connect_unfinished, read_body,
-                     timed_session)
+from .phases import (HeaderWatch, Resolver, connect_recorder, connect_unfinished, read_body,
+                     resolve_within, system_resolver, timed_session)
 from .providers import detect_error
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
 
-Resolver = Callable[[str, int], Sequence[str]]
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _JSON_ERROR_LIMIT = 64 * 1024
-
-
-def system_resolver(host: str, port: int) -> Sequence[str]:
-    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
-    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
 
 
 @dataclass(frozen=True)
@@ -173,7 +168,12 @@ def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
         addresses: Sequence[str] = (str(literal),)
     else:
         try:
-            addresses = (policy.resolver or system_resolver)(host, port)
+            addresses = resolve_within(policy.resolver or system_resolver, host, port,
+                                       policy.connect_s)
+        except socket.timeout:
+            raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
+                                f"resolving {host} took longer than {policy.connect_s:g} s") \
+                from None
         except (OSError, UnicodeError) as exc:
             raise DownloadError(ErrorClass.CONNECTION_ERROR,
                                 f"cannot resolve {host}: {type(exc).__name__}") from None
@@ -261,19 +261,21 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     token_origin = _origin(url)
     current, hops = _without_token_params(url), 0
     while True:
+        looked_up_at = clock.monotonic()
         host, _ = check_url(current, policy)
+        # the name lookup counts in the connect phase: the connect gets what is left
+        connect_s = max(0.001, policy.connect_s - (clock.monotonic() - looked_up_at))
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
         late = f"{shown}: no answer in time"
         recorder = connect_recorder(session, current)
-        watch = HeaderWatch(recorder, policy.connect_s + policy.ttfb_s)
+        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
         try:
             try:
                 resp = session.get(current, headers=headers, stream=True,
-                                   allow_redirects=False,
-                                   timeout=(policy.connect_s, policy.ttfb_s))
+                                   allow_redirects=False, timeout=(connect_s, policy.ttfb_s))
             finally:
                 overdue = watch.cancel()
         except requests.exceptions.ConnectTimeout:

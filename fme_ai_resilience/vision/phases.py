@@ -17,11 +17,12 @@ another session (or a mocked one) the connect phase reads 0 and its time counts 
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import socket
 import threading
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import requests
 import urllib3
@@ -113,14 +114,83 @@ def _shut(sock: Any) -> None:
 
 
 PeerCheck = Callable[[str, str], None]
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+def system_resolver(host: str, port: int) -> Sequence[str]:
+    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
+
+
+def resolve_within(resolver: Resolver, host: str, port: int,
+                   timeout_s: Optional[float]) -> Sequence[str]:
+    """``resolver(host, port)`` given at most ``timeout_s`` seconds (None: no limit).
+
+    The lookup runs on a worker thread, since ``getaddrinfo`` takes no timeout; raises
+    ``socket.timeout`` when it is late (the worker is left to finish on its own) and whatever
+    the resolver raises.
+    """
+    box: Dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = resolver(host, port)
+        except BaseException as exc:   # handed to the caller below
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"resolve {host}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise socket.timeout(f"resolving {host} took longer than {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve_for(conn: Any, resolver: Resolver, clock: Clock, start: float) -> None:
+    """Resolve ``conn``'s host within its connect timeout; the socket goes to the first address.
+
+    The time spent is taken off the timeout left for the TCP (+TLS) connect, so the name
+    lookup counts in the connect phase. A late lookup raises ConnectTimeoutError, a failed one
+    NewConnectionError (urllib3's, so requests classifies them as for a connect).
+    """
+    host = str(getattr(conn, "_dns_host", "") or conn.host)
+    if _is_literal(host):
+        return
+    limit = conn.timeout if isinstance(conn.timeout, (int, float)) else None
+    try:
+        addresses = resolve_within(resolver, host, conn.port, limit)
+    except socket.timeout:
+        raise urllib3.exceptions.ConnectTimeoutError(
+            conn, f"resolving {host} took longer than the connect budget") from None
+    except (OSError, UnicodeError) as exc:
+        raise urllib3.exceptions.NewConnectionError(
+            conn, f"cannot resolve {host}: {type(exc).__name__}") from None
+    if not addresses:
+        raise urllib3.exceptions.NewConnectionError(conn, f"{host} resolves to nothing")
+    conn._fme_address = str(addresses[0])
+    if limit is not None:
+        conn.timeout = max(0.001, limit - (clock.monotonic() - start))
 
 
 def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
-                      peer_check: Optional[PeerCheck]) -> type:
+                      peer_check: Optional[PeerCheck], resolver: Optional[Resolver]) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
         recorder.finished = False
         try:
+            if resolver is not None:
+                _resolve_for(self, resolver, clock, start)
             base.connect(self)
             recorder.finished = True
         finally:
@@ -147,7 +217,21 @@ def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
         if watch is not None and getattr(conn, "sock", None) is not None:
             watch.attach(conn.sock)
 
-    return type(f"Timed{base.__name__}", (base,), {"connect": connect, "request": request})
+    def new_conn(self: Any) -> Any:
+        # the socket goes to the looked-up address; Host, SNI and certificate checks keep the
+        # name (urllib3 reads ``_dns_host`` only here, for the socket's address)
+        address = self.__dict__.pop("_fme_address", None)
+        if address is None:
+            return base._new_conn(self)
+        name = self._dns_host
+        self._dns_host = address
+        try:
+            return base._new_conn(self)
+        finally:
+            self._dns_host = name
+
+    return type(f"Timed{base.__name__}", (base,),
+                {"connect": connect, "request": request, "_new_conn": new_conn})
 
 
 class PhaseAdapter(HTTPAdapter):
@@ -155,19 +239,22 @@ class PhaseAdapter(HTTPAdapter):
 
     ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
     established and may raise to refuse it (the download guard's defence against a DNS
-    answer that changed since the URL was checked).
+    answer that changed since the URL was checked). ``resolver`` looks host names up within
+    the connect timeout (None: urllib3 resolves, unbounded).
     """
 
     def __init__(self, clock: Clock, peer_check: Optional[PeerCheck] = None,
-                 **kwargs: Any) -> None:
+                 resolver: Optional[Resolver] = system_resolver, **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
         self.peer_check = peer_check
+        self.resolver = resolver
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check)
+        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check,
+                                           self.resolver)
                  for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
         http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
         https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
@@ -178,11 +265,16 @@ class PhaseAdapter(HTTPAdapter):
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None) -> requests.Session:
-    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env."""
+def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None,
+                  resolver: Optional[Resolver] = system_resolver) -> requests.Session:
+    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
+
+    Host names are looked up with ``resolver`` (``(host, port) -> addresses``) within the
+    connect budget, the lookup counted in the connect phase.
+    """
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock, peer_check)
+    adapter = PhaseAdapter(clock, peer_check, resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session

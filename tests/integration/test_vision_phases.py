@@ -5,13 +5,16 @@ import email.utils
 import json
 import select
 import socket
+import threading
 import time
 
 import pytest
 
 from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.clock import SystemClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+from fme_ai_resilience.vision.phases import timed_session
 from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
@@ -357,3 +360,46 @@ def test_header_watchdog_never_fires_on_a_reused_connection(serve):
     second = client.analyze(b"img", "t-b")
     assert second.ok, second
     assert len(connections) == 1
+
+
+def slow_resolver(release, table=None):
+    """A resolver that answers from ``table`` but only once ``release`` is set (a stuck DNS)."""
+    def resolve(host, port):
+        release.wait(10)
+        return (table or {}).get(host, [])
+    return resolve
+
+
+def test_slow_name_lookup_is_connect_timeout_in_the_connect_phase(serve):
+    """A lookup slower than the connect budget is CONNECT_TIMEOUT, counted as connect time."""
+    server = serve(lambda conn, stop: conn.sendall(response(200, OK_BODY)))
+    release = threading.Event()
+    session = timed_session(SystemClock(), resolver=slow_resolver(release))
+    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic",
+                          Credentials(api_key=API_KEY), BUDGET, session=session)
+    try:
+        out = client.analyze(b"img", "t-dns")
+    finally:
+        release.set()
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.CONNECT_TIMEOUT, "connect")
+    assert within(out.phases["connect"]), out.phases
+
+
+def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
+    """The socket goes to the resolver's address; the Host header keeps the name."""
+    heads = []
+
+    def handler(conn, stop):
+        heads.append(read_request(conn))
+        conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
+
+    server = serve(handler)
+    release = threading.Event()
+    release.set()
+    resolver = slow_resolver(release, {"vision.test": ["127.0.0.1"]})
+    client = VisionClient(f"http://vision.test:{server.port}/analyze", "generic",
+                          Credentials(api_key=API_KEY), BUDGET,
+                          session=timed_session(SystemClock(), resolver=resolver))
+    out = client.analyze(b"img", "t-dns-ok")
+    assert out.ok, out
+    assert f"host: vision.test:{server.port}".encode() in heads[0].lower()

@@ -1,6 +1,9 @@
 """Photo download against real loopback servers: signed URLs, token origin, header deadlines."""
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from fme_ai_resilience.errors import DownloadError, ErrorClass
@@ -101,3 +104,24 @@ def test_token_sent_again_after_a_redirect_within_the_origin(serve):
     assert fetch_photo(serve(handler).url + "/a.jpg", "portal-tok-9981", POLICY).content == JPEG
     assert all(b"x-esri-authorization: bearer portal-tok-9981" in h for h in heads)
     assert len(heads) == 2
+
+
+def test_slow_name_lookup_of_a_photo_host_is_connect_timeout():
+    """A photo host whose lookup outlasts connect_s is CONNECT_TIMEOUT, not an endless wait."""
+    release = threading.Event()
+
+    def stuck(host, port):
+        release.wait(10)
+        return ["127.0.0.1"]
+
+    policy = DownloadPolicy(allowed_hosts=("photos.test",), allow_http_hosts=("photos.test",),
+                            allow_private_hosts=("photos.test",), resolver=stuck,
+                            connect_s=0.3, ttfb_s=0.3, body_s=0.3)
+    start = time.monotonic()
+    try:
+        with pytest.raises(DownloadError) as info:
+            fetch_photo("http://photos.test:9/p.jpg", None, policy)
+    finally:
+        release.set()
+    assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
+    assert time.monotonic() - start <= policy.connect_s + 0.6
