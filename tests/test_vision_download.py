@@ -279,3 +279,20 @@ def test_token_not_sent_over_http_after_https():
     assert fetch_photo(PHOTO, TOKEN, pol, session=requests.Session()).content == JPEG
     assert responses.calls[0].request.headers["X-Esri-Authorization"] == f"Bearer {TOKEN}"
     assert "X-Esri-Authorization" not in responses.calls[1].request.headers
+
+
+@pytest.mark.parametrize("url, host", [(f"https://{HOST}./photo.jpg", HOST),
+                                       ("https://cdn.example.net./x.jpg", "cdn.example.net")])
+def test_trailing_dot_in_host_is_the_same_host(url, host):
+    """A host written with a trailing dot is the same host for the allow-list."""
+    pol = policy(allowed_hosts=(HOST + ".", ".example.net"))
+    assert check_url(url, pol) == (host, 443)
+    with pytest.raises(UnsafeURL, match="allow-list"):
+        check_url("https://elsewhere.example.org./p.jpg", pol)
+
+
+def test_refusal_messages_do_not_show_the_token():
+    """A refused URL carrying the portal token in its path is shown with the token redacted."""
+    with pytest.raises(UnsafeURL) as info:
+        fetch_photo(f"http://{HOST}/{TOKEN}/p.jpg", TOKEN, policy(), session=requests.Session())
+    assert TOKEN not in str(info.value) and "plain http" in str(info.value)

@@ -71,7 +71,8 @@ class DownloadPolicy:
 
     def __post_init__(self) -> None:
         for name in ("allowed_hosts", "allow_http_hosts", "allow_private_hosts"):
-            hosts = tuple(h.strip().lower().strip("[]") for h in getattr(self, name) if h.strip())
+            hosts = tuple(h.strip().lower().strip("[]").rstrip(".")
+                          for h in getattr(self, name) if h.strip().rstrip("."))
             object.__setattr__(self, name, hosts)
         if not (isinstance(self.max_bytes, int) and self.max_bytes > 0):
             raise ConfigurationError("download.max_bytes", self.max_bytes, "must be > 0")
@@ -136,12 +137,17 @@ def _legacy_numeric(host: str) -> bool:
     return True
 
 
-def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
-    """``(host, port)`` of ``url`` if the policy allows fetching it; raises UnsafeURL if not."""
-    shown = redact_url(str(url))
+def check_url(url: str, policy: DownloadPolicy,
+              secrets: Sequence[str] = ()) -> Tuple[str, int]:
+    """``(host, port)`` of ``url`` if the policy allows fetching it; raises UnsafeURL if not.
+
+    The host is compared without a trailing dot (``example.com.`` is ``example.com``).
+    ``secrets`` (the portal token) are redacted from the URL wherever a message shows it.
+    """
+    shown = redact_url(str(url), secrets)
     try:
         parts = urlsplit(str(url))
-        host = (parts.hostname or "").lower()
+        host = (parts.hostname or "").lower().rstrip(".")
         port = parts.port
     except ValueError:
         raise UnsafeURL(f"{shown}: not a valid URL") from None
@@ -196,7 +202,7 @@ def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
     Run on each new connection of the default session: the name may resolve differently
     than when :func:`check_url` looked (DNS rebinding). Raises UnsafeURL.
     """
-    if _listed(host, policy.allow_private_hosts):
+    if _listed(host.rstrip("."), policy.allow_private_hosts):
         return
     try:
         addr = ipaddress.ip_address(peer.split("%", 1)[0])
@@ -262,7 +268,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     current, hops = _without_token_params(url), 0
     while True:
         looked_up_at = clock.monotonic()
-        host, _ = check_url(current, policy)
+        host, _ = check_url(current, policy, secrets)
         # the name lookup counts in the connect phase: the connect gets what is left
         connect_s = max(0.001, policy.connect_s - (clock.monotonic() - looked_up_at))
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
