@@ -4,14 +4,17 @@ Three checks, in order, on an assessment given as a mapping (``{"condition", "co
 "labels", "model_version", "provider"}``) or any object with a ``to_dict()`` returning one:
 
 1. the JSON Schema (:data:`ASSESSMENT_SCHEMA`): required fields, their types;
-2. the value domain: ``condition`` is one of the configured conditions, ``confidence`` (and each
-   label's confidence) is a finite number in [0, 1];
+2. the value domain: ``condition`` is one of the configured conditions (ignoring case and
+   surrounding whitespace: ``"Damaged "`` is ``damaged``; unknown words are not guessed at),
+   ``confidence`` (and each label's confidence) is a finite number in [0, 1];
 3. the confidence policy, against the threshold for the asset type (default 0.75): at or above
    it the conclusion is ACCEPTED. Below it the policy is asymmetric, because a missed defect
    costs more than an extra look: an *alarm* conclusion (``damaged`` by default) is never
    dropped or downgraded, it goes to REVIEW flagged as possible damage; a reassuring one
-   (``good``) is simply not trusted and goes to REVIEW for lack of confidence. Only a
-   conclusion that reaches the threshold is written back as fact.
+   (``good``, ``fair``) is simply not trusted and goes to REVIEW for lack of confidence. Only
+   a conclusion that reaches the threshold is written back as fact. The label-based adapters
+   keep to the same asymmetry: a weak sign of something more alarming caps the confidence of
+   any less alarming conclusion (``ConditionRules``), which then goes to REVIEW.
 
 Failing 1 or 2 gives an INVALID verdict, from which :meth:`Verdict.anomaly` builds the
 :class:`~fme_ai_resilience.ledger.FormatAnomaly` the caller stores. Pure: no I/O, no clock
@@ -114,11 +117,31 @@ def schema_errors(result: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) ->
     return sorted(out)
 
 
+def _folded(text: Any) -> Optional[str]:
+    return text.strip().lower() if isinstance(text, str) else None
+
+
+def canonical_condition(condition: Any, conditions: Iterable[str]) -> Optional[str]:
+    """The configured condition ``condition`` names, ignoring case and surrounding spaces.
+
+    ``"Damaged "`` and ``"DAMAGED"`` name ``damaged``; anything else (no synonyms are guessed)
+    gives None.
+    """
+    folded = _folded(condition)
+    if not folded:
+        return None
+    return next((c for c in conditions if _folded(c) == folded), None)
+
+
 def domain_errors(result: Mapping[str, Any], conditions: Iterable[str]) -> Sequence[str]:
-    """Value-domain violations: unknown condition, confidence not finite or outside [0, 1]."""
+    """Value-domain violations: unknown condition, confidence not finite or outside [0, 1].
+
+    A condition differing from a configured one only in case or surrounding whitespace is
+    known (:func:`canonical_condition`).
+    """
     allowed = tuple(conditions)
     out = []
-    if result.get("condition") not in allowed:
+    if canonical_condition(result.get("condition"), allowed) is None:
         out.append(f"condition: {result.get('condition')!r} is not one of {list(allowed)}")
     if not _is_unit(result.get("confidence")):
         out.append(f"confidence: {result.get('confidence')!r} is not a finite number in [0, 1]")
@@ -147,12 +170,13 @@ def validate(result: Any, settings: Optional[ValidationSettings] = None,
     if errors:
         return Verdict(Decision.INVALID, errors)
     threshold = settings.threshold_for(asset_type)
-    condition, confidence = data["condition"], float(data["confidence"])
+    condition = canonical_condition(data["condition"], settings.conditions)
+    confidence = float(data["confidence"])
     if confidence >= threshold:
         return Verdict(Decision.ACCEPTED,
                        (f"{condition} at confidence {confidence:.2f} >= {threshold:.2f}",),
                        threshold)
-    if condition in alarm_conditions:
+    if canonical_condition(condition, alarm_conditions) is not None:
         reason = (f"possible {condition}: confidence {confidence:.2f} below {threshold:.2f}; "
                   "a person must confirm")
     else:

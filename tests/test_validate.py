@@ -111,3 +111,17 @@ def test_verdict_is_total_and_consistent(condition, confidence):
         assert verdict.decision is Decision.ACCEPTED
     else:
         assert verdict.decision is Decision.REVIEW
+
+
+@pytest.mark.parametrize("condition", ["Damaged", "DAMAGED", "damaged ", " damaged\n"])
+def test_condition_differing_in_case_or_spaces_is_the_configured_one(condition):
+    """A condition written "Damaged", "DAMAGED" or "damaged " is damaged, confident or not."""
+    assert validate(result(condition, 0.97)).decision is Decision.ACCEPTED
+    weak = validate(result(condition, 0.4))
+    assert weak.decision is Decision.REVIEW and "possible damaged" in weak.reasons[0]
+
+
+@pytest.mark.parametrize("condition", ["damage", "broken", "dam aged", "  "])
+def test_unknown_condition_stays_invalid(condition):
+    """A condition that is not a configured one, even a near synonym, is INVALID."""
+    assert validate(result(condition, 0.97)).decision is Decision.INVALID

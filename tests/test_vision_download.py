@@ -257,3 +257,42 @@ def test_token_in_no_exception_or_log(caplog):
     assert len(messages) == 3
     texts = messages + [r.getMessage() for r in caplog.records] + [repr(photo)]
     assert not [t for t in texts if TOKEN in t]
+
+
+@responses.activate
+@pytest.mark.parametrize("name", ["token", "Token", "access_token"])
+def test_portal_token_parameters_are_stripped_and_others_kept(name):
+    """Only portal-token parameters leave the requested URL; a signature stays byte for byte."""
+    responses.add(responses.GET, PHOTO, body=JPEG, content_type="image/jpeg")
+    fetch_photo(f"{PHOTO}?{name}={TOKEN}&sig=a%2Bb%3D", TOKEN, policy(),
+                session=requests.Session())
+    assert responses.calls[0].request.url == f"{PHOTO}?sig=a%2Bb%3D"
+
+
+@responses.activate
+def test_token_not_sent_over_http_after_https():
+    """A redirect from https to plain http on the same host carries no token."""
+    plain = f"http://{HOST}/photo.jpg"
+    responses.add(responses.GET, PHOTO, status=302, headers={"Location": plain})
+    responses.add(responses.GET, plain, body=JPEG, content_type="image/jpeg")
+    pol = policy(allow_http_hosts=(HOST,))
+    assert fetch_photo(PHOTO, TOKEN, pol, session=requests.Session()).content == JPEG
+    assert responses.calls[0].request.headers["X-Esri-Authorization"] == f"Bearer {TOKEN}"
+    assert "X-Esri-Authorization" not in responses.calls[1].request.headers
+
+
+@pytest.mark.parametrize("url, host", [(f"https://{HOST}./photo.jpg", HOST),
+                                       ("https://cdn.example.net./x.jpg", "cdn.example.net")])
+def test_trailing_dot_in_host_is_the_same_host(url, host):
+    """A host written with a trailing dot is the same host for the allow-list."""
+    pol = policy(allowed_hosts=(HOST + ".", ".example.net"))
+    assert check_url(url, pol) == (host, 443)
+    with pytest.raises(UnsafeURL, match="allow-list"):
+        check_url("https://elsewhere.example.org./p.jpg", pol)
+
+
+def test_refusal_messages_do_not_show_the_token():
+    """A refused URL carrying the portal token in its path is shown with the token redacted."""
+    with pytest.raises(UnsafeURL) as info:
+        fetch_photo(f"http://{HOST}/{TOKEN}/p.jpg", TOKEN, policy(), session=requests.Session())
+    assert TOKEN not in str(info.value) and "plain http" in str(info.value)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FormatError
+from fme_ai_resilience.validate import Decision, validate
 from fme_ai_resilience.vision import builders
 from fme_ai_resilience.vision.builders import Credentials, build_request
 from fme_ai_resilience.vision.providers import (
@@ -277,3 +278,123 @@ def test_request_builders_encode_bytes_and_urls():
     with pytest.raises(ConfigurationError, match="bytes"):
         build_request("rekognition", "https://r.example", "https://p.example/1.jpg", creds)
     assert builders.AZURE_PATH in az.url
+
+
+@pytest.mark.parametrize("label", ["Residential area", "Stainless steel", "Trust", "Crust",
+                                   "Accident", "Footwear"])
+def test_keywords_inside_other_words_do_not_match(label):
+    """A rule keyword inside another word ("dent" in "Residential") is no finding."""
+    payload = {"responses": [{"labelAnnotations": [
+        {"description": label, "score": 0.93}, {"description": "Fire hydrant", "score": 0.91}]}]}
+    assert normalize("google", payload).condition == "good"
+
+
+@pytest.mark.parametrize("label, condition", [("Leakage", "damaged"), ("Rusty pipe", "damaged"),
+                                              ("Cracked concrete", "damaged"),
+                                              ("Worn paint", "fair"), ("Water-stain", "fair")])
+def test_keywords_match_at_word_starts(label, condition):
+    """A keyword that starts a word of the label ("Leakage", "Rusty") still matches."""
+    payload = {"responses": [{"labelAnnotations": [
+        {"description": label, "score": 0.93}, {"description": "Fire hydrant", "score": 0.91}]}]}
+    assert normalize("google", payload).condition == condition
+
+
+def strict_mode_problems(node, path="schema"):
+    """Where a JSON Schema breaks OpenAI strict mode: objects must forbid extra keys and
+    require every property (an optional one is nullable instead)."""
+    problems = []
+    if isinstance(node, dict):
+        types = node.get("type")
+        if types == "object" or (isinstance(types, list) and "object" in types):
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{path}: additionalProperties is not false")
+            if set(node.get("properties", {})) != set(node.get("required", [])):
+                problems.append(f"{path}: required {node.get('required')} is not every "
+                                f"property {sorted(node.get('properties', {}))}")
+        for key, value in node.items():
+            problems.extend(strict_mode_problems(value, f"{path}/{key}"))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            problems.extend(strict_mode_problems(value, f"{path}/{i}"))
+    return problems
+
+
+def test_strict_mode_checker_finds_a_loose_object():
+    """The strict-mode checker itself flags an open object with an optional property."""
+    loose = {"type": "object", "required": ["a"],
+             "properties": {"a": {"type": "string"}, "b": {"type": "number"}}}
+    assert len(strict_mode_problems(loose)) == 2
+
+
+def test_openai_request_schema_obeys_strict_mode_with_condition_enum():
+    """The strict response_format schema closes every object, requires every property and
+    limits the condition to the configured conditions."""
+    options = builders.RequestOptions(conditions=("intact", "needs repair"))
+    req = build_request("openai", "https://api.example.com/v1", b"\xff\xd8",
+                        Credentials(api_key="sk-test-1234"), options)
+    fmt = json.loads(req.body)["response_format"]["json_schema"]
+    assert fmt["strict"] is True
+    assert strict_mode_problems(fmt["schema"]) == []
+    assert fmt["schema"]["properties"]["condition"]["enum"] == ["intact", "needs repair"]
+    default = build_request("openai", "https://api.example.com/v1", b"\xff\xd8",
+                            Credentials(api_key="sk-test-1234"))
+    schema = json.loads(default.body)["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["condition"]["enum"] == ["good", "fair", "damaged"]
+
+
+def test_openai_answer_with_null_labels_is_read():
+    """A strict-mode answer stating labels as null (no evidence) is a normal assessment."""
+    content = json.dumps({"condition": "fair", "confidence": 0.8, "labels": None})
+    payload = {"model": "m", "choices": [{"finish_reason": "stop",
+                                          "message": {"content": content}}]}
+    a = normalize("openai", payload)
+    assert (a.condition, a.confidence, a.labels) == ("fair", 0.8, ())
+
+
+@pytest.mark.parametrize("stated", ["Damaged", "DAMAGED", "damaged "])
+def test_stated_condition_is_trimmed_and_lower_cased(stated):
+    """A model answering "Damaged" or "damaged " gives the condition damaged."""
+    content = json.dumps({"condition": stated, "confidence": 0.97, "labels": None})
+    payload = {"model": "m", "choices": [{"finish_reason": "stop",
+                                          "message": {"content": content}}]}
+    assert normalize("openai", payload).condition == "damaged"
+
+
+def test_weak_damage_casts_doubt_on_fair_as_on_good():
+    """Weak rust beside strong weathering is fair with rust's doubt, so it goes to REVIEW."""
+    def google(labels):
+        return {"responses": [{"labelAnnotations": [
+            {"description": n, "score": s} for n, s in labels]}]}
+
+    fair = normalize("google", google([("Rust", 0.45), ("Weathered", 0.92)]))
+    good = normalize("google", google([("Rust", 0.45), ("Fire hydrant", 0.98)]))
+    assert (fair.condition, fair.confidence) == ("fair", pytest.approx(0.55))
+    assert (good.condition, good.confidence) == ("good", pytest.approx(0.55))
+    assert validate(fair).decision is Decision.REVIEW
+    assert validate(good).decision is Decision.REVIEW
+    assert ConditionRules().derive([("Rust", 0.92), ("Weathered", 0.4)]) == ("damaged", 0.92)
+
+
+def test_google_response_without_label_annotations_is_drift():
+    """A per-image response with keys but no labelAnnotations (a renamed field) is drift."""
+    payload = {"responses": [{"labels": [{"description": "rust", "score": 0.97}]}]}
+    with pytest.raises(FormatError, match="labelAnnotations") as info:
+        normalize("google", payload)
+    assert "labels" in info.value.errors[0]
+
+
+def test_google_empty_response_object_means_no_labels():
+    """An empty per-image response ({}) is no labels: good at confidence 0, sent to REVIEW."""
+    a = normalize("google", {"responses": [{}]})
+    assert (a.condition, a.confidence, a.labels) == ("good", 0.0, ())
+    assert validate(a).decision is Decision.REVIEW
+
+
+@pytest.mark.parametrize("confidence", [0.95, 1, 0.01])
+def test_generic_unit_answer_on_percent_scale_is_drift(confidence):
+    """With confidence_scale=100 a main confidence in (0, 1] reads as a 0-1 answer: drift."""
+    with pytest.raises(FormatError, match="0-100 scale"):
+        normalize("generic", {"condition": "damaged", "confidence": confidence},
+                  mapping=GenericMapping(confidence_scale=100))
+    assert normalize("generic", {"condition": "damaged", "confidence": 0},
+                     mapping=GenericMapping(confidence_scale=100)).confidence == 0.0

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple, Union
 
 from ..errors import ConfigurationError
-from .providers import OPENAI_RESULT_SCHEMA, PROVIDERS
+from ..settings import ValidationSettings
+from .providers import PROVIDERS, openai_result_schema
 
 if TYPE_CHECKING:
     from ..clock import Clock
@@ -80,7 +81,11 @@ class VisionRequest:
 
 @dataclass(frozen=True)
 class RequestOptions:
-    """Provider request details: the model name (OpenAI), the prompt, generic field names."""
+    """Provider request details: the model name (OpenAI), the prompt, generic field names.
+
+    ``conditions`` are the answers the OpenAI-compatible model may give (the result schema's
+    ``enum``; empty: any string); pass ``ValidationSettings.conditions`` when configured.
+    """
 
     model: str = "gpt-4o-mini"
     prompt: str = DEFAULT_PROMPT
@@ -89,6 +94,7 @@ class RequestOptions:
     generic_url_field: str = "image_url"
     generic_auth_header: str = "Authorization"
     extra: Mapping[str, Any] = field(default_factory=dict)
+    conditions: Tuple[str, ...] = ValidationSettings().conditions
 
 
 def _json(obj: Any) -> bytes:
@@ -151,7 +157,8 @@ def build_request(provider: str, endpoint: str, image: Image, credentials: Crede
             {"type": "text", "text": options.prompt},
             {"type": "image_url", "image_url": {"url": image_url}}]}],
             "response_format": {"type": "json_schema", "json_schema": {
-                "name": "asset_assessment", "strict": True, "schema": OPENAI_RESULT_SCHEMA}}}
+                "name": "asset_assessment", "strict": True,
+                "schema": openai_result_schema(options.conditions)}}}
         headers["Content-Type"] = "application/json"
         return VisionRequest("POST", url, headers, _json(body))
     if provider == "generic":

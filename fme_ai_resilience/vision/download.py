@@ -12,15 +12,21 @@ before following each redirect) the URL must pass :func:`check_url` against a
   unspecified, reserved and IPv4-mapped IPv6 addresses are refused unless the host is listed in
   ``allow_private_hosts`` (an on-premises ArcGIS Enterprise, a loopback test server).
 
-The default session checks each connection's peer address again once connected, so a name
+Both the check's lookup and the connection's are bounded by ``connect_s`` (a late one is
+CONNECT_TIMEOUT), the check's time taken off the connect that follows. The default session
+checks each connection's peer address again once connected, so a name
 that resolves differently the second time (DNS rebinding) is refused too. While downloading:
 at most ``max_redirects`` redirects, at most ``max_bytes`` read (enforced
 while streaming), ``Content-Type`` must be ``image/*``. Violations raise
 :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
 HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
 with their ErrorClass. The portal token goes only in ``X-Esri-Authorization: Bearer``, only to
-the first URL's host, never into a URL (secret query parameters such as ``token=`` are
-stripped before the request), log line or exception.
+the first URL's origin (scheme, host and port), never into a URL (the portal-token query
+parameters ``token=`` and ``access_token=`` are stripped before the request), log line or
+exception. Other query
+parameters, including storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS
+``X-Goog-Signature=``, ``key=``), stay in the URL requested, since the storage needs them;
+every secret-looking parameter is still redacted wherever the URL is shown.
 """
 from __future__ import annotations
 
@@ -29,30 +35,24 @@ import json
 import logging
 import socket
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
-from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+from typing import Any, Optional, Sequence, Tuple, Union
+from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 import requests
 
 from ..backoff import retry_after_from_headers
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
-from ..redact import is_secret_key, redact_text, redact_url
+from ..redact import redact_text, redact_url
 from ..settings import DownloadSettings
-from .phases import read_body, timed_session
+from .phases import (HeaderWatch, Resolver, connect_recorder, connect_unfinished, read_body,
+                     resolve_within, system_resolver, timed_session)
 from .providers import detect_error
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
 
-Resolver = Callable[[str, int], Sequence[str]]
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _JSON_ERROR_LIMIT = 64 * 1024
-
-
-def system_resolver(host: str, port: int) -> Sequence[str]:
-    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
-    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class DownloadPolicy:
 
     def __post_init__(self) -> None:
         for name in ("allowed_hosts", "allow_http_hosts", "allow_private_hosts"):
-            hosts = tuple(h.strip().lower().strip("[]") for h in getattr(self, name) if h.strip())
+            hosts = tuple(h.strip().lower().strip("[]").rstrip(".")
+                          for h in getattr(self, name) if h.strip().rstrip("."))
             object.__setattr__(self, name, hosts)
         if not (isinstance(self.max_bytes, int) and self.max_bytes > 0):
             raise ConfigurationError("download.max_bytes", self.max_bytes, "must be > 0")
@@ -136,12 +137,17 @@ def _legacy_numeric(host: str) -> bool:
     return True
 
 
-def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
-    """``(host, port)`` of ``url`` if the policy allows fetching it; raises UnsafeURL if not."""
-    shown = redact_url(str(url))
+def check_url(url: str, policy: DownloadPolicy,
+              secrets: Sequence[str] = ()) -> Tuple[str, int]:
+    """``(host, port)`` of ``url`` if the policy allows fetching it; raises UnsafeURL if not.
+
+    The host is compared without a trailing dot (``example.com.`` is ``example.com``).
+    ``secrets`` (the portal token) are redacted from the URL wherever a message shows it.
+    """
+    shown = redact_url(str(url), secrets)
     try:
         parts = urlsplit(str(url))
-        host = (parts.hostname or "").lower()
+        host = (parts.hostname or "").lower().rstrip(".")
         port = parts.port
     except ValueError:
         raise UnsafeURL(f"{shown}: not a valid URL") from None
@@ -168,7 +174,12 @@ def check_url(url: str, policy: DownloadPolicy) -> Tuple[str, int]:
         addresses: Sequence[str] = (str(literal),)
     else:
         try:
-            addresses = (policy.resolver or system_resolver)(host, port)
+            addresses = resolve_within(policy.resolver or system_resolver, host, port,
+                                       policy.connect_s)
+        except socket.timeout:
+            raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
+                                f"resolving {host} took longer than {policy.connect_s:g} s") \
+                from None
         except (OSError, UnicodeError) as exc:
             raise DownloadError(ErrorClass.CONNECTION_ERROR,
                                 f"cannot resolve {host}: {type(exc).__name__}") from None
@@ -191,7 +202,7 @@ def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
     Run on each new connection of the default session: the name may resolve differently
     than when :func:`check_url` looked (DNS rebinding). Raises UnsafeURL.
     """
-    if _listed(host, policy.allow_private_hosts):
+    if _listed(host.rstrip("."), policy.allow_private_hosts):
         return
     try:
         addr = ipaddress.ip_address(peer.split("%", 1)[0])
@@ -202,24 +213,33 @@ def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
         raise UnsafeURL(f"connection to {host} reached {addr}, {problem}")
 
 
-def _without_secret_params(url: str) -> str:
-    """``url`` minus query parameters that carry secrets (the token goes in a header)."""
+#: Query parameters that carry a portal token (ArcGIS spellings); it goes in a header instead.
+PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
+
+
+def _without_token_params(url: str) -> str:
+    """``url`` minus the portal-token query parameters; signatures and other keys stay."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
     if not parts.query:
         return url
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if not is_secret_key(k)]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
+    # the kept parameters keep their exact bytes: a signature covers its encoding too
+    kept = [p for p in parts.query.split("&")
+            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
-def _hostname(url: str) -> str:
+def _origin(url: str) -> Tuple[str, str, Optional[int]]:
+    """``(scheme, host, port)`` of ``url``, the default port filled in; empty if unparsable."""
     try:
-        return (urlsplit(str(url)).hostname or "").lower()
+        parts = urlsplit(str(url))
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or {"https": 443, "http": 80}.get(scheme)
     except ValueError:
-        return ""
+        return "", "", None
+    return scheme, host, port
 
 
 def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
@@ -236,39 +256,56 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     """Download the photo at ``url`` under ``policy``; ``token`` is the portal token or None.
 
     Raises UnsafeURL for a policy violation and DownloadError (with its ErrorClass) for any
-    other failure. Never sends the token anywhere but the first URL's host.
+    other failure. Never sends the token anywhere but the first URL's origin (same scheme,
+    host and port: not to another port of that host, nor over http after https).
     """
     clock = clock or SystemClock()
     if session is None:
         session = timed_session(clock, peer_check=lambda host, peer: check_peer(host, peer,
                                                                                policy))
     secrets = (token,) if token else ()
-    token_host = _hostname(url)
-    current, hops = _without_secret_params(url), 0
+    token_origin = _origin(url)
+    current, hops = _without_token_params(url), 0
     while True:
-        host, _ = check_url(current, policy)
+        looked_up_at = clock.monotonic()
+        host, _ = check_url(current, policy, secrets)
+        # the name lookup counts in the connect phase: the connect gets what is left
+        connect_s = max(0.001, policy.connect_s - (clock.monotonic() - looked_up_at))
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
-        if token and host == token_host:
+        if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
+        late = f"{shown}: no answer in time"
+        recorder = connect_recorder(session, current)
+        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
         try:
-            resp = session.get(current, headers=headers, stream=True, allow_redirects=False,
-                               timeout=(policy.connect_s, policy.ttfb_s))
+            try:
+                resp = session.get(current, headers=headers, stream=True,
+                                   allow_redirects=False, timeout=(connect_s, policy.ttfb_s))
+            finally:
+                overdue = watch.cancel()
         except requests.exceptions.ConnectTimeout:
             raise DownloadError(ErrorClass.CONNECT_TIMEOUT, f"{shown}: connect timed out") \
                 from None
         except requests.exceptions.ReadTimeout:
-            raise DownloadError(ErrorClass.TTFB_TIMEOUT, f"{shown}: no answer in time") \
-                from None
+            if connect_unfinished(recorder):   # a stalled TLS handshake
+                raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
+                                    f"{shown}: connect (TLS) timed out") from None
+            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
         except (requests.exceptions.RequestException, OSError) as exc:
+            if overdue:
+                raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
             raise DownloadError(ErrorClass.CONNECTION_ERROR,
                                 f"{shown}: {type(exc).__name__}") from None
+        if overdue:   # the headers came as the watchdog fired
+            resp.close()
+            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late)
         try:
             if resp.is_redirect:
                 hops += 1
                 if hops > policy.max_redirects:
                     raise UnsafeURL(f"{shown}: more than {policy.max_redirects} redirects")
-                current = _without_secret_params(
+                current = _without_token_params(
                     urljoin(current, resp.headers.get("Location", "")))
                 continue
             return _read_photo(resp, shown, policy, clock, secrets)

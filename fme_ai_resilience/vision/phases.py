@@ -1,24 +1,28 @@
 """A timed HTTP exchange: connect, time to first byte and body read, each under its own limit.
 
 ``requests`` gives the first two through its ``(connect, read)`` timeout tuple with
-``stream=True``: the connect part bounds the TCP handshake, the read part bounds the wait for
-the response headers. The body is then read chunk by chunk under its own deadline, taken from
+``stream=True``: the connect part bounds the TCP handshake, the read part each wait for
+response header bytes; a :class:`HeaderWatch` bounds the wait for the headers as a whole (a
+trickle of header bytes cannot outlast connect + TTFB budgets). The body is then read chunk by chunk under its own deadline, taken from
 the injected clock: before every read the socket timeout is set to the time left, so neither
 one blocked read nor a slow trickle of small chunks can outlast the body budget. The size
 limit is enforced while reading. Nothing here raises for a remote failure: every exchange ends
 in an :class:`Exchange` saying what came back, how long each phase took and which ran out.
 
-:class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself;
-with another session (or a mocked one) the connect phase reads 0 and its time counts as TTFB.
+:class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself
+and records whether it (TLS handshake included) finished: urllib3 reports a stalled handshake
+as a read timeout, which is then a CONNECT_TIMEOUT in the connect phase, not a TTFB one. With
+another session (or a mocked one) the connect phase reads 0 and its time counts as TTFB.
 """
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import socket
 import threading
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import requests
 import urllib3
@@ -39,22 +43,159 @@ _TRUNCATED: Tuple[type, ...] = (http.client.IncompleteRead, urllib3.exceptions.P
 
 
 class _ConnectRecorder(threading.local):
-    """The last TCP (+TLS) connect duration on this thread, in seconds."""
+    """The last TCP (+TLS) connect on this thread: its duration (s) and whether it finished.
+
+    ``finished`` is None when no connect ran since :meth:`reset` (a pooled connection was
+    reused), False while one runs or after it failed, True once it succeeded.
+    """
 
     value = 0.0
+    finished: Optional[bool] = None
+    watch: Optional["HeaderWatch"] = None
+
+    def reset(self) -> None:
+        self.value, self.finished, self.watch = 0.0, None, None
+
+
+class HeaderWatch:
+    """A watchdog bounding the whole wait for response headers, not each socket read.
+
+    Armed before the request with ``limit_s`` (connect + TTFB budgets, seconds): if the
+    headers are not in by then it shuts the request's socket down, so a server trickling its
+    headers a byte at a time cannot hold the call beyond the budget. :meth:`cancel` disarms
+    it (always call it); once cancelled it never touches a socket again, so a connection that
+    goes back to the pool is safe. The connection classes of :class:`PhaseAdapter` hand it
+    their socket, fresh or reused, through the thread's connect recorder.
+    """
+
+    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float) -> None:
+        self._lock = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self._done = False
+        self.fired = False
+        self._timer: Optional[threading.Timer] = None
+        if recorder is not None:
+            recorder.watch = self
+            self._timer = threading.Timer(max(0.0, limit_s), self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def attach(self, sock: Any) -> None:
+        """The socket the request now uses (shut at once if the deadline already passed)."""
+        with self._lock:
+            if self._done:
+                return
+            self._sock = sock
+            if self.fired:
+                _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            if self._sock is not None:
+                _shut(self._sock)
+
+    def cancel(self) -> bool:
+        """Disarm; returns whether the deadline had passed (the socket may have been shut)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            self._done, self._sock = True, None
+            return self.fired
+
+
+def _shut(sock: Any) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError, ValueError):
+        pass
 
 
 PeerCheck = Callable[[str, str], None]
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+def system_resolver(host: str, port: int) -> Sequence[str]:
+    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
+    infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
+
+
+def resolve_within(resolver: Resolver, host: str, port: int,
+                   timeout_s: Optional[float]) -> Sequence[str]:
+    """``resolver(host, port)`` given at most ``timeout_s`` seconds (None: no limit).
+
+    The lookup runs on a worker thread, since ``getaddrinfo`` takes no timeout; raises
+    ``socket.timeout`` when it is late (the worker is left to finish on its own) and whatever
+    the resolver raises.
+    """
+    box: Dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = resolver(host, port)
+        except BaseException as exc:   # handed to the caller below
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"resolve {host}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise socket.timeout(f"resolving {host} took longer than {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _is_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve_for(conn: Any, resolver: Resolver, clock: Clock, start: float) -> None:
+    """Resolve ``conn``'s host within its connect timeout; the socket goes to the first address.
+
+    The time spent is taken off the timeout left for the TCP (+TLS) connect, so the name
+    lookup counts in the connect phase. A late lookup raises ConnectTimeoutError, a failed one
+    NewConnectionError (urllib3's, so requests classifies them as for a connect).
+    """
+    host = str(getattr(conn, "_dns_host", "") or conn.host)
+    if _is_literal(host):
+        return
+    limit = conn.timeout if isinstance(conn.timeout, (int, float)) else None
+    try:
+        addresses = resolve_within(resolver, host, conn.port, limit)
+    except socket.timeout:
+        raise urllib3.exceptions.ConnectTimeoutError(
+            conn, f"resolving {host} took longer than the connect budget") from None
+    except (OSError, UnicodeError) as exc:
+        raise urllib3.exceptions.NewConnectionError(
+            conn, f"cannot resolve {host}: {type(exc).__name__}") from None
+    if not addresses:
+        raise urllib3.exceptions.NewConnectionError(conn, f"{host} resolves to nothing")
+    conn._fme_address = str(addresses[0])
+    if limit is not None:
+        conn.timeout = max(0.001, limit - (clock.monotonic() - start))
 
 
 def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
-                      peer_check: Optional[PeerCheck]) -> type:
+                      peer_check: Optional[PeerCheck], resolver: Optional[Resolver]) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
+        recorder.finished = False
         try:
+            if resolver is not None:
+                _resolve_for(self, resolver, clock, start)
             base.connect(self)
+            recorder.finished = True
         finally:
             recorder.value = clock.monotonic() - start
+        _attach(self)
         if peer_check is not None:
             try:
                 peer = self.sock.getpeername()[0]
@@ -66,7 +207,31 @@ def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
                 self.close()
                 raise
 
-    return type(f"Timed{base.__name__}", (base,), {"connect": connect})
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "sock", None) is not None:   # a reused connection
+            _attach(self)
+        return base.request(self, *args, **kwargs)
+
+    def _attach(conn: Any) -> None:
+        watch = recorder.watch
+        if watch is not None and getattr(conn, "sock", None) is not None:
+            watch.attach(conn.sock)
+
+    def new_conn(self: Any) -> Any:
+        # the socket goes to the looked-up address; Host, SNI and certificate checks keep the
+        # name (urllib3 reads ``_dns_host`` only here, for the socket's address)
+        address = self.__dict__.pop("_fme_address", None)
+        if address is None:
+            return base._new_conn(self)
+        name = self._dns_host
+        self._dns_host = address
+        try:
+            return base._new_conn(self)
+        finally:
+            self._dns_host = name
+
+    return type(f"Timed{base.__name__}", (base,),
+                {"connect": connect, "request": request, "_new_conn": new_conn})
 
 
 class PhaseAdapter(HTTPAdapter):
@@ -74,19 +239,22 @@ class PhaseAdapter(HTTPAdapter):
 
     ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
     established and may raise to refuse it (the download guard's defence against a DNS
-    answer that changed since the URL was checked).
+    answer that changed since the URL was checked). ``resolver`` looks host names up within
+    the connect timeout (None: urllib3 resolves, unbounded).
     """
 
     def __init__(self, clock: Clock, peer_check: Optional[PeerCheck] = None,
-                 **kwargs: Any) -> None:
+                 resolver: Optional[Resolver] = system_resolver, **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
         self.peer_check = peer_check
+        self.resolver = resolver
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check)
+        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check,
+                                           self.resolver)
                  for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
         http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
         https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
@@ -97,11 +265,16 @@ class PhaseAdapter(HTTPAdapter):
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None) -> requests.Session:
-    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env."""
+def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None,
+                  resolver: Optional[Resolver] = system_resolver) -> requests.Session:
+    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
+
+    Host names are looked up with ``resolver`` (``(host, port) -> addresses``) within the
+    connect budget, the lookup counted in the connect phase.
+    """
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock, peer_check)
+    adapter = PhaseAdapter(clock, peer_check, resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -194,6 +367,28 @@ def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
             return BodyRead(body, oversize=True, detail=f"body larger than {max_bytes} bytes")
 
 
+_LATE_HEADERS = "no response headers within the budget"
+
+
+def connect_recorder(session: Any, url: str) -> Optional[_ConnectRecorder]:
+    """The (reset) connect recorder of the adapter serving ``url``, if it is a PhaseAdapter."""
+    adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
+    recorder = getattr(adapter, "recorder", None)
+    if not isinstance(recorder, _ConnectRecorder):
+        return None
+    recorder.reset()
+    return recorder
+
+
+def connect_unfinished(recorder: Optional[_ConnectRecorder]) -> bool:
+    """Whether a timeout came while connecting: a connect started and did not finish.
+
+    urllib3 reports a TLS handshake that stalls after the TCP connect as a *read* timeout;
+    this tells it apart from a late answer.
+    """
+    return recorder is not None and recorder.finished is False
+
+
 def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
              body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
              max_bytes: int) -> Exchange:
@@ -202,10 +397,7 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
     The TTFB phase runs from the end of the connect to the response headers, so it includes
     sending the request body (the image) and the service's queueing and inference.
     """
-    adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
-    recorder = getattr(adapter, "recorder", None)
-    if recorder is not None:
-        recorder.value = 0.0
+    recorder = connect_recorder(session, url)
     start = clock.monotonic()
 
     def timings(**more: float) -> Mapping[str, float]:
@@ -218,22 +410,35 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
                phases: Mapping[str, float]) -> Exchange:
         return Exchange(None, {}, b"", phases, error_class, phase, detail)
 
+    watch = HeaderWatch(recorder, connect_s + ttfb_s)
     try:
-        resp = session.request(method, url, headers=dict(headers), data=body or None,
-                               stream=True, allow_redirects=False, timeout=(connect_s, ttfb_s))
+        try:
+            resp = session.request(method, url, headers=dict(headers), data=body or None,
+                                   stream=True, allow_redirects=False,
+                                   timeout=(connect_s, ttfb_s))
+        finally:
+            overdue = watch.cancel()
     except requests.exceptions.ConnectTimeout:
         return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
                       MappingProxyType({CONNECT: clock.monotonic() - start}))
     except requests.exceptions.ReadTimeout:
-        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, "no response headers within the budget",
-                      timings())
+        if connect_unfinished(recorder):   # the TLS handshake stalled: still connecting
+            return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT,
+                          "no connection (TCP + TLS) within the budget",
+                          MappingProxyType({CONNECT: clock.monotonic() - start}))
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
     except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
             requests.exceptions.InvalidSchema) as exc:
         return failed(ErrorClass.BAD_REQUEST, None,
                       f"request not sendable: {type(exc).__name__}", timings())
     except (requests.exceptions.RequestException, OSError) as exc:
+        if overdue:
+            return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
         return failed(ErrorClass.CONNECTION_ERROR, None,
                       f"connection failed: {type(exc).__name__}", timings())
+    if overdue:   # the headers came as the watchdog fired: the socket may be shut
+        resp.close()
+        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
     until_headers = timings()
     headers_at = clock.monotonic()
     try:

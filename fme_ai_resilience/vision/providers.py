@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -70,11 +71,16 @@ DEFAULT_RULES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 class ConditionRules:
     """How labels become a condition: the first rule with a matching label wins.
 
-    A label matches a rule when one of its keywords occurs in the label name (case-insensitive)
-    and the label's confidence is at least ``min_label_confidence``; the assessment's
+    A label matches a rule when one of its keywords starts a word of the label name
+    (case-insensitive: "rust" matches "Rust" and "Rusty pipe", not "Trust" or "Crust"; a
+    word saying the keyword is absent, "stainless", does not match either) and the
+    label's confidence is at least ``min_label_confidence``; the assessment's
     confidence is then the best matching label's. With no match the condition is ``default``
-    and its confidence the top label's, capped by the doubt any weak rule match leaves
-    (1 - its confidence); with no labels at all it is 0 (nothing seen, nothing trusted).
+    and its confidence the top label's; with no labels at all it is 0 (nothing seen, nothing
+    trusted). Rules run from the most alarming to the least, and a weak match (below
+    ``min_label_confidence``) of a more alarming rule caps every less alarming conclusion,
+    ``fair`` as much as ``good``, at the doubt it leaves (1 - its confidence): weak rust
+    beside strong weathering is not a confident ``fair`` but one a person should look at.
     """
 
     rules: Tuple[Tuple[str, Tuple[str, ...]], ...] = DEFAULT_RULES
@@ -106,16 +112,25 @@ class ConditionRules:
 
     def derive(self, labels: Sequence[Tuple[str, float]]) -> Tuple[str, float]:
         """The ``(condition, confidence)`` the labels support."""
-        weakest_doubt = 0.0
+        alarm = 0.0   # the strongest weak match of a more alarming rule so far
         for condition, keywords in self.rules:
-            matches = [c for n, c in labels if any(k in n.lower() for k in keywords)]
+            matches = [c for n, c in labels if _mentions(n, keywords)]
             strong = [c for c in matches if c >= self.min_label_confidence]
             if strong:
-                return condition, max(strong)
+                return condition, min(max(strong), 1.0 - alarm)
             if matches:
-                weakest_doubt = max(weakest_doubt, max(matches))
+                alarm = max(alarm, max(matches))
         top = max((c for _, c in labels), default=0.0)
-        return self.default, min(top, 1.0 - weakest_doubt)
+        return self.default, min(top, 1.0 - alarm)
+
+
+def _mentions(name: str, keywords: Sequence[str]) -> bool:
+    """Whether a keyword starts a word of ``name`` (so "dent" is not found in "Residential").
+
+    "<keyword>less" ("Stainless steel") states the keyword's absence and does not match.
+    """
+    return any(re.search(r"\b" + re.escape(k) + r"(?!less)", name, re.IGNORECASE)
+               for k in keywords)
 
 
 @dataclass(frozen=True)
@@ -226,15 +241,32 @@ PAYLOAD_SCHEMAS: Mapping[str, Mapping[str, Any]] = {
     },
 }
 
-#: What the OpenAI-compatible model is asked to return (sent as ``response_format``).
-OPENAI_RESULT_SCHEMA: Mapping[str, Any] = {
-    "type": "object", "required": ["condition", "confidence"],
-    "properties": {
-        "condition": {"type": "string"},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "labels": {"type": "array", "items": _NAMED},
-    },
-}
+def openai_result_schema(conditions: Sequence[str] = ()) -> Mapping[str, Any]:
+    """What the OpenAI-compatible model is asked to return (``response_format``, strict mode).
+
+    Strict structured output needs ``additionalProperties: false`` on every object and every
+    property listed in ``required``; ``labels`` is optional, so it may be null. With
+    ``conditions`` the condition is one of them (an ``enum``).
+    """
+    condition: Dict[str, Any] = {"type": "string"}
+    if conditions:
+        condition["enum"] = list(dict.fromkeys(str(c) for c in conditions))
+    label = {"type": "object", "additionalProperties": False,
+             "required": ["name", "confidence"],
+             "properties": {"name": {"type": "string"}, "confidence": {"type": "number"}}}
+    return {
+        "type": "object", "additionalProperties": False,
+        "required": ["condition", "confidence", "labels"],
+        "properties": {
+            "condition": condition,
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "labels": {"type": ["array", "null"], "items": label},
+        },
+    }
+
+
+#: The result schema without a condition enum (see :func:`openai_result_schema`).
+OPENAI_RESULT_SCHEMA: Mapping[str, Any] = openai_result_schema()
 
 
 def schema_errors(payload: Any, schema: Mapping[str, Any]) -> List[str]:
@@ -285,8 +317,20 @@ def _azure(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
 
 
 def _google(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
+    """Labels of the first per-image response.
+
+    An empty response object (``{}``) is how Google says it found no labels: that is ``good``
+    at confidence 0 (nothing seen, nothing trusted). A non-empty one without
+    ``labelAnnotations`` (and without ``error``) answers in fields this adapter does not
+    know: drift, a FormatError.
+    """
     _check_schema("google", payload, PAYLOAD_SCHEMAS["google"])
     first = payload["responses"][0]
+    if first and "labelAnnotations" not in first and "error" not in first:
+        found = sorted(str(k) for k in first)
+        raise FormatError("google answer has no labelAnnotations",
+                          errors=[f"responses/0: no labelAnnotations, found {found}"],
+                          provider="google")
     pairs = [(a["description"], a["score"]) for a in first.get("labelAnnotations", ())]
     return _labelled("google", pairs, 1.0, rules, None)
 
@@ -301,10 +345,16 @@ def _rekognition(payload: Mapping[str, Any], rules: ConditionRules) -> Assessmen
 
 def _direct(provider: str, data: Any, mapping: GenericMapping,
             model_version: Optional[str]) -> Assessment:
-    """An assessment from a service that states its condition itself."""
+    """An assessment from a service that states its condition itself.
+
+    The condition is trimmed and lower-cased ("Damaged " -> "damaged"); whether it is a
+    configured one is for ``validate`` to judge.
+    """
     _check_schema(provider, data, mapping.payload_schema())
     scale = float(mapping.confidence_scale)
     condition, confidence = _get(data, mapping.condition), _get(data, mapping.confidence)
+    if isinstance(condition, str):
+        condition = condition.strip().lower()
     raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or ()
     errors = []
     if not (isinstance(condition, str) and condition):
@@ -312,6 +362,9 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
             and math.isfinite(confidence) and 0 <= confidence <= scale):
         errors.append(f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}")
+    elif scale == 100 and 0 < confidence <= 1:
+        errors.append(f"{mapping.confidence}: {confidence!r} where a 0-100 scale is expected "
+                      "(0-1 answer?)")
     try:
         pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
     except (KeyError, TypeError, IndexError):
@@ -354,7 +407,7 @@ def _openai(payload: Mapping[str, Any]) -> Assessment:
 OPENAI_RESULT_SCHEMA_LOOSE: Mapping[str, Any] = {
     "type": "object", "required": ["condition", "confidence"],
     "properties": {"condition": {"type": "string"}, "confidence": {"type": "number"},
-                   "labels": {"type": "array", "items": _NAMED}},
+                   "labels": {"type": ["array", "null"], "items": _NAMED}},
 }
 
 

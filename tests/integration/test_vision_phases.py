@@ -11,8 +11,11 @@ import time
 import pytest
 
 from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.clock import SystemClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+from fme_ai_resilience.vision.phases import timed_session
+from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -25,90 +28,6 @@ OK_BODY = json.dumps({"condition": "good", "confidence": 0.9}).encode()
 
 def within(measured, budget_s=BUDGET_S):
     return LOW * budget_s <= measured <= budget_s + HIGH
-
-
-def read_request(conn):
-    """Read one HTTP request (headers and a Content-Length body) from ``conn``."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return data
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        body += chunk
-    return head
-
-
-def response(status, body=b"", headers=(), reason="X", length=None):
-    lines = [f"HTTP/1.1 {status} {reason}",
-             f"Content-Length: {len(body) if length is None else length}",
-             "Connection: close", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-class Loopback:
-    """A scripted TCP server on 127.0.0.1: ``handler(conn, stop)`` serves each connection."""
-
-    def __init__(self, handler):
-        self.handler = handler
-        self.stop = threading.Event()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.threads = [threading.Thread(target=self._accept, daemon=True)]
-        self.threads[0].start()
-
-    def _accept(self):
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self.threads.append(t)
-            t.start()
-
-    def _serve(self, conn):
-        try:
-            conn.settimeout(5)
-            self.handler(conn, self.stop)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=2)
-        self.sock.close()
-
-
-@pytest.fixture
-def serve():
-    servers = []
-
-    def start(handler):
-        server = Loopback(handler)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def client_for(url, **kwargs):
@@ -366,3 +285,121 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
     assert all("Bearer [REDACTED]" in o.excerpt for o in outcomes[:3])   # it was echoed
     for secret in (API_KEY, token):
         assert not [t for t in texts if secret in t]
+
+
+def silent(conn, stop):
+    """A handler that accepts the TCP connection and never says a word (no TLS either)."""
+    stop.wait(BUDGET_S * 10)
+
+
+def test_stalled_tls_handshake_is_connect_timeout(serve):
+    """TCP accepted but no TLS ServerHello: CONNECT_TIMEOUT in the connect phase."""
+    server = serve(silent)
+    out = client_for(f"https://127.0.0.1:{server.port}").analyze(b"img", "t-tls")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.CONNECT_TIMEOUT, "connect")
+    assert within(out.phases["connect"], BUDGET.connect_s + BUDGET.tls_s), out.phases
+
+
+def test_stalled_tls_handshake_of_a_photo_is_connect_timeout(serve):
+    """fetch_photo over https to a server that never speaks TLS: CONNECT_TIMEOUT."""
+    server = serve(silent)
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(f"https://127.0.0.1:{server.port}/p.jpg", None, LOOPBACK_POLICY)
+    assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
+
+
+TRICKLE_BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=0.5, body_s=BUDGET_S)
+
+
+def header_trickler(body=OK_BODY, content_type="application/json", every_s=0.1):
+    """A handler sending its response headers one byte every ``every_s`` seconds."""
+    def handler(conn, stop):
+        read_request(conn)
+        for i, byte in enumerate(response(200, body, [f"Content-Type: {content_type}",
+                                                      "X-Pad: " + "a" * 200])):
+            if stop.wait(every_s if i else 0):
+                return
+            conn.sendall(bytes([byte]))
+    return handler
+
+
+def test_trickled_headers_are_ttfb_timeout_within_the_budget(serve):
+    """Headers trickled a byte every 0.1 s cannot stretch a 0.5 s TTFB budget: TTFB_TIMEOUT."""
+    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic",
+                          Credentials(api_key=API_KEY), TRICKLE_BUDGET)
+    out = client.analyze(b"img", "t-trickle")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
+    assert out.duration_s <= TRICKLE_BUDGET.connect_s + TRICKLE_BUDGET.ttfb_s + HIGH
+
+
+def test_trickled_photo_headers_are_ttfb_timeout_within_the_budget(serve):
+    """fetch_photo's headers trickled past its connect + TTFB budget: TTFB_TIMEOUT."""
+    url = serve(header_trickler(b"\xff\xd8", "image/jpeg")).url + "/p.jpg"
+    start = time.monotonic()
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(url, None, LOOPBACK_POLICY)
+    assert info.value.error_class is ErrorClass.TTFB_TIMEOUT
+    assert time.monotonic() - start <= LOOPBACK_POLICY.connect_s + LOOPBACK_POLICY.ttfb_s + HIGH
+
+
+def test_header_watchdog_never_fires_on_a_reused_connection(serve):
+    """After a call, its watchdog is off: the pooled connection serves a later call intact."""
+    connections = []
+
+    def keep_alive(conn, stop):
+        connections.append(conn)
+        for _ in range(2):
+            if not read_request(conn):
+                return
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(OK_BODY) + OK_BODY)
+
+    client = client_for(serve(keep_alive).url)
+    assert client.analyze(b"img", "t-a").ok
+    time.sleep(BUDGET.connect_s + BUDGET.ttfb_s + 0.3)   # past the first call's deadline
+    second = client.analyze(b"img", "t-b")
+    assert second.ok, second
+    assert len(connections) == 1
+
+
+def slow_resolver(release, table=None):
+    """A resolver that answers from ``table`` but only once ``release`` is set (a stuck DNS)."""
+    def resolve(host, port):
+        release.wait(10)
+        return (table or {}).get(host, [])
+    return resolve
+
+
+def test_slow_name_lookup_is_connect_timeout_in_the_connect_phase(serve):
+    """A lookup slower than the connect budget is CONNECT_TIMEOUT, counted as connect time."""
+    server = serve(lambda conn, stop: conn.sendall(response(200, OK_BODY)))
+    release = threading.Event()
+    session = timed_session(SystemClock(), resolver=slow_resolver(release))
+    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic",
+                          Credentials(api_key=API_KEY), BUDGET, session=session)
+    try:
+        out = client.analyze(b"img", "t-dns")
+    finally:
+        release.set()
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.CONNECT_TIMEOUT, "connect")
+    assert within(out.phases["connect"]), out.phases
+
+
+def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
+    """The socket goes to the resolver's address; the Host header keeps the name."""
+    heads = []
+
+    def handler(conn, stop):
+        heads.append(read_request(conn))
+        conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
+
+    server = serve(handler)
+    release = threading.Event()
+    release.set()
+    resolver = slow_resolver(release, {"vision.test": ["127.0.0.1"]})
+    client = VisionClient(f"http://vision.test:{server.port}/analyze", "generic",
+                          Credentials(api_key=API_KEY), BUDGET,
+                          session=timed_session(SystemClock(), resolver=resolver))
+    out = client.analyze(b"img", "t-dns-ok")
+    assert out.ok, out
+    assert f"host: vision.test:{server.port}".encode() in heads[0].lower()
