@@ -7,6 +7,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import List, Tuple
 
 
+class _Server(ThreadingHTTPServer):
+    # A burst of k probes arrives within milliseconds: the default accept queue of 5 can drop
+    # a SYN on a loaded machine, and a call the stand-in never saw would still be recorded.
+    request_queue_size = 128
+
+
 class StandIn:
     """Answers POST/GET with 500 while ``failing`` else 200; keeps (arrival time, kind) per call."""
 
@@ -32,7 +38,7 @@ class StandIn:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/analyze"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
