@@ -75,10 +75,12 @@ def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
     thread.start()
     try:
         port = server.server_address[1]
+        # The stdlib answers such lines with a 400 page, with or without a status line
+        # depending on the Python version; before the fix the handler crashed and sent nothing.
         answer = raw_exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n\r\n")
-        assert b"400" in answer  # the stdlib answers such a line HTML-only (HTTP/0.9 style)
+        assert b"400" in answer
         answer = raw_exchange(port, b"GET /healthz FOO/1.1\r\n\r\n")
-        assert b" 400 " in answer.split(b"\r\n", 1)[0]
+        assert b"400" in answer
     finally:
         server.shutdown()
         server.server_close()
