@@ -70,10 +70,9 @@ class Submission:
 
     def to_payload(self) -> Dict[str, Any]:
         """A JSON-ready dict of everything but the token (what the ledger stores)."""
-        out: Dict[str, Any] = {}
-        for name in _payload_fields(type(self)):
-            value = getattr(self, name)
-            out[name] = dict(value) if isinstance(value, abc.Mapping) else value
+        fields_ = self.__dict__
+        out = {name: fields_[name] for name in _payload_fields(type(self))}
+        out["attributes"] = dict(self.attributes)  # the only mapping field (a read-only proxy)
         return out
 
     @classmethod

@@ -6,6 +6,8 @@
 -- row is read from the statement's snapshot, so it is only a row that existed before; when a
 -- concurrent registration of the same key commits first, neither the insert nor the read
 -- sees a row, and the caller runs the statement again.
+-- The searchable columns are read from the payload (the submission's fields): one text
+-- parameter to quote and send instead of six, and the columns can never disagree with it.
 -- Every parameter carries its type: the statement is prepared once per connection.
 WITH backlog AS (
     SELECT count(*) AS n FROM (
@@ -20,11 +22,12 @@ WITH backlog AS (
 ), inserted AS (
     INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
         attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at)
-    SELECT %(key)s::text, decision.status, %(source)s::text, %(trace_id)s::text,
-        %(feature_global_id)s::text, %(attachment_global_id)s::text, %(event_type)s::text,
-        %(payload)s::jsonb, %(due_at)s::double precision, %(now)s::double precision,
-        %(now)s::double precision
-    FROM decision WHERE decision.status IS NOT NULL
+    SELECT %(key)s::text, decision.status, p.doc ->> 'source', p.doc ->> 'trace_id',
+        p.doc ->> 'feature_global_id', p.doc ->> 'attachment_global_id',
+        p.doc ->> 'event_type', p.doc, %(due_at)s::double precision,
+        %(now)s::double precision, %(now)s::double precision
+    FROM decision, (SELECT %(payload)s::jsonb AS doc) AS p
+    WHERE decision.status IS NOT NULL
     ON CONFLICT (task_key) DO NOTHING
     RETURNING status
 )

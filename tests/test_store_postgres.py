@@ -90,3 +90,23 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
     for name, plan in plans.items():
         assert "ai_task_registry_live_idx" in plan, plan
         assert "Seq Scan on ai_task_registry" not in plan, plan
+
+
+def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
+    """The searchable columns hold the submission's fields, cleaned like its payload."""
+    s = Submission(idempotency_key="k-cols", feature_global_id="f\x00gid", trace_id="t-1",
+                   attachment_global_id="a-gid", event_type="editData", source="reconciler")
+    assert pg.register(s, T0, 10).outcome is RegisterOutcome.NEW
+    plain = Submission(idempotency_key="k-none", feature_global_id="f2", trace_id="t-2")
+    assert pg.register(plain, T0, 10).outcome is RegisterOutcome.NEW
+    conn = _admin(pg_store_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT task_key, source, trace_id, feature_global_id, "
+                        "attachment_global_id, event_type FROM ai_task_registry "
+                        "WHERE task_key IN ('k-cols', 'k-none') ORDER BY task_key")
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    assert rows == [("k-cols", "reconciler", "t-1", "f\ufffdgid", "a-gid", "editData"),
+                    ("k-none", "survey123", "t-2", "f2", None, "addData")]

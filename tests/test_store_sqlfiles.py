@@ -70,9 +70,10 @@ def test_unknown_dialect_is_refused():
 
 def test_prepared_forms_number_each_parameter_once():
     """A parameter used twice becomes one $n; EXECUTE passes each once, in order."""
-    prepare, execute = prepared_forms("x", "SELECT %(a)s, %(b)s, %(a)s")
+    prepare, execute, order = prepared_forms("x", "SELECT %(a)s, %(b)s, %(a)s")
     assert prepare == "PREPARE fair_x AS SELECT $1, $2, $1"
-    assert execute == "EXECUTE fair_x (%(a)s, %(b)s)"
+    assert execute == "EXECUTE fair_x (%s, %s)"
+    assert order == ("a", "b")
 
 
 def test_prepared_statements_type_every_parameter():

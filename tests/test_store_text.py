@@ -7,7 +7,7 @@ import pytest
 
 from fme_ai_resilience.errors import ErrorClass, FailureClass, StoreError
 from fme_ai_resilience.ledger import FormatAnomaly, RegisterOutcome, Status
-from fme_ai_resilience.store.text import clean_json, clean_text
+from fme_ai_resilience.store.text import clean_json, clean_text, needs_cleaning
 from fme_ai_resilience.submission import Submission
 
 T0 = 1_790_000_000.0
@@ -41,6 +41,19 @@ def test_clean_json_cleans_keys_and_values_at_any_depth():
     """Strings inside JSON-ready values, keys included, are cleaned; other values stay."""
     value = {"k\x00": [AWKWARD, {"n": 1, "t": True, "x": None}], "f": 1.5}
     assert clean_json(value) == {"k\ufffd": [STORED, {"n": 1, "t": True, "x": None}], "f": 1.5}
+
+
+def test_needs_cleaning_finds_nul_escapes_and_raw_surrogates_in_json_text():
+    """What json.dumps writes for a NUL (an escape) or a lone surrogate (raw, ensure_ascii
+    off) is found; clean text, a surrogate pair's character and escaped backslashes are not."""
+    def dumps(value):
+        return json.dumps(value, ensure_ascii=False)
+
+    assert needs_cleaning(dumps({"a": "x\x00y"}))
+    assert needs_cleaning(dumps({"a": "broken \ud83d"}))
+    assert needs_cleaning(dumps({"k\udc00": 1}))
+    assert not needs_cleaning(dumps({"a": "plain", "b": "é ✓ \U0001f600"}))
+    assert not needs_cleaning(dumps({"a": "back\\slash"}))
 
 
 # -- every backend ---------------------------------------------------------------------------

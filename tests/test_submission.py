@@ -90,3 +90,18 @@ def test_submissions_are_hashable_and_compare_field_wise():
                    attributes={"crew": "s1"})
     assert hash(a) == hash(b) and len({a, b}) == 1
     assert a != c and len({a, c}) == 2
+
+
+def test_payload_holds_every_field_but_the_token_with_plain_attributes():
+    """Every dataclass field but the token, in declaration order; attributes as a plain dict
+    (JSON-ready, and a copy: changing it leaves the submission alone)."""
+    s = make()
+    payload = s.to_payload()
+    assert list(payload) == [f.name for f in dataclasses.fields(Submission)
+                             if f.name != "portal_token"]
+    assert type(payload["attributes"]) is dict and payload["attributes"] == {"asset_type": "hydrant"}
+    payload["attributes"]["asset_type"] = "valve"
+    assert s.attributes["asset_type"] == "hydrant"
+    assert {k: v for k, v in payload.items() if k != "attributes"} == {
+        f.name: getattr(s, f.name) for f in dataclasses.fields(Submission)
+        if f.name not in ("portal_token", "attributes")}

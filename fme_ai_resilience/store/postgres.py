@@ -15,11 +15,12 @@ import os
 import re
 import select
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple, Type
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Type
 
 from ..errors import StoreError, StoreUnavailable
 from ..redact import redact_url
 from .sqlbase import Result, SqlStore, T, Tx, decide, translate
+from .text import clean_value
 
 try:  # the extra: pip install 'fme-ai-resilience[postgres]'
     import psycopg2
@@ -99,8 +100,9 @@ class PostgresStore(SqlStore):
         self._pid: Optional[int] = None
         # prepare=False for poolers that cannot keep prepared statements (PgBouncer in
         # transaction mode).
-        self._prepare = {name: prepared_forms(name, self._queries[name])
-                         for name in PREPARED} if prepare else {}
+        self._prepare: Dict[str, Prepared] = {
+            name: prepared_forms(name, self._queries[name])
+            for name in PREPARED} if prepare else {}
         self._prepared: Set[str] = set()
 
     def __repr__(self) -> str:
@@ -253,8 +255,17 @@ def _readable(conn: Any) -> bool:
     return bool(ready)
 
 
-def prepared_forms(name: str, sql: str) -> Tuple[str, str]:
-    """``(PREPARE ..., EXECUTE ...)`` for a named query with ``%(name)s`` placeholders."""
+class Prepared(NamedTuple):
+    """A named query as a prepared statement: ``PREPARE`` once, then ``EXECUTE`` with the
+    parameters in ``order`` (each once, positionally)."""
+
+    prepare: str
+    execute: str
+    order: Tuple[str, ...]
+
+
+def prepared_forms(name: str, sql: str) -> Prepared:
+    """The :class:`Prepared` forms of a named query with ``%(name)s`` placeholders."""
     order: List[str] = []
 
     def number(match: "re.Match[str]") -> str:
@@ -263,8 +274,9 @@ def prepared_forms(name: str, sql: str) -> Tuple[str, str]:
         return f"${order.index(match.group(1)) + 1}"
 
     body = _PYFORMAT.sub(number, sql)
-    args = ", ".join(f"%({param})s" for param in order)
-    return f"PREPARE fair_{name} AS {body}", f"EXECUTE fair_{name} ({args})"
+    args = ", ".join("%s" for _ in order)
+    return Prepared(f"PREPARE fair_{name} AS {body}", f"EXECUTE fair_{name} ({args})",
+                    tuple(order))
 
 
 class _PgTx(Tx):
@@ -279,6 +291,7 @@ class _PgTx(Tx):
         if forms is None:
             return super().run(name, params)
         if name not in self.store._prepared:
-            self.cursor.execute(forms[0])
+            self.cursor.execute(forms.prepare)
             self.store._prepared.add(name)
-        return self.execute(forms[1], params)
+        values = params or {}
+        return self.fetch(forms.execute, tuple([clean_value(values[k]) for k in forms.order]))

@@ -74,9 +74,13 @@ class Tx:
         Text parameters are cleaned first; raises StoreError for a value the driver cannot
         bind (an integer past the column's range, say).
         """
+        return self.fetch(sql, clean_params(params))
+
+    def fetch(self, sql: str, params: Any) -> Result:
+        """Execute with parameters already cleaned (a mapping, or a sequence for ``%s``)."""
         cur = self.cursor
         try:
-            cur.execute(sql, clean_params(params))
+            cur.execute(sql, params)
             rows: List[Dict[str, Any]] = []
             if cur.description is not None:
                 names = [d[0] for d in cur.description]

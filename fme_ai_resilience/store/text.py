@@ -14,8 +14,6 @@ from typing import Any, Mapping, Optional
 REPLACEMENT = "\ufffd"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: In JSON text, a NUL (always written escaped) or a surrogate (written raw, ensure_ascii off).
-_JSON_UNSTORABLE = re.compile("\\\\u0000|[\ud800-\udfff]")
 
 
 def clean_text(value: str) -> str:
@@ -42,7 +40,14 @@ def clean_json(value: Any) -> Any:
 
 def needs_cleaning(json_text: str) -> bool:
     """Whether JSON text (as ``json.dumps`` writes it) holds a NUL or a surrogate."""
-    return _JSON_UNSTORABLE.search(json_text) is not None
+    if "\\u0000" in json_text:
+        return True
+    return not json_text.isascii() and _SURROGATE.search(json_text) is not None
+
+
+def clean_value(value: Any) -> Any:
+    """A statement parameter as it can be stored: text cleaned, anything else unchanged."""
+    return clean_text(value) if isinstance(value, str) else value
 
 
 def clean_params(params: Optional[Mapping[str, Any]]) -> Mapping[str, Any]:
