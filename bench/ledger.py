@@ -24,9 +24,10 @@ Two scenarios, every operation committed on its own (fsync and synchronous_commi
   last finish. Subjects take turns, in rounds, the order rotated.
 
 The ledger's backlog is kept under the watermark (48, park ceiling 480, the default intake
-settings) by marking registered rows SUCCEEDED, outside the timing: every 40 registrations with
-one client, every 5 ms from a separate process in the burst (the steady state of an intake
-whose processors keep up).
+settings) by marking registered rows SUCCEEDED (the steady state of an intake whose
+processors keep up): with one client every 40 registrations, outside the timing; in the burst
+every 5 ms from a separate process, whose work competes with the clients for the machine (the
+ledger pays for it, the other subjects have nothing to drain).
 """
 from __future__ import annotations
 
@@ -174,16 +175,15 @@ def floor_subject(url: str, same_row: bool = True) -> Subject:
 def procrastinate_subject(url: str, shipped: bool = True, name: str = "") -> Subject:
     """``Task.defer`` through procrastinate's sync connector.
 
-    ``shipped``: the connector builds its own pool, as procrastinate sets it up (it checks
-    each connection as it hands it out: one more round trip per defer). Otherwise a pool of
-    one without that check: procrastinate at its cheapest.
+    ``shipped``: the connector builds its own pool with its defaults, as procrastinate sets it
+    up (the pool checks each connection as it hands it out: one more round trip per defer).
+    Otherwise a pool of one without that check: procrastinate at its cheapest.
     """
     import procrastinate
     import psycopg_pool
 
     if shipped:
-        app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(
-            conninfo=url, min_size=1, max_size=1))
+        app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=url))
         pool = None
         app.open()
     else:
