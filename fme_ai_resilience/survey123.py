@@ -50,6 +50,7 @@ _MAX_DELIVERY_ID = 128
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_BOM = b"\xef\xbb\xbf"
 _SOURCE = "survey123"
 
 Body = Union[bytes, bytearray, str, Mapping[str, Any]]
@@ -131,6 +132,10 @@ class _Rec(NamedTuple):
     marker: Optional[str]
 
 
+#: ``_Rec`` from a tuple of its fields, without the generated ``__new__``'s Python frame.
+_new_rec = functools.partial(tuple.__new__, _Rec)
+
+
 def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Submission],
             inherited_asset_type: Optional[str]) -> _Rec:
     attributes = record.get("attributes")
@@ -157,8 +162,13 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
         raw_gid = _parent_of_first_photo(attachments)
     if raw_gid is None:
         raise InvalidPayload("no GlobalID", field=f"{where}.attributes.{gid_field}")
-    global_id = normalise_global_id(raw_gid, f"{where}.attributes.{gid_field}")
-    object_id = _int_or_none(_get_ci(attributes, oid_field), f"{where}.attributes.{oid_field}")
+    try:
+        global_id = normalise_global_id(raw_gid)
+    except InvalidPayload as exc:  # the field path is only spelled out for an error
+        raise InvalidPayload(exc.reason, field=f"{where}.attributes.{gid_field}") from None
+    object_id = _get_ci(attributes, oid_field)
+    if object_id is not None and type(object_id) is not int:
+        object_id = _int_or_none(object_id, f"{where}.attributes.{oid_field}")
     if object_id is None:
         object_id = _int_or_none(result.get("objectId"), f"{where}.result.objectId")
 
@@ -175,15 +185,26 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
     asset_type = clean.get(ctx.asset_type_field)
     if not isinstance(asset_type, str):
         asset_type = inherited_asset_type
-    rec = _Rec(global_id, object_id, layer_url, MappingProxyType(clean), asset_type,
-               edit_marker(as_sent) if ctx.event_type == "editData" else None)
+    rec = _new_rec((global_id, object_id, layer_url, MappingProxyType(clean), asset_type,
+                    edit_marker(as_sent) if ctx.event_type == "editData" else None))
 
     if attachments is None:
         out.append(_unknown(rec, ctx, where))
         ctx.root_unknown = ctx.root_unknown or where == "feature"
     else:
-        for question, path, photo in _keyed_lists(attachments, where, "attachments", "question"):
-            out.append(_photo(photo, question, rec, ctx, path))
+        if type(attachments) is not dict and not isinstance(attachments, Mapping):
+            raise InvalidPayload("attachments must be an object keyed by question",
+                                 field=f"{where}.attachments")
+        for question, photos in attachments.items():
+            if photos is None:
+                continue
+            if type(photos) is not list and not isinstance(photos, list):
+                raise InvalidPayload("must be a list", field=f"{where}.attachments.{question}")
+            for index, photo in enumerate(photos):
+                if type(photo) is not dict and not isinstance(photo, Mapping):
+                    raise InvalidPayload("must be an object",
+                                         field=f"{where}.attachments.{question}[{index}]")
+                out.append(_photo(photo, question, index, rec, ctx, where))
     repeats = record.get("repeats")
     if repeats is not None:
         for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
@@ -193,7 +214,7 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
 
 def _keyed_lists(container: Any, where: str, name: str,
                  keyed_by: str) -> Iterator[Tuple[str, str, Mapping[str, Any]]]:
-    """``(key, path, item)`` for each object in an object of lists (``{question: [photo]}``)."""
+    """``(key, path, item)`` for each object in an object of lists (``{table: [record]}``)."""
     if type(container) is not dict and not isinstance(container, Mapping):
         raise InvalidPayload(f"{name} must be an object keyed by {keyed_by}",
                              field=f"{where}.{name}")
@@ -209,21 +230,31 @@ def _keyed_lists(container: Any, where: str, name: str,
             yield str(key), path, item
 
 
-def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
+def _photo(photo: Mapping[str, Any], question: Any, index: int, rec: _Rec, ctx: _Context,
            where: str) -> Submission:
-    _count(ctx, where)
+    """The submission of one listed photo (``where`` is its record's path: the photo's own
+    path, ``<where>.attachments.<question>[<index>]``, is only spelled out for an error)."""
+    ctx.submissions += 1
+    if ctx.submissions > ctx.max_attachments:
+        raise _too_many(ctx, _photo_path(where, question, index))
     ctx.listed += 1
     raw_gid = photo.get("globalId")
     if raw_gid is None:
-        raise InvalidPayload("attachment has no globalId", field=f"{where}.globalId")
-    attachment_gid = normalise_global_id(raw_gid, f"{where}.globalId")
+        raise InvalidPayload("attachment has no globalId",
+                             field=f"{_photo_path(where, question, index)}.globalId")
+    try:
+        attachment_gid = normalise_global_id(raw_gid)
+    except InvalidPayload as exc:
+        raise InvalidPayload(exc.reason, field=f"{_photo_path(where, question, index)}.globalId"
+                             ) from None
     key = compose_key(rec.global_id, attachment_gid, rec.marker)
     attachment_id = photo.get("id")
     if attachment_id is not None and type(attachment_id) is not int:
-        attachment_id = _int_or_none(attachment_id, f"{where}.id")
+        attachment_id = _int_or_none(attachment_id, f"{_photo_path(where, question, index)}.id")
     url = photo.get("url")
     if url is not None and not isinstance(url, str):
-        raise InvalidPayload("attachment url must be a string", field=f"{where}.url")
+        raise InvalidPayload("attachment url must be a string",
+                             field=f"{_photo_path(where, question, index)}.url")
     if url:
         url = _without_token(url)
     elif rec.layer_url and rec.object_id is not None and attachment_id is not None:
@@ -236,19 +267,27 @@ def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
         "attachment_global_id": attachment_gid, "attachment_id": attachment_id,
         "attachment_url": url or None,
         "content_type": content_type if isinstance(content_type, str) else None,
-        "question": question, "event_type": ctx.event_type, "delivery_id": ctx.delivery_id,
+        "question": question if type(question) is str else str(question),
+        "event_type": ctx.event_type, "delivery_id": ctx.delivery_id,
         "layer_url": rec.layer_url, "service_url": ctx.service_url,
         "asset_type": rec.asset_type, "attributes": rec.attributes,
         "attachments_unknown": False, "source": _SOURCE, "portal_token": ctx.token})
+
+
+def _photo_path(where: str, question: Any, index: int) -> str:
+    return f"{where}.attachments.{question}[{index}]"
 
 
 def _count(ctx: _Context, where: str) -> None:
     """Count one more submission; raises :class:`InvalidPayload` past ``max_attachments``."""
     ctx.submissions += 1
     if ctx.submissions > ctx.max_attachments:
-        raise InvalidPayload(f"more than {ctx.max_attachments} attachments (the max_attachments "
-                             f"limit counts every photo and every unlisted photo list)",
-                             field=where)
+        raise _too_many(ctx, where)
+
+
+def _too_many(ctx: _Context, where: str) -> InvalidPayload:
+    return InvalidPayload(f"more than {ctx.max_attachments} attachments (the max_attachments "
+                          f"limit counts every photo and every unlisted photo list)", field=where)
 
 
 def _unknown(rec: _Rec, ctx: _Context, where: str) -> Submission:
@@ -296,7 +335,8 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
         if not raw or raw.isspace():  # bytes.isspace: the ASCII whitespace bytes.strip() drops
             raise InvalidPayload("empty body")
         try:
-            text = raw.decode("utf-8-sig")
+            # utf-8-sig only drops a leading BOM; plain utf-8 decodes the rest alike, faster.
+            text = raw.decode("utf-8-sig" if raw.startswith(_BOM) else "utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidPayload(f"not UTF-8 text (byte {exc.start})") from None
         # Nesting can be no deeper than the number of openers: most bodies skip the walk.
@@ -311,7 +351,7 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
             if isinstance(exc, InvalidPayload):
                 raise
             raise InvalidPayload(f"not JSON: {_json_reason(exc)}") from None
-        if "\\u" in text:
+        if "\\" in text and "\\u" in text:  # a one-character search first: most have neither
             if "\\u0000" in text and _has_nul(data):
                 # PostgreSQL text and jsonb cannot hold NUL; a literal backslash-u0000 is fine.
                 raise InvalidPayload("contains a NUL character")
@@ -540,7 +580,14 @@ def _split_service_base(url: str) -> str:
 
 def _mentions(attributes: Mapping[str, Any], token: Optional[str]) -> bool:
     """Whether the portal token appears anywhere in ``attributes`` (keys or values)."""
-    return bool(token) and any(
-        token in k or ((token in v) if isinstance(v, str)
-                       else (type(v) not in _SCALARS and token in json.dumps(v, default=str)))
-        for k, v in attributes.items())
+    if not token:
+        return False
+    for k, v in attributes.items():
+        if token in k:
+            return True
+        if isinstance(v, str):
+            if token in v:
+                return True
+        elif type(v) not in _SCALARS and token in json.dumps(v, default=str):
+            return True
+    return False
