@@ -144,8 +144,8 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
         unreadable = InvalidPayload(f"the body could not be parsed ({type(exc).__name__})")
         return _invalid(body, headers, unreadable, store, settings, now)
 
-    plan, mode, park_ceiling = capacity_limits(intake)
-    health = _read_health(flow_health)
+    plan, mode, park_ceiling = _limits(intake)
+    health = None if flow_health is None else _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
     ceiling = 0 if no_capacity else plan.watermark
     registrations: List[Registration] = []
@@ -187,17 +187,18 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
             health: Any, no_capacity: bool) -> IntakeDecision:
     over = new = False
     all_done = True
-    for r in registrations:
-        outcome = r.outcome
+    listing: List[Dict[str, Any]] = []
+    for r in registrations:  # one pass; enum _value_ is .value without its Python descriptor
+        outcome, status = r.outcome, r.status
         if outcome is _OVER:
             over = True
         elif outcome in _NEW:
             new = True
         if outcome is not _DONE:
             all_done = False
-    listing = [{"key": r.key, "outcome": r.outcome.value,
-                "status": r.status.value if r.status else None}
-               for r in registrations[:MAX_LISTED]]
+        if len(listing) < MAX_LISTED:
+            listing.append({"key": r.key, "outcome": outcome._value_,
+                            "status": None if status is None else status._value_})
     first = submissions[0]
     if over or (no_capacity and new):
         outcomes = [r.outcome for r in registrations]
@@ -283,6 +284,20 @@ def capacity_limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode,
         plan = replace(plan, watermark=intake.watermark)
     park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
     return plan, OverloadMode(intake.overload_mode), park_ceiling
+
+
+_last_limits: Tuple[Any, Any] = (None, None)
+
+
+def _limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+    """:func:`capacity_limits`, answered from the last settings object seen when it is the same
+    one (the usual case: one settings object per process), without hashing it."""
+    global _last_limits
+    last, limits = _last_limits
+    if intake is not last:
+        limits = capacity_limits(intake)
+        _last_limits = (intake, limits)
+    return limits
 
 
 def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:

@@ -39,6 +39,7 @@ DEFAULT_MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: ``max_age_s``), so that sweeps stay rare under a steady stream of new bodies.
 _SWEEP_SLACK = 0.125
 
+_digest = hashlib.blake2b
 Parser = Callable[..., List[Submission]]
 _Key = Tuple[bytes, Optional[str], int, int, int, str]
 
@@ -111,15 +112,15 @@ class RecentBodies:
         ``now`` is the caller's clock in seconds. Raises what the parser raises (a refused body
         is never remembered).
         """
-        limits = {"max_bytes": max_bytes, "max_depth": max_depth,
-                  "max_attachments": max_attachments, "asset_type_field": asset_type_field}
-        raw = _raw(body)
-        event = header_value(headers, EVENT_HEADER) if raw is not None else None
-        if (raw is None or self._size == 0 or len(raw) > max_bytes
-                or len(raw) > self._max_total_bytes or not (event is None or type(event) is str)):
+        raw = body if type(body) is bytes else _raw(body)
+        event = None if raw is None else header_value(headers, EVENT_HEADER)
+        if (raw is None or not self._size or len(raw) > max_bytes
+                or len(raw) > self._max_total_bytes or (event is not None
+                                                       and type(event) is not str)):
             # Off, already decoded, refused for its size anyway, or an unusual header value.
-            return parser(body, headers, **limits)
-        key = (hashlib.blake2b(raw, digest_size=16).digest(), event, max_bytes, max_depth,
+            return parser(body, headers, max_bytes=max_bytes, max_depth=max_depth,
+                          max_attachments=max_attachments, asset_type_field=asset_type_field)
+        key = (_digest(raw, digest_size=16).digest(), event, max_bytes, max_depth,
                max_attachments, asset_type_field)
         with self._lock:
             if now > self._sweep_at:
@@ -137,22 +138,23 @@ class RecentBodies:
         if entry is not None:
             delivery_id = delivery_id_of(headers)
             return [s.with_delivery_id(delivery_id) for s in entry[2]]
-        submissions = parser(body, headers, **limits)
-        self._remember(key, len(raw), now, tuple(submissions))
+        submissions = parser(body, headers, max_bytes=max_bytes, max_depth=max_depth,
+                             max_attachments=max_attachments, asset_type_field=asset_type_field)
+        length = len(raw)
+        entries = self._entries
+        with self._lock:
+            if key in entries:  # another thread parsed the same body meanwhile
+                self._drop(key)
+            entries[key] = (now, length, tuple(submissions))
+            self._total_bytes += length
+            if now + self._max_age_s < self._sweep_at:
+                self._sweep_at = now + self._max_age_s
+            while len(entries) > self._size or self._total_bytes > self._max_total_bytes:
+                _, (_, dropped, _) = entries.popitem(last=False)
+                self._total_bytes -= dropped
         return submissions
 
-    # -- the table (called with the lock held, but for _remember) -----------------------------
-    def _remember(self, key: _Key, length: int, now: float,
-                  submissions: Tuple[Submission, ...]) -> None:
-        with self._lock:
-            if key in self._entries:  # another thread parsed the same body meanwhile
-                self._drop(key)
-            self._entries[key] = (now, length, submissions)
-            self._total_bytes += length
-            self._sweep_at = min(self._sweep_at, now + self._max_age_s)
-            while len(self._entries) > self._size or self._total_bytes > self._max_total_bytes:
-                _, (_, dropped, _) = self._entries.popitem(last=False)
-                self._total_bytes -= dropped
+    # -- the table (called with the lock held) ------------------------------------------------
 
     def _drop(self, key: _Key) -> None:
         _, length, _ = self._entries.pop(key)
