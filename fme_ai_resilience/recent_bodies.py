@@ -39,7 +39,6 @@ DEFAULT_MAX_TOTAL_BYTES = 8 * 1024 * 1024
 #: ``max_age_s``), so that sweeps stay rare under a steady stream of new bodies.
 _SWEEP_SLACK = 0.125
 
-_digest = hashlib.blake2b
 Parser = Callable[..., List[Submission]]
 _Key = Tuple[bytes, Optional[str], int, int, int, str]
 
@@ -120,7 +119,7 @@ class RecentBodies:
             # Off, already decoded, refused for its size anyway, or an unusual header value.
             return parser(body, headers, max_bytes=max_bytes, max_depth=max_depth,
                           max_attachments=max_attachments, asset_type_field=asset_type_field)
-        key = (_digest(raw, digest_size=16).digest(), event, max_bytes, max_depth,
+        key = (hashlib.blake2b(raw, digest_size=16).digest(), event, max_bytes, max_depth,
                max_attachments, asset_type_field)
         with self._lock:
             if now > self._sweep_at:
@@ -155,7 +154,6 @@ class RecentBodies:
         return submissions
 
     # -- the table (called with the lock held) ------------------------------------------------
-
     def _drop(self, key: _Key) -> None:
         _, length, _ = self._entries.pop(key)
         self._total_bytes -= length
