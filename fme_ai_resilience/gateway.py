@@ -7,6 +7,11 @@ reachable. Before the body reaches the parser it checks, in order: the method (4
 limit + 1 bytes; 411 without a length), and, when configured, a shared-secret header or a
 Standard Webhooks signature (401, constant-time comparison). Every answer is JSON.
 
+The gateway keeps a :class:`~fme_ai_resilience.recent_bodies.RecentBodies` parse memo sized by
+``intake.recent_bodies`` and ``intake.recent_body_max_age_s`` and passes it to every decision,
+so a redelivery of the same bytes is not parsed again; it is rebuilt (empty) when live settings
+change either value.
+
 Run it with ``fme-ai-resilience serve`` (stdlib ``wsgiref``) or under any WSGI server (see
 docs/intake.md).
 """
@@ -25,8 +30,9 @@ from .clock import Clock, SystemClock
 from .errors import StoreError
 from .intake import IntakeDecision, capacity_limits, decide
 from .live_settings import LiveSettings
+from .recent_bodies import RecentBodies
 from .redact import redact_text
-from .settings import Settings
+from .settings import IntakeSettings, Settings
 from .store.base import Store
 
 log = logging.getLogger(__name__)
@@ -85,6 +91,7 @@ class _Gateway:
         self._signing_key = signing_key
         self.tolerance_s = tolerance_s
         self.health_path = health_path
+        self._recent: Optional[RecentBodies] = None
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
@@ -154,8 +161,19 @@ class _Gateway:
                 return _unauthorized(problem)
         headers = _request_headers(environ)
         decision: IntakeDecision = decide(raw, headers, self.store, settings,
-                                          self.clock.now(), self.flow_health)
+                                          self.clock.now(), self.flow_health,
+                                          recent=self._recent_bodies(settings.intake))
         return decision.status_code, dict(decision.headers), dict(decision.body)
+
+    def _recent_bodies(self, intake: IntakeSettings) -> RecentBodies:
+        """The parse memo for the settings in force: a new, empty one when its size or age
+        limit changed (two threads racing here each build one; the last stays, no harm)."""
+        recent = self._recent
+        if (recent is None or recent.size != intake.recent_bodies
+                or recent.max_age_s != intake.recent_body_max_age_s):
+            recent = self._recent = RecentBodies(intake.recent_bodies,
+                                                 intake.recent_body_max_age_s)
+        return recent
 
     def _signature_problem(self, environ: Dict[str, Any], raw: bytes) -> Optional[str]:
         """Why a Standard Webhooks signature does not hold, or None when it does."""

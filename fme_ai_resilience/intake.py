@@ -41,12 +41,13 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .budget import CapacityPlan
 from .errors import FailureClass, InvalidPayload, StoreUnavailable
 from .keys import body_key
 from .ledger import OverloadMode, RegisterOutcome, Registration
+from .recent_bodies import RecentBodies
 from .redact import excerpt, redact_text
 from .settings import IntakeSettings, Settings
 from .store.base import Store
@@ -60,6 +61,9 @@ EXCERPT_CHARS = 2048
 MAX_LISTED = 50
 
 _NEW = (RegisterOutcome.NEW, RegisterOutcome.PARKED)
+_OVER = RegisterOutcome.OVER_BACKLOG
+_DONE = RegisterOutcome.DUPLICATE_DONE
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -92,25 +96,46 @@ class IntakeDecision:
         return json.dumps(dict(self.body), separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
+def _decided(status_code: int, headers: Optional[Dict[str, str]], body: Dict[str, Any],
+             registrations: Sequence[Registration]) -> IntakeDecision:
+    """An :class:`IntakeDecision` of dicts built here and handed over: wrapped read-only, not
+    copied (the public constructor copies them, as its caller may keep and change its own)."""
+    made = object.__new__(IntakeDecision)
+    object.__setattr__(made, "__dict__", {
+        "status_code": status_code,
+        "headers": MappingProxyType(headers) if headers else _NO_HEADERS,
+        "body": MappingProxyType(body), "registrations": tuple(registrations)})
+    return made
+
+
 FlowHealthSource = Union[None, Any, Callable[[], Any]]
 
 
 def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
            settings: Optional[Settings] = None, now: float = 0.0,
-           flow_health: FlowHealthSource = None) -> IntakeDecision:
+           flow_health: FlowHealthSource = None,
+           recent: Optional[RecentBodies] = None) -> IntakeDecision:
     """Parse, register and answer one webhook delivery (see the module docstring's table).
 
     ``store`` is a :class:`~fme_ai_resilience.store.Store`; ``now`` the epoch seconds of the
     injected clock; ``flow_health`` a ``FlowHealth`` (or a callable returning one, such as
-    ``FlowClient.health``) or None to skip the engine check. Raises only what the store raises
-    beyond :class:`StoreUnavailable` (which becomes a 503).
+    ``FlowClient.health``) or None to skip the engine check; ``recent`` a
+    :class:`~fme_ai_resilience.recent_bodies.RecentBodies` to parse through, so that a
+    redelivery of the same bytes is not parsed again (the answer is the same with or without
+    it). Raises only what the store raises beyond :class:`StoreUnavailable` (a 503).
     """
     settings = settings or Settings()
     intake = settings.intake
     try:
-        submissions = parse_webhook(body, headers, max_bytes=intake.max_body_bytes,
-                                    max_depth=intake.max_depth,
-                                    max_attachments=intake.max_attachments)
+        if recent is None:
+            submissions = parse_webhook(body, headers, max_bytes=intake.max_body_bytes,
+                                        max_depth=intake.max_depth,
+                                        max_attachments=intake.max_attachments)
+        else:
+            submissions = recent.parse(body, headers, now, max_bytes=intake.max_body_bytes,
+                                       max_depth=intake.max_depth,
+                                       max_attachments=intake.max_attachments,
+                                       parser=parse_webhook)
     except InvalidPayload as exc:
         return _invalid(body, headers, exc, store, settings, now)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the body as a 500
@@ -119,8 +144,8 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]], store: Store,
         unreadable = InvalidPayload(f"the body could not be parsed ({type(exc).__name__})")
         return _invalid(body, headers, unreadable, store, settings, now)
 
-    plan, mode, park_ceiling = capacity_limits(intake)
-    health = _read_health(flow_health)
+    plan, mode, park_ceiling = _limits(intake)
+    health = None if flow_health is None else _read_health(flow_health)
     no_capacity = health is not None and not health.has_capacity
     ceiling = 0 if no_capacity else plan.watermark
     registrations: List[Registration] = []
@@ -140,10 +165,15 @@ def _register_whole(store: Any, submissions: Sequence[Submission], now: float, c
                     out: List[Registration]) -> None:
     """Register every photo; if the body is partly in the ledger, store the refused rest
     parked, up to ``hard_ceiling`` unfinished tasks."""
+    any_refused = False
     for sub in submissions:
-        out.append(store.register(sub, now, ceiling, mode, park_ceiling))
+        registration = store.register(sub, now, ceiling, mode, park_ceiling)
+        out.append(registration)
+        any_refused = any_refused or registration.outcome is _OVER
+    if not any_refused:
+        return
     refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
-    if refused and len(refused) < len(out):
+    if len(refused) < len(out):
         for i in refused:
             out[i] = store.register(submissions[i], now, 0, OverloadMode.PARK, hard_ceiling)
         left = sum(1 for i in refused if out[i].outcome is RegisterOutcome.OVER_BACKLOG)
@@ -155,15 +185,25 @@ def _register_whole(store: Any, submissions: Sequence[Submission], now: float, c
 def _answer(submissions: Sequence[Submission], registrations: Sequence[Registration],
             store: Any, settings: Settings, plan: CapacityPlan, now: float,
             health: Any, no_capacity: bool) -> IntakeDecision:
-    outcomes = [r.outcome for r in registrations]
-    listing = [{"key": r.key, "outcome": r.outcome.value,
-                "status": r.status.value if r.status else None}
-               for r in registrations[:MAX_LISTED]]
+    over = new = False
+    all_done = True
+    listing: List[Dict[str, Any]] = []
+    for r in registrations:  # one pass; enum _value_ is .value without its Python descriptor
+        outcome, status = r.outcome, r.status
+        if outcome is _OVER:
+            over = True
+        elif outcome in _NEW:
+            new = True
+        if outcome is not _DONE:
+            all_done = False
+        if len(listing) < MAX_LISTED:
+            listing.append({"key": r.key, "outcome": outcome._value_,
+                            "status": None if status is None else status._value_})
     first = submissions[0]
-    context = {"feature": first.feature_global_id, "delivery_id": first.delivery_id,
-               "submissions": listing, "submission_count": len(registrations)}
-    if any(o is RegisterOutcome.OVER_BACKLOG for o in outcomes) or (
-            no_capacity and any(o in _NEW for o in outcomes)):
+    if over or (no_capacity and new):
+        outcomes = [r.outcome for r in registrations]
+        context = {"feature": first.feature_global_id, "delivery_id": first.delivery_id,
+                   "submissions": listing, "submission_count": len(registrations)}
         rate = _drain_rate(store, settings, now)
         if no_capacity:
             backlog = plan.watermark + max(1, int(getattr(health, "queued", 0) or 0))
@@ -178,12 +218,12 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                     "Retry-After %ds", state, first.feature_global_id, first.trace_id,
                     first.delivery_id, len(outcomes),
                     "some stored" if stored else "nothing stored", retry_after)
-        return IntakeDecision(status, {"Retry-After": str(retry_after)},
-                              dict(context, status=state, stored=stored,
-                                   retry_after_s=retry_after), registrations)
-    if any(o in _NEW for o in outcomes):
+        return _decided(status, {"Retry-After": str(retry_after)},
+                        dict(context, status=state, stored=stored, retry_after_s=retry_after),
+                        registrations)
+    if new:
         status, state = 202, "accepted"
-    elif all(o is RegisterOutcome.DUPLICATE_DONE for o in outcomes):
+    elif all_done:
         status, state = 200, "duplicate_done"
     else:
         status, state = 202, "duplicate_in_progress"
@@ -194,7 +234,10 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                                               f"{s.trace_id}" for r, s in
                                               zip(registrations[:MAX_LISTED], submissions)),
                  f" and {more} more" if more > 0 else "")
-    return IntakeDecision(status, {}, dict(context, status=state, stored=True), registrations)
+    return _decided(status, None, {
+        "feature": first.feature_global_id, "delivery_id": first.delivery_id,
+        "submissions": listing, "submission_count": len(registrations), "status": state,
+        "stored": True}, registrations)
 
 
 def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPayload,
@@ -241,6 +284,20 @@ def capacity_limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode,
         plan = replace(plan, watermark=intake.watermark)
     park_ceiling = max(plan.watermark, math.ceil(plan.watermark * intake.park_ceiling_factor))
     return plan, OverloadMode(intake.overload_mode), park_ceiling
+
+
+_last_limits: Tuple[Any, Any] = (None, None)
+
+
+def _limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+    """:func:`capacity_limits`, answered from the last settings object seen when it is the same
+    one (the usual case: one settings object per process), without hashing it."""
+    global _last_limits
+    last, limits = _last_limits
+    if intake is not last:
+        limits = capacity_limits(intake)
+        _last_limits = (intake, limits)
+    return limits
 
 
 def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:

@@ -176,6 +176,9 @@ class IntakeSettings:
     the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
     Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
     ``drain_min_completions`` tasks finished in it, the planned rate before that.
+    The gateway remembers the parse of the last ``recent_bodies`` bodies (0: off) for
+    ``recent_body_max_age_s`` seconds, so a redelivery of the same bytes is not parsed again
+    (``fme_ai_resilience.recent_bodies``; the portal tokens stay in memory that long).
     """
 
     engines: int = 8
@@ -190,12 +193,14 @@ class IntakeSettings:
     max_attachments: int = 200
     drain_window_s: float = 300.0
     drain_min_completions: int = 10
+    recent_bodies: int = 512
+    recent_body_max_age_s: float = 600.0
 
     def __post_init__(self) -> None:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
-                  "drain_min_completions")
-        _positive("intake", self, "watermark", allow_zero=True)
+                  "drain_min_completions", "recent_body_max_age_s")
+        _positive("intake", self, "watermark", "recent_bodies", allow_zero=True)
         _ratio("intake", self, "backpressure_ratio")
         _check("intake", "overload_mode", self.overload_mode, self.overload_mode in OVERLOAD_MODES,
                f"must be one of {OVERLOAD_MODES}")

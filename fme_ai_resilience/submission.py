@@ -63,6 +63,35 @@ class Submission:
             raise InvalidPayload("attributes must be an object", field="attributes")
         object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
 
+    @classmethod
+    def _from_checked(cls, values: Dict[str, Any]) -> "Submission":
+        """A submission from ``values`` (every field, by name) that the caller built and checked.
+
+        For the webhook parser, which builds one submission per photo: ``attributes`` must be a
+        read-only proxy of a dict nobody else holds, so the photos of one record share it
+        instead of each copying it. ``values`` becomes the instance's ``__dict__`` (the caller
+        hands it over). Anything else falls back to the validating constructor.
+        """
+        if (len(values) != _FIELD_COUNT or type(values.get("attributes")) is not MappingProxyType
+                or not values.get("idempotency_key") or not values.get("feature_global_id")):
+            return cls(**values)
+        made = object.__new__(cls)
+        object.__setattr__(made, "__dict__", values)
+        return made
+
+    def with_delivery_id(self, delivery_id: Optional[str]) -> "Submission":
+        """This submission as delivered under ``delivery_id`` (``self`` when it already is).
+
+        A cheap copy, for a redelivery answered from a parse already made: every other field
+        was checked when this one was built, so nothing is validated again.
+        """
+        if delivery_id == self.delivery_id:
+            return self
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        object.__setattr__(copy, "delivery_id", delivery_id)
+        return copy
+
     def __hash__(self) -> int:
         """Hash on the idempotency key (equality stays field-wise; the attributes' mapping
         proxy is not hashable, so the generated field-wise hash would raise)."""
@@ -88,3 +117,6 @@ class Submission:
         except TypeError as exc:
             raise InvalidPayload(f"stored payload is incomplete: {exc}") from None
 
+
+#: How many fields a Submission has (``_from_checked`` takes a dict of exactly these).
+_FIELD_COUNT = len(fields(Submission))

@@ -23,18 +23,18 @@ Rules:
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from types import MappingProxyType
+from typing import Any, Iterator, List, NamedTuple, Optional, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from .errors import InvalidPayload
 from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
 from .redact import scrub_secrets, without_secret_params
 from .submission import Submission
-
 
 EVENT_TYPES = ("addData", "editData")
 DEFAULT_MAX_BYTES = 1024 * 1024
@@ -47,7 +47,11 @@ EVENT_HEADER = "X-Survey123-Event"
 _ATTACHMENT_URL = re.compile(r"^(?P<service>.+)/(?P<layer>\d+)/(?P<oid>\d+)/attachments/\d+/?$")
 _MAX_DELIVERY_ID = 128
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")  # what JSON allows around a value
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_BOM = b"\xef\xbb\xbf"
+_SOURCE = "survey123"
 
 Body = Union[bytes, bytearray, str, Mapping[str, Any]]
 
@@ -69,13 +73,13 @@ def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
     event_type = _event_type(data, header_value(headers, EVENT_HEADER))
     delivery_id = delivery_id_of(headers)
     feature = data.get("feature")
-    if not isinstance(feature, Mapping):
+    if type(feature) is not dict and not isinstance(feature, Mapping):
         raise InvalidPayload("no feature object", field="feature")
     token = _portal_token(data)
     service_url = _service_url(data, feature)
-    context = _Context(event_type=event_type, delivery_id=delivery_id, token=token,
-                       service_url=service_url, asset_type_field=asset_type_field,
-                       max_attachments=max_attachments)
+    # A body decoded here is ours alone: its attribute objects can be kept without a copy.
+    context = _Context(event_type, delivery_id, token, service_url, asset_type_field,
+                       max_attachments, owned=data is not body)
     out: List[Submission] = []
     root = _record(feature, "feature", context, out, inherited_asset_type=None)
     if context.listed == 0 and not context.root_unknown:
@@ -84,28 +88,41 @@ def parse_webhook(body: Body, headers: Optional[Mapping[str, Any]] = None, *,
     return out
 
 
-@dataclass
 class _Context:
     """What every record of one body shares while it is walked.
 
     ``submissions`` counts every submission made (the ``max_attachments`` limit), ``listed``
-    the photos the body listed, ``root_unknown`` whether the feature got an unknown-list one.
+    the photos the body listed, ``root_unknown`` whether the feature got an unknown-list one;
+    ``owned`` says the body was decoded here (nobody else holds its objects).
     """
 
-    event_type: str
-    delivery_id: Optional[str]
-    token: Optional[str] = field(repr=False)
-    service_url: Optional[str]
-    asset_type_field: str
-    max_attachments: int
-    submissions: int = 0
-    listed: int = 0
-    root_unknown: bool = False
+    __slots__ = ("event_type", "delivery_id", "token", "service_url", "asset_type_field",
+                 "max_attachments", "owned", "submissions", "listed", "root_unknown")
+
+    def __init__(self, event_type: str, delivery_id: Optional[str], token: Optional[str],
+                 service_url: Optional[str], asset_type_field: str, max_attachments: int,
+                 owned: bool = False) -> None:
+        self.event_type = event_type
+        self.delivery_id = delivery_id
+        self.token = token
+        self.service_url = service_url
+        self.asset_type_field = asset_type_field
+        self.max_attachments = max_attachments
+        self.owned = owned
+        self.submissions = 0
+        self.listed = 0
+        self.root_unknown = False
+
+    def __repr__(self) -> str:  # the token stays out
+        return (f"_Context(event_type={self.event_type!r}, submissions={self.submissions}, "
+                f"listed={self.listed})")
 
 
-@dataclass(frozen=True)
-class _Rec:
-    """One record (feature or repeat record) reduced to what its submissions need."""
+class _Rec(NamedTuple):
+    """One record (feature or repeat record) reduced to what its submissions need.
+
+    ``attributes`` is one read-only mapping shared by every submission of the record.
+    """
 
     global_id: str
     object_id: Optional[int]
@@ -115,18 +132,25 @@ class _Rec:
     marker: Optional[str]
 
 
+#: ``_Rec`` from a tuple of its fields, without the generated ``__new__``'s Python frame.
+_new_rec = functools.partial(tuple.__new__, _Rec)
+
+
 def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Submission],
             inherited_asset_type: Optional[str]) -> _Rec:
     attributes = record.get("attributes")
     if attributes is None:
         attributes = {}
-    if not isinstance(attributes, Mapping):
+    elif type(attributes) is not dict and not isinstance(attributes, Mapping):
         raise InvalidPayload("attributes must be an object", field=f"{where}.attributes")
     layer_info = record.get("layerInfo")
-    if layer_info is not None and not isinstance(layer_info, Mapping):
+    if layer_info is not None and type(layer_info) is not dict and not isinstance(layer_info,
+                                                                                  Mapping):
         raise InvalidPayload("layerInfo must be an object", field=f"{where}.layerInfo")
-    layer_info = layer_info or {}
-    result = record.get("result") if isinstance(record.get("result"), Mapping) else {}
+    layer_info = layer_info or _EMPTY
+    result = record.get("result")
+    if type(result) is not dict and not isinstance(result, Mapping):
+        result = _EMPTY
     attachments = record.get("attachments")
 
     gid_field = _field_name(layer_info, "globalIdField", "globalid")
@@ -138,28 +162,49 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
         raw_gid = _parent_of_first_photo(attachments)
     if raw_gid is None:
         raise InvalidPayload("no GlobalID", field=f"{where}.attributes.{gid_field}")
-    global_id = normalise_global_id(raw_gid, f"{where}.attributes.{gid_field}")
-    object_id = _int_or_none(_get_ci(attributes, oid_field), f"{where}.attributes.{oid_field}")
+    try:
+        global_id = normalise_global_id(raw_gid)
+    except InvalidPayload as exc:  # the field path is only spelled out for an error
+        raise InvalidPayload(exc.reason, field=f"{where}.attributes.{gid_field}") from None
+    object_id = _get_ci(attributes, oid_field)
+    if object_id is not None and type(object_id) is not int:
+        object_id = _int_or_none(object_id, f"{where}.attributes.{oid_field}")
     if object_id is None:
         object_id = _int_or_none(result.get("objectId"), f"{where}.result.objectId")
 
-    layer_id = _int_or_none(layer_info.get("id"), f"{where}.layerInfo.id")
+    layer_id = layer_info.get("id")
+    if layer_id is not None and type(layer_id) is not int:
+        layer_id = _int_or_none(layer_id, f"{where}.layerInfo.id")
     service = ctx.service_url or _service_from_photos(attachments)
     layer_url = f"{service}/{layer_id}" if service and layer_id is not None else None
-    as_sent = {str(k): v for k, v in attributes.items()}
+    if ctx.owned and type(attributes) is dict:
+        as_sent = attributes  # decoded from JSON here: string keys, and no other holder
+    else:
+        as_sent = {str(k): v for k, v in attributes.items()}
     clean = scrub_secrets(as_sent, [ctx.token]) if _mentions(as_sent, ctx.token) else as_sent
     asset_type = clean.get(ctx.asset_type_field)
     if not isinstance(asset_type, str):
         asset_type = inherited_asset_type
-    rec = _Rec(global_id, object_id, layer_url, clean, asset_type,
-               edit_marker(as_sent) if ctx.event_type == "editData" else None)
+    rec = _new_rec((global_id, object_id, layer_url, MappingProxyType(clean), asset_type,
+                    edit_marker(as_sent) if ctx.event_type == "editData" else None))
 
     if attachments is None:
         out.append(_unknown(rec, ctx, where))
         ctx.root_unknown = ctx.root_unknown or where == "feature"
     else:
-        for question, path, photo in _keyed_lists(attachments, where, "attachments", "question"):
-            out.append(_photo(photo, question, rec, ctx, path))
+        if type(attachments) is not dict and not isinstance(attachments, Mapping):
+            raise InvalidPayload("attachments must be an object keyed by question",
+                                 field=f"{where}.attachments")
+        for question, photos in attachments.items():
+            if photos is None:
+                continue
+            if type(photos) is not list and not isinstance(photos, list):
+                raise InvalidPayload("must be a list", field=f"{where}.attachments.{question}")
+            for index, photo in enumerate(photos):
+                if type(photo) is not dict and not isinstance(photo, Mapping):
+                    raise InvalidPayload("must be an object",
+                                         field=f"{where}.attachments.{question}[{index}]")
+                out.append(_photo(photo, question, index, rec, ctx, where))
     repeats = record.get("repeats")
     if repeats is not None:
         for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
@@ -169,67 +214,94 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
 
 def _keyed_lists(container: Any, where: str, name: str,
                  keyed_by: str) -> Iterator[Tuple[str, str, Mapping[str, Any]]]:
-    """``(key, path, item)`` for each object in an object of lists (``{question: [photo]}``)."""
-    if not isinstance(container, Mapping):
+    """``(key, path, item)`` for each object in an object of lists (``{table: [record]}``)."""
+    if type(container) is not dict and not isinstance(container, Mapping):
         raise InvalidPayload(f"{name} must be an object keyed by {keyed_by}",
                              field=f"{where}.{name}")
     for key, items in container.items():
         if items is None:
             continue
-        if not isinstance(items, list):
+        if type(items) is not list and not isinstance(items, list):
             raise InvalidPayload("must be a list", field=f"{where}.{name}.{key}")
         for index, item in enumerate(items):
             path = f"{where}.{name}.{key}[{index}]"
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):
                 raise InvalidPayload("must be an object", field=path)
             yield str(key), path, item
 
 
-def _photo(photo: Mapping[str, Any], question: str, rec: _Rec, ctx: _Context,
+def _photo(photo: Mapping[str, Any], question: Any, index: int, rec: _Rec, ctx: _Context,
            where: str) -> Submission:
-    _count(ctx, where)
+    """The submission of one listed photo (``where`` is its record's path: the photo's own
+    path, ``<where>.attachments.<question>[<index>]``, is only spelled out for an error)."""
+    ctx.submissions += 1
+    if ctx.submissions > ctx.max_attachments:
+        raise _too_many(ctx, _photo_path(where, question, index))
     ctx.listed += 1
-    if photo.get("globalId") is None:
-        raise InvalidPayload("attachment has no globalId", field=f"{where}.globalId")
-    attachment_gid = normalise_global_id(photo.get("globalId"), f"{where}.globalId")
+    raw_gid = photo.get("globalId")
+    if raw_gid is None:
+        raise InvalidPayload("attachment has no globalId",
+                             field=f"{_photo_path(where, question, index)}.globalId")
+    try:
+        attachment_gid = normalise_global_id(raw_gid)
+    except InvalidPayload as exc:
+        raise InvalidPayload(exc.reason, field=f"{_photo_path(where, question, index)}.globalId"
+                             ) from None
     key = compose_key(rec.global_id, attachment_gid, rec.marker)
-    attachment_id = _int_or_none(photo.get("id"), f"{where}.id")
+    attachment_id = photo.get("id")
+    if attachment_id is not None and type(attachment_id) is not int:
+        attachment_id = _int_or_none(attachment_id, f"{_photo_path(where, question, index)}.id")
     url = photo.get("url")
     if url is not None and not isinstance(url, str):
-        raise InvalidPayload("attachment url must be a string", field=f"{where}.url")
+        raise InvalidPayload("attachment url must be a string",
+                             field=f"{_photo_path(where, question, index)}.url")
     if url:
         url = _without_token(url)
     elif rec.layer_url and rec.object_id is not None and attachment_id is not None:
         url = f"{rec.layer_url}/{rec.object_id}/attachments/{attachment_id}"
     content_type = photo.get("contentType")
-    return Submission(
-        idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
-        object_id=rec.object_id,
-        attachment_global_id=attachment_gid,
-        attachment_id=attachment_id, attachment_url=url or None,
-        content_type=content_type if isinstance(content_type, str) else None,
-        question=question, event_type=ctx.event_type, delivery_id=ctx.delivery_id,
-        layer_url=rec.layer_url, service_url=ctx.service_url, asset_type=rec.asset_type,
-        attributes=rec.attributes, attachments_unknown=False, portal_token=ctx.token)
+    # Every field, in declaration order: the values are checked here, the attributes shared.
+    return Submission._from_checked({
+        "idempotency_key": key, "feature_global_id": rec.global_id,
+        "trace_id": trace_id_for(key), "object_id": rec.object_id,
+        "attachment_global_id": attachment_gid, "attachment_id": attachment_id,
+        "attachment_url": url or None,
+        "content_type": content_type if isinstance(content_type, str) else None,
+        "question": question if type(question) is str else str(question),
+        "event_type": ctx.event_type, "delivery_id": ctx.delivery_id,
+        "layer_url": rec.layer_url, "service_url": ctx.service_url,
+        "asset_type": rec.asset_type, "attributes": rec.attributes,
+        "attachments_unknown": False, "source": _SOURCE, "portal_token": ctx.token})
+
+
+def _photo_path(where: str, question: Any, index: int) -> str:
+    return f"{where}.attachments.{question}[{index}]"
 
 
 def _count(ctx: _Context, where: str) -> None:
     """Count one more submission; raises :class:`InvalidPayload` past ``max_attachments``."""
     ctx.submissions += 1
     if ctx.submissions > ctx.max_attachments:
-        raise InvalidPayload(f"more than {ctx.max_attachments} attachments (the max_attachments "
-                             f"limit counts every photo and every unlisted photo list)",
-                             field=where)
+        raise _too_many(ctx, where)
+
+
+def _too_many(ctx: _Context, where: str) -> InvalidPayload:
+    return InvalidPayload(f"more than {ctx.max_attachments} attachments (the max_attachments "
+                          f"limit counts every photo and every unlisted photo list)", field=where)
 
 
 def _unknown(rec: _Rec, ctx: _Context, where: str) -> Submission:
     _count(ctx, f"{where}.attachments")
     key = compose_key(rec.global_id, None, rec.marker)
-    return Submission(
-        idempotency_key=key, feature_global_id=rec.global_id, trace_id=trace_id_for(key),
-        object_id=rec.object_id, event_type=ctx.event_type, delivery_id=ctx.delivery_id,
-        layer_url=rec.layer_url, service_url=ctx.service_url, asset_type=rec.asset_type,
-        attributes=rec.attributes, attachments_unknown=True, portal_token=ctx.token)
+    return Submission._from_checked({
+        "idempotency_key": key, "feature_global_id": rec.global_id,
+        "trace_id": trace_id_for(key), "object_id": rec.object_id,
+        "attachment_global_id": None, "attachment_id": None, "attachment_url": None,
+        "content_type": None, "question": None, "event_type": ctx.event_type,
+        "delivery_id": ctx.delivery_id, "layer_url": rec.layer_url,
+        "service_url": ctx.service_url, "asset_type": rec.asset_type,
+        "attributes": rec.attributes, "attachments_unknown": True, "source": _SOURCE,
+        "portal_token": ctx.token})
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -247,10 +319,12 @@ def _finite_float(text: str) -> float:
 
 def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
     shallow = False  # True when the text cannot nest deeper than max_depth
-    if isinstance(body, Mapping):
+    if type(body) is not bytes and isinstance(body, Mapping):
         data: Any = body
     else:
-        if isinstance(body, str):
+        if type(body) is bytes:
+            raw = body
+        elif isinstance(body, str):
             raw = body.encode("utf-8", errors="surrogatepass")
         elif isinstance(body, (bytes, bytearray, memoryview)):
             raw = bytes(body)
@@ -258,10 +332,11 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
             raise InvalidPayload(f"body must be bytes, text or an object, got {type(body).__name__}")
         if len(raw) > max_bytes:
             raise InvalidPayload(f"body of {len(raw)} bytes is over the limit of {max_bytes}")
-        if not raw.strip():
+        if not raw or raw.isspace():  # bytes.isspace: the ASCII whitespace bytes.strip() drops
             raise InvalidPayload("empty body")
         try:
-            text = raw.decode("utf-8-sig")
+            # utf-8-sig only drops a leading BOM; plain utf-8 decodes the rest alike, faster.
+            text = raw.decode("utf-8-sig" if raw.startswith(_BOM) else "utf-8")
         except UnicodeDecodeError as exc:
             raise InvalidPayload(f"not UTF-8 text (byte {exc.start})") from None
         # Nesting can be no deeper than the number of openers: most bodies skip the walk.
@@ -269,22 +344,23 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
         if "\x00" in text:
             raise InvalidPayload("contains a NUL character")
         try:
-            data = _DECODER.decode(text)
+            data = _loads(text)
         except RecursionError:
             raise InvalidPayload(f"nesting deeper than {max_depth} levels") from None
         except ValueError as exc:
             if isinstance(exc, InvalidPayload):
                 raise
             raise InvalidPayload(f"not JSON: {_json_reason(exc)}") from None
-        if "\\u0000" in text and _has_nul(data):
-            # PostgreSQL text and jsonb cannot hold NUL; a literal backslash-u0000 is fine.
-            raise InvalidPayload("contains a NUL character")
-        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
-            try:
-                json.dumps(data, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidPayload("contains an unpaired UTF-16 surrogate escape") from None
-    if not isinstance(data, Mapping):
+        if "\\" in text and "\\u" in text:  # a one-character search first: most have neither
+            if "\\u0000" in text and _has_nul(data):
+                # PostgreSQL text and jsonb cannot hold NUL; a literal backslash-u0000 is fine.
+                raise InvalidPayload("contains a NUL character")
+            if _SURROGATE_ESCAPE.search(text):
+                try:
+                    json.dumps(data, ensure_ascii=False).encode("utf-8")
+                except UnicodeEncodeError:
+                    raise InvalidPayload("contains an unpaired UTF-16 surrogate escape") from None
+    if type(data) is not dict and not isinstance(data, Mapping):
         raise InvalidPayload(f"not a JSON object but {_json_type(data)}")
     if not shallow and _depth_over(data, max_depth):
         raise InvalidPayload(f"nesting deeper than {max_depth} levels")
@@ -292,6 +368,22 @@ def _decode(body: Body, max_bytes: int, max_depth: int) -> Mapping[str, Any]:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
+def _loads(text: str) -> Any:
+    """``_DECODER.decode(text)``, without its whitespace wrapper for the usual body (one JSON
+    value from the first character to the last).
+
+    Leading blanks, trailing text and every error go through ``decode`` itself, so the answer
+    and the error message are always exactly ``decode``'s.
+    """
+    try:
+        data, end = _DECODER.raw_decode(text)
+    except json.JSONDecodeError:
+        return _DECODER.decode(text)
+    if end != len(text) and _JSON_WHITESPACE.match(text, end).end() != len(text):
+        return _DECODER.decode(text)
+    return data
 
 
 def _json_reason(exc: ValueError) -> str:
@@ -379,7 +471,7 @@ def _portal_token(data: Mapping[str, Any]) -> Optional[str]:
 
 def _service_url(data: Mapping[str, Any], feature: Mapping[str, Any]) -> Optional[str]:
     info = data.get("surveyInfo")
-    url = info.get("serviceUrl") if isinstance(info, Mapping) else None
+    url = info.get("serviceUrl") if type(info) is dict or isinstance(info, Mapping) else None
     if isinstance(url, str) and url.strip():
         return _service_base(url.strip())
     return _service_from_photos(feature.get("attachments"))
@@ -446,15 +538,37 @@ def _int_or_none(value: Any, field: str) -> Optional[int]:
 
 def _without_token(url: str) -> str:
     """``url`` without secret query parameters (the attachment URL must carry no token)."""
+    if _is_plain(url):
+        # No query, fragment, credentials or brackets: nothing to drop and nothing urlsplit
+        # could refuse, so the URL is returned as it came (as without_secret_params would).
+        return url
     try:
         return without_secret_params(url)
     except ValueError:
         raise InvalidPayload("attachment url is not a URL") from None
 
 
+def _is_plain(url: str) -> bool:
+    """Whether ``url`` is ASCII with no query, fragment, credentials or IPv6 brackets."""
+    return (type(url) is str and url.isascii() and "?" not in url and "#" not in url
+            and "@" not in url and "[" not in url and "]" not in url)
+
+
 def _service_base(url: str) -> str:
     """A FeatureServer URL without query, fragment or trailing slash: layer and attachment
     URLs are built by appending path segments to it."""
+    if _is_plain(url):
+        return _plain_service_base(url)  # nothing secret in it: safe to remember
+    return _split_service_base(url)
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_service_base(url: str) -> str:
+    """:func:`_split_service_base` remembered for the few survey services a gateway sees."""
+    return _split_service_base(url)
+
+
+def _split_service_base(url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -466,7 +580,14 @@ def _service_base(url: str) -> str:
 
 def _mentions(attributes: Mapping[str, Any], token: Optional[str]) -> bool:
     """Whether the portal token appears anywhere in ``attributes`` (keys or values)."""
-    return bool(token) and any(
-        token in k or ((token in v) if isinstance(v, str)
-                       else (type(v) not in _SCALARS and token in json.dumps(v, default=str)))
-        for k, v in attributes.items())
+    if not token:
+        return False
+    for k, v in attributes.items():
+        if token in k:
+            return True
+        if isinstance(v, str):
+            if token in v:
+                return True
+        elif type(v) not in _SCALARS and token in json.dumps(v, default=str):
+            return True
+    return False

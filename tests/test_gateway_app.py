@@ -275,3 +275,68 @@ def test_an_absurd_webhook_timestamp_is_401(clock, stamp):
     app = make_app(UntouchedStore(), clock=clock, signing_secret=WHSEC)
     assert call(app, headers={"webhook-id": "m1", "webhook-timestamp": stamp,
                               "webhook-signature": "v1,xx"})[0] == 401
+
+
+class CountingParser:
+    """parse_webhook as seen by intake.decide, counting its calls."""
+
+    def __init__(self, monkeypatch) -> None:
+        from fme_ai_resilience.survey123 import parse_webhook
+
+        self.calls = 0
+        self._parse = parse_webhook
+        monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", self)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self._parse(*args, **kwargs)
+
+
+def test_a_second_identical_post_is_answered_from_the_parse_memo(ledger, clock, monkeypatch):
+    """The same bytes posted again are not parsed again, and still get the right status."""
+    parser = CountingParser(monkeypatch)
+    app = make_app(ledger, clock=clock)
+    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-1"})
+    assert status == 202 and body["status"] == "accepted" and parser.calls == 1
+    clock.advance(1.0)
+    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-2"})
+    assert status == 202 and body["status"] == "duplicate_in_progress"
+    assert body["delivery_id"] == "d-2" and parser.calls == 1
+    status, _, _ = call(app, body=BODY + b"\n", headers={"X-Survey123-Delivery": "d-3"})
+    assert status == 202 and parser.calls == 2  # other bytes: parsed
+    assert ledger.counts()["PENDING"] == 1
+
+
+def test_the_parse_memo_can_be_turned_off(ledger, clock, monkeypatch):
+    """intake.recent_bodies 0 parses every delivery."""
+    parser = CountingParser(monkeypatch)
+    app = make_app(ledger, Settings(intake=IntakeSettings(recent_bodies=0)), clock=clock)
+    for delivery in ("d-1", "d-2"):
+        assert call(app, headers={"X-Survey123-Delivery": delivery})[0] == 202
+    assert parser.calls == 2
+
+
+def test_the_parse_memo_follows_live_settings(tmp_path, clock, monkeypatch):
+    """A live change of the memo's size or age builds a new, empty one; other changes keep it."""
+    from fme_ai_resilience.live_settings import LiveSettings
+    from fme_ai_resilience.store import open_store
+
+    parser = CountingParser(monkeypatch)
+    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
+        app = make_app(ledger, LiveSettings(ledger, ttl_s=5.0, clock=clock), clock=clock)
+        call(app)
+        call(app)
+        assert parser.calls == 1
+        ledger.set_config({"intake.watermark": "7"}, clock.now())
+        clock.advance(5.0)
+        call(app)
+        assert parser.calls == 1
+        ledger.set_config({"intake.recent_body_max_age_s": "60"}, clock.now())
+        clock.advance(5.0)
+        call(app)
+        assert parser.calls == 2
+        ledger.set_config({"intake.recent_bodies": "0"}, clock.now())
+        clock.advance(5.0)
+        call(app)
+        call(app)
+        assert parser.calls == 4

@@ -350,3 +350,80 @@ def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
     body = json.loads(decision.body_bytes())
     assert decision.status_code == 202 and len(decision.registrations) == 60
     assert len(body["submissions"]) == 50 and body["submission_count"] == 60
+
+
+# -- the parse memo changes nothing but the cost -------------------------------------------------
+
+FIXTURES = ["survey123_add.json", "survey123_edit.json", "survey123_repeats.json",
+            "survey123_no_photos.json"]
+
+
+def _deliveries():
+    """Each fixture body delivered, redelivered under another id, redelivered under the same
+    id, and once re-serialised; an invalid body twice; all with the event header."""
+    out = []
+    for name in FIXTURES:
+        raw = (DATA / name).read_bytes()
+        out += [(raw, "d1"), (raw, "d2"), (raw, "d2"),
+                (json.dumps(json.loads(raw)).encode(), "d3")]
+    out += [(b'{"feature": {"attributes": {}}}', "d4"), (b'{"feature": {"attributes": {}}}', "d5")]
+    return out
+
+
+def _run(store, recent):
+    """Every delivery's decision (status, headers, body, registrations) and the ledger rows
+    they left."""
+    store.clear()
+    decisions, keys = [], set()
+    for n, (raw, delivery) in enumerate(_deliveries()):
+        d = decide(raw, hdr(delivery), store, Settings(), 1_790_000_000.0 + n, recent=recent)
+        decisions.append((d.status_code, dict(d.headers), d.body_bytes(), d.registrations))
+        keys.update(r.key for r in d.registrations)
+        if d.status_code == 400:
+            keys.add(d.body["dead_letter"])
+    return decisions, {k: store.get(k) for k in sorted(keys)}
+
+
+def test_decisions_and_ledger_rows_are_the_same_with_or_without_the_memo(store):
+    """decide through a RecentBodies answers and writes exactly what it does without one."""
+    from fme_ai_resilience.recent_bodies import RecentBodies
+
+    without = _run(store, None)
+    memo = RecentBodies(512, 600.0)
+    with_memo = _run(store, memo)
+    assert with_memo == without
+    assert memo.hits == 2 * len(FIXTURES)  # the two same-bytes redeliveries of each body
+    assert len(without[1]) == 1 + 1 + 5 + 1 + 1  # the photos, and one dead letter
+    assert all(row is not None for row in without[1].values())
+
+
+def test_a_redelivery_from_the_memo_answers_under_its_own_delivery_id(ledger, clock):
+    """The answer to a redelivery names its own delivery, though the parse was remembered."""
+    from fme_ai_resilience.recent_bodies import RecentBodies
+
+    memo = RecentBodies(8, 60.0)
+    decide(BODY, hdr("d1"), ledger, Settings(), clock.now(), recent=memo)
+    again = decide(BODY, hdr("d2"), ledger, Settings(), clock.now(), recent=memo)
+    assert memo.hits == 1
+    assert again.status_code == 202 and again.body["status"] == "duplicate_in_progress"
+    assert again.body["delivery_id"] == "d2"
+
+
+def test_an_invalid_body_is_dead_lettered_again_through_the_memo(ledger, clock, monkeypatch):
+    """A refused body is parsed again on every delivery, and answered 400 every time."""
+    from fme_ai_resilience.recent_bodies import RecentBodies
+    from fme_ai_resilience.survey123 import parse_webhook
+
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return parse_webhook(*args, **kwargs)
+
+    monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", counting)
+    memo = RecentBodies(8, 60.0)
+    for delivery in ("d1", "d2"):
+        decision = decide(b"{oops", hdr(delivery), ledger, Settings(), clock.now(), recent=memo)
+        assert decision.status_code == 400
+    assert len(calls) == 2 and len(memo) == 0
+    assert ledger.counts()["DEAD"] == 1

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fme_ai_resilience.errors import InvalidPayload
 from fme_ai_resilience.keys import (
@@ -80,3 +82,29 @@ def test_trace_id_is_stable_per_key():
     assert trace_id_for(key) == trace_id_for(key)
     assert trace_id_for(key) != trace_id_for(idempotency_key(FEATURE))
     assert len(trace_id_for(key)) == 16
+
+
+def _by_pattern(value):
+    """The GlobalID the pattern alone makes of ``value`` (the reference for the shortcut)."""
+    from fme_ai_resilience.keys import _GUID
+
+    match = _GUID.match(value.strip())
+    return None if match is None else "-".join(match.groups()).lower()
+
+
+_GUID_TEXT = st.lists(st.sampled_from(list("0123456789abcdefABCDEF-{} gG_+x\u0660\uff10\t")),
+                      min_size=30, max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_GUID_TEXT, st.uuids().map(str), st.uuids().map(lambda u: "{%s}" % str(u).upper()),
+                 st.builds(lambda u, i, c: str(u)[:i] + c + str(u)[i + 1:], st.uuids(),
+                           st.integers(0, 35), st.sampled_from(list("-xg {}_\u0660")))))
+def test_every_spelling_normalises_as_the_pattern_says(value):
+    """The shortcut for the usual spelling answers as the GUID pattern: same id, or refused."""
+    expected = _by_pattern(value)
+    if expected is None:
+        with pytest.raises(InvalidPayload):
+            normalise_global_id(value)
+    else:
+        assert normalise_global_id(value) == expected

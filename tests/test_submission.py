@@ -105,3 +105,45 @@ def test_payload_holds_every_field_but_the_token_with_plain_attributes():
     assert {k: v for k, v in payload.items() if k != "attributes"} == {
         f.name: getattr(s, f.name) for f in dataclasses.fields(Submission)
         if f.name not in ("portal_token", "attributes")}
+
+
+@pytest.mark.parametrize("delivery_id", ["d-2", None])
+def test_with_delivery_id_equals_a_replace(delivery_id):
+    """with_delivery_id gives what dataclasses.replace gives, token included."""
+    s = make(delivery_id="d-1")
+    rebound = s.with_delivery_id(delivery_id)
+    assert rebound == dataclasses.replace(s, delivery_id=delivery_id)
+    assert rebound.delivery_id == delivery_id and rebound.portal_token == TOKEN
+    assert s.delivery_id == "d-1"  # the original is untouched
+    assert rebound.to_payload() == dataclasses.replace(s, delivery_id=delivery_id).to_payload()
+    assert hash(rebound) == hash(s)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rebound.delivery_id = "d-3"  # type: ignore[misc]
+
+
+def test_with_the_same_delivery_id_is_the_same_submission():
+    """Rebinding to the id it already has costs nothing: the submission itself comes back."""
+    s = make(delivery_id="d-1")
+    assert s.with_delivery_id("d-1") is s
+
+
+def test_a_checked_construction_equals_the_validating_one():
+    """The parser's fast construction builds what the constructor builds, and falls back to
+    it (copying, validating) for anything but a complete set of fields with read-only
+    attributes."""
+    from types import MappingProxyType
+
+    values = {f.name: getattr(make(), f.name) for f in dataclasses.fields(Submission)}
+    fast = Submission._from_checked(dict(values, attributes=MappingProxyType({"a": 1})))
+    assert fast == Submission(**dict(values, attributes={"a": 1}))
+    assert fast.portal_token == TOKEN and TOKEN not in repr(fast)
+    mutable = {"a": 1}
+    slow = Submission._from_checked(dict(values, attributes=mutable))
+    mutable["a"] = 2
+    assert slow.attributes["a"] == 1
+    with pytest.raises(InvalidPayload):
+        Submission._from_checked(dict(values, idempotency_key="",
+                                      attributes=MappingProxyType({})))
+    partial = {"idempotency_key": "k", "feature_global_id": "f", "trace_id": "t",
+               "attributes": MappingProxyType({})}
+    assert Submission._from_checked(partial) == Submission(**partial)

@@ -444,3 +444,90 @@ def test_service_url_with_a_query_builds_clean_layer_and_photo_urls():
     (sub,) = parse_webhook(json.dumps(body))
     assert sub.service_url == SERVICE and sub.layer_url == f"{SERVICE}/0"
     assert sub.attachment_url == f"{SERVICE}/0/204/attachments/77"
+
+
+# -- the fast paths give what the general ones give ---------------------------------------------
+
+_URL_TEXT = st.lists(st.sampled_from(list("ab:/.?#@[]%=&-_ 09\t\u00e9\u2100")
+                                    + ["token", "key", "sig", "user:pw@"]),
+                    max_size=20).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_URL_TEXT, st.builds(lambda p: "https://h.example/" + p, _URL_TEXT)))
+def test_a_plain_attachment_url_is_returned_as_the_redactor_would(url):
+    """The shortcut for URLs with nothing to drop answers exactly as without_secret_params."""
+    from fme_ai_resilience.redact import without_secret_params
+    from fme_ai_resilience.survey123 import _without_token
+
+    try:
+        expected = without_secret_params(url)
+    except ValueError:
+        with pytest.raises(InvalidPayload):
+            _without_token(url)
+    else:
+        assert _without_token(url) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_URL_TEXT, st.builds(lambda p: SERVICE + p, _URL_TEXT)))
+def test_the_remembered_service_base_is_the_computed_one(url):
+    """A remembered service URL is what splitting it gives, and one carrying a query,
+    fragment or credentials is never remembered."""
+    from fme_ai_resilience.survey123 import (_plain_service_base, _service_base,
+                                             _split_service_base)
+
+    _plain_service_base.cache_clear()
+    try:
+        expected = _split_service_base(url)
+    except InvalidPayload:
+        with pytest.raises(InvalidPayload):
+            _service_base(url)
+        return
+    assert _service_base(url) == _service_base(url) == expected
+    if any(c in url for c in "?#@"):
+        assert _plain_service_base.cache_info().currsize == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.text(alphabet=st.sampled_from(list('{}[]":,0123456789.eE-+ \t\nabtrufsln\\')), max_size=30),
+    st.builds(lambda v, pre, post: pre + json.dumps(v) + post,
+              st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                           lambda c: st.lists(c, max_size=3)
+                           | st.dictionaries(st.text(max_size=3), c, max_size=3), max_leaves=8),
+              st.sampled_from(["", " ", "\n"]), st.sampled_from(["", " ", "\r\n", "x", " 1"]))))
+def test_decoding_answers_as_the_json_decoder(text):
+    """The scanner shortcut returns or raises exactly what the configured decoder does."""
+    from fme_ai_resilience.survey123 import _DECODER, _loads
+
+    try:
+        expected = _DECODER.decode(text)
+    except (ValueError, RecursionError) as exc:
+        with pytest.raises(type(exc)) as info:
+            _loads(text)
+        assert str(info.value) == str(exc)
+    else:
+        assert _loads(text) == expected
+
+
+def test_an_object_body_is_copied_not_shared():
+    """Changing a decoded body handed in as an object afterwards leaves the submissions as
+    parsed, and their attributes cannot be changed."""
+    body = sample()
+    (sub,) = parse_webhook(body)
+    body["feature"]["attributes"]["crew"] = "changed"
+    assert sub.attributes["crew"] == "north-2"
+    with pytest.raises(TypeError):
+        sub.attributes["crew"] = "x"  # type: ignore[index]
+
+
+def test_every_photo_of_a_record_carries_the_records_attributes():
+    """Photos of one record carry equal, read-only attributes; a repeat record its own."""
+    subs = parse_webhook((DATA / "survey123_repeats.json").read_bytes())
+    feature = [s for s in subs if s.layer_url.endswith("/0")]
+    assert len(feature) == 3 and all(s.attributes == feature[0].attributes for s in feature)
+    assert all(s.attributes["asset_id"] == "VLV-0412" for s in feature)
+    repeat = [s for s in subs if s.layer_url.endswith("/1")]
+    assert [s.attributes["severity"] for s in repeat] == ["high", "low"]
+    assert [s.asset_type for s in repeat] == ["valve", "valve-box"]
