@@ -2,8 +2,9 @@
 
 A webhook may arrive more than once: a proxy retries, FME Flow delivers again, an operator
 replays a delivery. :class:`RecentBodies` remembers the submissions
-:func:`~fme_ai_resilience.survey123.parse_webhook` made of the most recent bodies, keyed by a
-BLAKE2b digest of the raw bytes together with everything else the parse depends on: the
+:func:`~fme_ai_resilience.survey123.parse_webhook` made of the most recent bodies, keyed by
+the raw bytes themselves (a lookup compares them whole: no digest can collide) together with
+everything else the parse depends on: the
 ``X-Survey123-Event`` header and the parse limits. The ``X-Survey123-Delivery`` id is not part
 of the key: a redelivery gets the remembered submissions bound to its own delivery id.
 
@@ -22,7 +23,6 @@ eighth of ``max_age_s`` of expiring). :meth:`RecentBodies.clear` drops everythin
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 from collections import OrderedDict
@@ -119,8 +119,7 @@ class RecentBodies:
             # Off, already decoded, refused for its size anyway, or an unusual header value.
             return parser(body, headers, max_bytes=max_bytes, max_depth=max_depth,
                           max_attachments=max_attachments, asset_type_field=asset_type_field)
-        key = (hashlib.blake2b(raw, digest_size=16).digest(), event, max_bytes, max_depth,
-               max_attachments, asset_type_field)
+        key = (raw, event, max_bytes, max_depth, max_attachments, asset_type_field)
         with self._lock:
             if now > self._sweep_at:
                 self._sweep(now)
