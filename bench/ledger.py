@@ -26,8 +26,9 @@ Two scenarios, every operation committed on its own (fsync and synchronous_commi
 The ledger's backlog is kept under the watermark (48, park ceiling 480, the default intake
 settings) by marking registered rows SUCCEEDED (the steady state of an intake whose
 processors keep up): with one client every 40 registrations, outside the timing; in the burst
-every 5 ms from a separate process, whose work competes with the clients for the machine (the
-ledger pays for it, the other subjects have nothing to drain).
+every 5 ms from a separate process, whose work competes with the clients for the machine. The
+same-row floor's table is drained the same way, so both carry the same churn; procrastinate's
+jobs are left as they are.
 """
 from __future__ import annotations
 
@@ -147,9 +148,10 @@ def ledger_subject(name: str, url: str, schema: str, admin) -> Subject:
     return subject
 
 
-def floor_subject(url: str, same_row: bool = True) -> Subject:
+def floor_subject(url: str, same_row: bool = True, admin: Any = None) -> Subject:
     """The raw INSERT: the ledger's row into the ledger's table, or (``same_row=False``) key
-    and payload into a bare table."""
+    and payload into a bare table. With ``admin`` the same-row floor's table is drained like
+    the ledger's (same churn), outside the timing."""
     conn = psycopg2.connect(url)
     conn.autocommit = True
     cur = conn.cursor()
@@ -166,8 +168,13 @@ def floor_subject(url: str, same_row: bool = True) -> Subject:
         if not cur.fetchall():
             raise RuntimeError("floor: key already there")
 
+    def after(done: int) -> None:
+        if admin is not None and same_row and done % DRAIN_EVERY == 0:
+            with admin.cursor() as cur:
+                cur.execute(DRAIN.format(schema="ledger_floor"), (T0,))
+
     subject = Subject("floor (raw INSERT, same row)" if same_row else
-                      "floor (raw INSERT, bare table)", row_op if same_row else bare_op)
+                      "floor (raw INSERT, bare table)", row_op if same_row else bare_op, after)
     subject.close = conn.close
     return subject
 
@@ -245,16 +252,18 @@ def _burst_client(kind: str, url: str, first: int, ops: int, barrier: Any, out: 
     out.put((start, time.perf_counter()))
 
 
-def _drainer(url: str, stop: Any) -> None:
+def _drainer(url: str, schema: str, stop: Any) -> None:
     conn = psycopg2.connect(url)
     conn.autocommit = True
     with conn.cursor() as cur:
         while not stop.is_set():
-            cur.execute(DRAIN.format(schema="ledger_small"), (T0,))
+            cur.execute(DRAIN.format(schema=schema), (T0,))
             time.sleep(BURST_DRAIN_PAUSE_S)
     conn.close()
 
 
+#: The table each burst subject's drainer keeps under the watermark (procrastinate's jobs stay).
+DRAINED = {"floor": "ledger_floor", "ledger": "ledger_small"}
 BURST_KINDS = (("floor", "floor (raw INSERT, same row)"), ("ledger", "ledger, 10,000 rows"),
                ("procrastinate", "procrastinate defer"),
                ("procrastinate-cheapest", "procrastinate defer, cheapest"))
@@ -269,8 +278,10 @@ def burst(url: str, clients: int, ops: int, rounds: int) -> Dict[str, List[float
         order = BURST_KINDS[r % len(BURST_KINDS):] + BURST_KINDS[:r % len(BURST_KINDS)]
         for kind, label in order:
             barrier, out, stop = ctx.Barrier(clients), ctx.Queue(), ctx.Event()
-            drainer = ctx.Process(target=_drainer, args=(url, stop))
-            drainer.start()
+            drainer = None
+            if kind in DRAINED:
+                drainer = ctx.Process(target=_drainer, args=(url, DRAINED[kind], stop))
+                drainer.start()
             procs = []
             for _ in range(clients):
                 procs.append(ctx.Process(target=_burst_client,
@@ -282,7 +293,8 @@ def burst(url: str, clients: int, ops: int, rounds: int) -> Dict[str, List[float
             for proc in procs:
                 proc.join()
             stop.set()
-            drainer.join()
+            if drainer is not None:
+                drainer.join()
             if any(proc.exitcode for proc in procs):
                 raise RuntimeError(f"a {label} client failed")
             wall = max(end for _, end in spans) - min(start for start, _ in spans)
@@ -294,7 +306,7 @@ def burst(url: str, clients: int, ops: int, rounds: int) -> Dict[str, List[float
 
 def one_client(url: str, work: Any, ops: int, rounds: int, small: int,
                large: int) -> Dict[str, Dict[str, float]]:
-    subjects = [floor_subject(url),
+    subjects = [floor_subject(url, admin=work),
                 ledger_subject(f"ledger, {small:,} rows", url, "ledger_small", work),
                 procrastinate_subject(url, shipped=True),
                 ledger_subject(f"ledger, {large:,} rows", url, "ledger_large", work),
