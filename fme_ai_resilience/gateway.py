@@ -101,6 +101,8 @@ class _Gateway:
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
+        if self._recent is not None:  # every request expires old entries: tokens go with them
+            self._recent.expire(self.clock.now())
         try:
             if path == self.health_path:
                 status, headers, body = self._health(method)

@@ -286,18 +286,25 @@ def capacity_limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode,
     return plan, OverloadMode(intake.overload_mode), park_ceiling
 
 
-_last_limits: Tuple[Any, Any] = (None, None)
+class _LastLimits:
+    """:func:`capacity_limits` for the last settings object seen, without hashing it (the usual
+    case: one settings object per process). Resettable, like an ``lru_cache``."""
+
+    def __init__(self) -> None:
+        self._last: Tuple[Any, Any] = (None, None)  # one tuple: swapped whole, thread-safe
+
+    def cache_clear(self) -> None:
+        self._last = (None, None)
+
+    def __call__(self, intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
+        last, limits = self._last
+        if intake is not last:
+            limits = capacity_limits(intake)
+            self._last = (intake, limits)
+        return limits
 
 
-def _limits(intake: IntakeSettings) -> Tuple[CapacityPlan, OverloadMode, int]:
-    """:func:`capacity_limits`, answered from the last settings object seen when it is the same
-    one (the usual case: one settings object per process), without hashing it."""
-    global _last_limits
-    last, limits = _last_limits
-    if intake is not last:
-        limits = capacity_limits(intake)
-        _last_limits = (intake, limits)
-    return limits
+_limits = _LastLimits()
 
 
 def _drain_rate(store: Any, settings: Settings, now: float) -> Optional[float]:

@@ -307,6 +307,21 @@ def test_a_second_identical_post_is_answered_from_the_parse_memo(ledger, clock, 
     assert ledger.counts()["PENDING"] == 1
 
 
+def test_any_request_expires_the_parse_memo(ledger, clock):
+    """Once an entry (and the portal token it holds) has passed its age, the next request of
+    any kind drops it: here a health check."""
+    app = make_app(ledger, Settings(intake=IntakeSettings(recent_body_max_age_s=60.0)),
+                   clock=clock)
+    assert call(app)[0] == 202
+    assert len(app._recent) == 1
+    clock.advance(30.0)
+    call(app, method="GET", path="/healthz")
+    assert len(app._recent) == 1
+    clock.advance(31.0)
+    assert call(app, method="GET", path="/healthz")[0] == 200
+    assert len(app._recent) == 0
+
+
 def test_the_parse_memo_can_be_turned_off(ledger, clock, monkeypatch):
     """intake.recent_bodies 0 parses every delivery."""
     parser = CountingParser(monkeypatch)

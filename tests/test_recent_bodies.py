@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fme_ai_resilience.errors import ConfigurationError, InvalidPayload
-from fme_ai_resilience.recent_bodies import RecentBodies
+from fme_ai_resilience.recent_bodies import MAX_BODY_BYTES, RecentBodies
 from fme_ai_resilience.survey123 import parse_webhook
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -182,6 +182,67 @@ def test_a_body_over_max_bytes_is_refused_without_being_hashed_or_kept():
     with pytest.raises(InvalidPayload, match="over the limit"):
         memo.parse(BODY, H, 0.0, max_bytes=100)
     assert len(memo) == 0
+
+
+def test_a_body_over_the_per_entry_cap_is_parsed_every_time():
+    """A valid body larger than MAX_BODY_BYTES is never kept: it would hold many times its size
+    in decoded submissions."""
+    data = json.loads(BODY)
+    data["feature"]["attributes"]["notes"] = "x" * MAX_BODY_BYTES
+    big = json.dumps(data).encode()
+    parser, memo = Counting(), RecentBodies(8, 60.0)
+    for now in (0.0, 1.0):
+        assert memo.parse(big, H, now, parser=parser) == parse_webhook(big, H)
+    assert parser.calls == 2 and len(memo) == 0
+
+
+def test_event_header_bytes_count_toward_the_total():
+    """A body carrying its own eventType under ever new header values makes new entries; the
+    header bytes are counted, so the total bound still holds."""
+    body = json.dumps(dict(json.loads(BODY), eventType="addData")).encode()
+    header = "x" * 2000
+    memo = RecentBodies(512, 60.0, max_total_bytes=10 * (len(body) + len(header)))
+    for n in range(40):
+        memo.parse(body, {"X-Survey123-Event": header + str(n)}, float(n))
+    assert len(memo) <= 10
+
+
+def test_expire_drops_old_entries_without_a_parse():
+    """expire(now) takes what has passed max_age (tokens with it); a fresh entry stays."""
+    memo = RecentBodies(8, 60.0)
+    memo.parse(BODY, H, 0.0)
+    memo.parse(other_body(1), H, 50.0)
+    memo.expire(55.0)
+    assert len(memo) == 2
+    memo.expire(61.0)
+    assert len(memo) == 1
+    memo.expire(200.0)
+    assert len(memo) == 0
+
+
+def test_calls_that_bypass_it_still_expire_old_entries():
+    """A decoded body is parsed without the memo, but the call still sweeps it."""
+    memo = RecentBodies(8, 60.0)
+    memo.parse(BODY, H, 0.0)
+    memo.parse(json.loads(BODY), H, 3600.0)
+    assert len(memo) == 0
+
+
+def test_a_clock_going_back_drops_entries_stamped_later():
+    """After the clock steps back, entries parsed "in the future" go at the next call."""
+    memo = RecentBodies(8, 600.0)
+    memo.parse(BODY, H, 3600.0)
+    memo.expire(599.0)
+    assert len(memo) == 0
+
+
+def test_another_parser_never_gets_this_parsers_answer():
+    """The parser is part of the key."""
+    first, second = Counting(), Counting()
+    memo = RecentBodies(8, 60.0)
+    memo.parse(BODY, H, 0.0, parser=first)
+    memo.parse(BODY, H, 1.0, parser=second)
+    assert (first.calls, second.calls) == (1, 1)
 
 
 def test_decoded_objects_bypass_it():
