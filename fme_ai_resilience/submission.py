@@ -72,7 +72,7 @@ class Submission:
         instead of each copying it. ``values`` becomes the instance's ``__dict__`` (the caller
         hands it over). Anything else falls back to the validating constructor.
         """
-        if (len(values) != _FIELD_COUNT or type(values.get("attributes")) is not MappingProxyType
+        if (values.keys() != _FIELD_NAMES or type(values.get("attributes")) is not MappingProxyType
                 or not values.get("idempotency_key") or not values.get("feature_global_id")):
             return cls(**values)
         made = object.__new__(cls)
@@ -118,5 +118,5 @@ class Submission:
             raise InvalidPayload(f"stored payload is incomplete: {exc}") from None
 
 
-#: How many fields a Submission has (``_from_checked`` takes a dict of exactly these).
-_FIELD_COUNT = len(fields(Submission))
+#: The fields of a Submission (``_from_checked`` takes a dict of exactly these).
+_FIELD_NAMES = frozenset(f.name for f in fields(Submission))

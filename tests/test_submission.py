@@ -147,3 +147,7 @@ def test_a_checked_construction_equals_the_validating_one():
     partial = {"idempotency_key": "k", "feature_global_id": "f", "trace_id": "t",
                "attributes": MappingProxyType({})}
     assert Submission._from_checked(partial) == Submission(**partial)
+    misnamed = dict(values, attributes=MappingProxyType({}))
+    misnamed["not_a_field"] = misnamed.pop("question")  # as many fields, one of them wrong
+    with pytest.raises(TypeError):
+        Submission._from_checked(misnamed)
