@@ -97,6 +97,7 @@ class PostgresStore(SqlStore):
         self.application_name = application_name
         self._lock = threading.RLock()
         self._conn: Optional[Any] = None
+        self._cursor: Optional[Any] = None  # the connection's cursor for one-statement work
         self._pid: Optional[int] = None
         # prepare=False for poolers that cannot keep prepared statements (PgBouncer in
         # transaction mode).
@@ -133,6 +134,7 @@ class PostgresStore(SqlStore):
         # JSON columns come back as text, as from SQLite; the shared code decodes them.
         psycopg2.extras.register_default_jsonb(conn, loads=lambda text: text)
         self._conn, self._pid, self._prepared = conn, os.getpid(), set()
+        self._cursor = conn.cursor()
         return conn
 
     def close(self) -> None:
@@ -157,12 +159,16 @@ class PostgresStore(SqlStore):
     def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
                    write: bool = True) -> Result:
         """One statement, its own transaction (autocommit): one round trip."""
+        return self._one_statement(name, write, lambda cur: _PgTx(cur, self).run(name, params))
+
+    def _one_statement(self, name: str, write: bool, run: Callable[[Any], T]) -> T:
+        """``run(cursor)`` for one statement on the live connection, run again after a failure
+        only when nothing can have taken effect."""
         with self._lock:
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
                 try:
-                    with conn.cursor() as cur:
-                        return _PgTx(cur, self).run(name, params)
+                    return run(self._cursor)
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=False)
@@ -218,7 +224,7 @@ class PostgresStore(SqlStore):
 
     def _drop(self, conn: Any) -> None:
         if conn is self._conn:
-            self._conn = None
+            self._conn = self._cursor = None
         if self._pid == os.getpid():
             try:
                 conn.close()
@@ -226,10 +232,28 @@ class PostgresStore(SqlStore):
                 pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
+        forms = self._prepare.get("register")
+        if forms is None:
+            run = lambda cur: _PgTx(cur, self).run("register", params).rows[0]  # noqa: E731
+        else:
+            # The intake's hot path: straight to the prepared statement, one row as a tuple.
+            args = tuple([clean_value(params[k]) for k in forms.order])
+
+            def run(cur: Any) -> Dict[str, Any]:
+                if "register" not in self._prepared:
+                    cur.execute(forms.prepare)
+                    self._prepared.add("register")
+                try:
+                    cur.execute(forms.execute, args)
+                except (ValueError, OverflowError) as exc:  # a value the driver cannot bind
+                    raise translate(exc, {}, lambda _: False) from exc
+                inserted, backlog, status, outcome = cur.fetchone()
+                return {"inserted": inserted, "backlog": backlog, "status": status,
+                        "outcome": outcome}
         # A concurrent registration of the same key that committed after this statement's
         # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         for _ in range(5):
-            row = self._statement("register", params).rows[0]
+            row = self._one_statement("register", True, run)
             if row["inserted"] is not None or row["status"] is not None or decide(
                     int(row["backlog"]), params["ceiling"], params["park"],
                     params["park_ceiling"]) is None:
