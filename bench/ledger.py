@@ -18,10 +18,11 @@ Two scenarios, every operation committed on its own (fsync and synchronous_commi
 
 * **one client** (latency): one connection per subject, one operation at a time, subjects
   interleaved in rounds with the order rotated; ops/s is the inverse of the mean latency;
-* **burst** (throughput): ``--clients`` OS processes (default 8, the engines of the default
-  capacity plan) register at once, each on its own connection, as when a field crew's phones
-  come back online; decisions/s is the total over the wall time from the first start to the
-  last finish. Subjects take turns, in rounds, the order rotated.
+* **burst** (throughput; the decisions/s targets are judged here): ``--clients`` OS processes
+  (default 8, the engines of the default capacity plan) register at once, each on its own
+  connection, as when a field crew's phones come back online; decisions/s is the total over
+  the wall time from the first start to the last finish. Subjects take turns, in rounds, the
+  order rotated.
 
 The ledger's backlog is kept under the watermark (48, park ceiling 480, the default intake
 settings) by marking registered rows SUCCEEDED (the steady state of an intake whose
@@ -71,7 +72,8 @@ FLOOR_INSERT = ("INSERT INTO floor_registry (task_key, payload) VALUES (%s, %s) 
                 "ON CONFLICT (task_key) DO NOTHING RETURNING task_key")
 DRAIN = ("UPDATE {schema}.ai_task_registry SET status = 'SUCCEEDED', outcome = 'ACCEPTED', "
          "completed_at = %s, next_attempt_at = NULL WHERE status IN ('PENDING', 'DEFERRED')")
-#: Targets of the issue: throughput ratios under the burst, the p99 ratio with one client.
+#: Targets: decisions/s (throughput) ratios under the burst, the p99 ratio with one client;
+#: the one-client throughput ratios are printed beside them without a verdict.
 FLOOR_TARGET, PROCRASTINATE_TARGET, P99_TARGET = 0.7, 3.0, 1.2
 BURST_DRAIN_PAUSE_S = 0.005
 
@@ -391,10 +393,9 @@ def main(argv=None) -> int:
     for label, r in one.items():
         print(f"{label:<32}{r['ops']:>7}{r['per_s']:>9.0f}{r['p50_ms']:>9.3f}"
               f"{r['p99_ms']:>9.3f}{r['p99_rounds_ms']:>11.3f}")
-    print(f"{'ledger/floor':<40}{verdict(small['per_s'] / floor['per_s'], FLOOR_TARGET)}")
+    print(f"{'ledger/floor':<40}{small['per_s'] / floor['per_s']:>6.2f}x")
     print(f"{'ledger/floor, bare table':<40}{small['per_s'] / bare['per_s']:>6.2f}x")
-    print(f"{'ledger/procrastinate':<40}"
-          f"{verdict(small['per_s'] / proc['per_s'], PROCRASTINATE_TARGET)}")
+    print(f"{'ledger/procrastinate':<40}{small['per_s'] / proc['per_s']:>6.2f}x")
     print(f"{'ledger/procrastinate, cheapest':<40}{small['per_s'] / cheapest['per_s']:>6.2f}x")
     print(f"{'p99 1M / p99 10k':<40}"
           f"{verdict(large['p99_ms'] / small['p99_ms'], P99_TARGET, at_least=False)}")
