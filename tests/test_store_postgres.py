@@ -110,3 +110,20 @@ def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
         conn.close()
     assert rows == [("k-cols", "reconciler", "t-1", "f\ufffdgid", "a-gid", "editData"),
                     ("k-none", "survey123", "t-2", "f2", None, "addData")]
+
+
+def test_an_interrupted_prepare_does_not_break_later_registrations(pg):
+    """Interrupted between PREPARE and recording it (a signal, Ctrl-C), the store starts the
+    next operation on a new connection instead of preparing the statement a second time."""
+
+    class Interrupting(set):
+        def add(self, name):
+            raise KeyboardInterrupt
+
+    pg.claim("warm-up", 1, 60, T0)  # a live connection whose register is not prepared yet
+    pg._prepared = Interrupting(pg._prepared)
+    s = Submission(idempotency_key="k-int", feature_global_id="f", trace_id="t")
+    with pytest.raises(KeyboardInterrupt):
+        pg.register(s, T0, 10)  # interrupted after PREPARE, before the registration ran
+    assert pg.register(s, T0, 10).outcome is RegisterOutcome.NEW
+    assert pg.register(s, T0, 10).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS

@@ -178,6 +178,14 @@ class PostgresStore(SqlStore):
                         log.info("retrying ledger query %s after %s", name, type(exc).__name__)
                         continue
                     raise translate_error(exc) from exc
+                except StoreError:  # a value the driver refused to bind: nothing was sent
+                    raise
+                except BaseException:
+                    # Interrupted mid-way (a signal, KeyboardInterrupt): the connection's state
+                    # is not known, e.g. a statement prepared but not recorded as prepared.
+                    # The next operation starts on a new connection.
+                    self._drop(conn)
+                    raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
@@ -234,7 +242,8 @@ class PostgresStore(SqlStore):
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
         forms = self._prepare.get("register")
         if forms is None:
-            run = lambda cur: _PgTx(cur, self).run("register", params).rows[0]  # noqa: E731
+            def run(cur: Any) -> Dict[str, Any]:
+                return _PgTx(cur, self).run("register", params).rows[0]
         else:
             # The intake's hot path: straight to the prepared statement, one row as a tuple.
             args = tuple([clean_value(params[k]) for k in forms.order])
