@@ -416,10 +416,12 @@ def main(argv=None) -> int:
     print(f"{'ledger/floor, bare table':<40}{small['per_s'] / bare['per_s']:>6.2f}x")
     print(f"{'ledger/procrastinate':<40}{small['per_s'] / proc['per_s']:>6.2f}x")
     print(f"{'ledger/procrastinate, cheapest':<40}{small['per_s'] / cheapest['per_s']:>6.2f}x")
+    # Each round's p99, then the median over rounds: robust to bursts of load from other
+    # processes on a shared machine, which the p99 of all operations together is not.
     print(f"{f'p99 at {args.large:,} / at {args.small:,} rows':<40}"
-          f"{verdict(large['p99_ms'] / small['p99_ms'], P99_TARGET, at_least=False)}")
-    print(f"{'same, median of per-round p99s':<40}"
-          f"{large['p99_rounds_ms'] / small['p99_rounds_ms']:>6.2f}x")
+          f"{verdict(large['p99_rounds_ms'] / small['p99_rounds_ms'], P99_TARGET, False)}")
+    print(f"{'same, p99 of all operations together':<40}"
+          f"{large['p99_ms'] / small['p99_ms']:>6.2f}x")
     print(f"{'p50, same':<40}{large['p50_ms'] / small['p50_ms']:>6.2f}x")
     print()
     print(f"Burst: {args.clients} client processes at once, {args.burst_ops} operations each, "
