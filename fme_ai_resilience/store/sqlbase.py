@@ -4,10 +4,11 @@
 of a few primitives a backend supplies (``_transact`` running a function inside one transaction,
 ``_register_row`` and ``_claim_rows`` for the two operations whose atomicity each dialect gets
 its own way). Driver exceptions never leave a backend: :func:`translate` turns them into
-:class:`StoreError` / :class:`StoreUnavailable` once, at that edge. Every parameter passes
-:meth:`Tx.execute`, which cleans its text (NUL and lone surrogates become U+FFFD on every
-backend) and turns the ValueError / UnicodeError / OverflowError a driver raises for a value
-it cannot bind into :class:`StoreError`.
+:class:`StoreError` / :class:`StoreUnavailable` once, at that edge. Every parameter is cleaned
+before the driver sees it (:mod:`.text`: NUL and lone surrogates become U+FFFD on every backend;
+:meth:`Tx.execute` does it, and so does the PostgreSQL registration's direct path), and the
+ValueError / UnicodeError / OverflowError a driver raises for a value it cannot bind becomes
+:class:`StoreError`.
 """
 from __future__ import annotations
 
