@@ -192,42 +192,33 @@ def _record(record: Mapping[str, Any], where: str, ctx: _Context, out: List[Subm
         out.append(_unknown(rec, ctx, where))
         ctx.root_unknown = ctx.root_unknown or where == "feature"
     else:
-        if type(attachments) is not dict and not isinstance(attachments, Mapping):
-            raise InvalidPayload("attachments must be an object keyed by question",
-                                 field=f"{where}.attachments")
-        for question, photos in attachments.items():
-            if photos is None:
-                continue
-            if type(photos) is not list and not isinstance(photos, list):
-                raise InvalidPayload("must be a list", field=f"{where}.attachments.{question}")
-            for index, photo in enumerate(photos):
-                if type(photo) is not dict and not isinstance(photo, Mapping):
-                    raise InvalidPayload("must be an object",
-                                         field=f"{where}.attachments.{question}[{index}]")
-                out.append(_photo(photo, question, index, rec, ctx, where))
+        for question, index, photo in _keyed_lists(attachments, where, "attachments",
+                                                   "question"):
+            out.append(_photo(photo, question, index, rec, ctx, where))
     repeats = record.get("repeats")
     if repeats is not None:
-        for _, path, row in _keyed_lists(repeats, where, "repeats", "table"):
-            _record(row, path, ctx, out, rec.asset_type)
+        for table, index, row in _keyed_lists(repeats, where, "repeats", "table"):
+            _record(row, f"{where}.repeats.{table}[{index}]", ctx, out, rec.asset_type)
     return rec
 
 
 def _keyed_lists(container: Any, where: str, name: str,
-                 keyed_by: str) -> Iterator[Tuple[str, str, Mapping[str, Any]]]:
-    """``(key, path, item)`` for each object in an object of lists (``{table: [record]}``)."""
+                 keyed_by: str) -> Iterator[Tuple[Any, int, Mapping[str, Any]]]:
+    """``(key, index, item)`` for each object in an object of lists (``{question: [photo]}``,
+    ``{table: [record]}``); an item's path, ``<where>.<name>.<key>[<index>]``, is only spelled
+    out for an error."""
     if type(container) is not dict and not isinstance(container, Mapping):
         raise InvalidPayload(f"{name} must be an object keyed by {keyed_by}",
                              field=f"{where}.{name}")
     for key, items in container.items():
         if items is None:
             continue
-        if type(items) is not list and not isinstance(items, list):
+        if not isinstance(items, list):
             raise InvalidPayload("must be a list", field=f"{where}.{name}.{key}")
         for index, item in enumerate(items):
-            path = f"{where}.{name}.{key}[{index}]"
             if type(item) is not dict and not isinstance(item, Mapping):
-                raise InvalidPayload("must be an object", field=path)
-            yield str(key), path, item
+                raise InvalidPayload("must be an object", field=f"{where}.{name}.{key}[{index}]")
+            yield key, index, item
 
 
 def _photo(photo: Mapping[str, Any], question: Any, index: int, rec: _Rec, ctx: _Context,
