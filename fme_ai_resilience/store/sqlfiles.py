@@ -1,4 +1,4 @@
-"""Named SQL blocks from the ``.sql`` files shipped in the package (``fme_ai_resilience/sql``).
+"""Named SQL blocks from the ``.sql`` files shipped in the package (``fme_ai_resilience.store.sql``).
 
 A file holds blocks introduced by a ``-- name --`` line, then comment lines describing it;
 the lines up to the next block are its SQL. ``queries.sql`` is shared by both dialects and
@@ -15,6 +15,8 @@ from types import MappingProxyType
 from typing import Dict, List, Mapping, Tuple
 
 DIALECTS = ("sqlite", "postgresql")
+#: Where the ``.sql`` files are: the top-level ``sql/`` directory, mapped here by setup.cfg.
+SQL_PACKAGE = "fme_ai_resilience.store.sql"
 
 _HEADER = re.compile(r"^-- ([a-z0-9_]+) --\s*$")
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
@@ -45,7 +47,7 @@ def parse_blocks(text: str) -> Dict[str, str]:
 
 def read_sql_file(filename: str) -> str:
     """The text of one ``.sql`` file shipped inside the package."""
-    return (resources.files("fme_ai_resilience") / "sql" / filename).read_text(encoding="utf-8")
+    return (resources.files(SQL_PACKAGE) / filename).read_text(encoding="utf-8")
 
 
 def _check_dialect(dialect: str) -> None:
