@@ -140,7 +140,7 @@ def ledger_subject(name: str, url: str, schema: str, admin) -> Subject:
     drain_sql = DRAIN.format(schema=schema)
 
     def op(s: Submission) -> None:
-        reg = store.register(s, T0, CEILING, OverloadMode.PARK, PARK_CEILING)
+        reg = store.register(s, CEILING, OverloadMode.PARK, PARK_CEILING, now=T0)
         if reg.outcome is not RegisterOutcome.NEW:
             raise RuntimeError(f"{name}: expected NEW, got {reg}")
 
@@ -243,7 +243,7 @@ def _burst_op(kind: str, url: str) -> Callable[[Submission], None]:
         store = open_store(f"{url}?options=-csearch_path%3Dledger_small")
 
         def op(s: Submission) -> None:
-            if store.register(s, T0, CEILING, OverloadMode.PARK, PARK_CEILING).outcome not in (
+            if store.register(s, CEILING, OverloadMode.PARK, PARK_CEILING, now=T0).outcome not in (
                     RegisterOutcome.NEW, RegisterOutcome.PARKED):
                 raise RuntimeError("ledger: a new key was not stored")
         return op

@@ -55,7 +55,8 @@ def target() -> int:
 
 def _ours(fn: Target) -> Target:
     from fme_ai_resilience.clock import SystemClock
-    from fme_ai_resilience.retry import RetryPolicy, Retrying
+    from fme_ai_resilience.retry import RetryPolicy
+    from fme_ai_resilience.services.retrying import Retrying
 
     engine = Retrying(RetryPolicy(deadline_s=180.0), clock=SystemClock())
     run = engine.run
@@ -85,12 +86,13 @@ def _backoff(fn: Target) -> Target:
 # -- circuit breakers -------------------------------------------------------------------------
 
 def _our_breaker():
-    from fme_ai_resilience.breaker import BreakerPolicy, CircuitBreaker
+    from fme_ai_resilience.breaker import BreakerPolicy
+    from fme_ai_resilience.services.shared_breaker import CircuitBreaker
     from fme_ai_resilience.clock import SystemClock
     from fme_ai_resilience.store import open_store
 
     store = open_store("sqlite:///:memory:", init_schema=True)
-    breaker = CircuitBreaker(store, "vision", BreakerPolicy(), SystemClock())
+    breaker = CircuitBreaker("vision", BreakerPolicy(), store=store, clock=SystemClock())
     breaker.allow()   # warm the state cache
     return breaker
 

@@ -8,7 +8,7 @@ Strategies (``n`` is the retry number, 0 for the wait after the first failure;
 * ``decorrelated``: ``min(cap, uniform(base, 3 * previous))`` (``previous`` starts at ``base``)
 * ``proportional``: ``e * uniform(0.5, 1.5)`` (the seed's form; it may reach 1.5 x cap)
 
-A class's :class:`~fme_ai_resilience.errors.BackoffProfile` scales base and cap
+A class's :class:`~fme_ai_resilience.classification.BackoffProfile` scales base and cap
 (:data:`PROFILE_SCALE`). Randomness only comes from the ``random.Random`` passed in.
 
 :func:`parse_retry_after` reads ``Retry-After`` (delta-seconds or HTTP-date) and the providers'
@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Iterator, Mapping, Optional, Tuple
 
-from .errors import BackoffProfile, ConfigurationError
+from .caseless import get_ignoring_case
+from .checks import finite
+from .classification import BackoffProfile
+from .errors import ConfigurationError
+
+__all__ = ["Jitter", "Backoff", "PROFILE_SCALE", "MAX_RETRY_AFTER_S", "parse_retry_after",
+           "retry_after_from_headers"]
 
 #: The longest wait any server hint can impose (24 h); longer values are clamped to it.
 MAX_RETRY_AFTER_S = 24 * 3600.0
@@ -63,9 +69,7 @@ class Backoff:
 
     def __post_init__(self) -> None:
         for name in ("base_s", "cap_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ConfigurationError(f"backoff.{name}", value, "must be a finite number > 0")
+            finite(f"backoff.{name}", getattr(self, name), above=0)
         if self.cap_s < self.base_s:
             raise ConfigurationError("backoff.cap_s", self.cap_s, "must be >= base_s")
         try:
@@ -105,7 +109,8 @@ class Backoff:
             return min(self.cap_s, self.base_s * 3.0 ** min(max(retry, 0) + 1, _MAX_EXPONENT))
         return self.bounds(retry)[1]
 
-    def delay(self, retry: int, rng: random.Random, previous_s: Optional[float] = None) -> float:
+    def delay(self, retry: int, *, rng: random.Random,
+              previous_s: Optional[float] = None) -> float:
         """Seconds to wait before retry number ``retry`` (0-based).
 
         ``previous_s`` is the previous wait, used only by the decorrelated strategy.
@@ -116,12 +121,12 @@ class Backoff:
             return min(self.cap_s, rng.uniform(self.base_s, 3.0 * prev))
         return rng.uniform(low, high)
 
-    def delays(self, rng: random.Random) -> Iterator[float]:
+    def delays(self, *, rng: random.Random) -> Iterator[float]:
         """An endless sequence of waits for retries 0, 1, 2, ..."""
         previous: Optional[float] = None
         retry = 0
         while True:
-            previous = self.delay(retry, rng, previous)
+            previous = self.delay(retry, rng=rng, previous_s=previous)
             yield previous
             retry += 1
 
@@ -184,7 +189,7 @@ def _text_form(text: str) -> Optional[float]:
     return _duration(value)
 
 
-def parse_retry_after(value: Optional[str], now: float) -> Optional[float]:
+def parse_retry_after(value: Optional[str], *, now: float) -> Optional[float]:
     """Seconds to wait from a Retry-After value, or ``None`` when absent or unreadable.
 
     Accepts delta-seconds (``"120"``, ``"1.5"``), an HTTP-date relative to ``now`` (epoch
@@ -207,17 +212,7 @@ def parse_retry_after(value: Optional[str], now: float) -> Optional[float]:
     return None if seconds is None else _clamp(seconds)
 
 
-def _header(headers: Mapping[str, str], name: str) -> Optional[str]:
-    value = headers.get(name)
-    if value is None:
-        lowered = name.lower()
-        for key, candidate in headers.items():
-            if str(key).lower() == lowered:
-                return candidate
-    return value
-
-
-def retry_after_from_headers(headers: Optional[Mapping[str, str]], body_text: Optional[str],
+def retry_after_from_headers(headers: Optional[Mapping[str, str]], body_text: Optional[str], *,
                              now: float) -> Optional[float]:
     """The wait a rate-limited or failing response asks for, from every place it may say so.
 
@@ -226,20 +221,19 @@ def retry_after_from_headers(headers: Optional[Mapping[str, str]], body_text: Op
     is 0 (or not given), taking the longer; the body text ("try again in 41.724s").
     ``None`` when nothing usable is found.
     """
-    headers = headers or {}
-    seconds = parse_retry_after(_header(headers, "Retry-After"), now)
+    seconds = parse_retry_after(get_ignoring_case(headers, "Retry-After"), now=now)
     if seconds is not None:
         return seconds
     for name in ("retry-after-ms", "x-ms-retry-after-ms"):
-        raw = _header(headers, name)
+        raw = get_ignoring_case(headers, name)
         if raw is not None and _DELTA.match(str(raw).strip()):
             return _clamp(float(str(raw).strip()) / 1000.0)
     resets = []
     for kind in ("requests", "tokens"):
-        remaining = _header(headers, f"x-ratelimit-remaining-{kind}")
+        remaining = get_ignoring_case(headers, f"x-ratelimit-remaining-{kind}")
         if remaining is not None and str(remaining).strip() not in ("0", "0.0"):
             continue
-        reset = parse_retry_after(_header(headers, f"x-ratelimit-reset-{kind}"), now)
+        reset = parse_retry_after(get_ignoring_case(headers, f"x-ratelimit-reset-{kind}"), now=now)
         if reset is not None:
             resets.append(reset)
     if resets:

@@ -10,6 +10,10 @@ import time
 from dataclasses import dataclass
 from typing import List, Protocol
 
+from .checks import finite
+
+__all__ = ["Clock", "SystemClock", "FakeClock", "Deadline"]
+
 
 class Clock(Protocol):
     """Where time comes from."""
@@ -66,8 +70,8 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move both clocks forward by ``seconds`` (must not be negative)."""
-        if not seconds >= 0:  # also refuses NaN, which would poison every later reading
-            raise ValueError(f"a clock cannot go backwards (advance by {seconds})")
+        # also refuses NaN, which would poison every later reading
+        finite("seconds", seconds, minimum=0)
         self._now += seconds
         self._mono += seconds
 
@@ -86,16 +90,15 @@ class Deadline:
     budget_s: float
 
     def __post_init__(self) -> None:
-        if not self.budget_s >= 0:
-            raise ValueError(f"budget_s must be >= 0, got {self.budget_s!r}")
+        finite("budget_s", self.budget_s, minimum=0)
 
     @property
     def expires_at(self) -> float:
         return self.start + self.budget_s
 
-    def remaining(self, now: float) -> float:
+    def remaining(self, *, now: float) -> float:
         """Seconds left at ``now`` (never negative)."""
         return max(0.0, self.expires_at - now)
 
-    def expired(self, now: float) -> bool:
+    def expired(self, *, now: float) -> bool:
         return now >= self.expires_at

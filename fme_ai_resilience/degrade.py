@@ -12,27 +12,26 @@ Levels are cumulative (shared/DESIGN.md section 5)::
 error rate, breaker states) + the persisted :class:`LadderState` + ``now`` -> the new state.
 It climbs at once and descends one level at a time after the signals have stayed below
 ``exit_ratio`` x their thresholds for ``hold_s`` (hysteresis: no flapping). An operator's
-override replaces the computed level until cleared. :class:`Degradation` persists the state
-through the store (compare-and-set on a generation) so every engine sees one level.
+override replaces the computed level until cleared. The shared ladder
+(``fme_ai_resilience.services.shared_ladder.Degradation``) persists the state through the
+store (compare-and-set on a generation) so every engine sees one level.
 """
 from __future__ import annotations
 
 import enum
-import logging
 import math
 import zlib
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import Optional, Union
 
-from .breaker import BreakerMode, BreakerState, CircuitBreaker, CircuitState
-from .clock import Clock, SystemClock
+from .breaker import CircuitState
+from .checks import count, finite, ratio
+from .errors import ConfigurationError
 from .ledger import CallWindow
-from .settings import DegradeSettings, IntakeSettings, Settings
+from .settings import DegradeSettings
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store.base import Store
-
-log = logging.getLogger(__name__)
+__all__ = ["Level", "Model", "Signals", "LadderState", "target_level", "holding_level",
+           "next_state", "with_override", "sampled", "should_analyze", "model_for"]
 
 
 class Level(enum.IntEnum):
@@ -57,7 +56,8 @@ class Level(enum.IntEnum):
         try:
             return cls(int(raw)) if raw.isdigit() else cls[raw.upper().replace("-", "_")]
         except (KeyError, ValueError):
-            raise ValueError(f"not a degradation level: {text!r} (L0-L4)") from None
+            raise ConfigurationError("level", text, "is not a degradation level (L0-L4)") \
+                from None
 
 
 class Model(str, enum.Enum):
@@ -81,10 +81,8 @@ class Signals:
     fallback: Optional[CircuitState] = None
 
     def __post_init__(self) -> None:
-        if not (self.backlog_ratio >= 0 and math.isfinite(self.backlog_ratio)):
-            raise ValueError(f"backlog_ratio must be >= 0, got {self.backlog_ratio!r}")
-        if not 0 <= self.error_rate <= 1:
-            raise ValueError(f"error_rate must be between 0 and 1, got {self.error_rate!r}")
+        finite("backlog_ratio", self.backlog_ratio, minimum=0)
+        ratio("error_rate", self.error_rate)
         object.__setattr__(self, "primary", CircuitState(self.primary))
         if self.fallback is not None:
             object.__setattr__(self, "fallback", CircuitState(self.fallback))
@@ -94,37 +92,9 @@ class Signals:
                  primary: CircuitState = CircuitState.CLOSED,
                  fallback: Optional[CircuitState] = None) -> "Signals":
         """Signals from a backlog count, the watermark and the primary's call window."""
-        if watermark <= 0:
-            raise ValueError(f"watermark must be > 0, got {watermark!r}")
+        count("watermark", watermark, minimum=1)
         return cls(backlog_ratio=max(0, backlog) / watermark, error_rate=window.failure_rate,
                    primary=primary, fallback=fallback)
-
-
-def effective_state(state: BreakerState) -> CircuitState:
-    """How a circuit looks to callers: a forced mode counts as OPEN or CLOSED."""
-    if state.mode is BreakerMode.FORCED_OPEN:
-        return CircuitState.OPEN
-    if state.mode is not BreakerMode.AUTO:
-        return CircuitState.CLOSED
-    return state.state
-
-
-def gather_signals(store: "Store", intake: IntakeSettings, primary: CircuitBreaker,
-                   fallback: Optional[CircuitBreaker] = None,
-                   now: Optional[float] = None) -> Signals:
-    """Signals read from the ledger: backlog vs the watermark, the primary's window, breakers.
-
-    For the compensator, which then calls :meth:`Degradation.observe`. ``now`` defaults to
-    the primary breaker's clock.
-    """
-    now = primary.clock.now() if now is None else now
-    backlog = store.backlog()   # in-progress rows through their index, not the whole ledger
-    policy = primary.policy
-    window = store.call_window(primary.service, now - policy.window_s, policy.slow_call_s)
-    return Signals.measured(
-        backlog, intake.effective_watermark(), window,
-        primary=effective_state(primary.state()),
-        fallback=None if fallback is None else effective_state(fallback.state()))
 
 
 @dataclass(frozen=True)
@@ -146,8 +116,7 @@ class LadderState:
         object.__setattr__(self, "level", Level(self.level))
         if self.override is not None:
             object.__setattr__(self, "override", Level(self.override))
-        if self.generation < 0:
-            raise ValueError(f"generation must be >= 0, got {self.generation}")
+        count("generation", self.generation)
 
     @property
     def effective(self) -> Level:
@@ -184,7 +153,7 @@ def holding_level(settings: DegradeSettings, signals: Signals) -> Level:
     return _level_for(settings, signals, settings.exit_ratio)
 
 
-def next_state(settings: DegradeSettings, state: LadderState, signals: Signals,
+def next_state(settings: DegradeSettings, state: LadderState, signals: Signals, *,
                now: float) -> LadderState:
     """The ladder after observing ``signals`` at ``now``; ``state`` itself when unchanged."""
     up = target_level(settings, signals)
@@ -204,7 +173,7 @@ def next_state(settings: DegradeSettings, state: LadderState, signals: Signals,
                    calm_since=None)
 
 
-def with_override(state: LadderState, level: Optional[Level], now: float) -> LadderState:
+def with_override(state: LadderState, level: Optional[Level], *, now: float) -> LadderState:
     """``state`` with an operator's override set (a level) or cleared (None)."""
     if state.override == level:
         return state
@@ -237,83 +206,3 @@ def should_analyze(settings: DegradeSettings, level: Level, asset_type: Optional
 def model_for(level: Level) -> Model:
     """The model to call at ``level``."""
     return Model.FALLBACK if level >= Level.FALLBACK else Model.PRIMARY
-
-
-class Degradation:
-    """The fleet's shared ladder, persisted in the store and read through a short cache."""
-
-    def __init__(self, store: "Store", settings: Optional[DegradeSettings] = None,
-                 clock: Optional[Clock] = None, cache_ttl_s: float = 1.0) -> None:
-        self.store = store
-        self.settings = settings or DegradeSettings()
-        self.clock = clock or SystemClock()
-        self.cache_ttl_s = cache_ttl_s
-        self._cached: Optional[LadderState] = None
-        self._cached_at = -math.inf
-
-    @classmethod
-    def from_settings(cls, store: "Store", settings: Settings,
-                      clock: Optional[Clock] = None) -> "Degradation":
-        """The ladder the settings describe, read through the breaker's cache time."""
-        return cls(store, settings.degrade, clock, cache_ttl_s=settings.breaker.cache_ttl_s)
-
-    def __repr__(self) -> str:
-        return f"Degradation(state={self._cached!r})"
-
-    def state(self, fresh: bool = False) -> LadderState:
-        """The shared ladder, from the cache unless older than ``cache_ttl_s``."""
-        if fresh or self._cached is None or (
-                self.clock.monotonic() - self._cached_at >= self.cache_ttl_s):
-            self._remember(self.store.degrade_get(self.clock.now()))
-        assert self._cached is not None
-        return self._cached
-
-    def _remember(self, state: LadderState) -> LadderState:
-        self._cached = state
-        self._cached_at = self.clock.monotonic()
-        return state
-
-    def _swap(self, change: Callable[[LadderState], LadderState]) -> LadderState:
-        for _ in range(10):
-            current = self.state(fresh=True)
-            target = change(current)
-            if target is current:
-                return current
-            if self.store.degrade_swap(current.generation, target):
-                if target.effective != current.effective:
-                    log.warning("degradation: %s -> %s%s", current.effective.label,
-                                target.effective.label,
-                                " (override)" if target.override is not None else "")
-                return self._remember(target)
-        raise RuntimeError("degradation state kept changing; update not applied")
-
-    def observe(self, signals: Signals) -> LadderState:
-        """Feed fresh signals (compensator or processor); returns the state now in force."""
-        now = self.clock.now()
-        return self._swap(lambda s: next_state(self.settings, s, signals, now))
-
-    def set_override(self, level: Union[Level, str, int, None]) -> LadderState:
-        """Hold the ladder at ``level`` until :meth:`clear_override` (None clears)."""
-        wanted = None if level is None else Level.parse(level)
-        now = self.clock.now()
-        return self._swap(lambda s: with_override(s, wanted, now))
-
-    def clear_override(self) -> LadderState:
-        """Return to the computed level."""
-        return self.set_override(None)
-
-    def level(self) -> Level:
-        """The level in force."""
-        return self.state().effective
-
-    def should_analyze(self, asset_type: Optional[str], key: str = "") -> bool:
-        """Whether this photo gets an AI call now (False: SKIPPED, or deferred when paused)."""
-        return should_analyze(self.settings, self.level(), asset_type, key)
-
-    def model(self) -> Model:
-        """The model to call now: primary, or the fallback from L2 up."""
-        return model_for(self.level())
-
-    def paused(self) -> bool:
-        """True at L4: keep photo and metadata, defer every analysis for the backfill."""
-        return self.level() >= Level.PAUSED

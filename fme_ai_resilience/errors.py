@@ -1,4 +1,4 @@
-"""The failure vocabulary: exceptions, error classes and the classification table.
+"""The failure vocabulary: the exception tree and the error and failure classes.
 
 Exception tree::
 
@@ -9,19 +9,18 @@ Exception tree::
     ├── UnsafeURL                        a photo URL refused by the download policy (SSRF guard)
     ├── DownloadError                    a photo could not be fetched; carries its ErrorClass
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
+    ├── FlowError                        FME Flow did not answer a request usefully
     └── StoreError                       the ledger could not do what was asked
         └── StoreUnavailable             the database cannot be reached at all
 
 Remote failures of the Vision AI service are *not* exceptions: they come back as outcomes
-carrying an :class:`ErrorClass`, which :data:`CLASSIFICATION` maps to what the retry engine
-does about it (seed section 4.2, shared/DESIGN.md section 4).
+carrying an :class:`ErrorClass`, which ``fme_ai_resilience.classification`` maps to what the
+retry engine does about it (seed section 4.2, shared/DESIGN.md section 4).
 """
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 class ResilienceError(Exception):
@@ -48,13 +47,17 @@ class InvalidPayload(ResilienceError, ValueError):
 
 
 class ConfigurationError(ResilienceError, ValueError):
-    """A setting has a value that cannot be used."""
+    """A setting or an argument has a value that cannot be used.
+
+    ``field`` names it (``breaker.failure_rate``, ``now``), ``value`` is what was given and
+    ``reason`` what is wrong with it.
+    """
 
     def __init__(self, field: str, value: Any, reason: str) -> None:
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"setting {field}={value!r}: {reason}")
+        super().__init__(f"{field}={value!r}: {reason}")
 
 
 class FormatError(ResilienceError):
@@ -76,7 +79,7 @@ class UnsafeURL(ResilienceError):
         super().__init__(f"unsafe URL: {reason}")
 
     @property
-    def error_class(self) -> "ErrorClass":
+    def error_class(self) -> ErrorClass:
         return ErrorClass.UNSAFE_URL
 
 
@@ -104,6 +107,10 @@ class CircuitOpenError(ResilienceError):
         self.service = service
         self.retry_after_s = retry_after_s
         super().__init__(f"circuit for {service!r} is open; retry after {retry_after_s:.1f}s")
+
+
+class FlowError(ResilienceError):
+    """FME Flow did not answer a request usefully (status, network or shape)."""
 
 
 class StoreError(ResilienceError):
@@ -146,83 +153,3 @@ class FailureClass(str, enum.Enum):
     def requeue_automatically(self) -> bool:
         """Whether the compensator may requeue it without a person deciding first."""
         return self is FailureClass.BUDGET
-
-
-class BackoffProfile(str, enum.Enum):
-    """How long to wait between attempts for a class, relative to the policy's base and cap."""
-
-    NONE = "none"          # never retried
-    SHORT = "short"        # the service was not reached: try again soon
-    STANDARD = "standard"  # exponential backoff from the policy's base
-    LONG = "long"          # the service was reached but slow: give it room
-
-
-@dataclass(frozen=True)
-class ClassRule:
-    """What the retry engine does with one :class:`ErrorClass`.
-
-    ``max_retries`` limits retries for this class alone (``None``: only the task-wide budget
-    applies). ``dead_letter`` is the failure class recorded when the class gives up.
-    ``counts_attempt`` is False for refusals that never reached the service (open circuit).
-    """
-
-    retry: bool
-    backoff: BackoffProfile
-    max_retries: Optional[int] = None
-    retry_after: bool = False
-    counts_attempt: bool = True
-    dead_letter: Optional[FailureClass] = FailureClass.BUDGET
-    alert: bool = False
-
-    def __post_init__(self) -> None:
-        if self.max_retries is not None and self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.retry == (self.backoff is BackoffProfile.NONE):
-            raise ValueError("a retried class needs a backoff profile, a final one must have none")
-
-
-_R = ClassRule
-_P = BackoffProfile
-
-#: Seed section 4.2 as data: one row per error class.
-CLASSIFICATION: Mapping[ErrorClass, ClassRule] = MappingProxyType({
-    ErrorClass.CONNECT_TIMEOUT: _R(retry=True, backoff=_P.SHORT),
-    ErrorClass.CONNECTION_ERROR: _R(retry=True, backoff=_P.SHORT),
-    ErrorClass.TTFB_TIMEOUT: _R(retry=True, backoff=_P.LONG),
-    ErrorClass.BODY_TIMEOUT: _R(retry=True, backoff=_P.STANDARD),
-    ErrorClass.RATE_LIMITED: _R(retry=True, backoff=_P.STANDARD, retry_after=True),
-    ErrorClass.SERVER_ERROR: _R(retry=True, backoff=_P.STANDARD, retry_after=True),
-    ErrorClass.BAD_FORMAT: _R(retry=True, backoff=_P.STANDARD, max_retries=1,
-                              dead_letter=FailureClass.FORMAT, alert=True),
-    ErrorClass.BAD_REQUEST: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.BAD_REQUEST),
-    ErrorClass.UNSAFE_URL: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.BAD_REQUEST,
-                              alert=True),
-    ErrorClass.AUTH: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.AUTH, alert=True),
-    ErrorClass.NOT_FOUND: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.NOT_FOUND,
-                             alert=True),
-    ErrorClass.CIRCUIT_OPEN: _R(retry=True, backoff=_P.STANDARD, retry_after=True,
-                                counts_attempt=False),
-    ErrorClass.BUDGET_EXHAUSTED: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.BUDGET),
-})
-
-
-def rule_for(error_class: ErrorClass) -> ClassRule:
-    """The classification row for ``error_class`` (every class has one)."""
-    return CLASSIFICATION[ErrorClass(error_class)]
-
-
-def classify_status(status: int) -> Optional[ErrorClass]:
-    """The error class of an HTTP status code, or ``None`` for a success (2xx/3xx)."""
-    if status < 400:
-        return None
-    if status == 429:
-        return ErrorClass.RATE_LIMITED
-    if status in (401, 403, 407):
-        return ErrorClass.AUTH
-    if status in (404, 410):
-        return ErrorClass.NOT_FOUND
-    if status == 408:
-        return ErrorClass.TTFB_TIMEOUT
-    if status >= 500:
-        return ErrorClass.SERVER_ERROR
-    return ErrorClass.BAD_REQUEST

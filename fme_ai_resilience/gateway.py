@@ -1,16 +1,11 @@
 """The intake gateway: a WSGI application that gives Survey123 webhooks the full status contract.
 
-``make_app(store)`` answers ``POST`` (any path but the health path) with the decision of
-:func:`fme_ai_resilience.intake.decide`, and ``GET /healthz`` with whether the ledger is
+``make_app(store=store)`` answers ``POST`` (any path but the health path) with the answer of
+:func:`fme_ai_resilience.services.intake.decide`, and ``GET /healthz`` with whether the ledger is
 reachable. Before the body reaches the parser it checks, in order: the method (405 with
 ``Allow``), the content type (415 unless JSON), the length (413 over the limit, reading at most
 limit + 1 bytes; 411 without a length), and, when configured, a shared-secret header or a
 Standard Webhooks signature (401, constant-time comparison). Every answer is JSON.
-
-The gateway keeps a :class:`~fme_ai_resilience.recent_bodies.RecentBodies` parse memo sized by
-``intake.recent_bodies`` and ``intake.recent_body_max_age_s`` and passes it to every decision,
-so a redelivery of the same bytes is not parsed again; it is rebuilt (empty) when live settings
-change either value.
 
 Run it with ``fme-ai-resilience serve`` (stdlib ``wsgiref``) or under any WSGI server (see
 docs/intake.md).
@@ -26,16 +21,18 @@ import logging
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
+from .checks import finite
 from .clock import Clock, SystemClock
-from .errors import StoreError
-from .intake import IntakeDecision, capacity_limits, decide
-from .live_settings import LiveSettings
-from .recent_bodies import RecentBodies
+from .errors import ConfigurationError, StoreError
 from .redact import redact_text
-from .settings import IntakeSettings, Settings
-from .store.base import Store
+from .services.intake import decide
+from .services.live_settings import LiveSettings
+from .settings import Settings
+from .store import Store
 
-log = logging.getLogger(__name__)
+__all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER"]
+
+log = logging.getLogger("fme_ai_resilience.gateway")
 
 DEFAULT_SECRET_HEADER = "X-FAIR-Secret"
 SIGNATURE_TOLERANCE_S = 300.0
@@ -45,7 +42,8 @@ StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
 
 
-def make_app(store: Store, settings: Union[None, Settings, LiveSettings] = None, *, clock: Optional[Clock] = None,
+def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Store,
+             clock: Optional[Clock] = None,
              flow_health: Optional[Callable[[], Any]] = None,
              shared_secret: Optional[str] = None,
              secret_header: str = DEFAULT_SECRET_HEADER,
@@ -62,7 +60,7 @@ def make_app(store: Store, settings: Union[None, Settings, LiveSettings] = None,
     (``whsec_<base64>`` or raw bytes) requires a valid Standard Webhooks signature
     (``webhook-id``, ``webhook-timestamp`` within ``signature_tolerance_s`` seconds,
     ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``).
-    Raises ``ValueError`` for an unusable signing secret.
+    Raises :class:`~fme_ai_resilience.errors.ConfigurationError` for an unusable secret.
     """
     return _Gateway(store, settings or Settings(), clock or SystemClock(), flow_health,
                     shared_secret, secret_header, _signing_key(signing_secret),
@@ -77,9 +75,8 @@ class _Gateway:
                  secret_header: str, signing_key: Optional[bytes], tolerance_s: float,
                  health_path: str) -> None:
         if shared_secret is not None and not shared_secret:
-            raise ValueError("shared_secret must not be empty")
-        if tolerance_s <= 0:
-            raise ValueError("signature_tolerance_s must be > 0")
+            raise ConfigurationError("shared_secret", "", "must not be empty")
+        finite("signature_tolerance_s", tolerance_s, above=0)
         self.store = store
         self.settings = settings
         self._settings_now: Callable[[], Settings] = (
@@ -91,7 +88,6 @@ class _Gateway:
         self._signing_key = signing_key
         self.tolerance_s = tolerance_s
         self.health_path = health_path
-        self._recent: Optional[RecentBodies] = None
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
@@ -101,8 +97,6 @@ class _Gateway:
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
-        if self._recent is not None:  # every request expires old entries: tokens go with them
-            self._recent.expire(self.clock.now())
         try:
             if path == self.health_path:
                 status, headers, body = self._health(method)
@@ -124,11 +118,11 @@ class _Gateway:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
         body: Dict[str, Any] = {}
-        plan, _, park_ceiling = capacity_limits(self._settings_now().intake)
+        intake = self._settings_now().intake
         try:
             # Cheap at any ledger size: counts in-progress rows through their index, capped.
-            body["backlog"] = self.store.backlog(park_ceiling + 1)
-            body["watermark"] = plan.watermark
+            body["backlog"] = self.store.backlog(intake.park_ceiling + 1)
+            body["watermark"] = intake.capacity.watermark
             body["ledger"] = "reachable"
         except StoreError as exc:
             log.warning("gateway: health check: ledger unreachable: %s", redact_text(str(exc)))
@@ -162,20 +156,9 @@ class _Gateway:
             if problem:
                 return _unauthorized(problem)
         headers = _request_headers(environ)
-        decision: IntakeDecision = decide(raw, headers, self.store, settings,
-                                          self.clock.now(), self.flow_health,
-                                          recent=self._recent_bodies(settings.intake))
-        return decision.status_code, dict(decision.headers), dict(decision.body)
-
-    def _recent_bodies(self, intake: IntakeSettings) -> RecentBodies:
-        """The parse memo for the settings in force: a new, empty one when its size or age
-        limit changed (two threads racing here each build one; the last stays, no harm)."""
-        recent = self._recent
-        if (recent is None or recent.size != intake.recent_bodies
-                or recent.max_age_s != intake.recent_body_max_age_s):
-            recent = self._recent = RecentBodies(intake.recent_bodies,
-                                                 intake.recent_body_max_age_s)
-        return recent
+        answer = decide(raw, headers, settings, store=self.store, now=self.clock.now(),
+                        flow_health=self.flow_health)
+        return answer.status_code, dict(answer.headers), dict(answer.body)
 
     def _signature_problem(self, environ: Dict[str, Any], raw: bytes) -> Optional[str]:
         """Why a Standard Webhooks signature does not hold, or None when it does."""
@@ -220,11 +203,12 @@ def _signing_key(secret: Union[None, str, bytes]) -> Optional[bytes]:
         try:
             key = base64.b64decode(secret[len("whsec_"):], validate=True)
         except (binascii.Error, ValueError):
-            raise ValueError("signing_secret is not whsec_<base64>") from None
+            raise ConfigurationError("signing_secret", "[REDACTED]",
+                                     "is not whsec_<base64>") from None
     else:
         key = secret.encode("utf-8")
     if not key:
-        raise ValueError("signing_secret must not be empty")
+        raise ConfigurationError("signing_secret", "", "must not be empty")
     return key
 
 
@@ -285,5 +269,3 @@ def _request_headers(environ: Mapping[str, Any]) -> Dict[str, str]:
         out["Content-Type"] = environ["CONTENT_TYPE"]
     return out
 
-
-__all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER"]

@@ -19,6 +19,9 @@ from typing import Any, Mapping, Optional
 
 from .errors import InvalidPayload
 
+__all__ = ["UNKNOWN_ATTACHMENTS", "normalise_global_id", "edit_marker", "idempotency_key",
+           "compose_key", "body_key", "trace_id_for"]
+
 #: The stand-in for the attachment GlobalID when the webhook listed no photos.
 UNKNOWN_ATTACHMENTS = "attachments-unknown"
 
@@ -35,19 +38,7 @@ def normalise_global_id(value: Any, field: str = "globalId") -> str:
     if not isinstance(value, str):
         raise InvalidPayload(f"GlobalID must be a string, got {type(value).__name__}",
                              field=field)
-    text = value.strip()
-    # The usual spellings, {XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX} with or without the braces,
-    # checked without the regex engine: four hyphens in place and 32 hex digits.
-    inner = text[1:-1] if len(text) == 38 and text[0] == "{" and text[-1] == "}" else text
-    if len(inner) == 36 and inner[8] == inner[13] == inner[18] == inner[23] == "-":
-        digits = inner.replace("-", "")
-        if len(digits) == 32:
-            try:
-                if len(bytes.fromhex(digits)) == 16:  # 16 bytes from 32 characters: all hex
-                    return inner.lower()
-            except ValueError:
-                pass
-    match = _GUID.match(text)
+    match = _GUID.match(value.strip())
     if match is None:
         raise InvalidPayload("GlobalID is not a GUID", field=field)
     return "-".join(match.groups()).lower()

@@ -1,9 +1,9 @@
-"""The retry engine: a pure decision step, and a loop on top that sleeps only through a clock.
+"""The retry policy: what to do after each attempt, as a pure decision step.
 
 An *outcome* is any object with ``error_class`` (``None`` means success) and ``retry_after_s``
 (``None`` when the service gave no hint); the Vision client's ``VisionOutcome`` is one.
 :meth:`RetryPolicy.decide` turns the history so far plus the latest outcome into a
-:class:`Decision`:
+:class:`RetryDecision`:
 
 * ``SUCCESS`` - done;
 * ``RETRY`` after ``wait_s`` - a short wait, inside the engine;
@@ -13,46 +13,27 @@ An *outcome* is any object with ``error_class`` (``None`` means success) and ``r
 * ``GIVE_UP`` - the class is final, its own limit is spent (BAD_FORMAT: one retry) or the
   task-wide attempt budget is spent; ``failure_class`` says which dead letter it becomes.
 
-:class:`Retrying` runs a callable under a policy. A callable that raises is classified
-(:func:`classify_exception` by default); an exception the classifier does not know is not
-retried, and one the engine gives up on is re-raised unchanged.
+The loop that runs a callable under a policy, sleeping through an injected clock, is
+``fme_ai_resilience.services.retrying.Retrying``.
 """
 from __future__ import annotations
 
 import enum
-import logging
 import random
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import (Any, Callable, Iterable, Mapping, Optional, Protocol, Tuple,
-                    TYPE_CHECKING)
+from typing import Any, Mapping, Optional, Protocol, Tuple
 
-from .backoff import MAX_RETRY_AFTER_S, Backoff, Jitter
-from .clock import Clock, Deadline, SystemClock
-from .errors import (CLASSIFICATION, CircuitOpenError, ClassRule, ConfigurationError, ErrorClass,
-                     FailureClass, FormatError, UnsafeURL)
-from .retry_budget import FleetRetryGate, RetryBudget  # noqa: F401  (re-exported)
+from .backoff import MAX_RETRY_AFTER_S, Backoff
+from .checks import count, finite
+from .classification import CLASSIFICATION, ClassRule
+from .clock import Deadline
+from .errors import ConfigurationError, ErrorClass, FailureClass
+from .settings import Settings
+from .task_budget import task_budget_s
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .settings import Settings
-
-log = logging.getLogger(__name__)
-
-_new = object.__new__
-# Jitter for callers that pass no random source; tests and reproducible runs inject their own.
-_SHARED_RNG = random.Random()
-
-
-def _assemble(cls: Any, **values: Any) -> Any:
-    """A frozen dataclass instance from values already known to be valid.
-
-    The success path runs once per call in every engine; a frozen dataclass's ``__init__``
-    (one guarded ``setattr`` per field, plus ``__post_init__``) is most of its cost.
-    Fields left out keep their class-level defaults.
-    """
-    obj = _new(cls)
-    obj.__dict__.update(values)
-    return obj
+__all__ = ["Outcome", "RetryGate", "DecisionKind", "AttemptRecord", "RetryHistory",
+           "RetryDecision", "RetryEvent", "RetryHook", "RetryPolicy"]
 
 
 class Outcome(Protocol):
@@ -65,7 +46,7 @@ class Outcome(Protocol):
 class RetryGate(Protocol):
     """The fleet-wide retry budget: may this engine retry inline right now?"""
 
-    def allow_retry(self, now: float) -> bool:
+    def allow_retry(self, *, now: float) -> bool:
         """False when retries across the fleet are over budget (the failure then parks)."""
 
 
@@ -101,15 +82,13 @@ class RetryHistory:
         default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        if self.prior_attempts < 0:
-            raise ValueError(f"prior_attempts must be >= 0, got {self.prior_attempts}")
+        count("prior_attempts", self.prior_attempts)
         object.__setattr__(self, "prior_by_class", MappingProxyType(
             {ErrorClass(k): int(v) for k, v in self.prior_by_class.items()}))
 
     def with_attempt(self, record: AttemptRecord) -> "RetryHistory":
         """A new history with ``record`` appended."""
-        return _assemble(RetryHistory, attempts=self.attempts + (record,),
-                         prior_attempts=self.prior_attempts, prior_by_class=self.prior_by_class)
+        return RetryHistory(self.attempts + (record,), self.prior_attempts, self.prior_by_class)
 
     def failures_of(self, error_class: ErrorClass) -> int:
         """How many attempts failed with ``error_class`` (earlier runs included)."""
@@ -130,8 +109,8 @@ class RetryHistory:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The engine's answer after one attempt (see the module docstring for the kinds).
+class RetryDecision:
+    """The policy's answer after one attempt (see the module docstring for the kinds).
 
     ``history`` includes the attempt just decided on. ``until`` (epoch seconds) is set for PARK;
     ``failure_class`` for GIVE_UP; ``reason`` is a short human explanation for logs.
@@ -193,53 +172,51 @@ class RetryPolicy:
                                                   repr=False)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
-            raise ConfigurationError("retry.task_attempts", self.max_attempts, "must be >= 1")
-        if not self.max_inline_wait_s >= 0:
-            raise ConfigurationError("retry.max_inline_wait_s", self.max_inline_wait_s,
-                                     "must be >= 0")
-        if self.deadline_s is not None and not self.deadline_s > 0:
-            raise ConfigurationError("retry.deadline_s", self.deadline_s, "must be > 0")
-        if self.attempt_s is not None and not self.attempt_s > 0:
-            raise ConfigurationError("timeouts.total_s", self.attempt_s, "must be > 0")
+        count("retry.task_attempts", self.max_attempts, minimum=1)
+        finite("retry.max_inline_wait_s", self.max_inline_wait_s, minimum=0)
+        if self.deadline_s is not None:
+            finite("deadline_s", self.deadline_s, above=0)
+        if self.attempt_s is not None:
+            finite("attempt_s", self.attempt_s, above=0)
         missing = [c.value for c in ErrorClass if c not in self.rules]
         if missing:
-            raise ConfigurationError("retry.rules", missing, "every error class needs a rule")
+            raise ConfigurationError("rules", missing, "every error class needs a rule")
 
     @classmethod
-    def from_settings(cls, settings: "Settings") -> "RetryPolicy":
+    def from_settings(cls, settings: Settings) -> "RetryPolicy":
         """The policy the settings describe.
 
         The deadline is the task budget (1.5 x promise); one attempt takes at most the whole
         per-call timeout budget (``settings.timeouts.total_s``).
         """
-        from .budget import task_budget_s
         r = settings.retry
         return cls(max_attempts=r.task_attempts, max_inline_wait_s=r.max_inline_wait_s,
-                   backoff=Backoff(r.backoff_base_s, r.backoff_cap_s, Jitter(r.jitter)),
+                   backoff=Backoff(r.backoff_base_s, r.backoff_cap_s, r.jitter),
                    deadline_s=task_budget_s(settings.intake.latency_promise_s),
                    attempt_s=settings.timeouts.total_s)
 
-    def decide(self, history: RetryHistory, outcome: Any, now: float,
-               deadline: Optional[Deadline] = None, rng: Optional[random.Random] = None,
-               gate: Optional[RetryGate] = None) -> Decision:
+    def decide(self, history: RetryHistory, outcome: Any, *, now: float, rng: random.Random,
+               deadline: Optional[Deadline] = None,
+               gate: Optional[RetryGate] = None) -> RetryDecision:
         """What to do after ``outcome``: the pure step, no sleeping and no clock reads.
 
-        ``now`` is epoch seconds; ``deadline`` bounds every inline wait and, with
-        ``attempt_s``, the attempt after it; ``rng`` draws the
-        jitter (omitted: a process-wide unseeded source, so not reproducible); ``gate`` is the
-        optional fleet-wide budget, asked only when the engine would otherwise retry inline.
+        ``now`` is epoch seconds; ``rng`` draws the jitter (seed it for a reproducible run);
+        ``deadline`` bounds every inline wait and, with ``attempt_s``, the attempt after it;
+        ``gate`` is the optional fleet-wide budget, asked only when the engine would otherwise
+        retry inline.
         """
         error_class = outcome.error_class
         if error_class is None:
-            return Decision(DecisionKind.SUCCESS, history.with_attempt(AttemptRecord(None, now)))
+            return RetryDecision(DecisionKind.SUCCESS,
+                                 history.with_attempt(AttemptRecord(None, now)))
         error_class = ErrorClass(error_class)
         rule = self.rules[error_class]
 
-        def give_up(failure: Optional[FailureClass], reason: str) -> Decision:
-            return Decision(DecisionKind.GIVE_UP,
-                            history.with_attempt(AttemptRecord(error_class, now)), error_class,
-                            failure_class=failure or FailureClass.BUDGET, reason=reason)
+        def give_up(failure: Optional[FailureClass], reason: str) -> RetryDecision:
+            return RetryDecision(DecisionKind.GIVE_UP,
+                                 history.with_attempt(AttemptRecord(error_class, now)),
+                                 error_class, failure_class=failure or FailureClass.BUDGET,
+                                 reason=reason)
 
         if not rule.retry:
             return give_up(rule.dead_letter, f"{error_class.value} is never retried")
@@ -256,174 +233,26 @@ class RetryPolicy:
         else:
             retry_number = len(history.attempts) + history.prior_attempts
             wait = self.backoff.for_profile(rule.backoff).delay(
-                retry_number, rng or _SHARED_RNG, history.last_wait_s)
+                retry_number, rng=rng, previous_s=history.last_wait_s)
             why = f"{rule.backoff.value} backoff"
         failed = history.with_attempt(AttemptRecord(error_class, now, wait))
 
-        def park(reason: str) -> Decision:
-            return Decision(DecisionKind.PARK, failed, error_class, wait_s=wait,
-                            until=now + wait, reason=reason)
+        def park(reason: str) -> RetryDecision:
+            return RetryDecision(DecisionKind.PARK, failed, error_class, wait_s=wait,
+                                 until=now + wait, reason=reason)
 
         if not rule.counts_attempt:
             return park(f"{error_class.value} spends no attempt; parked for {wait:.1f}s ({why})")
         if wait > self.max_inline_wait_s:
             return park(f"{why} {wait:.1f}s exceeds the inline limit {self.max_inline_wait_s:g}s")
         if deadline is not None:
-            left = deadline.remaining(now)
+            left = deadline.remaining(now=now)
             if wait >= left:
                 return park(f"{why} {wait:.1f}s exceeds the {left:.1f}s left")
             if self.attempt_s is not None and wait + self.attempt_s > left:
                 return park(f"{why} {wait:.1f}s plus one attempt of up to {self.attempt_s:g}s "
                             f"does not fit in the {left:.1f}s left")
-        if gate is not None and not gate.allow_retry(now):
+        if gate is not None and not gate.allow_retry(now=now):
             return park("fleet-wide retry budget spent")
-        return Decision(DecisionKind.RETRY, failed, error_class, wait_s=wait,
-                        reason=f"retry in {wait:.2f}s ({why})")
-
-
-# -- exceptions -----------------------------------------------------------------------------
-
-Classifier = Callable[[BaseException], Optional[ErrorClass]]
-
-
-def classify_exception(exc: BaseException) -> Optional[ErrorClass]:
-    """The error class of an exception from requests, urllib3, the stdlib or this library.
-
-    ``None`` for anything else: such exceptions are not retried.
-    """
-    if isinstance(exc, CircuitOpenError):
-        return ErrorClass.CIRCUIT_OPEN
-    if isinstance(exc, FormatError):
-        return ErrorClass.BAD_FORMAT
-    if isinstance(exc, UnsafeURL):
-        return ErrorClass.UNSAFE_URL
-    found = _classify_http_library(exc)
-    if found is not None:
-        return found
-    if isinstance(exc, TimeoutError):  # socket.timeout is TimeoutError from 3.10
-        return ErrorClass.TTFB_TIMEOUT
-    if isinstance(exc, ConnectionError):
-        return ErrorClass.CONNECTION_ERROR
-    return None
-
-
-def _classify_http_library(exc: BaseException) -> Optional[ErrorClass]:
-    # Imported here so that the pure core does not pay for requests at import time.
-    import requests.exceptions as rq
-    import urllib3.exceptions as u3
-
-    if isinstance(exc, u3.NewConnectionError):  # a ConnectTimeoutError subclass in urllib3
-        return ErrorClass.CONNECTION_ERROR
-    if isinstance(exc, (rq.ConnectTimeout, u3.ConnectTimeoutError)):
-        return ErrorClass.CONNECT_TIMEOUT
-    if isinstance(exc, (rq.Timeout, u3.ReadTimeoutError, u3.TimeoutError)):
-        return ErrorClass.TTFB_TIMEOUT
-    if isinstance(exc, (rq.ChunkedEncodingError, u3.ProtocolError)):
-        return ErrorClass.BODY_TIMEOUT if _mentions_timeout(exc) else ErrorClass.CONNECTION_ERROR
-    if isinstance(exc, (rq.ConnectionError, u3.MaxRetryError)):
-        return ErrorClass.CONNECTION_ERROR
-    return None
-
-
-def _mentions_timeout(exc: BaseException) -> bool:
-    return "timed out" in str(exc).lower() or "timeout" in str(exc).lower()
-
-
-# -- the loop -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RunResult:
-    """The end of :meth:`Retrying.run`: the last decision and what the last attempt produced.
-
-    ``value`` is the callable's last return value (an outcome or any value on success);
-    ``exception`` is set when the last attempt raised and the decision is PARK.
-    """
-
-    decision: Decision
-    value: Any = None
-    exception: Optional[BaseException] = None
-
-    @property
-    def ok(self) -> bool:
-        return self.decision.kind is DecisionKind.SUCCESS
-
-
-@dataclass(frozen=True)
-class _Raised:
-    error_class: ErrorClass
-    retry_after_s: Optional[float]
-
-
-class Retrying:
-    """Runs a callable under a :class:`RetryPolicy`, waiting only through the injected clock.
-
-    ``classifier`` maps an exception to an :class:`ErrorClass` (None: re-raise at once);
-    ``gate`` is the optional fleet-wide retry budget; ``hooks`` receive a :class:`RetryEvent`
-    after each failed attempt.
-    """
-
-    def __init__(self, policy: Optional[RetryPolicy] = None, *, clock: Optional[Clock] = None,
-                 rng: Optional[random.Random] = None, classifier: Classifier = classify_exception,
-                 gate: Optional[RetryGate] = None, hooks: Iterable[RetryHook] = ()) -> None:
-        self.policy = policy or RetryPolicy()
-        self.clock = clock or SystemClock()
-        self.rng = rng or _SHARED_RNG
-        self.classifier = classifier
-        self.gate = gate
-        self.hooks = tuple(hooks)
-
-    def run(self, fn: Callable[..., Any], *args: Any, history: Optional[RetryHistory] = None,
-            deadline: Optional[Deadline] = None, **kwargs: Any) -> RunResult:
-        """Call ``fn(*args, **kwargs)`` until success, a park or giving up.
-
-        Returns a :class:`RunResult` for SUCCESS, PARK and a GIVE_UP on a returned outcome.
-        Raises the callable's own exception, unchanged, when the engine gives up on it or the
-        classifier does not know it.
-        """
-        history = history if history is not None else _EMPTY
-        policy = self.policy
-        # The policy's own deadline starts now but is only built once something fails.
-        started = self.clock.now() if deadline is None and policy.deadline_s is not None \
-            else None
-        while True:
-            exc: Optional[BaseException] = None
-            try:
-                value = fn(*args, **kwargs)
-            except Exception as raised:
-                error_class = self.classifier(raised)
-                if error_class is None:
-                    raise
-                exc, value = raised, None
-                outcome: Any = _Raised(error_class, getattr(raised, "retry_after_s", None))
-            else:
-                outcome = value
-                if getattr(value, "error_class", None) is None:
-                    record = _assemble(AttemptRecord, error_class=None, at=self.clock.now())
-                    return _assemble(RunResult, value=value, decision=_assemble(
-                        Decision, kind=DecisionKind.SUCCESS, history=history.with_attempt(record)))
-            if started is not None and deadline is None:
-                deadline = Deadline(started, policy.deadline_s)  # type: ignore[arg-type]
-            decision = policy.decide(history, outcome, self.clock.now(), deadline, self.rng,
-                                     self.gate)
-            self._notify(decision, exc)
-            if decision.kind is DecisionKind.RETRY:
-                self.clock.sleep(decision.wait_s)
-                history = decision.history
-                continue
-            if decision.kind is DecisionKind.GIVE_UP and exc is not None:
-                raise exc
-            return RunResult(decision, value, exc)
-
-    def _notify(self, decision: Decision, exc: Optional[BaseException]) -> None:
-        log.debug("attempt %d failed with %s: %s", decision.attempt,
-                  decision.error_class.value if decision.error_class else "-", decision.reason)
-        if not self.hooks:
-            return
-        event = RetryEvent(decision.attempt, decision.error_class, decision.kind,  # type: ignore[arg-type]
-                           decision.wait_s, decision.until, decision.failure_class,
-                           decision.reason, exc)
-        for hook in self.hooks:
-            hook(event)
-
-
-_EMPTY = RetryHistory()
+        return RetryDecision(DecisionKind.RETRY, failed, error_class, wait_s=wait,
+                             reason=f"retry in {wait:.2f}s ({why})")

@@ -13,16 +13,25 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
+import functools
 import math
-import os
 import re
 import typing
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .budget import CapacityPlan, TimeoutBudget, plan_capacity
+from .backoff import Jitter
+from .capacity import CapacityPlan, plan_capacity
+from .checks import count, finite, ratio
 from .errors import ConfigurationError
+from .ledger import OverloadMode
+from .timeouts import TimeoutBudget
+
+__all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
+           "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
+           "ENV_PREFIX", "MAX_COUNT"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -37,9 +46,6 @@ _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
                       re.IGNORECASE)
 
-JITTERS = ("full", "equal", "decorrelated", "proportional")
-OVERLOAD_MODES = ("park", "reject")
-
 
 def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
     if not ok:
@@ -51,26 +57,32 @@ def _number(value: Any) -> bool:
 
 
 def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> None:
+    """Counts and durations that must be > 0 (or >= 0 with ``allow_zero``) and finite."""
     whole = {f.name for f in dataclasses.fields(obj) if f.type in ("int", int)}
     for name in names:
-        value = getattr(obj, name)
+        label, value = f"{group}.{name}", getattr(obj, name)
         if name in whole:
-            _check(group, name, value, isinstance(value, int) and not isinstance(value, bool),
-                   "must be a whole number")
-        ok = _number(value) and math.isfinite(value) and (
-            value >= 0 if allow_zero else value > 0)
-        _check(group, name, value, ok, "must be >= 0" if allow_zero else "must be > 0")
-        if name in whole:
-            most = MAX_COUNTS.get(name, MAX_COUNT)
-            _check(group, name, value, value <= most, f"must be <= {most}")
+            count(label, value, minimum=0 if allow_zero else 1,
+                  maximum=MAX_COUNTS.get(name, MAX_COUNT))
+        elif allow_zero:
+            finite(label, value, minimum=0)
+        else:
+            finite(label, value, above=0)
 
 
 def _ratio(group: str, obj: Any, *names: str, allow_zero: bool = True) -> None:
     for name in names:
-        value = getattr(obj, name)
-        ok = _number(value) and (0.0 <= value if allow_zero else 0.0 < value) and value <= 1.0
-        _check(group, name, value, ok,
-               "must be between 0 and 1" if allow_zero else "must be > 0 and <= 1")
+        ratio(f"{group}.{name}", getattr(obj, name), allow_zero=allow_zero)
+
+
+def _enum(group: str, obj: Any, name: str, kind: "type[enum.Enum]") -> None:
+    """An enum field given by value (``"full"``) or as the member, stored as the member."""
+    value = getattr(obj, name)
+    try:
+        object.__setattr__(obj, name, kind(value))
+    except ValueError:
+        raise ConfigurationError(f"{group}.{name}", value,
+                                 f"must be one of {[m.value for m in kind]}") from None
 
 
 def _names(group: str, obj: Any, *names: str) -> None:
@@ -88,7 +100,7 @@ class RetrySettings:
 
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
-    jitter: str = "full"
+    jitter: Jitter = Jitter.FULL
     task_attempts: int = 6
     max_inline_wait_s: float = 5.0
     fleet_retry_ratio: float = 0.1
@@ -100,7 +112,7 @@ class RetrySettings:
                   "fleet_window_s")
         _positive("retry", self, "max_inline_wait_s", "fleet_retry_floor_per_s", allow_zero=True)
         _ratio("retry", self, "fleet_retry_ratio")
-        _check("retry", "jitter", self.jitter, self.jitter in JITTERS, f"must be one of {JITTERS}")
+        _enum("retry", self, "jitter", Jitter)
         _check("retry", "backoff_cap_s", self.backoff_cap_s,
                self.backoff_cap_s >= self.backoff_base_s, "must be >= backoff_base_s")
 
@@ -176,9 +188,6 @@ class IntakeSettings:
     the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
     Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
     ``drain_min_completions`` tasks finished in it, the planned rate before that.
-    The gateway remembers the parse of the last ``recent_bodies`` bodies (0: off) for
-    ``recent_body_max_age_s`` seconds, so a redelivery of the same bytes is not parsed again
-    (``fme_ai_resilience.recent_bodies``; the portal tokens stay in memory that long).
     """
 
     engines: int = 8
@@ -186,24 +195,21 @@ class IntakeSettings:
     latency_promise_s: float = 120.0
     watermark: int = 0
     backpressure_ratio: float = 0.8
-    overload_mode: str = "park"
+    overload_mode: OverloadMode = OverloadMode.PARK
     park_ceiling_factor: float = 10.0
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_attachments: int = 200
     drain_window_s: float = 300.0
     drain_min_completions: int = 10
-    recent_bodies: int = 512
-    recent_body_max_age_s: float = 600.0
 
     def __post_init__(self) -> None:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
-                  "drain_min_completions", "recent_body_max_age_s")
-        _positive("intake", self, "watermark", "recent_bodies", allow_zero=True)
+                  "drain_min_completions")
+        _positive("intake", self, "watermark", allow_zero=True)
         _ratio("intake", self, "backpressure_ratio")
-        _check("intake", "overload_mode", self.overload_mode, self.overload_mode in OVERLOAD_MODES,
-               f"must be one of {OVERLOAD_MODES}")
+        _enum("intake", self, "overload_mode", OverloadMode)
         _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
                _number(self.park_ceiling_factor)
                and 1 <= self.park_ceiling_factor <= MAX_PARK_CEILING_FACTOR,
@@ -214,13 +220,19 @@ class IntakeSettings:
                    f"derived from engines x latency_promise_s / mean_processing_s it would "
                    f"exceed {MAX_COUNT}: set it")
 
+    @functools.cached_property
     def capacity(self) -> CapacityPlan:
-        """The Little's-law plan for these engines, processing time and latency promise."""
-        return plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
+        """The Little's-law plan for these engines, processing time and latency promise, with
+        ``watermark`` in place of the derived one when it is set (48 by default)."""
+        plan = plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
+        return dataclasses.replace(plan, watermark=self.watermark) if self.watermark else plan
 
-    def effective_watermark(self) -> int:
-        """``watermark`` when set, else the one derived by :meth:`capacity` (48 by default)."""
-        return self.watermark or self.capacity().watermark
+    @functools.cached_property
+    def park_ceiling(self) -> int:
+        """The most unfinished tasks ``park`` mode stores: ``park_ceiling_factor`` x the
+        watermark, never below it."""
+        watermark = self.capacity.watermark
+        return max(watermark, math.ceil(watermark * self.park_ceiling_factor))
 
 
 @dataclass(frozen=True)
@@ -314,9 +326,10 @@ class Settings:
         return cls().with_values(values, prefix=prefix)
 
     @classmethod
-    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Settings":
-        """Settings from ``FAIR_*`` environment variables over the defaults."""
-        return cls.from_mapping(os.environ if environ is None else environ, prefix=ENV_PREFIX)
+    def from_env(cls, environ: Mapping[str, str]) -> "Settings":
+        """Settings from the ``FAIR_*`` variables of ``environ`` (``os.environ``, passed in by
+        the caller) over the defaults."""
+        return cls.from_mapping(environ, prefix=ENV_PREFIX)
 
     def with_values(self, values: Mapping[str, Any], prefix: str = "") -> "Settings":
         """A copy with the given values (strings or typed) applied over this one.
@@ -351,7 +364,11 @@ class Settings:
             group = getattr(self, g.name)
             for f in dataclasses.fields(group):
                 value = getattr(group, f.name)
-                out[f"{g.name}.{f.name}"] = dict(value) if isinstance(value, Mapping) else value
+                if isinstance(value, Mapping):
+                    value = dict(value)
+                elif isinstance(value, enum.Enum):
+                    value = value.value
+                out[f"{g.name}.{f.name}"] = value
         return out
 
 
@@ -397,10 +414,15 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
         if hint is float:
             value = _decimal(text)
             if not math.isfinite(value):
-                raise ValueError("not a finite number")
+                raise ValueError("must be finite")
             return value
         if hint is str:
             return text
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            try:
+                return hint(text)
+            except ValueError:
+                raise ValueError(f"must be one of {[m.value for m in hint]}") from None
         origin = typing.get_origin(hint)
         if origin is tuple:
             return tuple(part.strip() for part in text.split(",") if part.strip())
@@ -432,6 +454,8 @@ def _typed_ok(hint: Any, raw: Any) -> bool:
         return _number(raw)
     if hint is str:
         return False
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return isinstance(raw, hint)
     origin = typing.get_origin(hint)
     if origin is tuple:
         return isinstance(raw, (list, tuple))

@@ -18,19 +18,24 @@ Three checks, in order, on an assessment given as a mapping (``{"condition", "co
 
 Failing 1 or 2 gives an INVALID verdict, from which :meth:`Verdict.anomaly` builds the
 :class:`~fme_ai_resilience.ledger.FormatAnomaly` the caller stores. Pure: no I/O, no clock
-(the caller passes ``observed_at``).
+(the caller passes ``observed_at``). :func:`schema_errors` is how every JSON Schema violation in
+the library is reported (the provider adapters use it too).
 """
 from __future__ import annotations
 
 import enum
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 import jsonschema
 
+from .errors import ConfigurationError
 from .ledger import FormatAnomaly
 from .settings import ValidationSettings
+
+__all__ = ["ASSESSMENT_SCHEMA", "DEFAULT_ALARM_CONDITIONS", "VerdictKind", "Verdict",
+           "schema_errors", "canonical_condition", "domain_errors", "validate"]
 
 #: The shape every provider adapter produces (``Assessment.to_dict()``).
 ASSESSMENT_SCHEMA: Mapping[str, Any] = {
@@ -53,7 +58,7 @@ ASSESSMENT_SCHEMA: Mapping[str, Any] = {
 DEFAULT_ALARM_CONDITIONS = ("damaged",)
 
 
-class Decision(str, enum.Enum):
+class VerdictKind(str, enum.Enum):
     """What happens to an assessment."""
 
     ACCEPTED = "ACCEPTED"   # written back as the conclusion
@@ -63,25 +68,25 @@ class Decision(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Verdict:
-    """The decision on one assessment and why (``reasons`` are human-readable sentences)."""
+    """What happens to one assessment (``kind``) and why (``reasons``, human-readable)."""
 
-    decision: Decision
+    kind: VerdictKind
     reasons: tuple = ()
     threshold: Optional[float] = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "decision", Decision(self.decision))
+        object.__setattr__(self, "kind", VerdictKind(self.kind))
         object.__setattr__(self, "reasons", tuple(str(r) for r in self.reasons))
-        if self.decision is Decision.INVALID and not self.reasons:
-            raise ValueError("reasons: an INVALID verdict must say why")
+        if self.kind is VerdictKind.INVALID and not self.reasons:
+            raise ConfigurationError("reasons", self.reasons, "an INVALID verdict must say why")
 
     @property
     def accepted(self) -> bool:
-        return self.decision is Decision.ACCEPTED
+        return self.kind is VerdictKind.ACCEPTED
 
     @property
     def invalid(self) -> bool:
-        return self.decision is Decision.INVALID
+        return self.kind is VerdictKind.INVALID
 
     def anomaly(self, *, provider: str, observed_at: float, excerpt: str = "",
                 model_version: Optional[str] = None, task_key: Optional[str] = None,
@@ -107,14 +112,12 @@ def _is_unit(value: Any) -> bool:
             and math.isfinite(value) and 0.0 <= value <= 1.0)
 
 
-def schema_errors(result: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> Sequence[str]:
-    """JSON Schema violations of ``result`` as ``"<path>: <message>"`` strings (sorted)."""
+def schema_errors(value: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> List[str]:
+    """JSON Schema (2020-12) violations of ``value`` as ``"<path>: <message>"`` strings, sorted;
+    empty when it conforms."""
     validator = jsonschema.Draft202012Validator(schema)
-    out = []
-    for error in validator.iter_errors(result):
-        path = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        out.append(f"{path}: {error.message}")
-    return sorted(out)
+    return sorted(f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+                  for e in validator.iter_errors(value))
 
 
 def _folded(text: Any) -> Optional[str]:
@@ -168,12 +171,12 @@ def validate(result: Any, settings: Optional[ValidationSettings] = None,
     if not errors:
         errors.extend(domain_errors(data, settings.conditions))
     if errors:
-        return Verdict(Decision.INVALID, errors)
+        return Verdict(VerdictKind.INVALID, errors)
     threshold = settings.threshold_for(asset_type)
     condition = canonical_condition(data["condition"], settings.conditions)
     confidence = float(data["confidence"])
     if confidence >= threshold:
-        return Verdict(Decision.ACCEPTED,
+        return Verdict(VerdictKind.ACCEPTED,
                        (f"{condition} at confidence {confidence:.2f} >= {threshold:.2f}",),
                        threshold)
     if canonical_condition(condition, alarm_conditions) is not None:
@@ -182,4 +185,4 @@ def validate(result: Any, settings: Optional[ValidationSettings] = None,
     else:
         reason = (f"{condition} not trusted: confidence {confidence:.2f} below "
                   f"{threshold:.2f}")
-    return Verdict(Decision.REVIEW, (reason,), threshold)
+    return Verdict(VerdictKind.REVIEW, (reason,), threshold)

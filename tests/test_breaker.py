@@ -9,7 +9,6 @@ from fme_ai_resilience.breaker import (
     BreakerMode,
     BreakerPolicy,
     BreakerState,
-    CircuitBreaker,
     CircuitOpen,
     CircuitState,
     Manual,
@@ -22,6 +21,7 @@ from fme_ai_resilience.breaker import (
     should_trip,
     step,
 )
+from fme_ai_resilience.services.shared_breaker import CircuitBreaker
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import CircuitOpenError
 from fme_ai_resilience.ledger import CallRecord, CallWindow
@@ -34,8 +34,7 @@ T0 = 1_790_000_000.0
 
 
 def opened(at: float = T0, trips: int = 1) -> BreakerState:
-    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)),
-                at)
+    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)), now=at)
 
 
 def test_trips_at_failure_rate_threshold_with_enough_calls():
@@ -62,16 +61,16 @@ def test_open_sets_cooldown_and_bumps_generation():
 def test_no_change_returns_same_object():
     """An event that changes nothing returns the very same state (no write needed)."""
     state = BreakerState()
-    assert step(POLICY, state, WindowObserved(CallWindow(20, 1, 0, 0)), T0) is state
-    assert step(POLICY, state, TimePassed(), T0) is state
-    assert step(POLICY, state, ProbesObserved(5, 0), T0) is state
+    assert step(POLICY, state, WindowObserved(CallWindow(20, 1, 0, 0)), now=T0) is state
+    assert step(POLICY, state, TimePassed(), now=T0) is state
+    assert step(POLICY, state, ProbesObserved(5, 0), now=T0) is state
 
 
 def test_open_becomes_half_open_only_after_cooldown():
     """OPEN stays open before open_until and turns HALF_OPEN at it."""
     state = opened()
-    assert step(POLICY, state, TimePassed(), T0 + 59.9) is state
-    half = step(POLICY, state, TimePassed(), T0 + 60.0)
+    assert step(POLICY, state, TimePassed(), now=T0 + 59.9) is state
+    half = step(POLICY, state, TimePassed(), now=T0 + 60.0)
     assert half.state is CircuitState.HALF_OPEN and half.generation == 2
     assert half.open_until is None and half.trips == 1
 
@@ -84,12 +83,12 @@ def test_cooldown_grows_on_consecutive_trips_up_to_cap():
 
 def test_half_open_decides_only_when_all_probes_reported():
     """HALF_OPEN waits for all k probes, then closes at the success ratio or reopens."""
-    half = step(POLICY, opened(), TimePassed(), T0 + 60)
-    assert step(POLICY, half, ProbesObserved(4, 0), T0 + 61) is half
-    closed = step(POLICY, half, ProbesObserved(4, 1), T0 + 61)
+    half = step(POLICY, opened(), TimePassed(), now=T0 + 60)
+    assert step(POLICY, half, ProbesObserved(4, 0), now=T0 + 61) is half
+    closed = step(POLICY, half, ProbesObserved(4, 1), now=T0 + 61)
     assert closed.state is CircuitState.CLOSED and closed.trips == 0
     assert closed.changed_at == T0 + 61
-    reopened = step(POLICY, half, ProbesObserved(3, 2), T0 + 61)
+    reopened = step(POLICY, half, ProbesObserved(3, 2), now=T0 + 61)
     assert reopened.state is CircuitState.OPEN and reopened.trips == 2
     assert reopened.open_until == T0 + 61 + 120.0
 
@@ -104,20 +103,20 @@ def test_probes_needed_rounds_up():
 def test_manual_modes_freeze_automatic_transitions():
     """FORCED_OPEN, FORCED_CLOSED and DISABLED ignore window, time and probe events."""
     for command in (Manual.FORCE_OPEN, Manual.FORCE_CLOSED, Manual.DISABLE):
-        state = step(POLICY, BreakerState(), command, T0)
+        state = step(POLICY, BreakerState(), command, now=T0)
         assert state.mode is not BreakerMode.AUTO and state.generation == 1
-        assert step(POLICY, state, WindowObserved(CallWindow(50, 50, 0, 0)), T0) is state
-        assert step(POLICY, state, command, T0) is state
+        assert step(POLICY, state, WindowObserved(CallWindow(50, 50, 0, 0)), now=T0) is state
+        assert step(POLICY, state, command, now=T0) is state
 
 
 def test_reset_returns_to_auto_closed_with_new_generation():
     """Reset clears mode, state and trips; resetting a fresh circuit changes nothing."""
-    state = step(POLICY, opened(trips=3), Manual.FORCE_OPEN, T0 + 1)
-    reset = step(POLICY, state, Manual.RESET, T0 + 2)
+    state = step(POLICY, opened(trips=3), Manual.FORCE_OPEN, now=T0 + 1)
+    reset = step(POLICY, state, Manual.RESET, now=T0 + 2)
     assert (reset.state, reset.mode, reset.trips) == (CircuitState.CLOSED, BreakerMode.AUTO, 0)
     assert reset.generation == state.generation + 1 and reset.changed_at == T0 + 2
     fresh = BreakerState()
-    assert step(POLICY, fresh, Manual.RESET, T0) is fresh
+    assert step(POLICY, fresh, Manual.RESET, now=T0) is fresh
 
 
 def test_state_validation_names_field():
@@ -154,7 +153,7 @@ def shared(tmp_path):
     def engine(clock):
         store = open_store(url)
         stores.append(store)
-        return CircuitBreaker(store, "vision", FAST, clock)
+        return CircuitBreaker("vision", FAST, store=store, clock=clock)
 
     yield engine
     for store in stores:
@@ -292,7 +291,7 @@ def test_probe_of_a_dead_engine_counts_as_failed_after_the_probe_timeout(shared)
 def test_silent_probes_end_the_round_on_every_backend(store):
     """On each store a round whose probes all went silent reopens after the probe timeout."""
     clock = FakeClock()
-    breaker = CircuitBreaker(store, "vision", FAST, clock)
+    breaker = CircuitBreaker("vision", FAST, store=store, clock=clock)
     fail(breaker, clock, 4)
     clock.advance(10.0)
     first, second = breaker.allow(), breaker.allow()
@@ -340,7 +339,7 @@ def test_calibrate_reads_this_services_history(shared):
 def test_evaluate_ends_a_round_stalled_by_silent_probes_with_nobody_calling(store):
     """The compensator alone reopens a round whose probes went silent; late reports change nothing."""
     clock = FakeClock()
-    breaker = CircuitBreaker(store, "vision", FAST, clock)
+    breaker = CircuitBreaker("vision", FAST, store=store, clock=clock)
     fail(breaker, clock, 4)
     clock.advance(10.0)
     first, second = breaker.allow(), breaker.allow()   # the round's k probes, then the engine dies

@@ -7,14 +7,8 @@ from typing import List, Optional
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fme_ai_resilience.breaker import (
-    BreakerMode,
-    BreakerPolicy,
-    CircuitBreaker,
-    CircuitOpen,
-    Manual,
-    Permit,
-)
+from fme_ai_resilience.breaker import BreakerMode, BreakerPolicy, CircuitOpen, Manual, Permit
+from fme_ai_resilience.services.shared_breaker import CircuitBreaker
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.ledger import CallRecord
 from fme_ai_resilience.store import open_store
@@ -136,7 +130,7 @@ class BreakerVersusReference(RuleBasedStateMachine):
         super().__init__()
         self.clock = FakeClock()
         self.store = open_store("sqlite:///:memory:", init_schema=True)
-        self.breaker = CircuitBreaker(self.store, "vision", POLICY, self.clock)
+        self.breaker = CircuitBreaker("vision", POLICY, store=self.store, clock=self.clock)
         self.breaker.state(fresh=True)      # creates the circuit row at the start time
         self.model = Reference(self.clock.now())
         self.in_flight: List[tuple] = []

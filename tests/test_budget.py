@@ -8,15 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fme_ai_resilience.backoff import Backoff
-from fme_ai_resilience.budget import (
-    MAX_DRAIN_RETRY_AFTER_S,
-    TimeoutBudget,
-    check_budget,
-    plan_capacity,
-    task_budget_s,
-    worst_case_task_s,
-)
-from fme_ai_resilience.errors import CLASSIFICATION, ConfigurationError
+from fme_ai_resilience.capacity import MAX_DRAIN_RETRY_AFTER_S, plan_capacity
+from fme_ai_resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.task_budget import check_budget, task_budget_s, worst_case_task_s
+from fme_ai_resilience.classification import CLASSIFICATION
+from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.retry import RetryPolicy
 
 

@@ -34,7 +34,7 @@ def test_open_show_reset_round_trip(db, capsys):
     assert (item["service"], item["mode"], item["effective"]) == (
         "vision", "FORCED_OPEN", "OPEN (forced)")
     with open_store(db) as store:
-        assert store.breaker_get("vision", 0).mode is BreakerMode.FORCED_OPEN
+        assert store.breaker_get("vision", now=0).mode is BreakerMode.FORCED_OPEN
     code, out, _ = run(capsys, "breaker", "reset", "--service", "vision")
     assert code == 0 and "CLOSED" in out
     code, out, _ = run(capsys, "breaker", "show", "--service", "vision")
@@ -94,14 +94,14 @@ def test_degrade_set_show_auto(db, capsys):
     assert out.startswith("L0 normal: automatic")
 
 
-def test_missing_ledger_exits_1(tmp_path, monkeypatch, capsys):
-    """Without --db or FAIR_DB_URL the command says what is missing."""
+def test_missing_ledger_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    """Without --db or FAIR_DB_URL the command says what is missing and exits 2."""
     monkeypatch.delenv("FAIR_DB_URL", raising=False)
     code, _, err = run(capsys, "breaker", "show")
-    assert code == 1 and "no ledger given" in err
+    assert code == 2 and "no ledger given" in err
 
 
 def test_bad_level_is_a_clear_error(db, capsys):
     """An unknown level exits 2 with one line naming it."""
     code, _, err = run(capsys, "degrade", "set", "L9")
-    assert code == 2 and "not a degradation level: 'L9'" in err
+    assert code == 2 and "level='L9': is not a degradation level (L0-L4)" in err

@@ -13,7 +13,7 @@ def test_db_init_twice_is_harmless(tmp_path, capsys):
     assert main(["db", "init", "--db", url]) == 0
     assert "0 -> 1" in capsys.readouterr().out
     with open_store(url) as store:
-        store.set_config({"kept": "yes"}, 1.0)
+        store.set_config({"kept": "yes"}, now=1.0)
     assert main(["db", "init", "--db", url]) == 0
     assert "nothing to do" in capsys.readouterr().out
     with open_store(url) as store:

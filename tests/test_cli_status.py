@@ -31,11 +31,11 @@ def test_status_json_on_a_busy_ledger(shared_ledger_url, capsys):
     now = time.time()
     with open_store(shared_ledger_url) as store:
         for i in range(7):
-            store.register(Submission(f"k{i}", f"F{i}", "t"), now, 100)
-        tasks = store.claim("engine", 4, 60, now)
-        store.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, None, now)
-        store.bury(tasks[1].key, tasks[1].lease_token, FailureClass.FORMAT, "drift", now)
-        store.record_dead_letter("bad", {}, FailureClass.INVALID_PAYLOAD, "x", now)
+            store.register(Submission(f"k{i}", f"F{i}", "t"), 100, now=now)
+        tasks = store.claim("engine", 4, 60, now=now)
+        store.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, None, now=now)
+        store.bury(tasks[1].key, tasks[1].lease_token, FailureClass.FORMAT, "drift", now=now)
+        store.record_dead_letter("bad", {}, FailureClass.INVALID_PAYLOAD, "x", now=now)
     report = _json_status(shared_ledger_url, capsys)
     assert report["ledger"] == {"PENDING": 3, "PROCESSING": 2, "SUCCEEDED": 1, "FAILED": 0,
                                 "DEFERRED": 0, "DEAD": 2}

@@ -54,9 +54,9 @@ def test_deadline_remaining_and_expiry():
     """remaining() counts down to zero and never below; expired() flips at the end."""
     d = Deadline(start=100.0, budget_s=30.0)
     assert d.expires_at == 130.0
-    assert d.remaining(110.0) == 20.0 and not d.expired(110.0)
-    assert d.remaining(130.0) == 0.0 and d.expired(130.0)
-    assert d.remaining(500.0) == 0.0
+    assert d.remaining(now=110.0) == 20.0 and not d.expired(now=110.0)
+    assert d.remaining(now=130.0) == 0.0 and d.expired(now=130.0)
+    assert d.remaining(now=500.0) == 0.0
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan])

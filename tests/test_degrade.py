@@ -32,7 +32,7 @@ def run(script, state=None):
     state = state or LadderState()
     levels = []
     for at, signals in script:
-        state = next_state(S, state, signals, at)
+        state = next_state(S, state, signals, now=at)
         levels.append(int(state.effective))
     return state, levels
 
@@ -108,12 +108,12 @@ def test_holding_level_uses_exit_thresholds():
 
 def test_override_holds_until_cleared():
     """An override wins over every signal; clearing it returns to the computed level."""
-    state = with_override(LadderState(), Level.PAUSED, 0)
+    state = with_override(LadderState(), Level.PAUSED, now=0)
     state, levels = run([(t, backlog(0.0)) for t in range(0, 1000, 100)], state)
     assert set(levels) == {4}
-    cleared = with_override(state, None, 1000)
+    cleared = with_override(state, None, now=1000)
     assert cleared.effective is Level.NORMAL and cleared.generation == state.generation + 1
-    assert with_override(cleared, None, 1001) is cleared
+    assert with_override(cleared, None, now=1001) is cleared
 
 
 def test_should_analyze_per_level():
@@ -156,13 +156,13 @@ def test_signals_measured_from_backlog_and_window():
 def test_engines_share_the_persisted_ladder(tmp_path):
     """One engine's observation moves the level every engine reads; the override holds until auto."""
     from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.degrade import Degradation
+    from fme_ai_resilience.services.shared_ladder import Degradation
     from fme_ai_resilience.store import open_store
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     clock = FakeClock()
     with open_store(url, init_schema=True) as s1, open_store(url) as s2:
-        a, b = Degradation(s1, S, clock), Degradation(s2, S, clock)
+        a, b = Degradation(S, store=s1, clock=clock), Degradation(S, store=s2, clock=clock)
         a.observe(backlog(3.5))
         clock.advance(1.0)
         assert b.level() is Level.CRITICAL_ONLY and b.model() is Model.FALLBACK
@@ -181,9 +181,10 @@ def test_engines_share_the_persisted_ladder(tmp_path):
 
 def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
     """Backlog over the watermark, the primary's failure rate and forced modes become signals."""
-    from fme_ai_resilience.breaker import BreakerPolicy, CircuitBreaker, Manual
+    from fme_ai_resilience.breaker import BreakerPolicy, Manual
+    from fme_ai_resilience.services.shared_breaker import CircuitBreaker
     from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.degrade import gather_signals
+    from fme_ai_resilience.services.shared_ladder import gather_signals
     from fme_ai_resilience.ledger import CallRecord
     from fme_ai_resilience.settings import IntakeSettings
     from fme_ai_resilience.store import open_store
@@ -192,14 +193,15 @@ def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
     clock = FakeClock()
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as store:
         for i in range(30):
-            store.register(Submission(f"k{i}", f"F{i}", f"t{i}"), clock.now(), 1000)
+            store.register(Submission(f"k{i}", f"F{i}", f"t{i}"), 1000, now=clock.now())
         for i in range(10):
             store.record_call(CallRecord("vision", clock.now(), 0.1,
                                          "SERVER_ERROR" if i < 4 else None))
-        primary = CircuitBreaker(store, "vision", BreakerPolicy(), clock)
-        fallback = CircuitBreaker(store, "vision-lite", BreakerPolicy(), clock)
+        primary = CircuitBreaker("vision", BreakerPolicy(), store=store, clock=clock)
+        fallback = CircuitBreaker("vision-lite", BreakerPolicy(), store=store, clock=clock)
         fallback.command(Manual.FORCE_OPEN)
-        signals = gather_signals(store, IntakeSettings(watermark=20), primary, fallback)
+        signals = gather_signals(IntakeSettings(watermark=20), primary, fallback, store=store,
+                                 now=clock.now())
     assert signals.backlog_ratio == 1.5 and signals.error_rate == 0.4
     assert signals.primary is CircuitState.CLOSED and signals.fallback is CircuitState.OPEN
     assert target_level(S, signals) is Level.SAMPLE         # no usable fallback to switch to
@@ -209,11 +211,11 @@ def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
 def test_ladder_from_settings_uses_the_degrade_group_and_breaker_cache(tmp_path):
     """Degradation.from_settings reads degrade.* and caches for breaker.cache_ttl_s."""
     from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.degrade import Degradation
+    from fme_ai_resilience.services.shared_ladder import Degradation
     from fme_ai_resilience.settings import Settings
     from fme_ai_resilience.store import open_store
 
     settings = Settings.from_mapping({"degrade.hold_s": "42", "breaker.cache_ttl_s": "0.25"})
     with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as store:
-        ladder = Degradation.from_settings(store, settings, FakeClock())
+        ladder = Degradation.from_settings(settings, store=store, clock=FakeClock())
         assert ladder.settings.hold_s == 42.0 and ladder.cache_ttl_s == 0.25

@@ -7,11 +7,15 @@ from typing import Optional
 
 import pytest
 
-from fme_ai_resilience.errors import (
+from fme_ai_resilience.classification import (
     CLASSIFICATION,
     BackoffProfile,
-    CircuitOpenError,
     ClassRule,
+    classify_status,
+    rule_for,
+)
+from fme_ai_resilience.errors import (
+    CircuitOpenError,
     ConfigurationError,
     ErrorClass,
     FailureClass,
@@ -21,8 +25,6 @@ from fme_ai_resilience.errors import (
     StoreError,
     StoreUnavailable,
     UnsafeURL,
-    classify_status,
-    rule_for,
 )
 from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
 
@@ -37,8 +39,7 @@ class Outcome:
 
 def _first_decision(error_class, retry_after_s=None, policy=None):
     policy = policy or RetryPolicy(max_inline_wait_s=1e6)
-    return policy.decide(RetryHistory(), Outcome(error_class, retry_after_s), 0.0,
-                         rng=random.Random(0))
+    return policy.decide(RetryHistory(), Outcome(error_class, retry_after_s), now=0.0, rng=random.Random(0))
 
 
 # -- seed section 4.2, row by row ------------------------------------------------------------
@@ -119,7 +120,7 @@ def test_row_bad_format_retry_once_then_dead_format():
     assert (rule.retry, rule.max_retries, rule.dead_letter, rule.alert) == (True, 1, F.FORMAT, True)
     policy = RetryPolicy(max_inline_wait_s=1e6)
     first = _first_decision(E.BAD_FORMAT, policy=policy)
-    second = policy.decide(first.history, Outcome(E.BAD_FORMAT), 1.0, rng=random.Random(0))
+    second = policy.decide(first.history, Outcome(E.BAD_FORMAT), now=1.0, rng=random.Random(0))
     assert first.kind is DecisionKind.RETRY
     assert (second.kind, second.failure_class) == (DecisionKind.GIVE_UP, F.FORMAT)
 

@@ -10,7 +10,8 @@ import requests
 import responses
 from responses import matchers
 
-from fme_ai_resilience.flow import Engine, FlowClient, FlowError, FlowHealth
+from fme_ai_resilience.services.flow import Engine, FlowClient, FlowHealth
+from fme_ai_resilience.errors import FlowError
 
 BASE = "https://flow.example.com"
 TOKEN = "fmetoken-secret-4b1d9e"

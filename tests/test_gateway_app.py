@@ -13,7 +13,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from fme_ai_resilience.errors import StoreUnavailable
-from fme_ai_resilience.flow import FlowHealth
+from fme_ai_resilience.services.flow import FlowHealth
 from fme_ai_resilience.gateway import make_app, sign
 from fme_ai_resilience.settings import IntakeSettings, Settings
 
@@ -66,7 +66,7 @@ def call(app, method="POST", path="/", body: bytes = BODY, content_type="applica
 @pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
 def test_webhook_is_post_only(clock, method):
     """Anything but POST on the webhook answers 405 with Allow: POST."""
-    status, headers, body = call(make_app(UntouchedStore(), clock=clock), method=method)
+    status, headers, body = call(make_app(store=UntouchedStore(), clock=clock), method=method)
     assert status == 405 and headers["Allow"] == "POST"
     assert headers["Content-Type"] == "application/json"
 
@@ -74,7 +74,7 @@ def test_webhook_is_post_only(clock, method):
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", ""])
 def test_non_json_content_type_is_415(clock, ctype):
     """A body that is not declared JSON answers 415."""
-    status, _, _ = call(make_app(UntouchedStore(), clock=clock), content_type=ctype)
+    status, _, _ = call(make_app(store=UntouchedStore(), clock=clock), content_type=ctype)
     assert status == 415
 
 
@@ -86,7 +86,7 @@ def test_declared_length_over_the_limit_is_413_without_reading(clock):
         def read(self, *args):
             raise AssertionError("the body was read")
 
-    app = make_app(UntouchedStore(), settings, clock=clock)
+    app = make_app(settings, store=UntouchedStore(), clock=clock)
     status, _, body = call(app, body=b"x" * 101, environ_extra={"wsgi.input": Exploding()})
     assert status == 413 and "100 bytes" in body["reason"]
 
@@ -95,7 +95,7 @@ def test_undeclared_length_reads_at_most_limit_plus_one(clock):
     """Without Content-Length (a terminated stream) the gateway reads limit + 1 bytes at most."""
     settings = Settings(intake=IntakeSettings(max_body_bytes=100))
     stream = io.BytesIO(b"x" * 10_000)
-    app = make_app(UntouchedStore(), settings, clock=clock)
+    app = make_app(settings, store=UntouchedStore(), clock=clock)
     status, _, _ = call(app, length=None,
                         environ_extra={"wsgi.input": stream, "wsgi.input_terminated": True})
     assert status == 413 and stream.tell() == 101
@@ -103,18 +103,18 @@ def test_undeclared_length_reads_at_most_limit_plus_one(clock):
 
 def test_missing_length_on_an_unterminated_stream_is_411(clock):
     """A stream without length or terminator cannot be read safely: 411."""
-    status, _, _ = call(make_app(UntouchedStore(), clock=clock), length=None)
+    status, _, _ = call(make_app(store=UntouchedStore(), clock=clock), length=None)
     assert status == 411
 
 
 def test_bad_content_length_is_400(clock):
     """A Content-Length that is not a number is a bad request."""
-    assert call(make_app(UntouchedStore(), clock=clock), length="12x")[0] == 400
+    assert call(make_app(store=UntouchedStore(), clock=clock), length="12x")[0] == 400
 
 
 def test_shared_secret_mismatch_is_401(clock):
     """With a shared secret configured, a missing or wrong header answers 401."""
-    app = make_app(UntouchedStore(), clock=clock, shared_secret="s3cret-value")
+    app = make_app(store=UntouchedStore(), clock=clock, shared_secret="s3cret-value")
     assert call(app)[0] == 401
     assert call(app, headers={"X-FAIR-Secret": "wrong"})[0] == 401
     assert "s3cret" not in repr(app)
@@ -122,7 +122,7 @@ def test_shared_secret_mismatch_is_401(clock):
 
 def test_signature_mismatch_is_401(clock):
     """A wrong, stale or missing Standard Webhooks signature answers 401."""
-    app = make_app(UntouchedStore(), clock=clock, signing_secret=WHSEC)
+    app = make_app(store=UntouchedStore(), clock=clock, signing_secret=WHSEC)
     now = int(clock.now())
     good = sign(WHSEC, "msg_1", now, BODY)
     assert call(app)[0] == 401
@@ -147,7 +147,7 @@ def test_sign_matches_the_standard_webhooks_reference_vector():
 def test_bad_signing_secret_is_refused_up_front():
     """An undecodable whsec_ secret raises ValueError at construction."""
     with pytest.raises(ValueError):
-        make_app(UntouchedStore(), signing_secret="whsec_!!!")
+        make_app(store=UntouchedStore(), signing_secret="whsec_!!!")
 
 
 def test_healthz_reports_the_ledger(clock):
@@ -162,12 +162,12 @@ def test_healthz_reports_the_ledger(clock):
             return 2
 
     up = Up()
-    status, _, body = call(make_app(up, clock=clock), method="GET", path="/healthz")
+    status, _, body = call(make_app(store=up, clock=clock), method="GET", path="/healthz")
     assert status == 200 and body == {"ledger": "reachable", "backlog": 2, "watermark": 48}
     assert up.limits == [481]  # never counts past the park ceiling (48 x 10) + 1
-    status, _, body = call(make_app(DownStore(), clock=clock), method="GET", path="/healthz")
+    status, _, body = call(make_app(store=DownStore(), clock=clock), method="GET", path="/healthz")
     assert status == 503 and body["ledger"] == "unreachable"
-    assert call(make_app(Up(), clock=clock), method="POST", path="/healthz")[0] == 405
+    assert call(make_app(store=Up(), clock=clock), method="POST", path="/healthz")[0] == 405
 
 
 def test_healthz_includes_flow_health(clock):
@@ -178,7 +178,7 @@ def test_healthz_includes_flow_health(clock):
             return 0
 
     health = FlowHealth(reachable=True, has_capacity=False, queued=9, engines=2, busy_engines=2)
-    app = make_app(Up(), clock=clock, flow_health=lambda: health)
+    app = make_app(store=Up(), clock=clock, flow_health=lambda: health)
     _, _, body = call(app, method="GET", path="/healthz")
     assert body["flow"]["has_capacity"] is False and body["flow"]["queued"] == 9
 
@@ -191,7 +191,7 @@ def test_unexpected_failure_is_a_json_500_without_secrets(clock, caplog):
             raise RuntimeError(f"boom token={TOKEN}")
 
     caplog.set_level(logging.DEBUG)
-    status, _, body = call(make_app(Broken(), clock=clock))
+    status, _, body = call(make_app(store=Broken(), clock=clock))
     assert status == 500 and body["status"] == "error"
     assert TOKEN not in caplog.text
 
@@ -207,7 +207,7 @@ def ledger():
 
 def test_valid_delivery_reaches_the_ledger(ledger, clock):
     """A JSON POST is decided: 202 with the decision body, then 202 duplicate."""
-    app = make_app(ledger, clock=clock)
+    app = make_app(store=ledger, clock=clock)
     status, headers, body = call(app, content_type="application/json; charset=UTF-8",
                                  headers={"X-Survey123-Delivery": "d-1"})
     assert status == 202 and body["status"] == "accepted"
@@ -219,7 +219,7 @@ def test_valid_delivery_reaches_the_ledger(ledger, clock):
 
 def test_correct_secret_and_signature_are_accepted(ledger, clock):
     """The right shared secret and a fresh valid signature pass through to the decision."""
-    app = make_app(ledger, clock=clock, shared_secret="s3cret-value", signing_secret=WHSEC)
+    app = make_app(store=ledger, clock=clock, shared_secret="s3cret-value", signing_secret=WHSEC)
     now = int(clock.now()) - 60  # inside the tolerance window
     status, _, _ = call(app, headers={
         "X-FAIR-Secret": "s3cret-value", "webhook-id": "msg_1", "webhook-timestamp": str(now),
@@ -229,7 +229,7 @@ def test_correct_secret_and_signature_are_accepted(ledger, clock):
 
 def test_invalid_json_through_the_gateway_is_400(ledger, clock):
     """Garbage posted as JSON is answered 400 and kept as a dead letter."""
-    status, _, body = call(make_app(ledger, clock=clock), body=b"{oops")
+    status, _, body = call(make_app(store=ledger, clock=clock), body=b"{oops")
     assert status == 400 and body["dead_letter"].startswith("body:sha256:")
     assert ledger.counts()["DEAD"] == 1
 
@@ -237,7 +237,7 @@ def test_invalid_json_through_the_gateway_is_400(ledger, clock):
 def test_retry_after_header_is_an_integer(ledger, clock):
     """A 429 carries Retry-After as whole seconds >= 1."""
     settings = Settings(intake=IntakeSettings(watermark=1, overload_mode="reject"))
-    app = make_app(ledger, settings, clock=clock)
+    app = make_app(settings, store=ledger, clock=clock)
     call(app, body=BODY.replace(b"A0B1C2D3", b"B0B1C2D3"))
     status, headers, _ = call(app)
     assert status == 429 and int(headers["Retry-After"]) >= 1
@@ -250,7 +250,7 @@ def test_retry_after_header_is_an_integer(ledger, clock):
        ctype=st.sampled_from(["application/json", "text/plain", "application/cloudevents+json"]))
 def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, method, ctype):
     """Whatever arrives, the gateway answers a contract status with a JSON body, never a 500."""
-    status, headers, answer = call(make_app(ledger, clock=clock), method=method, body=body,
+    status, headers, answer = call(make_app(store=ledger, clock=clock), method=method, body=body,
                                    content_type=ctype)
     assert status in (200, 202, 400, 405, 415, 429)
     assert headers["Content-Type"] == "application/json" and isinstance(answer, dict)
@@ -258,13 +258,14 @@ def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, m
 
 def test_live_settings_are_read_per_request(tmp_path, clock):
     """With LiveSettings, a resilience_config change reaches the next request after its TTL."""
-    from fme_ai_resilience.live_settings import LiveSettings
+    from fme_ai_resilience.services.live_settings import LiveSettings
     from fme_ai_resilience.store import open_store
 
     with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
-        app = make_app(ledger, LiveSettings(ledger, ttl_s=5.0, clock=clock), clock=clock)
+        app = make_app(LiveSettings(store=ledger, ttl_s=5.0, clock=clock), store=ledger,
+                       clock=clock)
         assert call(app, method="GET", path="/healthz")[2]["watermark"] == 48
-        ledger.set_config({"intake.watermark": "7"}, clock.now())
+        ledger.set_config({"intake.watermark": "7"}, now=clock.now())
         clock.advance(5.0)
         assert call(app, method="GET", path="/healthz")[2]["watermark"] == 7
 
@@ -272,7 +273,7 @@ def test_live_settings_are_read_per_request(tmp_path, clock):
 @pytest.mark.parametrize("stamp", ["1" + "0" * 400, "9" * 5000, "-" + "9" * 400])
 def test_an_absurd_webhook_timestamp_is_401(clock, stamp):
     """A timestamp too large for a float (or for int()) answers 401, not 500."""
-    app = make_app(UntouchedStore(), clock=clock, signing_secret=WHSEC)
+    app = make_app(store=UntouchedStore(), clock=clock, signing_secret=WHSEC)
     assert call(app, headers={"webhook-id": "m1", "webhook-timestamp": stamp,
                               "webhook-signature": "v1,xx"})[0] == 401
 
@@ -285,73 +286,10 @@ class CountingParser:
 
         self.calls = 0
         self._parse = parse_webhook
-        monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", self)
+        monkeypatch.setattr("fme_ai_resilience.services.intake.parse_webhook", self)
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
         return self._parse(*args, **kwargs)
 
 
-def test_a_second_identical_post_is_answered_from_the_parse_memo(ledger, clock, monkeypatch):
-    """The same bytes posted again are not parsed again, and still get the right status."""
-    parser = CountingParser(monkeypatch)
-    app = make_app(ledger, clock=clock)
-    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-1"})
-    assert status == 202 and body["status"] == "accepted" and parser.calls == 1
-    clock.advance(1.0)
-    status, _, body = call(app, headers={"X-Survey123-Delivery": "d-2"})
-    assert status == 202 and body["status"] == "duplicate_in_progress"
-    assert body["delivery_id"] == "d-2" and parser.calls == 1
-    status, _, _ = call(app, body=BODY + b"\n", headers={"X-Survey123-Delivery": "d-3"})
-    assert status == 202 and parser.calls == 2  # other bytes: parsed
-    assert ledger.counts()["PENDING"] == 1
-
-
-def test_any_request_expires_the_parse_memo(ledger, clock):
-    """Once an entry (and the portal token it holds) has passed its age, the next request of
-    any kind drops it: here a health check."""
-    app = make_app(ledger, Settings(intake=IntakeSettings(recent_body_max_age_s=60.0)),
-                   clock=clock)
-    assert call(app)[0] == 202
-    assert len(app._recent) == 1
-    clock.advance(30.0)
-    call(app, method="GET", path="/healthz")
-    assert len(app._recent) == 1
-    clock.advance(31.0)
-    assert call(app, method="GET", path="/healthz")[0] == 200
-    assert len(app._recent) == 0
-
-
-def test_the_parse_memo_can_be_turned_off(ledger, clock, monkeypatch):
-    """intake.recent_bodies 0 parses every delivery."""
-    parser = CountingParser(monkeypatch)
-    app = make_app(ledger, Settings(intake=IntakeSettings(recent_bodies=0)), clock=clock)
-    for delivery in ("d-1", "d-2"):
-        assert call(app, headers={"X-Survey123-Delivery": delivery})[0] == 202
-    assert parser.calls == 2
-
-
-def test_the_parse_memo_follows_live_settings(tmp_path, clock, monkeypatch):
-    """A live change of the memo's size or age builds a new, empty one; other changes keep it."""
-    from fme_ai_resilience.live_settings import LiveSettings
-    from fme_ai_resilience.store import open_store
-
-    parser = CountingParser(monkeypatch)
-    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
-        app = make_app(ledger, LiveSettings(ledger, ttl_s=5.0, clock=clock), clock=clock)
-        call(app)
-        call(app)
-        assert parser.calls == 1
-        ledger.set_config({"intake.watermark": "7"}, clock.now())
-        clock.advance(5.0)
-        call(app)
-        assert parser.calls == 1
-        ledger.set_config({"intake.recent_body_max_age_s": "60"}, clock.now())
-        clock.advance(5.0)
-        call(app)
-        assert parser.calls == 2
-        ledger.set_config({"intake.recent_bodies": "0"}, clock.now())
-        clock.advance(5.0)
-        call(app)
-        call(app)
-        assert parser.calls == 4

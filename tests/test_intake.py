@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.flow import FlowHealth
-from fme_ai_resilience.intake import IntakeDecision, decide
+from fme_ai_resilience.services.flow import FlowHealth
+from fme_ai_resilience.services.intake import IntakeAnswer, decide
 from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
 from fme_ai_resilience.keys import body_key
 from fme_ai_resilience.settings import IntakeSettings, Settings
@@ -53,19 +53,19 @@ def fill(store, n: int, now: float, prefix: str = "filler") -> None:
     """Put ``n`` unrelated PENDING tasks in the ledger."""
     for i in range(n):
         store.register(Submission(idempotency_key=f"{prefix}-{i}", feature_global_id="f",
-                                  trace_id="t"), now, 10 ** 6)
+                                  trace_id="t"), 10 ** 6, now=now)
 
 
 def finish(store, key: str, now: float) -> None:
     """Claim ``key`` (only it is due) and complete it, as the processor would."""
-    (task,) = store.claim("engine", 1, 60.0, now)
+    (task,) = store.claim("engine", 1, 60.0, now=now)
     assert task.key == key
-    assert store.complete(key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "ok"}, now)
+    assert store.complete(key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "ok"}, now=now)
 
 
 def test_first_delivery_is_202_and_pending(store, clock):
     """A new photo answers 202 and leaves one PENDING row without the token (every backend)."""
-    decision = decide(BODY, hdr("d1"), store, Settings(), clock.now())
+    decision = decide(BODY, hdr("d1"), Settings(), store=store, now=clock.now())
     assert decision.status_code == 202 and decision.body["status"] == "accepted"
     assert [r.outcome for r in decision.registrations] == [RegisterOutcome.NEW]
     record = store.get(KEY)
@@ -77,21 +77,21 @@ def test_first_delivery_is_202_and_pending(store, clock):
 
 def test_redelivery_202_while_pending_then_200_once_succeeded(ledger, clock):
     """A new delivery id of the same fact is 202 while in progress and 200 once SUCCEEDED."""
-    assert decide(BODY, hdr("d1"), ledger, Settings(), clock.now()).status_code == 202
-    again = decide(BODY, hdr("d2"), ledger, Settings(), clock.now())
+    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now()).status_code == 202
+    again = decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now())
     assert again.status_code == 202 and again.body["status"] == "duplicate_in_progress"
     finish(ledger, KEY, clock.now())
-    done = decide(BODY, hdr("d3"), ledger, Settings(), clock.now())
+    done = decide(BODY, hdr("d3"), Settings(), store=ledger, now=clock.now())
     assert done.status_code == 200 and done.body["status"] == "duplicate_done"
     assert ledger.counts()["SUCCEEDED"] == 1 and sum(ledger.counts().values()) == 1
 
 
 def test_dead_duplicate_answers_200(ledger, clock):
     """A duplicate of a dead letter is recorded already: 200 (the compensator requeues it)."""
-    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
-    (task,) = ledger.claim("e", 1, 60.0, clock.now())
-    ledger.bury(KEY, task.lease_token, FailureClass.NOT_FOUND, "photo gone", clock.now())
-    assert decide(BODY, hdr("d2"), ledger, Settings(), clock.now()).status_code == 200
+    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    (task,) = ledger.claim("e", 1, 60.0, now=clock.now())
+    ledger.bury(KEY, task.lease_token, FailureClass.NOT_FOUND, "photo gone", now=clock.now())
+    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now()).status_code == 200
 
 
 def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
@@ -100,7 +100,7 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     data = json.loads(BODY)
     del data["feature"]
     raw = json.dumps(data).encode()
-    decision = decide(raw, hdr("d9"), ledger, Settings(), clock.now())
+    decision = decide(raw, hdr("d9"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400 and decision.body["status"] == "invalid"
     assert "no feature" in decision.body["reason"]
     record = ledger.get(body_key(raw))
@@ -111,14 +111,14 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in (record.last_error or "")
     assert TOKEN not in caplog.text
     # the same garbage again: still 400, the evidence is kept once
-    assert decide(raw, hdr("d10"), ledger, Settings(), clock.now()).status_code == 400
+    assert decide(raw, hdr("d10"), Settings(), store=ledger, now=clock.now()).status_code == 400
     assert ledger.counts()["DEAD"] == 1
 
 
 def test_binary_garbage_is_400_and_storable(ledger, clock):
     """Non-UTF-8 bytes with NULs still leave a dead letter (the excerpt is made storable)."""
     raw = b"\x00\xff\xfe garbage \x00"
-    assert decide(raw, {}, ledger, Settings(), clock.now()).status_code == 400
+    assert decide(raw, {}, Settings(), store=ledger, now=clock.now()).status_code == 400
     assert ledger.get(body_key(raw)).status is Status.DEAD
 
 
@@ -127,7 +127,7 @@ def test_reject_mode_over_the_watermark_is_429_with_littles_law_retry_after(ledg
     now = clock.now()
     fill(ledger, 5, now)
     config = settings(watermark=2, overload_mode="reject")  # planned drain 8/20 = 0.4 task/s
-    decision = decide(BODY, hdr("d1"), ledger, config, now)
+    decision = decide(BODY, hdr("d1"), config, store=ledger, now=now)
     assert decision.status_code == 429 and decision.body["stored"] is False
     assert decision.headers["Retry-After"] == "8"  # (5 - 2) / 0.4 = 7.5 -> 8
     assert decision.retry_after_s == 8 and ledger.get(KEY) is None
@@ -137,16 +137,16 @@ def test_retry_after_uses_the_measured_drain_rate_once_there_is_history(ledger, 
     """With enough completions in the window the measured rate replaces the planned one."""
     now = clock.now()
     fill(ledger, 30, now - 100, prefix="done")
-    for task in ledger.claim("e", 30, 60.0, now - 100):
-        ledger.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {}, now - 100)
+    for task in ledger.claim("e", 30, 60.0, now=now - 100):
+        ledger.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {}, now=now - 100)
     fill(ledger, 5, now)
     config = settings(watermark=2, overload_mode="reject", drain_window_s=300.0,
                       drain_min_completions=10)
-    decision = decide(BODY, hdr("d1"), ledger, config, now)
+    decision = decide(BODY, hdr("d1"), config, store=ledger, now=now)
     assert decision.status_code == 429
     assert decision.retry_after_s == 30  # (5 - 2) / (30 / 300 s) = 30 s
     slower = settings(watermark=2, overload_mode="reject", drain_min_completions=31)
-    assert decide(BODY, hdr("d2"), ledger, slower, now).retry_after_s == 8  # planned rate
+    assert decide(BODY, hdr("d2"), slower, store=ledger, now=now).retry_after_s == 8  # planned rate
 
 
 class _NoFullCounts:
@@ -171,8 +171,7 @@ def test_429_counts_the_backlog_through_the_capped_in_progress_count(store, cloc
     now = clock.now()
     fill(store, 5, now)
     ledger = _NoFullCounts(store)
-    decision = decide(BODY, hdr("d1"), ledger, settings(watermark=2, overload_mode="reject"),
-                      now)
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 429 and decision.retry_after_s == 8  # (5 - 2) / 0.4
     assert ledger.limits == [2 + 24 * 3600 * 0.4]  # past it Retry-After is 24 h whatever
 
@@ -181,7 +180,7 @@ def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
     """Past the watermark in park mode: 202 and the row DEFERRED (every backend)."""
     now = clock.now()
     fill(store, 3, now)
-    decision = decide(BODY, hdr("d1"), store, settings(watermark=2), now)
+    decision = decide(BODY, hdr("d1"), settings(watermark=2), store=store, now=now)
     assert decision.status_code == 202
     assert decision.registrations[0].outcome is RegisterOutcome.PARKED
     assert store.get(KEY).status is Status.DEFERRED
@@ -191,7 +190,7 @@ def test_park_mode_over_the_ceiling_is_429(ledger, clock):
     """Past watermark x park_ceiling_factor even park mode answers 429 with Retry-After."""
     now = clock.now()
     fill(ledger, 6, now)
-    decision = decide(BODY, hdr("d1"), ledger, settings(watermark=2, park_ceiling_factor=3), now)
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling_factor=3), store=ledger, now=now)
     assert decision.status_code == 429 and ledger.get(KEY) is None
     assert decision.retry_after_s == 10  # (6 - 2) / 0.4
 
@@ -200,25 +199,24 @@ def test_multi_photo_body_answers_for_the_whole(ledger, clock):
     """202 if any photo is new; 200 only when every photo is done."""
     now = clock.now()
     raw = body_with_photos(3)
-    first = decide(raw, hdr("d1"), ledger, Settings(), now)
+    first = decide(raw, hdr("d1"), Settings(), store=ledger, now=now)
     assert first.status_code == 202 and len(first.registrations) == 3
-    tasks = ledger.claim("engine", 10, 60.0, now)
+    tasks = ledger.claim("engine", 10, 60.0, now=now)
     assert len(tasks) == 3
-    ledger.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, {}, now)
-    assert decide(raw, hdr("d2"), ledger, Settings(), now).status_code == 202
+    ledger.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, {}, now=now)
+    assert decide(raw, hdr("d2"), Settings(), store=ledger, now=now).status_code == 202
     for task in tasks[1:]:
-        ledger.complete(task.key, task.lease_token, TaskOutcome.REVIEW, {}, now)
-    assert decide(raw, hdr("d3"), ledger, Settings(), now).status_code == 200
+        ledger.complete(task.key, task.lease_token, TaskOutcome.REVIEW, {}, now=now)
+    assert decide(raw, hdr("d3"), Settings(), store=ledger, now=now).status_code == 200
     more = body_with_photos(4)  # one photo more than before: it is new
-    assert decide(more, hdr("d4"), ledger, Settings(), now).status_code == 202
+    assert decide(more, hdr("d4"), Settings(), store=ledger, now=now).status_code == 202
 
 
 def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
     """Photos past the ceiling are parked with the rest of their body, never dropped."""
     now = clock.now()
     fill(ledger, 1, now)
-    decision = decide(body_with_photos(3), hdr("d1"), ledger,
-                      settings(watermark=2, overload_mode="reject"), now)
+    decision = decide(body_with_photos(3), hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     statuses = [ledger.get(r.key).status for r in decision.registrations]
     assert statuses == [Status.PENDING, Status.DEFERRED, Status.DEFERRED]
@@ -227,10 +225,9 @@ def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
 def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger, clock):
     """If some photos of a body are already in the ledger, the refused rest is stored too."""
     now = clock.now()
-    decide(body_with_photos(1), hdr("d1"), ledger, Settings(), now)
+    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"), ledger,
-                      settings(watermark=2, overload_mode="reject"), now)
+    decision = decide(body_with_photos(2), hdr("d2"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     assert ledger.get(decision.registrations[1].key).status is Status.DEFERRED
 
@@ -238,18 +235,17 @@ def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger,
 def test_ledger_unreachable_is_503_with_retry_after(clock):
     """A database that cannot be reached answers 503 + Retry-After."""
     down = open_store("sqlite:////nonexistent-dir/ledger.db")
-    decision = decide(BODY, hdr("d1"), down, Settings(), clock.now())
+    decision = decide(BODY, hdr("d1"), Settings(), store=down, now=clock.now())
     assert decision.status_code == 503 and decision.retry_after_s >= 1
     assert decision.body["stored"] == []
-    assert decide(b"garbage", {}, down, Settings(), clock.now()).status_code == 503
+    assert decide(b"garbage", {}, Settings(), store=down, now=clock.now()).status_code == 503
 
 
 @pytest.mark.parametrize("mode, stored", [("park", Status.DEFERRED), ("reject", None)])
 def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
     """FME Flow without capacity: 503 + Retry-After; park mode still keeps the photo DEFERRED."""
     health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
-    decision = decide(BODY, hdr("d1"), ledger, settings(overload_mode=mode), clock.now(),
-                      flow_health=lambda: health)
+    decision = decide(BODY, hdr("d1"), settings(overload_mode=mode), store=ledger, now=clock.now(), flow_health=lambda: health)
     assert decision.status_code == 503 and decision.body["status"] == "no_engine_capacity"
     assert decision.retry_after_s == 10  # 4 queued jobs at 0.4 per second
     record = ledger.get(KEY)
@@ -258,26 +254,24 @@ def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
 
 def test_no_engine_capacity_still_answers_duplicates(ledger, clock):
     """A fact already finished answers 200 even while FME Flow is saturated."""
-    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     finish(ledger, KEY, clock.now())
     health = FlowHealth(reachable=True, has_capacity=False)
-    assert decide(BODY, hdr("d2"), ledger, Settings(), clock.now(),
-                  flow_health=health).status_code == 200
+    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now(), flow_health=health).status_code == 200
 
 
 def test_a_failing_health_probe_never_blocks_intake(ledger, clock):
     """An exception from the flow probe is ignored: the ledger takes the work."""
     def broken():
         raise RuntimeError("flow down")
-    assert decide(BODY, hdr("d1"), ledger, Settings(), clock.now(),
-                  flow_health=broken).status_code == 202
+    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now(), flow_health=broken).status_code == 202
 
 
 def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
     """A body without an attachment list registers the feature for queryAttachments."""
     data = json.loads(BODY)
     data["feature"]["attachments"] = None
-    decision = decide(json.dumps(data).encode(), hdr("d1"), ledger, Settings(), clock.now())
+    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 202
     record = ledger.get(f"{FEATURE}/attachments-unknown")
     assert record.payload["attachments_unknown"] is True
@@ -286,22 +280,21 @@ def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
 def test_decisions_never_log_the_token(ledger, clock, caplog):
     """No intake path writes the portal token to the log."""
     caplog.set_level(logging.DEBUG)
-    decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
-    decide(BODY, hdr("d2"), ledger, settings(watermark=1, overload_mode="reject"), clock.now())
+    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decide(BODY, hdr("d2"), settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
     fill(ledger, 3, clock.now())
-    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"), ledger,
-           settings(watermark=1, overload_mode="reject"), clock.now())
+    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"), settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
     assert TOKEN not in caplog.text
 
 
 def test_intake_decision_validates_and_freezes():
-    """IntakeDecision refuses a non-HTTP status and exposes read-only headers."""
+    """IntakeAnswer refuses a non-HTTP status and exposes read-only headers."""
     with pytest.raises(ValueError):
-        IntakeDecision(42)
-    decision = IntakeDecision(429, {"Retry-After": "3"}, {"status": "x"})
+        IntakeAnswer(42)
+    decision = IntakeAnswer(429, {"Retry-After": "3"}, {"status": "x"})
     with pytest.raises(TypeError):
         decision.headers["Retry-After"] = "4"  # type: ignore[index]
-    assert IntakeDecision(202).retry_after_s is None
+    assert IntakeAnswer(202).retry_after_s is None
 
 
 def test_an_unexpected_parser_failure_is_400_with_a_dead_letter(ledger, clock, caplog,
@@ -310,9 +303,9 @@ def test_an_unexpected_parser_failure_is_400_with_a_dead_letter(ledger, clock, c
     def broken(*args, **kwargs):
         raise RuntimeError("parser bug " + TOKEN)
 
-    monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", broken)
+    monkeypatch.setattr("fme_ai_resilience.services.intake.parse_webhook", broken)
     caplog.set_level(logging.DEBUG)
-    decision = decide(BODY, hdr("d1"), ledger, Settings(), clock.now())
+    decision = decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400 and "RuntimeError" in decision.body["reason"]
     assert ledger.get(body_key(BODY)).status is Status.DEAD
     assert "RuntimeError" in caplog.text and TOKEN not in caplog.text
@@ -326,7 +319,7 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
         {"attributes": {"globalid": "{%08d-1111-4111-8111-111111111111}" % i}}
         for i in range(14)]}
     raw = json.dumps(data).encode()
-    decision = decide(raw, hdr("d1"), ledger, settings(max_attachments=10), clock.now())
+    decision = decide(raw, hdr("d1"), settings(max_attachments=10), store=ledger, now=clock.now())
     assert decision.status_code == 400 and "max_attachments" in decision.body["reason"]
     assert ledger.counts().get("PENDING", 0) == 0 and ledger.counts()["DEAD"] == 1
 
@@ -334,11 +327,10 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
 def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
     """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
     now = clock.now()
-    decide(body_with_photos(1), hdr("d1"), ledger, Settings(), now)
+    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"), ledger,
-                      settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
-                               overload_mode="reject"), now)
+    decision = decide(body_with_photos(2), hdr("d2"), settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
+                               overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 429 and decision.body["stored"] is True
     assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG
     assert ledger.get(decision.registrations[1].key) is None
@@ -346,84 +338,9 @@ def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
 
 def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
     """A large body's 202 lists the first 50 registrations and gives the total count."""
-    decision = decide(body_with_photos(60), hdr("d1"), ledger, Settings(), clock.now())
+    decision = decide(body_with_photos(60), hdr("d1"), Settings(), store=ledger, now=clock.now())
     body = json.loads(decision.body_bytes())
     assert decision.status_code == 202 and len(decision.registrations) == 60
     assert len(body["submissions"]) == 50 and body["submission_count"] == 60
 
 
-# -- the parse memo changes nothing but the cost -------------------------------------------------
-
-FIXTURES = ["survey123_add.json", "survey123_edit.json", "survey123_repeats.json",
-            "survey123_no_photos.json"]
-
-
-def _deliveries():
-    """Each fixture body delivered, redelivered under another id, redelivered under the same
-    id, and once re-serialised; an invalid body twice; all with the event header."""
-    out = []
-    for name in FIXTURES:
-        raw = (DATA / name).read_bytes()
-        out += [(raw, "d1"), (raw, "d2"), (raw, "d2"),
-                (json.dumps(json.loads(raw)).encode(), "d3")]
-    out += [(b'{"feature": {"attributes": {}}}', "d4"), (b'{"feature": {"attributes": {}}}', "d5")]
-    return out
-
-
-def _run(store, recent):
-    """Every delivery's decision (status, headers, body, registrations) and the ledger rows
-    they left."""
-    store.clear()
-    decisions, keys = [], set()
-    for n, (raw, delivery) in enumerate(_deliveries()):
-        d = decide(raw, hdr(delivery), store, Settings(), 1_790_000_000.0 + n, recent=recent)
-        decisions.append((d.status_code, dict(d.headers), d.body_bytes(), d.registrations))
-        keys.update(r.key for r in d.registrations)
-        if d.status_code == 400:
-            keys.add(d.body["dead_letter"])
-    return decisions, {k: store.get(k) for k in sorted(keys)}
-
-
-def test_decisions_and_ledger_rows_are_the_same_with_or_without_the_memo(store):
-    """decide through a RecentBodies answers and writes exactly what it does without one."""
-    from fme_ai_resilience.recent_bodies import RecentBodies
-
-    without = _run(store, None)
-    memo = RecentBodies(512, 600.0)
-    with_memo = _run(store, memo)
-    assert with_memo == without
-    assert memo.hits == 2 * len(FIXTURES)  # the two same-bytes redeliveries of each body
-    assert len(without[1]) == 1 + 1 + 5 + 1 + 1  # the photos, and one dead letter
-    assert all(row is not None for row in without[1].values())
-
-
-def test_a_redelivery_from_the_memo_answers_under_its_own_delivery_id(ledger, clock):
-    """The answer to a redelivery names its own delivery, though the parse was remembered."""
-    from fme_ai_resilience.recent_bodies import RecentBodies
-
-    memo = RecentBodies(8, 60.0)
-    decide(BODY, hdr("d1"), ledger, Settings(), clock.now(), recent=memo)
-    again = decide(BODY, hdr("d2"), ledger, Settings(), clock.now(), recent=memo)
-    assert memo.hits == 1
-    assert again.status_code == 202 and again.body["status"] == "duplicate_in_progress"
-    assert again.body["delivery_id"] == "d2"
-
-
-def test_an_invalid_body_is_dead_lettered_again_through_the_memo(ledger, clock, monkeypatch):
-    """A refused body is parsed again on every delivery, and answered 400 every time."""
-    from fme_ai_resilience.recent_bodies import RecentBodies
-    from fme_ai_resilience.survey123 import parse_webhook
-
-    calls = []
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return parse_webhook(*args, **kwargs)
-
-    monkeypatch.setattr("fme_ai_resilience.intake.parse_webhook", counting)
-    memo = RecentBodies(8, 60.0)
-    for delivery in ("d1", "d2"):
-        decision = decide(b"{oops", hdr(delivery), ledger, Settings(), clock.now(), recent=memo)
-        assert decision.status_code == 400
-    assert len(calls) == 2 and len(memo) == 0
-    assert ledger.counts()["DEAD"] == 1

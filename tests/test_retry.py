@@ -11,12 +11,12 @@ import requests
 import urllib3
 
 from fme_ai_resilience.backoff import Backoff
-from fme_ai_resilience.budget import check_budget
+from fme_ai_resilience.task_budget import check_budget
 from fme_ai_resilience.clock import Deadline
 from fme_ai_resilience.errors import (CircuitOpenError, ConfigurationError, ErrorClass,
                                       FailureClass, FormatError, UnsafeURL)
-from fme_ai_resilience.retry import (DecisionKind, RetryEvent, RetryHistory, RetryPolicy,
-                                     Retrying, classify_exception)
+from fme_ai_resilience.retry import DecisionKind, RetryEvent, RetryHistory, RetryPolicy
+from fme_ai_resilience.services.retrying import Retrying, classify_exception
 from fme_ai_resilience.settings import Settings
 
 E = ErrorClass
@@ -131,14 +131,14 @@ def test_retry_after_is_honoured_inline_when_short(clock, rng):
 
 def test_retry_after_is_ignored_for_classes_it_does_not_govern(rng):
     """A connect timeout uses its short backoff even if the outcome carries a hint."""
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT, 50.0), 0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT, 50.0), now=0.0, rng=rng)
     assert d.kind is DecisionKind.RETRY and d.wait_s <= 0.5
 
 
 def test_long_backoff_parks_beyond_the_inline_limit(rng):
     """A wait longer than max_inline_wait_s parks the task until the wait is over."""
     policy = RetryPolicy(max_inline_wait_s=5.0, backoff=Backoff(10.0, 60.0, "equal"))
-    d = policy.decide(RetryHistory(), Outcome(E.SERVER_ERROR), 100.0, rng=rng)
+    d = policy.decide(RetryHistory(), Outcome(E.SERVER_ERROR), now=100.0, rng=rng)
     assert d.kind is DecisionKind.PARK
     assert 5.0 <= d.wait_s <= 10.0 and d.until == 100.0 + d.wait_s
 
@@ -146,7 +146,7 @@ def test_long_backoff_parks_beyond_the_inline_limit(rng):
 def test_circuit_open_parks_without_spending_an_attempt(rng):
     """An open circuit parks for its Retry-After and leaves the attempt budget untouched."""
     history = RetryHistory(prior_attempts=5)
-    d = RetryPolicy().decide(history, Outcome(E.CIRCUIT_OPEN, 1.0), 10.0, rng=rng)
+    d = RetryPolicy().decide(history, Outcome(E.CIRCUIT_OPEN, 1.0), now=10.0, rng=rng)
     assert d.kind is DecisionKind.PARK and d.until == 11.0
     assert d.history.counted() == 5
 
@@ -154,7 +154,7 @@ def test_circuit_open_parks_without_spending_an_attempt(rng):
 def test_gate_refusal_parks_a_transient_failure(rng):
     """When the fleet-wide retry gate says no, a retry that would be inline parks instead."""
     gate = Gate(False)
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), 7.0, rng=rng, gate=gate)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=7.0, rng=rng, gate=gate)
     assert d.kind is DecisionKind.PARK and d.until == 7.0 + d.wait_s
     assert gate.asked == [7.0]
 
@@ -170,22 +170,21 @@ def test_gate_approval_retries_and_gate_is_not_asked_needlessly(clock, rng):
 
 def test_prior_attempts_from_the_ledger_count(rng):
     """A task resumed with 5 attempts spent gives up on its next failure."""
-    d = RetryPolicy().decide(RetryHistory(prior_attempts=5), Outcome(E.SERVER_ERROR), 0.0,
-                             rng=rng)
+    d = RetryPolicy().decide(RetryHistory(prior_attempts=5), Outcome(E.SERVER_ERROR), now=0.0, rng=rng)
     assert (d.kind, d.failure_class) == (DecisionKind.GIVE_UP, FailureClass.BUDGET)
 
 
 def test_prior_format_failure_counts_toward_the_class_limit(rng):
     """A format failure in an earlier run uses up BAD_FORMAT's single retry."""
     history = RetryHistory(prior_attempts=1, prior_by_class={"BAD_FORMAT": 1})
-    d = RetryPolicy().decide(history, Outcome(E.BAD_FORMAT), 0.0, rng=rng)
+    d = RetryPolicy().decide(history, Outcome(E.BAD_FORMAT), now=0.0, rng=rng)
     assert (d.kind, d.failure_class) == (DecisionKind.GIVE_UP, FailureClass.FORMAT)
 
 
 def test_history_is_immutable_and_grows_by_one_per_decision(rng):
     """decide never changes the history it is given; the decision carries the longer one."""
     history = RetryHistory()
-    d = RetryPolicy().decide(history, Outcome(E.SERVER_ERROR), 0.0, rng=rng)
+    d = RetryPolicy().decide(history, Outcome(E.SERVER_ERROR), now=0.0, rng=rng)
     assert history.attempts == () and len(d.history.attempts) == 1
     assert d.history.attempts[0].wait_s == d.wait_s
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -204,8 +203,8 @@ def test_same_seed_same_waits(clock):
 def test_decorrelated_waits_feed_on_the_previous_wait(rng):
     """The decorrelated strategy's next bound is three times the previous wait."""
     policy = RetryPolicy(backoff=Backoff(1.0, 1000.0, "decorrelated"), max_inline_wait_s=1e6)
-    d1 = policy.decide(RetryHistory(), Outcome(E.SERVER_ERROR), 0.0, rng=rng)
-    d2 = policy.decide(d1.history, Outcome(E.SERVER_ERROR), 0.0, rng=rng)
+    d1 = policy.decide(RetryHistory(), Outcome(E.SERVER_ERROR), now=0.0, rng=rng)
+    d2 = policy.decide(d1.history, Outcome(E.SERVER_ERROR), now=0.0, rng=rng)
     assert 1.0 <= d2.wait_s <= 3.0 * d1.wait_s
 
 
@@ -225,10 +224,8 @@ def test_a_retry_whose_attempt_would_overrun_the_deadline_parks(rng):
     bounded = RetryPolicy(attempt_s=30.0)
     unbounded = RetryPolicy()
     now = 160.0  # 20 s left: any wait plus a 30 s attempt overruns
-    assert bounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now, deadline,
-                          rng).kind is DecisionKind.PARK
-    assert unbounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now, deadline,
-                            rng).kind is DecisionKind.RETRY
+    assert bounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline, rng=rng).kind is DecisionKind.PARK
+    assert unbounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline, rng=rng).kind is DecisionKind.RETRY
 
 
 def test_the_engine_never_holds_a_task_past_its_deadline(clock, rng):
@@ -254,8 +251,8 @@ def test_the_engine_never_holds_a_task_past_its_deadline(clock, rng):
 @pytest.mark.parametrize("kwargs, field", [
     ({"max_attempts": 0}, "retry.task_attempts"),
     ({"max_inline_wait_s": -1.0}, "retry.max_inline_wait_s"),
-    ({"deadline_s": 0.0}, "retry.deadline_s"),
-    ({"rules": {}}, "retry.rules"),
+    ({"deadline_s": 0.0}, "deadline_s"),
+    ({"rules": {}}, "rules"),
 ])
 def test_invalid_policy_names_the_field(kwargs, field):
     """A bad policy value raises ConfigurationError naming the setting."""
@@ -349,11 +346,11 @@ def test_default_deadline_from_policy_is_applied(clock, rng):
 
 def test_an_absurd_retry_after_is_clamped_to_a_day(rng):
     """An infinite or enormous hint parks for at most 24 h instead of forever."""
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("inf")), 0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("inf")), now=0.0, rng=rng)
     assert d.kind is DecisionKind.PARK and d.until == 86400.0
 
 
 def test_a_nan_retry_after_falls_back_to_backoff(rng):
     """A NaN hint is ignored: the class's backoff decides the wait."""
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("nan")), 0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("nan")), now=0.0, rng=rng)
     assert d.kind is DecisionKind.RETRY and 0.0 <= d.wait_s <= 1.0

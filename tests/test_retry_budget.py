@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.ledger import CallWindow
-from fme_ai_resilience.retry_budget import FleetRetryGate, RetryBudget
+from fme_ai_resilience.services.fleet_retry_gate import FleetRetryGate
+from fme_ai_resilience.retry_budget import RetryBudget
 from fme_ai_resilience.settings import RetrySettings, Settings
 
 
@@ -54,21 +55,21 @@ class CountingStore:
 def test_gate_decides_grants_on_fresh_reads():
     """Every grant reads the log afresh, so a stale copy never spends headroom twice."""
     store = CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0))
-    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0)
-    assert gate.allow_retry(100.0) and gate.allow_retry(100.1)
+    gate = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=store, cache_ttl_s=1.0)
+    assert gate.allow_retry(now=100.0) and gate.allow_retry(now=100.1)
     assert [since for _, since in store.reads] == pytest.approx([40.0, 40.1])
     store.window = CallWindow(calls=110, failures=110, slow=0, retries=10)
-    assert not gate.allow_retry(100.2)
+    assert not gate.allow_retry(now=100.2)
 
 
 def test_gate_remembers_a_refusal_for_the_ttl():
     """Past the budget, refusals come from memory for cache_ttl_s, then the log is read again."""
     store = CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10))
-    gate = FleetRetryGate(store, "vision", RetryBudget(0.1, 0.0, 60.0), cache_ttl_s=1.0)
-    assert [gate.allow_retry(10.0 + i * 0.1) for i in range(10)] == [False] * 10
+    gate = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=store, cache_ttl_s=1.0)
+    assert [gate.allow_retry(now=10.0 + i * 0.1) for i in range(10)] == [False] * 10
     assert len(store.reads) == 1
     store.window = CallWindow(calls=130, failures=130, slow=0, retries=10)
-    assert gate.allow_retry(11.0)
+    assert gate.allow_retry(now=11.0)
     assert len(store.reads) == 2
 
 
@@ -81,13 +82,11 @@ def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
         error_class = ErrorClass.CONNECTION_ERROR
         retry_after_s = None
 
-    spent = FleetRetryGate(CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10)),
-                           "vision", RetryBudget(0.1, 0.0, 60.0))
-    fresh = FleetRetryGate(CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0)),
-                           "vision", RetryBudget(0.1, 0.0, 60.0))
+    spent = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10)))
+    fresh = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0)))
     policy = RetryPolicy()
-    parked = policy.decide(RetryHistory(), Failed(), 100.0, rng=rng, gate=spent)
-    retried = policy.decide(RetryHistory(), Failed(), 100.0, rng=rng, gate=fresh)
+    parked = policy.decide(RetryHistory(), Failed(), now=100.0, rng=rng, gate=spent)
+    retried = policy.decide(RetryHistory(), Failed(), now=100.0, rng=rng, gate=fresh)
     assert parked.kind is DecisionKind.PARK and "budget" in parked.reason
     assert retried.kind is DecisionKind.RETRY
 
@@ -98,8 +97,8 @@ def test_gate_from_settings_follows_the_retry_and_breaker_groups():
                                       "retry.fleet_window_s": "30",
                                       "breaker.cache_ttl_s": "0.5", "breaker.slow_call_s": "8"})
     store = CountingStore(CallWindow(calls=10, failures=10, slow=0, retries=0))
-    gate = FleetRetryGate.from_settings(store, "vision", settings)
+    gate = FleetRetryGate.from_settings("vision", settings, store=store)
     assert (gate.budget.ratio, gate.budget.window_s, gate.cache_ttl_s, gate.slow_s) == (
         0.2, 30.0, 0.5, 8.0)
-    gate.allow_retry(100.0)
+    gate.allow_retry(now=100.0)
     assert store.reads == [("vision", 70.0)]

@@ -20,7 +20,7 @@ def test_defaults_are_the_seeds_thresholds():
     assert s.validation.confidence_threshold == 0.75
     assert (s.alerts.anomaly_rate, s.alerts.e2e_p95_warning_ratio) == (0.05, 0.8)
     assert s.intake.backpressure_ratio == 0.8
-    assert s.intake.watermark == 0 and s.intake.effective_watermark() == 48
+    assert s.intake.watermark == 0 and s.intake.capacity.watermark == 48
 
 
 def test_from_mapping_converts_strings_of_every_kind():
@@ -35,7 +35,7 @@ def test_from_mapping_converts_strings_of_every_kind():
     assert dict(s.validation.thresholds) == {"hydrant": 0.8, "valve": 0.9}
     assert s.validation.threshold_for("valve") == 0.9 and s.validation.threshold_for(None) == 0.75
     assert s.download.allowed_hosts == ("a.com", "b.com")
-    assert s.intake.effective_watermark() == 30
+    assert s.intake.capacity.watermark == 30
 
 
 def test_blank_values_keep_defaults():
@@ -135,10 +135,6 @@ INVALID = [
     ("intake.max_attachments", "many", "intake.max_attachments"),
     ("intake.drain_window_s", "0", "intake.drain_window_s"),
     ("intake.drain_min_completions", "1.5", "intake.drain_min_completions"),
-    ("intake.recent_bodies", "-1", "intake.recent_bodies"),
-    ("intake.recent_bodies", "2.5", "intake.recent_bodies"),
-    ("intake.recent_body_max_age_s", "0", "intake.recent_body_max_age_s"),
-    ("intake.recent_body_max_age_s", "inf", "intake.recent_body_max_age_s"),
     ("processing.lease_s", "0", "processing.lease_s"),
     ("processing.claim_limit", "0", "processing.claim_limit"),
     ("validation.confidence_threshold", "1.5", "validation.confidence_threshold"),

@@ -28,13 +28,13 @@ def sub(key: str, **extra) -> Submission:
 
 
 def register(store, key, now=T0, ceiling=100, **kw):
-    return store.register(sub(key), now, ceiling, **kw)
+    return store.register(sub(key), ceiling, now=now, **kw)
 
 
 def claimed(store, key, now=T0, owner="engine-1", lease_s=60.0):
     """Register ``key`` and claim it; returns the task."""
     register(store, key, now=now)
-    (task,) = store.claim(owner, 1, lease_s, now)
+    (task,) = store.claim(owner, 1, lease_s, now=now)
     assert task.key == key
     return task
 
@@ -44,7 +44,7 @@ def claimed(store, key, now=T0, owner="engine-1", lease_s=60.0):
 def test_init_schema_twice_is_harmless(store):
     """A second init applies nothing, keeps the rows and leaves the version at the latest."""
     register(store, "a")
-    assert store.init_schema() == []
+    assert store.init_schema(now=T0) == []
     assert store.schema_version() == SqlStore.latest_schema_version(store.dialect)
     assert store.get("a").status is Status.PENDING
 
@@ -52,7 +52,7 @@ def test_init_schema_twice_is_harmless(store):
 def test_clear_empties_the_ledger(store):
     """clear() removes rows from every table but keeps the schema."""
     register(store, "a")
-    store.set_config({"x": "1"}, T0)
+    store.set_config({"x": "1"}, now=T0)
     store.clear()
     assert sum(store.counts().values()) == 0 and store.get_config() == {}
 
@@ -62,7 +62,7 @@ def test_clear_empties_the_ledger(store):
 def test_register_new_stores_a_pending_row_without_the_token(store):
     """NEW: one PENDING row whose payload is the submission minus the portal token."""
     s = sub("k1", portal_token="SECRET-TOKEN-123", attributes={"asset": "hydrant"})
-    reg = store.register(s, T0, 10)
+    reg = store.register(s, 10, now=T0)
     assert (reg.outcome, reg.status, reg.backlog) == (RegisterOutcome.NEW, Status.PENDING, 0)
     record = store.get("k1")
     assert record.status is Status.PENDING and record.created_at == T0
@@ -77,11 +77,11 @@ def test_duplicate_of_an_in_progress_task(store, status):
     """A redelivery of an unfinished task is DUPLICATE_IN_PROGRESS and reports its status."""
     register(store, "k")
     if status != "PENDING":
-        (task,) = store.claim("e", 1, 60, T0)
+        (task,) = store.claim("e", 1, 60, now=T0)
         if status == "FAILED":
-            assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "503", T0 + 5, T0)
+            assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "503", T0 + 5, now=T0)
         elif status == "DEFERRED":
-            assert store.defer("k", task.lease_token, T0 + 5, T0)
+            assert store.defer("k", task.lease_token, T0 + 5, now=T0)
     reg = register(store, "k", now=T0 + 1)
     assert reg.outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS
     assert reg.status is Status(status)
@@ -91,7 +91,7 @@ def test_duplicate_of_an_in_progress_task(store, status):
 def test_duplicate_of_a_succeeded_task_is_done_with_its_outcome(store):
     """A redelivery after success is DUPLICATE_DONE with the task's outcome."""
     task = claimed(store, "k")
-    assert store.complete("k", task.lease_token, TaskOutcome.REVIEW, {"c": "fair"}, T0 + 1)
+    assert store.complete("k", task.lease_token, TaskOutcome.REVIEW, {"c": "fair"}, now=T0 + 1)
     reg = register(store, "k", now=T0 + 2)
     assert (reg.outcome, reg.status, reg.task_outcome) == (
         RegisterOutcome.DUPLICATE_DONE, Status.SUCCEEDED, TaskOutcome.REVIEW)
@@ -100,7 +100,7 @@ def test_duplicate_of_a_succeeded_task_is_done_with_its_outcome(store):
 def test_duplicate_of_a_dead_letter_is_done(store):
     """A dead letter is finished: redelivery does not revive it (only requeue does)."""
     task = claimed(store, "k")
-    assert store.bury("k", task.lease_token, FailureClass.AUTH, "401", T0 + 1)
+    assert store.bury("k", task.lease_token, FailureClass.AUTH, "401", now=T0 + 1)
     reg = register(store, "k", now=T0 + 2)
     assert (reg.outcome, reg.status) == (RegisterOutcome.DUPLICATE_DONE, Status.DEAD)
     assert store.get("k").status is Status.DEAD
@@ -146,8 +146,8 @@ def test_backlog_counts_only_in_progress_rows_and_is_capped(store):
     """Finished rows leave the backlog; the reported backlog never exceeds ceiling + 1."""
     for i in range(6):
         register(store, f"k{i}", ceiling=100)
-    task = store.claim("e", 1, 60, T0)[0]
-    store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, None, T0)
+    task = store.claim("e", 1, 60, now=T0)[0]
+    store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, None, now=T0)
     assert register(store, "n1", ceiling=100).backlog == 5
     assert register(store, "n2", ceiling=2, overload_mode=OverloadMode.REJECT).backlog == 3
 
@@ -155,9 +155,9 @@ def test_backlog_counts_only_in_progress_rows_and_is_capped(store):
 def test_parked_tasks_are_claimable_and_due_at_delays_them(store):
     """A parked task is due at its due_at (default: at once) in claim order."""
     register(store, "a", ceiling=0, overload_mode=OverloadMode.PARK)
-    store.register(sub("b"), T0, 0, OverloadMode.PARK, due_at=T0 + 100)
-    assert [t.key for t in store.claim("e", 10, 60, T0)] == ["a"]
-    assert [t.key for t in store.claim("e", 10, 60, T0 + 100)] == ["b"]
+    store.register(sub("b"), 0, OverloadMode.PARK, now=T0, due_at=T0 + 100)
+    assert [t.key for t in store.claim("e", 10, 60, now=T0)] == ["a"]
+    assert [t.key for t in store.claim("e", 10, 60, now=T0 + 100)] == ["b"]
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -177,10 +177,8 @@ def test_register_rejects_bad_arguments(store, kwargs):
 def test_record_dead_letter_keeps_redacted_evidence_once(store):
     """An invalid body is stored DEAD once per key, with secret values redacted."""
     body = {"portalInfo": {"token": "TOPSECRET-abc"}, "feature": "garbled"}
-    assert store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD,
-                                    "bad body token=TOPSECRET-abc", T0, trace_id="t")
-    assert not store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "again",
-                                        T0 + 1)
+    assert store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "bad body token=TOPSECRET-abc", now=T0, trace_id="t")
+    assert not store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "again", now=T0 + 1)
     record = store.get("hash1")
     assert record.status is Status.DEAD and record.failure_class is FailureClass.INVALID_PAYLOAD
     assert record.completed_at == T0 and record.payload["feature"] == "garbled"
@@ -194,7 +192,7 @@ def test_claim_leases_with_a_fresh_token_in_due_order(store):
     """Claim takes due tasks oldest first, sets PROCESSING, owner, expiry and token 1."""
     for i, key in enumerate(["c", "a", "b"]):
         register(store, key, now=T0 + i)
-    tasks = store.claim("engine-7", 2, 30.0, T0 + 10)
+    tasks = store.claim("engine-7", 2, 30.0, now=T0 + 10)
     assert [t.key for t in tasks] == ["c", "a"]
     assert all(t.lease_token == 1 and t.lease_expires_at == T0 + 40 for t in tasks)
     record = store.get("c")
@@ -202,28 +200,28 @@ def test_claim_leases_with_a_fresh_token_in_due_order(store):
         Status.PROCESSING, "engine-7", T0 + 40)
     assert record.next_attempt_at == T0 + 40  # due again only if the lease lapses
     assert tasks[0].payload["feature_global_id"] == "F-c"
-    assert [t.key for t in store.claim("engine-8", 5, 30.0, T0 + 10)] == ["b"]
-    assert store.claim("engine-9", 5, 30.0, T0 + 10) == []
+    assert [t.key for t in store.claim("engine-8", 5, 30.0, now=T0 + 10)] == ["b"]
+    assert store.claim("engine-9", 5, 30.0, now=T0 + 10) == []
 
 
 def test_claim_waits_for_next_attempt_at(store):
     """FAILED and DEFERRED tasks are due only once next_attempt_at has passed."""
     t1, t2 = claimed(store, "f"), claimed(store, "d")
-    store.fail("f", t1.lease_token, ErrorClass.CONNECT_TIMEOUT, "timeout", T0 + 50, T0)
-    store.defer("d", t2.lease_token, T0 + 20, T0)
-    assert store.claim("e", 10, 60, T0 + 19) == []
-    assert [t.key for t in store.claim("e", 10, 60, T0 + 20)] == ["d"]
-    again = store.claim("e", 10, 60, T0 + 50)
+    store.fail("f", t1.lease_token, ErrorClass.CONNECT_TIMEOUT, "timeout", T0 + 50, now=T0)
+    store.defer("d", t2.lease_token, T0 + 20, now=T0)
+    assert store.claim("e", 10, 60, now=T0 + 19) == []
+    assert [t.key for t in store.claim("e", 10, 60, now=T0 + 20)] == ["d"]
+    again = store.claim("e", 10, 60, now=T0 + 50)
     assert [t.key for t in again] == ["f"] and again[0].lease_token == 2
 
 
 def test_claim_skips_finished_and_leased_tasks(store):
     """SUCCEEDED, DEAD and PROCESSING rows are never claimed."""
     done = claimed(store, "done")
-    store.complete("done", done.lease_token, TaskOutcome.ACCEPTED, None, T0)
-    store.record_dead_letter("dead", {}, FailureClass.INVALID_PAYLOAD, "x", T0)
+    store.complete("done", done.lease_token, TaskOutcome.ACCEPTED, None, now=T0)
+    store.record_dead_letter("dead", {}, FailureClass.INVALID_PAYLOAD, "x", now=T0)
     claimed(store, "held")
-    assert store.claim("e", 10, 60, T0 + 1) == []
+    assert store.claim("e", 10, 60, now=T0 + 1) == []
 
 
 @pytest.mark.parametrize("kwargs", [{"limit": 0}, {"lease_s": 0}, {"owner": ""}])
@@ -239,24 +237,22 @@ def test_claim_rejects_bad_arguments(store, kwargs):
 def test_checkpoints_are_kept_and_come_back_on_the_next_claim(store):
     """Each stage's data is stored; a reclaimed task knows which stages are done."""
     task = claimed(store, "k")
-    assert store.checkpoint("k", task.lease_token, Stage.DOWNLOADED, {"bytes": 1234}, T0 + 1)
-    assert store.checkpoint("k", task.lease_token, Stage.ANALYZED,
-                            {"condition": "damaged", "confidence": 0.9}, T0 + 2)
-    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "write-back 503",
-                      T0 + 3, T0 + 2)
-    (again,) = store.claim("e2", 1, 60, T0 + 3)
+    assert store.checkpoint("k", task.lease_token, Stage.DOWNLOADED, {"bytes": 1234}, now=T0 + 1)
+    assert store.checkpoint("k", task.lease_token, Stage.ANALYZED, {"condition": "damaged", "confidence": 0.9}, now=T0 + 2)
+    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "write-back 503", T0 + 3, now=T0 + 2)
+    (again,) = store.claim("e2", 1, 60, now=T0 + 3)
     assert again.done(Stage.DOWNLOADED) and again.done(Stage.ANALYZED)
     assert not again.done(Stage.WRITTEN)
     assert again.checkpoints["analyzed"] == {"condition": "damaged", "confidence": 0.9}
-    assert store.checkpoint("k", again.lease_token, Stage.WRITTEN, None, T0 + 4)
+    assert store.checkpoint("k", again.lease_token, Stage.WRITTEN, None, now=T0 + 4)
     assert store.get("k").checkpoints["written"] is True
 
 
 def test_checkpoint_with_a_stale_token_changes_nothing(store):
     """A zombie's checkpoint is refused and the stage stays undone."""
     task = claimed(store, "k")
-    assert not store.checkpoint("k", task.lease_token + 1, Stage.ANALYZED, {"x": 1}, T0)
-    assert not store.checkpoint("missing", 1, Stage.ANALYZED, {"x": 1}, T0)
+    assert not store.checkpoint("k", task.lease_token + 1, Stage.ANALYZED, {"x": 1}, now=T0)
+    assert not store.checkpoint("missing", 1, Stage.ANALYZED, {"x": 1}, now=T0)
     assert store.get("k").checkpoints == {}
 
 
@@ -264,7 +260,7 @@ def test_checkpoint_data_must_be_json_ready(store):
     """Data that JSON cannot carry is refused before anything is written."""
     task = claimed(store, "k")
     with pytest.raises(ValueError, match="analyzed"):
-        store.checkpoint("k", task.lease_token, Stage.ANALYZED, {"x": object()}, T0)
+        store.checkpoint("k", task.lease_token, Stage.ANALYZED, {"x": object()}, now=T0)
 
 
 # -- complete / fail / defer / bury ----------------------------------------------------------
@@ -272,21 +268,19 @@ def test_checkpoint_data_must_be_json_ready(store):
 def test_complete_records_outcome_result_and_completion_time(store):
     """PROCESSING -> SUCCEEDED with outcome, result, completed_at; the lease is released."""
     task = claimed(store, "k")
-    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"},
-                          T0 + 5)
+    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"}, now=T0 + 5)
     record = store.get("k")
     assert (record.status, record.outcome, record.result, record.completed_at) == (
         Status.SUCCEEDED, TaskOutcome.ACCEPTED, {"condition": "good"}, T0 + 5)
     assert record.lease_expires_at is None
-    assert not store.complete("k", task.lease_token, TaskOutcome.REVIEW, None, T0 + 6)
+    assert not store.complete("k", task.lease_token, TaskOutcome.REVIEW, None, now=T0 + 6)
     assert store.get("k").outcome is TaskOutcome.ACCEPTED
 
 
 def test_fail_counts_an_attempt_and_sets_the_retry_time(store):
     """FAILED with attempt_count + 1, the error, and next_attempt_at = retry_at."""
     task = claimed(store, "k")
-    assert store.fail("k", task.lease_token, ErrorClass.TTFB_TIMEOUT,
-                      "timed out; Authorization: Bearer sekret-token-xyz", T0 + 30, T0 + 1)
+    assert store.fail("k", task.lease_token, ErrorClass.TTFB_TIMEOUT, "timed out; Authorization: Bearer sekret-token-xyz", T0 + 30, now=T0 + 1)
     record = store.get("k")
     assert (record.status, record.attempt_count, record.next_attempt_at) == (
         Status.FAILED, 1, T0 + 30)
@@ -297,7 +291,7 @@ def test_fail_counts_an_attempt_and_sets_the_retry_time(store):
 def test_defer_counts_no_attempt(store):
     """DEFERRED until a time, attempt_count unchanged."""
     task = claimed(store, "k")
-    assert store.defer("k", task.lease_token, T0 + 60, T0 + 1)
+    assert store.defer("k", task.lease_token, T0 + 60, now=T0 + 1)
     record = store.get("k")
     assert (record.status, record.attempt_count, record.next_attempt_at) == (
         Status.DEFERRED, 0, T0 + 60)
@@ -306,7 +300,7 @@ def test_defer_counts_no_attempt(store):
 def test_bury_makes_a_dead_letter(store):
     """DEAD with the failure class, the error and completed_at."""
     task = claimed(store, "k")
-    assert store.bury("k", task.lease_token, FailureClass.FORMAT, "schema drift", T0 + 2)
+    assert store.bury("k", task.lease_token, FailureClass.FORMAT, "schema drift", now=T0 + 2)
     record = store.get("k")
     assert (record.status, record.failure_class, record.last_error, record.completed_at) == (
         Status.DEAD, FailureClass.FORMAT, "schema drift", T0 + 2)
@@ -317,16 +311,16 @@ def test_bury_makes_a_dead_letter(store):
 def test_stale_token_writes_change_nothing(store, write):
     """After a reap and a reclaim, the old holder's write returns False and changes nothing."""
     old = claimed(store, "k", lease_s=10)
-    store.reap_expired(T0 + 11, max_attempts=6)
-    (new,) = store.claim("engine-2", 1, 60, T0 + 12)
+    store.reap_expired(now=T0 + 11, max_attempts=6)
+    (new,) = store.claim("engine-2", 1, 60, now=T0 + 12)
     assert new.lease_token == old.lease_token + 1
     before = store.get("k")
     calls = {
-        "complete": lambda t: store.complete("k", t, TaskOutcome.ACCEPTED, {"r": 1}, T0 + 13),
-        "fail": lambda t: store.fail("k", t, ErrorClass.SERVER_ERROR, "x", T0 + 20, T0 + 13),
-        "defer": lambda t: store.defer("k", t, T0 + 20, T0 + 13),
-        "bury": lambda t: store.bury("k", t, FailureClass.AUTH, "x", T0 + 13),
-        "checkpoint": lambda t: store.checkpoint("k", t, Stage.ANALYZED, {"r": 1}, T0 + 13),
+        "complete": lambda t: store.complete("k", t, TaskOutcome.ACCEPTED, {"r": 1}, now=T0 + 13),
+        "fail": lambda t: store.fail("k", t, ErrorClass.SERVER_ERROR, "x", T0 + 20, now=T0 + 13),
+        "defer": lambda t: store.defer("k", t, T0 + 20, now=T0 + 13),
+        "bury": lambda t: store.bury("k", t, FailureClass.AUTH, "x", now=T0 + 13),
+        "checkpoint": lambda t: store.checkpoint("k", t, Stage.ANALYZED, {"r": 1}, now=T0 + 13),
     }
     assert calls[write](old.lease_token) is False
     assert store.get("k") == before
@@ -337,13 +331,13 @@ def test_stale_token_writes_change_nothing(store, write):
 def test_writes_on_a_finished_task_change_nothing(store, write):
     """Once a task has left PROCESSING, even its current token cannot move it again."""
     task = claimed(store, "k")
-    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, None, T0 + 1)
+    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, None, now=T0 + 1)
     token = task.lease_token
     calls = {
-        "complete": lambda: store.complete("k", token, TaskOutcome.REVIEW, None, T0 + 2),
-        "fail": lambda: store.fail("k", token, ErrorClass.SERVER_ERROR, "x", T0 + 9, T0 + 2),
-        "defer": lambda: store.defer("k", token, T0 + 9, T0 + 2),
-        "bury": lambda: store.bury("k", token, FailureClass.AUTH, "x", T0 + 2),
+        "complete": lambda: store.complete("k", token, TaskOutcome.REVIEW, None, now=T0 + 2),
+        "fail": lambda: store.fail("k", token, ErrorClass.SERVER_ERROR, "x", T0 + 9, now=T0 + 2),
+        "defer": lambda: store.defer("k", token, T0 + 9, now=T0 + 2),
+        "bury": lambda: store.bury("k", token, FailureClass.AUTH, "x", now=T0 + 2),
     }
     assert calls[write]() is False
     assert store.get("k").status is Status.SUCCEEDED
@@ -355,36 +349,36 @@ def test_reap_returns_expired_leases_to_pending_counting_an_attempt(store):
     """Expired PROCESSING -> PENDING (attempt + 1); live leases are untouched."""
     claimed(store, "old", lease_s=10)
     claimed(store, "live", now=T0 + 5, lease_s=100)
-    result = store.reap_expired(T0 + 10, max_attempts=6)
+    result = store.reap_expired(now=T0 + 10, max_attempts=6)
     assert (result.requeued, result.buried) == (1, 0)
     record = store.get("old")
     assert (record.status, record.attempt_count) == (Status.PENDING, 1)
     assert store.get("live").status is Status.PROCESSING
-    assert [t.key for t in store.claim("e", 5, 10, T0 + 10)] == ["old"]
+    assert [t.key for t in store.claim("e", 5, 10, now=T0 + 10)] == ["old"]
 
 
 def test_reap_buries_a_task_whose_budget_is_spent(store):
     """The attempt that reaches max_attempts sends the task to DEAD/BUDGET."""
     claimed(store, "k", lease_s=10)
-    assert store.reap_expired(T0 + 10, max_attempts=2) == ReapResult(requeued=1, buried=0)
-    (task,) = store.claim("e", 1, 10, T0 + 11)
-    result = store.reap_expired(T0 + 30, max_attempts=2)
+    assert store.reap_expired(now=T0 + 10, max_attempts=2) == ReapResult(requeued=1, buried=0)
+    (task,) = store.claim("e", 1, 10, now=T0 + 11)
+    result = store.reap_expired(now=T0 + 30, max_attempts=2)
     assert (result.requeued, result.buried) == (0, 1)
     record = store.get("k")
     assert (record.status, record.failure_class, record.attempt_count) == (
         Status.DEAD, FailureClass.BUDGET, 2)
     assert record.completed_at == T0 + 30
-    assert not store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, None, T0 + 31)
+    assert not store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, None, now=T0 + 31)
 
 
 # -- requeue ---------------------------------------------------------------------------------
 
 def _dead(store, key, failure_class, now=T0):
     task = claimed(store, key, now=now)
-    store.fail(key, task.lease_token, ErrorClass.SERVER_ERROR, "x", now, now)
-    (task,) = store.claim("e", 1, 60, now)
-    store.checkpoint(key, task.lease_token, Stage.DOWNLOADED, {"ok": True}, now)
-    assert store.bury(key, task.lease_token, failure_class, "x", now)
+    store.fail(key, task.lease_token, ErrorClass.SERVER_ERROR, "x", now, now=now)
+    (task,) = store.claim("e", 1, 60, now=now)
+    store.checkpoint(key, task.lease_token, Stage.DOWNLOADED, {"ok": True}, now=now)
+    assert store.bury(key, task.lease_token, failure_class, "x", now=now)
 
 
 def test_requeue_by_keys_resets_attempts_and_keeps_checkpoints(store):
@@ -392,14 +386,14 @@ def test_requeue_by_keys_resets_attempts_and_keeps_checkpoints(store):
     _dead(store, "a", FailureClass.BUDGET)
     _dead(store, "b", FailureClass.BUDGET)
     register(store, "live")
-    assert store.requeue(T0 + 1, keys=["a", "live", "missing", "a"]) == 1
+    assert store.requeue(now=T0 + 1, keys=["a", "live", "missing", "a"]) == 1
     record = store.get("a")
     assert (record.status, record.attempt_count, record.failure_class) == (
         Status.PENDING, 0, None)
     assert record.checkpoints == {"downloaded": {"ok": True}}
     assert store.get("b").status is Status.DEAD
     assert store.get("live").status is Status.PENDING
-    assert "a" in [t.key for t in store.claim("e", 5, 10, T0 + 1)]
+    assert "a" in [t.key for t in store.claim("e", 5, 10, now=T0 + 1)]
 
 
 def test_requeue_by_failure_class(store):
@@ -407,7 +401,7 @@ def test_requeue_by_failure_class(store):
     _dead(store, "a", FailureClass.FORMAT)
     _dead(store, "b", FailureClass.FORMAT)
     _dead(store, "c", FailureClass.NOT_FOUND)
-    assert store.requeue(T0 + 1, failure_class=FailureClass.FORMAT) == 2
+    assert store.requeue(now=T0 + 1, failure_class=FailureClass.FORMAT) == 2
     assert store.counts()["DEAD"] == 1 and store.dead_letters()["NOT_FOUND"] == 1
 
 
@@ -415,7 +409,7 @@ def test_requeue_by_keys_and_class_takes_only_keys_of_that_class(store):
     """Given both, only the listed keys of that failure class move."""
     _dead(store, "a", FailureClass.FORMAT)
     _dead(store, "b", FailureClass.AUTH)
-    assert store.requeue(T0, keys=["a", "b"], failure_class=FailureClass.AUTH) == 1
+    assert store.requeue(now=T0, keys=["a", "b"], failure_class=FailureClass.AUTH) == 1
     assert store.get("a").status is Status.DEAD and store.get("b").status is Status.PENDING
 
 
@@ -430,8 +424,8 @@ def test_requeue_clears_the_previous_life(store):
     _dead(store, "a", FailureClass.BUDGET)
     _dead(store, "b", FailureClass.FORMAT)
     assert (_error_class(store, "a"), store.get("a").lease_owner) == ("SERVER_ERROR", "e")
-    assert store.requeue(T0 + 1, keys=["a"]) == 1
-    assert store.requeue(T0 + 1, failure_class=FailureClass.FORMAT) == 1
+    assert store.requeue(now=T0 + 1, keys=["a"]) == 1
+    assert store.requeue(now=T0 + 1, failure_class=FailureClass.FORMAT) == 1
     for key in ("a", "b"):
         record = store.get(key)
         assert (record.status, record.last_error, record.lease_owner, record.lease_expires_at,
@@ -440,25 +434,23 @@ def test_requeue_clears_the_previous_life(store):
 
 def test_requeue_moves_invalid_payload_evidence_only_when_forced(store):
     """INVALID_PAYLOAD rows (no submission inside) stay DEAD unless requeue is forced."""
-    assert store.record_dead_letter("body:1", {"raw": "{"}, FailureClass.INVALID_PAYLOAD,
-                                    "not JSON", T0)
-    assert store.record_dead_letter("body:2", {"raw": "["}, FailureClass.INVALID_PAYLOAD,
-                                    "not JSON", T0)
+    assert store.record_dead_letter("body:1", {"raw": "{"}, FailureClass.INVALID_PAYLOAD, "not JSON", now=T0)
+    assert store.record_dead_letter("body:2", {"raw": "["}, FailureClass.INVALID_PAYLOAD, "not JSON", now=T0)
     _dead(store, "a", FailureClass.FORMAT)
-    assert store.requeue(T0 + 1, keys=["body:1", "a"]) == 1
+    assert store.requeue(now=T0 + 1, keys=["body:1", "a"]) == 1
     assert store.get("body:1").status is Status.DEAD and store.get("a").status is Status.PENDING
     with pytest.raises(ValueError):
-        store.requeue(T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD)
+        store.requeue(now=T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD)
     assert store.dead_letters()["INVALID_PAYLOAD"] == 2
-    assert store.requeue(T0 + 1, keys=["body:1"], force=True) == 1
-    assert store.requeue(T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD, force=True) == 1
+    assert store.requeue(now=T0 + 1, keys=["body:1"], force=True) == 1
+    assert store.requeue(now=T0 + 1, failure_class=FailureClass.INVALID_PAYLOAD, force=True) == 1
     assert store.get("body:1").status is store.get("body:2").status is Status.PENDING
 
 
 def test_requeue_needs_keys_or_a_class(store):
     """Requeue with nothing named refuses rather than reviving every dead letter."""
     with pytest.raises(ValueError):
-        store.requeue(T0)
+        store.requeue(now=T0)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -477,12 +469,12 @@ def test_backlog_counts_in_progress_rows_up_to_the_limit(store):
     assert store.backlog() == 0 and store.backlog(5) == 0
     for key in ("processing", "failed", "deferred", "done", "dead"):
         register(store, key)
-    tasks = {t.key: t for t in store.claim("e", 5, 60, T0)}
-    store.fail("failed", tasks["failed"].lease_token, ErrorClass.SERVER_ERROR, "x", T0 + 9, T0)
-    store.defer("deferred", tasks["deferred"].lease_token, T0 + 9, T0)
-    store.complete("done", tasks["done"].lease_token, TaskOutcome.ACCEPTED, None, T0)
-    store.bury("dead", tasks["dead"].lease_token, FailureClass.AUTH, "x", T0)
-    store.record_dead_letter("invalid", {}, FailureClass.INVALID_PAYLOAD, "x", T0)
+    tasks = {t.key: t for t in store.claim("e", 5, 60, now=T0)}
+    store.fail("failed", tasks["failed"].lease_token, ErrorClass.SERVER_ERROR, "x", T0 + 9, now=T0)
+    store.defer("deferred", tasks["deferred"].lease_token, T0 + 9, now=T0)
+    store.complete("done", tasks["done"].lease_token, TaskOutcome.ACCEPTED, None, now=T0)
+    store.bury("dead", tasks["dead"].lease_token, FailureClass.AUTH, "x", now=T0)
+    store.record_dead_letter("invalid", {}, FailureClass.INVALID_PAYLOAD, "x", now=T0)
     register(store, "pending")
     counts = store.counts()
     assert [counts[s] for s in ("PENDING", "PROCESSING", "FAILED", "DEFERRED")] == [1, 1, 1, 1]
@@ -495,9 +487,9 @@ def test_backlog_counts_in_progress_rows_up_to_the_limit(store):
 def test_completed_since_counts_successes_and_dead_letters(store):
     """The measured drain: SUCCEEDED and DEAD rows completed at or after a time."""
     a, b = claimed(store, "a"), claimed(store, "b")
-    store.complete("a", a.lease_token, TaskOutcome.ACCEPTED, None, T0 + 10)
-    store.bury("b", b.lease_token, FailureClass.AUTH, "x", T0 + 20)
-    store.record_dead_letter("c", {}, FailureClass.INVALID_PAYLOAD, "x", T0 + 5)
+    store.complete("a", a.lease_token, TaskOutcome.ACCEPTED, None, now=T0 + 10)
+    store.bury("b", b.lease_token, FailureClass.AUTH, "x", now=T0 + 20)
+    store.record_dead_letter("c", {}, FailureClass.INVALID_PAYLOAD, "x", now=T0 + 5)
     assert store.completed_since(T0 + 5) == 3
     assert store.completed_since(T0 + 10) == 2
     assert store.completed_since(T0 + 21) == 0
@@ -550,6 +542,6 @@ def test_anomalies_are_stored_redacted(store):
 def test_config_upserts(store):
     """set_config inserts and overwrites; get_config returns strings."""
     assert store.get_config() == {}
-    store.set_config({"breaker.failure_rate": "0.5", "retry.task_attempts": 6}, T0)
-    store.set_config({"breaker.failure_rate": "0.4"}, T0 + 1)
+    store.set_config({"breaker.failure_rate": "0.5", "retry.task_attempts": 6}, now=T0)
+    store.set_config({"breaker.failure_rate": "0.4"}, now=T0 + 1)
     assert store.get_config() == {"breaker.failure_rate": "0.4", "retry.task_attempts": "6"}

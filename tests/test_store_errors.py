@@ -88,7 +88,7 @@ def test_sqlite_write_lock_timeout_is_unavailable(tmp_path):
     try:
         store = open_store(url, busy_timeout_s=0.05)
         with pytest.raises(StoreUnavailable):
-            store.register(Submission("k", "F", "t"), T0, 10)
+            store.register(Submission("k", "F", "t"), 10, now=T0)
         assert store.counts()["PENDING"] == 0  # readers are not blocked by the writer (WAL)
     finally:
         holder.execute("ROLLBACK")
@@ -98,9 +98,9 @@ def test_sqlite_write_lock_timeout_is_unavailable(tmp_path):
 def test_a_failed_operation_rolls_back_and_the_store_keeps_working(store):
     """An error mid-transaction leaves nothing half-written and the connection usable."""
     with pytest.raises(ValueError):
-        store.set_config({"a": "1", "": "2"}, T0)
+        store.set_config({"a": "1", "": "2"}, now=T0)
     assert store.get_config() == {}
-    store.set_config({"a": "1"}, T0)
+    store.set_config({"a": "1"}, now=T0)
     assert store.get_config() == {"a": "1"}
 
 

@@ -29,14 +29,14 @@ def _admin(url):
 
 def test_reconnects_after_the_server_drops_an_idle_connection(pg, pg_store_url):
     """A connection the server terminated is replaced before the next operation."""
-    pg.register(Submission("k", "F", "t"), T0, 10)
+    pg.register(Submission("k", "F", "t"), 10, now=T0)
     pid = pg._conn.get_backend_pid()
     admin = _admin(pg_store_url)
     with admin.cursor() as cur:
         # Wait for the backend to be gone, as after a restart (termination is asynchronous).
         cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
     admin.close()
-    assert pg.register(Submission("k", "F", "t"), T0, 10).outcome is \
+    assert pg.register(Submission("k", "F", "t"), 10, now=T0).outcome is \
         RegisterOutcome.DUPLICATE_IN_PROGRESS
     assert pg._conn.get_backend_pid() != pid
 
@@ -45,8 +45,8 @@ def test_one_connection_is_reused(pg):
     """Operations share the store's single connection."""
     pg.counts()
     conn = pg._conn
-    pg.register(Submission("k", "F", "t"), T0, 10)
-    pg.claim("e", 1, 60, T0)
+    pg.register(Submission("k", "F", "t"), 10, now=T0)
+    pg.claim("e", 1, 60, now=T0)
     assert pg._conn is conn
 
 
@@ -54,10 +54,10 @@ def test_without_prepared_statements_the_contract_holds(pg_store_url):
     """prepare=False (for PgBouncer in transaction mode) runs the same SQL unprepared."""
     store = open_store(pg_store_url, prepare=False)
     store.clear()
-    assert store.register(Submission("k", "F", "t"), T0, 10).outcome is RegisterOutcome.NEW
-    (task,) = store.claim("e", 1, 60, T0)
-    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, T0)
-    assert not store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, T0)
+    assert store.register(Submission("k", "F", "t"), 10, now=T0).outcome is RegisterOutcome.NEW
+    (task,) = store.claim("e", 1, 60, now=T0)
+    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, now=T0)
+    assert not store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, now=T0)
     assert store._prepared == set()
     store.close()
 
@@ -73,7 +73,7 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
         cur.execute("ANALYZE ai_task_registry")
     admin.close()
     for i in range(3):
-        pg.register(Submission(f"k{i}", "F", "t"), T0, 10)
+        pg.register(Submission(f"k{i}", "F", "t"), 10, now=T0)
     plans = {}
     for name, params in (
             ("register", {"key": "x", "source": "s", "trace_id": "t", "feature_global_id": "f",
@@ -96,9 +96,9 @@ def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
     """The searchable columns hold the submission's fields, cleaned like its payload."""
     s = Submission(idempotency_key="k-cols", feature_global_id="f\x00gid", trace_id="t-1",
                    attachment_global_id="a-gid", event_type="editData", source="reconciler")
-    assert pg.register(s, T0, 10).outcome is RegisterOutcome.NEW
+    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
     plain = Submission(idempotency_key="k-none", feature_global_id="f2", trace_id="t-2")
-    assert pg.register(plain, T0, 10).outcome is RegisterOutcome.NEW
+    assert pg.register(plain, 10, now=T0).outcome is RegisterOutcome.NEW
     conn = _admin(pg_store_url)
     try:
         with conn.cursor() as cur:
@@ -120,10 +120,10 @@ def test_an_interrupted_prepare_does_not_break_later_registrations(pg):
         def add(self, name):
             raise KeyboardInterrupt
 
-    pg.claim("warm-up", 1, 60, T0)  # a live connection whose register is not prepared yet
+    pg.claim("warm-up", 1, 60, now=T0)  # a live connection whose register is not prepared yet
     pg._prepared = Interrupting(pg._prepared)
     s = Submission(idempotency_key="k-int", feature_global_id="f", trace_id="t")
     with pytest.raises(KeyboardInterrupt):
-        pg.register(s, T0, 10)  # interrupted after PREPARE, before the registration ran
-    assert pg.register(s, T0, 10).outcome is RegisterOutcome.NEW
-    assert pg.register(s, T0, 10).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS
+        pg.register(s, 10, now=T0)  # interrupted after PREPARE, before the registration ran
+    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
+    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS

@@ -23,8 +23,8 @@ def sub(key: str, **extra) -> Submission:
 
 
 def claimed(store, key):
-    assert store.register(sub(key), T0, 10).outcome is RegisterOutcome.NEW
-    (task,) = store.claim("engine", 1, 60, T0)
+    assert store.register(sub(key), 10, now=T0).outcome is RegisterOutcome.NEW
+    (task,) = store.claim("engine", 1, 60, now=T0)
     return task
 
 
@@ -61,7 +61,7 @@ def test_needs_cleaning_finds_nul_escapes_and_raw_surrogates_in_json_text():
 def test_register_with_awkward_text_stores_it_readably(store):
     """A payload with NUL and lone surrogates registers on every backend, stored cleaned."""
     attrs = json.loads('{"notes": "broken emoji \\ud83d", "nul": "x\\u0000y"}')
-    outcome = store.register(sub("k1", attributes=attrs), T0, 10)
+    outcome = store.register(sub("k1", attributes=attrs), 10, now=T0)
     assert outcome.outcome is RegisterOutcome.NEW
     payload = store.get("k1").payload
     assert payload["attributes"] == {"notes": "broken emoji \ufffd", "nul": "x\ufffdy"}
@@ -69,8 +69,7 @@ def test_register_with_awkward_text_stores_it_readably(store):
 
 def test_record_dead_letter_with_awkward_text(store):
     """Evidence with NUL and lone surrogates in payload and error is kept, cleaned."""
-    assert store.record_dead_letter("h1", {"body": AWKWARD}, FailureClass.INVALID_PAYLOAD,
-                                    AWKWARD, T0)
+    assert store.record_dead_letter("h1", {"body": AWKWARD}, FailureClass.INVALID_PAYLOAD, AWKWARD, now=T0)
     record = store.get("h1")
     assert (record.status, record.payload, record.last_error) == (
         Status.DEAD, {"body": STORED}, STORED)
@@ -79,7 +78,7 @@ def test_record_dead_letter_with_awkward_text(store):
 def test_fail_with_awkward_error_text_moves_the_task(store):
     """fail() with NUL in the error text leaves the task FAILED, never stuck PROCESSING."""
     task = claimed(store, "k")
-    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, AWKWARD, T0 + 5, T0)
+    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, AWKWARD, T0 + 5, now=T0)
     record = store.get("k")
     assert (record.status, record.last_error) == (Status.FAILED, STORED)
 
@@ -87,7 +86,7 @@ def test_fail_with_awkward_error_text_moves_the_task(store):
 def test_bury_with_awkward_error_text(store):
     """bury() with NUL and lone surrogates in the error text buries, text cleaned."""
     task = claimed(store, "k")
-    assert store.bury("k", task.lease_token, FailureClass.FORMAT, AWKWARD, T0)
+    assert store.bury("k", task.lease_token, FailureClass.FORMAT, AWKWARD, now=T0)
     record = store.get("k")
     assert (record.status, record.last_error) == (Status.DEAD, STORED)
 
@@ -103,28 +102,28 @@ def test_record_anomaly_with_awkward_text(store):
 
 def test_set_config_with_awkward_text(store):
     """Settings with awkward names and values are stored cleaned and read back."""
-    store.set_config({f"name{AWKWARD}": AWKWARD}, T0)
+    store.set_config({f"name{AWKWARD}": AWKWARD}, now=T0)
     assert store.get_config() == {f"name{STORED}": STORED}
 
 
 def test_awkward_key_reads_back_under_the_same_key(store):
     """A key with a NUL is stored cleaned, and the same awkward key finds the row again."""
-    store.register(sub("k\x00"), T0, 10)
+    store.register(sub("k\x00"), 10, now=T0)
     assert store.get("k\x00").key == "k\ufffd"
 
 
 def test_huge_backlog_ceiling_is_no_limit(store):
     """A backlog ceiling past the 64-bit range behaves as no limit, never OverflowError."""
-    assert store.register(sub("k"), T0, 10 ** 20).outcome is RegisterOutcome.NEW
-    assert store.register(sub("p"), T0, 0, park_ceiling=10 ** 20).outcome \
+    assert store.register(sub("k"), 10 ** 20, now=T0).outcome is RegisterOutcome.NEW
+    assert store.register(sub("p"), 0, now=T0, park_ceiling=10 ** 20).outcome \
         is RegisterOutcome.PARKED
     assert store.backlog(limit=10 ** 20) == 2
-    assert sorted(t.key for t in store.claim("e", 10 ** 20, 60, T0)) == ["k", "p"]
+    assert sorted(t.key for t in store.claim("e", 10 ** 20, 60, now=T0)) == ["k", "p"]
 
 
 def test_huge_integer_parameter_is_a_store_error(store):
     """A lease token past the 64-bit range comes out as StoreError, not OverflowError."""
     claimed(store, "k")
     with pytest.raises(StoreError):
-        store.fail("k", 10 ** 20, ErrorClass.SERVER_ERROR, "x", T0, T0)
+        store.fail("k", 10 ** 20, ErrorClass.SERVER_ERROR, "x", T0, now=T0)
     assert store.get("k").status is Status.PROCESSING

@@ -469,48 +469,6 @@ def test_a_plain_attachment_url_is_returned_as_the_redactor_would(url):
         assert _without_token(url) == expected
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.one_of(_URL_TEXT, st.builds(lambda p: SERVICE + p, _URL_TEXT)))
-def test_the_remembered_service_base_is_the_computed_one(url):
-    """A remembered service URL is what splitting it gives, and one carrying a query,
-    fragment or credentials is never remembered."""
-    from fme_ai_resilience.survey123 import (_plain_service_base, _service_base,
-                                             _split_service_base)
-
-    _plain_service_base.cache_clear()
-    try:
-        expected = _split_service_base(url)
-    except InvalidPayload:
-        with pytest.raises(InvalidPayload):
-            _service_base(url)
-        return
-    assert _service_base(url) == _service_base(url) == expected
-    if any(c in url for c in "?#@"):
-        assert _plain_service_base.cache_info().currsize == 0
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.one_of(
-    st.text(alphabet=st.sampled_from(list('{}[]":,0123456789.eE-+ \t\nabtrufsln\\')), max_size=30),
-    st.builds(lambda v, pre, post: pre + json.dumps(v) + post,
-              st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                           lambda c: st.lists(c, max_size=3)
-                           | st.dictionaries(st.text(max_size=3), c, max_size=3), max_leaves=8),
-              st.sampled_from(["", " ", "\n"]), st.sampled_from(["", " ", "\r\n", "x", " 1"]))))
-def test_decoding_answers_as_the_json_decoder(text):
-    """The scanner shortcut returns or raises exactly what the configured decoder does."""
-    from fme_ai_resilience.survey123 import _DECODER, _loads
-
-    try:
-        expected = _DECODER.decode(text)
-    except (ValueError, RecursionError) as exc:
-        with pytest.raises(type(exc)) as info:
-            _loads(text)
-        assert str(info.value) == str(exc)
-    else:
-        assert _loads(text) == expected
-
-
 def test_an_object_body_is_copied_not_shared():
     """Changing a decoded body handed in as an object afterwards leaves the submissions as
     parsed, and their attributes cannot be changed."""

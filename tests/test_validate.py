@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from fme_ai_resilience.ledger import FormatAnomaly
 from fme_ai_resilience.settings import ValidationSettings
-from fme_ai_resilience.validate import Decision, Verdict, validate
-from fme_ai_resilience.vision.providers import Assessment
+from fme_ai_resilience.validate import VerdictKind, Verdict, validate
+from fme_ai_resilience.services.vision.providers import Assessment
 
 
 def result(condition="good", confidence=0.9, **extra):
@@ -19,33 +19,33 @@ def result(condition="good", confidence=0.9, **extra):
 
 def test_confident_good_is_accepted():
     """A good conclusion at or above the threshold is ACCEPTED."""
-    assert validate(result("good", 0.75)).decision is Decision.ACCEPTED
+    assert validate(result("good", 0.75)).kind is VerdictKind.ACCEPTED
 
 
 def test_good_below_threshold_goes_to_review():
     """A good conclusion needs the threshold: below it, REVIEW for lack of confidence."""
     verdict = validate(result("good", 0.74))
-    assert verdict.decision is Decision.REVIEW
+    assert verdict.kind is VerdictKind.REVIEW
     assert "not trusted" in verdict.reasons[0]
 
 
 def test_damaged_below_threshold_still_goes_to_review_flagged():
     """A weak damaged conclusion is never dropped: REVIEW, flagged as possible damage."""
     verdict = validate(result("damaged", 0.3))
-    assert verdict.decision is Decision.REVIEW
+    assert verdict.kind is VerdictKind.REVIEW
     assert verdict.reasons[0].startswith("possible damaged")
 
 
 def test_confident_damaged_is_accepted():
     """A damaged conclusion at the threshold is ACCEPTED."""
-    assert validate(result("damaged", 0.8)).decision is Decision.ACCEPTED
+    assert validate(result("damaged", 0.8)).kind is VerdictKind.ACCEPTED
 
 
 def test_threshold_per_asset_type():
     """Asset types override the default threshold (hydrant 0.9 here)."""
     settings = ValidationSettings(thresholds={"hydrant": 0.9})
-    assert validate(result("good", 0.85), settings, "hydrant").decision is Decision.REVIEW
-    assert validate(result("good", 0.85), settings, "valve").decision is Decision.ACCEPTED
+    assert validate(result("good", 0.85), settings, "hydrant").kind is VerdictKind.REVIEW
+    assert validate(result("good", 0.85), settings, "valve").kind is VerdictKind.ACCEPTED
     assert validate(result("good", 0.85), settings, "hydrant").threshold == 0.9
 
 
@@ -64,7 +64,7 @@ def test_threshold_per_asset_type():
 def test_invalid_results(bad, words):
     """Schema and value-domain violations give INVALID with the reason."""
     verdict = validate(bad)
-    assert verdict.decision is Decision.INVALID
+    assert verdict.kind is VerdictKind.INVALID
     assert any(words in r for r in verdict.reasons), verdict.reasons
 
 
@@ -82,21 +82,21 @@ def test_invalid_verdict_produces_format_anomaly():
 def test_assessment_objects_are_validated_through_to_dict():
     """An Assessment is validated like its mapping form."""
     a = Assessment("damaged", 0.9, (("rust", 0.9),), "3.0", "rekognition")
-    assert validate(a).decision is Decision.ACCEPTED
+    assert validate(a).kind is VerdictKind.ACCEPTED
 
 
 def test_configured_conditions_define_the_domain():
     """Only the configured conditions are valid."""
     settings = ValidationSettings(conditions=("ok", "replace"))
-    assert validate(result("good"), settings).decision is Decision.INVALID
+    assert validate(result("good"), settings).kind is VerdictKind.INVALID
     assert validate(result("replace", 0.95), settings,
-                    alarm_conditions=("replace",)).decision is Decision.ACCEPTED
+                    alarm_conditions=("replace",)).kind is VerdictKind.ACCEPTED
 
 
 def test_invalid_verdict_needs_reasons():
     """An INVALID verdict without reasons cannot be built."""
     with pytest.raises(ValueError, match="reasons"):
-        Verdict(Decision.INVALID)
+        Verdict(VerdictKind.INVALID)
 
 
 @given(condition=st.sampled_from(["good", "fair", "damaged"]),
@@ -106,22 +106,22 @@ def test_verdict_is_total_and_consistent(condition, confidence):
     verdict = validate(result(condition, confidence))
     in_range = math.isfinite(confidence) and 0 <= confidence <= 1
     if not in_range:
-        assert verdict.decision is Decision.INVALID
+        assert verdict.kind is VerdictKind.INVALID
     elif confidence >= 0.75:
-        assert verdict.decision is Decision.ACCEPTED
+        assert verdict.kind is VerdictKind.ACCEPTED
     else:
-        assert verdict.decision is Decision.REVIEW
+        assert verdict.kind is VerdictKind.REVIEW
 
 
 @pytest.mark.parametrize("condition", ["Damaged", "DAMAGED", "damaged ", " damaged\n"])
 def test_condition_differing_in_case_or_spaces_is_the_configured_one(condition):
     """A condition written "Damaged", "DAMAGED" or "damaged " is damaged, confident or not."""
-    assert validate(result(condition, 0.97)).decision is Decision.ACCEPTED
+    assert validate(result(condition, 0.97)).kind is VerdictKind.ACCEPTED
     weak = validate(result(condition, 0.4))
-    assert weak.decision is Decision.REVIEW and "possible damaged" in weak.reasons[0]
+    assert weak.kind is VerdictKind.REVIEW and "possible damaged" in weak.reasons[0]
 
 
 @pytest.mark.parametrize("condition", ["damage", "broken", "dam aged", "  "])
 def test_unknown_condition_stays_invalid(condition):
     """A condition that is not a configured one, even a near synonym, is INVALID."""
-    assert validate(result(condition, 0.97)).decision is Decision.INVALID
+    assert validate(result(condition, 0.97)).kind is VerdictKind.INVALID

@@ -6,7 +6,7 @@ import http.client
 import pytest
 import urllib3
 
-from fme_ai_resilience.vision.phases import PhaseAdapter, read_body, timed_session
+from fme_ai_resilience.services.vision.phases import PhaseAdapter, read_body, timed_session
 
 
 class FakeRaw:
@@ -33,21 +33,21 @@ class FakeRaw:
 def test_trickle_cannot_reset_the_body_deadline(clock):
     """Chunks arriving steadily still stop at the one body deadline, not per chunk."""
     raw = FakeRaw([b"x"] * 100, clock, step_s=0.125)
-    read = read_body(raw, clock, deadline=clock.monotonic() + 1.0, max_bytes=10_000)
+    read = read_body(raw, clock=clock, deadline=clock.monotonic() + 1.0, max_bytes=10_000)
     assert read.timed_out and not read.oversize
     assert (len(read.body), raw.reads) == (8, 8)
 
 
 def test_whole_body_within_deadline(clock):
     """A body finishing before the deadline is returned whole."""
-    read = read_body(FakeRaw([b"ab", b"cd"], clock, 0.1), clock, clock.monotonic() + 1, 100)
+    read = read_body(FakeRaw([b"ab", b"cd"], clock, 0.1), clock.monotonic() + 1, 100, clock=clock)
     assert (read.body, read.timed_out, read.truncated) == (b"abcd", False, False)
 
 
 def test_size_cap_cuts_at_exactly_max_bytes(clock):
     """A body over max_bytes stops being read and is cut at max_bytes."""
     raw = FakeRaw([b"x" * 40] * 10)
-    read = read_body(raw, clock, clock.monotonic() + 1, max_bytes=100)
+    read = read_body(raw, clock.monotonic() + 1, clock=clock, max_bytes=100)
     assert read.oversize and len(read.body) == 100
     assert raw.reads == 3
 
@@ -62,12 +62,12 @@ def test_size_cap_cuts_at_exactly_max_bytes(clock):
 ])
 def test_read_failures_are_classified(clock, exc, field):
     """Each way a read can fail ends the body with the matching flag and what was read."""
-    read = read_body(FakeRaw([b"{", exc]), clock, clock.monotonic() + 1, 100)
+    read = read_body(FakeRaw([b"{", exc]), clock.monotonic() + 1, 100, clock=clock)
     assert getattr(read, field) and read.body == b"{"
 
 
 def test_timed_session_mounts_the_phase_adapter(clock):
     """The default session measures connects and ignores proxy environment variables."""
-    session = timed_session(clock)
+    session = timed_session(clock=clock)
     assert isinstance(session.get_adapter("https://vision.example.com"), PhaseAdapter)
     assert session.trust_env is False

@@ -10,12 +10,12 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.errors import ErrorClass
 from fme_ai_resilience.ledger import CallRecord
-from fme_ai_resilience.validate import Decision, validate
-from fme_ai_resilience.vision import Credentials, VisionClient, VisionOutcome, traceparent
-from fme_ai_resilience.vision.providers import GenericMapping
+from fme_ai_resilience.validate import VerdictKind, validate
+from fme_ai_resilience.services.vision import Credentials, VisionClient, VisionOutcome, traceparent
+from fme_ai_resilience.services.vision.providers import GenericMapping
 from tests import vision_fixtures as fx
 
 API_KEY = "sk-live-ABCDEF0123456789"
@@ -67,11 +67,7 @@ CASES = [
 
 
 def make_client(provider, clock, **kwargs):
-    return VisionClient("https://vision.example.com", provider,
-                        Credentials(api_key=API_KEY, token=TOKEN),
-                        TimeoutBudget(connect_s=0.5, tls_s=0.5, ttfb_s=2, body_s=1),
-                        session=requests.Session(), clock=clock, rng=random.Random(7),
-                        mapping=MAPPING if provider == "generic" else None, **kwargs)
+    return VisionClient("https://vision.example.com", provider, Credentials(api_key=API_KEY, token=TOKEN), timeouts=TimeoutBudget(connect_s=0.5, tls_s=0.5, ttfb_s=2, body_s=1), session=requests.Session(), clock=clock, rng=random.Random(7), mapping=MAPPING if provider == "generic" else None, **kwargs)
 
 
 @pytest.mark.parametrize("provider, status, body, expected, condition", CASES)
@@ -86,7 +82,7 @@ def test_every_provider_answer_is_a_classified_outcome(clock, provider, status, 
     assert out.status_code == status
     if condition:
         assert out.assessment.condition == condition
-        assert validate(out.assessment).decision in (Decision.ACCEPTED, Decision.REVIEW)
+        assert validate(out.assessment).kind in (VerdictKind.ACCEPTED, VerdictKind.REVIEW)
     if expected is ErrorClass.BAD_FORMAT:
         assert out.errors and out.format_anomaly(observed_at=1.0).provider == provider
     assert API_KEY not in repr(out) and TOKEN not in repr(out)
@@ -105,10 +101,10 @@ def test_traceparent_hashes_trace_ids_that_are_not_32_hex():
     """A UUID keeps its hex; any other trace id is hashed to 32 hex; never all zeros."""
     rng = random.Random(1)
     uuid_form = "4bf92f35-77b3-4da6-a3ce-929d0e0e4736"
-    assert traceparent(uuid_form, rng).split("-")[1] == TRACE
-    other = traceparent("task:abc", rng).split("-")[1]
+    assert traceparent(uuid_form, rng=rng).split("-")[1] == TRACE
+    other = traceparent("task:abc", rng=rng).split("-")[1]
     assert re.fullmatch("[0-9a-f]{32}", other) and other != "0" * 32
-    assert traceparent("0" * 32, rng).split("-")[1] != "0" * 32
+    assert traceparent("0" * 32, rng=rng).split("-")[1] != "0" * 32
 
 
 @responses.activate

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FormatError
-from fme_ai_resilience.validate import Decision, validate
-from fme_ai_resilience.vision import builders
-from fme_ai_resilience.vision.builders import Credentials, build_request
-from fme_ai_resilience.vision.providers import (
+from fme_ai_resilience.validate import VerdictKind, validate
+from fme_ai_resilience.services.vision import builders
+from fme_ai_resilience.services.vision.builders import Credentials, build_request
+from fme_ai_resilience.services.vision.providers import (
     Assessment,
     ConditionRules,
     GenericMapping,
@@ -370,8 +370,8 @@ def test_weak_damage_casts_doubt_on_fair_as_on_good():
     good = normalize("google", google([("Rust", 0.45), ("Fire hydrant", 0.98)]))
     assert (fair.condition, fair.confidence) == ("fair", pytest.approx(0.55))
     assert (good.condition, good.confidence) == ("good", pytest.approx(0.55))
-    assert validate(fair).decision is Decision.REVIEW
-    assert validate(good).decision is Decision.REVIEW
+    assert validate(fair).kind is VerdictKind.REVIEW
+    assert validate(good).kind is VerdictKind.REVIEW
     assert ConditionRules().derive([("Rust", 0.92), ("Weathered", 0.4)]) == ("damaged", 0.92)
 
 
@@ -387,7 +387,7 @@ def test_google_empty_response_object_means_no_labels():
     """An empty per-image response ({}) is no labels: good at confidence 0, sent to REVIEW."""
     a = normalize("google", {"responses": [{}]})
     assert (a.condition, a.confidence, a.labels) == ("good", 0.0, ())
-    assert validate(a).decision is Decision.REVIEW
+    assert validate(a).kind is VerdictKind.REVIEW
 
 
 @pytest.mark.parametrize("confidence", [0.95, 1, 0.01])

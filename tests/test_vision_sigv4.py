@@ -11,13 +11,13 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass
 from fme_ai_resilience.redact import redact_headers, redact_text
-from fme_ai_resilience.vision import (AwsCredentials, Credentials, RequestOptions, VisionClient,
+from fme_ai_resilience.services.vision import (AwsCredentials, Credentials, RequestOptions, VisionClient,
                                       VisionRequest, build_request, rekognition_signer)
-from fme_ai_resilience.vision.sigv4 import (amz_date, canonical_query, canonical_request,
+from fme_ai_resilience.services.vision.sigv4 import (amz_date, canonical_query, canonical_request,
                                             canonical_uri, sign, signing_key, string_to_sign)
 from tests import vision_fixtures as fx
 
@@ -73,7 +73,7 @@ def test_suite_vector_signs_to_its_published_authorization(name, method, target,
     """Each AWS SigV4 test-suite request signs to the suite's published Authorization header."""
     request = VisionRequest(method, ORIGIN + target, dict(headers, Host="example.amazonaws.com"),
                             body)
-    out = sign(request, SUITE, SUITE_TIME)
+    out = sign(request, SUITE, now=SUITE_TIME)
     assert out.headers["Authorization"] == (
         "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
         f"SignedHeaders={signed}, Signature={signature}")
@@ -84,7 +84,7 @@ def test_suite_session_token_vector_signs_the_security_token():
     """get-vanilla with a session token signs X-Amz-Security-Token to the published value."""
     creds = AwsCredentials(ACCESS_KEY, SECRET, SUITE_TOKEN, region="us-east-1",
                            service="service")
-    out = sign(VisionRequest("GET", ORIGIN + "/", {}), creds, SUITE_TIME)
+    out = sign(VisionRequest("GET", ORIGIN + "/", {}), creds, now=SUITE_TIME)
     assert out.headers["X-Amz-Security-Token"] == SUITE_TOKEN
     assert out.headers["Authorization"].endswith(
         "SignedHeaders=host;x-amz-date;x-amz-security-token, "
@@ -96,7 +96,7 @@ def test_iam_documentation_example_matches_every_intermediate_value():
     creds = AwsCredentials(ACCESS_KEY, SECRET, region="us-east-1", service="iam")
     request = VisionRequest("GET", "https://iam.amazonaws.com/?Action=ListUsers&Version=2010-05-08",
                             {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
-    out = sign(request, creds, SUITE_TIME)
+    out = sign(request, creds, now=SUITE_TIME)
     unsigned = {k: v for k, v in out.headers.items() if k != "Authorization"}
     canonical, signed = canonical_request(VisionRequest("GET", request.url, unsigned))
     assert signed == "content-type;host;x-amz-date"
@@ -138,8 +138,8 @@ def test_canonical_query_reencodes_and_sorts_bytewise(query, expected):
 def test_signing_time_comes_only_from_the_given_epoch_seconds():
     """The same inputs sign identically; a second later changes date and signature."""
     request = VisionRequest("POST", ORIGIN + "/", {"Content-Type": "application/json"}, b"{}")
-    first, again = sign(request, SUITE, SUITE_TIME), sign(request, SUITE, SUITE_TIME)
-    later = sign(request, SUITE, SUITE_TIME + 1)
+    first, again = sign(request, SUITE, now=SUITE_TIME), sign(request, SUITE, now=SUITE_TIME)
+    later = sign(request, SUITE, now=SUITE_TIME + 1)
     assert first.headers == again.headers
     assert later.headers["X-Amz-Date"] == "20150830T123601Z"
     assert later.headers["Authorization"] != first.headers["Authorization"]
@@ -148,15 +148,15 @@ def test_signing_time_comes_only_from_the_given_epoch_seconds():
 
 def test_signing_again_replaces_the_earlier_signature_headers():
     """A re-signed request carries one Authorization/X-Amz-Date, both from the new time."""
-    once = sign(VisionRequest("GET", ORIGIN + "/", {}), SUITE, SUITE_TIME + 3600)
-    twice = sign(once, SUITE, SUITE_TIME)
+    once = sign(VisionRequest("GET", ORIGIN + "/", {}), SUITE, now=SUITE_TIME + 3600)
+    twice = sign(once, SUITE, now=SUITE_TIME)
     assert twice.headers == sign(VisionRequest("GET", ORIGIN + "/", {}), SUITE,
-                                 SUITE_TIME).headers
+                                 now=SUITE_TIME).headers
 
 
 def test_content_sha256_header_is_the_signed_payload_hash():
     """With content_sha256 the body's SHA-256 travels in x-amz-content-sha256 and is signed."""
-    out = sign(VisionRequest("POST", ORIGIN + "/", {}, b"Param1=value1"), SUITE, SUITE_TIME,
+    out = sign(VisionRequest("POST", ORIGIN + "/", {}, b"Param1=value1"), SUITE, now=SUITE_TIME,
                content_sha256=True)
     assert out.headers["x-amz-content-sha256"] == hashlib.sha256(b"Param1=value1").hexdigest()
     assert "SignedHeaders=host;x-amz-content-sha256;x-amz-date," in out.headers["Authorization"]
@@ -165,16 +165,16 @@ def test_content_sha256_header_is_the_signed_payload_hash():
 def test_host_keeps_a_non_default_port_only():
     """The signed Host is the URL's host, with the port only when it is not the scheme's."""
     assert sign(VisionRequest("GET", "https://Ex.com:443/", {}), SUITE,
-                0).headers["Host"] == "ex.com"
+                now=0).headers["Host"] == "ex.com"
     assert sign(VisionRequest("GET", "http://ex.com:8080/", {}), SUITE,
-                0).headers["Host"] == "ex.com:8080"
+                now=0).headers["Host"] == "ex.com:8080"
 
 
 def test_aws_credentials_hide_secrets_and_name_the_bad_field():
     """The repr shows neither secret key nor token; an empty field is named in the error."""
     creds = AwsCredentials(ACCESS_KEY, SECRET, SUITE_TOKEN, region="eu-west-1")
-    for text in (repr(creds), str(creds), repr(rekognition_signer(creds, FakeClock())),
-                 repr(Credentials.aws(creds, FakeClock()))):
+    for text in (repr(creds), str(creds), repr(rekognition_signer(creds, clock=FakeClock())),
+                 repr(Credentials.aws(creds, clock=FakeClock()))):
         assert SECRET not in text and SUITE_TOKEN not in text
     assert creds.service == "rekognition"
     with pytest.raises(ValueError, match="secret_access_key") as info:
@@ -189,7 +189,7 @@ def test_rekognition_request_is_signed_at_the_clock_time():
     clock = FakeClock(start=SUITE_TIME)
     creds = AwsCredentials(ACCESS_KEY, SECRET, region="us-east-1")
     req = build_request("rekognition", "https://rekognition.us-east-1.amazonaws.com", b"\xff\xd8",
-                        Credentials.aws(creds, clock))
+                        Credentials.aws(creds, clock=clock))
     assert req.headers["Content-Type"] == "application/x-amz-json-1.1"
     assert req.headers["X-Amz-Target"] == "RekognitionService.DetectLabels"
     assert req.headers["Host"] == "rekognition.us-east-1.amazonaws.com"
@@ -201,7 +201,7 @@ def test_rekognition_request_is_signed_at_the_clock_time():
     clock.advance(86_400)
     custom = RequestOptions(rekognition_target="RekognitionService.DetectCustomLabels")
     later = build_request("rekognition", "https://rekognition.us-east-1.amazonaws.com",
-                          b"\xff\xd8", Credentials.aws(creds, clock), custom)
+                          b"\xff\xd8", Credentials.aws(creds, clock=clock), custom)
     assert later.headers["X-Amz-Date"] == "20150831T123600Z"
     assert later.headers["X-Amz-Target"] == "RekognitionService.DetectCustomLabels"
     assert later.headers["Authorization"] != req.headers["Authorization"]
@@ -221,7 +221,7 @@ def test_client_sends_a_verifiable_signature_and_leaks_no_aws_secret(caplog):
     responses.add(responses.POST, url, body=f"<html>{SECRET} {token}</html>", status=502,
                   content_type="text/html")
     responses.add(responses.POST, url, json=fx.REKOGNITION_OK)
-    client = VisionClient(url, "rekognition", Credentials.aws(creds, clock),
+    client = VisionClient(url, "rekognition", Credentials.aws(creds, clock=clock),
                           TimeoutBudget(connect_s=0.5, tls_s=0.5, ttfb_s=2, body_s=1),
                           session=requests.Session(), clock=clock, rng=random.Random(3))
     caplog.set_level(logging.DEBUG)
@@ -238,7 +238,7 @@ def test_client_sends_a_verifiable_signature_and_leaks_no_aws_secret(caplog):
     wire = {k: v for k, v in sent.headers.items() if k.lower() in signed_names}
     body = sent.body if isinstance(sent.body, bytes) else sent.body.encode()
     assert json.loads(body)["Image"]["Bytes"]
-    resigned = sign(VisionRequest("POST", sent.url, wire, body), creds, SUITE_TIME)
+    resigned = sign(VisionRequest("POST", sent.url, wire, body), creds, now=SUITE_TIME)
     assert resigned.headers["Authorization"] == sent.headers["Authorization"]
 
     texts = [repr(o) for o in outcomes] + [o.excerpt + o.detail + " ".join(o.errors)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import List, Optional
 
 from .. import __version__
-from ..errors import ConfigurationError
-from ..settings import Settings
+from .common import EXIT_USAGE
+
+__all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
@@ -26,23 +26,8 @@ COMMANDS = (
 )
 
 
-def settings_from_args(items: Sequence[str], explicit: Mapping[str, Any]) -> Settings:
-    """Settings from ``FAIR_*`` variables, then ``--set NAME=VALUE`` items, then options.
-
-    ``explicit`` maps setting names to option values; None means "not given".
-    Raises :class:`ConfigurationError` for an item without ``=`` or a bad value.
-    """
-    values: Dict[str, Any] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigurationError(item, item, "expected NAME=VALUE")
-        values[name.strip()] = value
-    values.update({k: v for k, v in explicit.items() if v is not None})
-    return Settings.from_env(os.environ).with_values(values)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fme-ai-resilience`` parser with every command group."""
     parser = argparse.ArgumentParser(
         prog="fme-ai-resilience",
         description="Keep a Survey123 -> FME Flow -> Vision AI pipeline whole.")
@@ -59,5 +44,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     return int(args.func(args) or 0)

@@ -12,10 +12,13 @@ import json
 import sys
 from typing import Any, Dict
 
-from ..breaker import BreakerMode, BreakerState, CircuitBreaker, Manual
-from ..calibrate import calibrate
+from ..breaker import BreakerMode, BreakerState, Manual
 from ..clock import SystemClock
-from ._store import add_db_option, ledger, reports_errors
+from ..services.calibration import calibrate
+from ..services.shared_breaker import CircuitBreaker
+from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, ledger
+
+__all__ = ["add_parser", "describe", "effective"]
 
 COMMANDS = {"open": Manual.FORCE_OPEN, "close": Manual.FORCE_CLOSED,
             "disable": Manual.DISABLE, "reset": Manual.RESET}
@@ -54,7 +57,7 @@ def effective(state: BreakerState) -> str:
             BreakerMode.DISABLED: "DISABLED (metrics only)"}.get(state.mode, state.state.value)
 
 
-def describe(service: str, state: BreakerState, now: float) -> Dict[str, Any]:
+def describe(service: str, state: BreakerState, *, now: float) -> Dict[str, Any]:
     """One circuit as a JSON-ready dict."""
     return {"service": service, "effective": effective(state), "state": state.state.value,
             "mode": state.mode.value,
@@ -63,7 +66,7 @@ def describe(service: str, state: BreakerState, now: float) -> Dict[str, Any]:
             "retry_after_s": max(0.0, state.open_until - now) if state.open_until else 0.0}
 
 
-@reports_errors
+@command
 def run_show(args: argparse.Namespace) -> int:
     with ledger(args) as (store, settings):
         policy = settings.breaker
@@ -74,7 +77,7 @@ def run_show(args: argparse.Namespace) -> int:
             rows = store.breaker_list()
         out = []
         for service, state in sorted(rows.items()):
-            item = describe(service, state, now)
+            item = describe(service, state, now=now)
             window = store.call_window(service, now - policy.window_s, policy.slow_call_s)
             item["window"] = {"seconds": policy.window_s, "calls": window.calls,
                               "failures": window.failures, "slow": window.slow,
@@ -82,7 +85,7 @@ def run_show(args: argparse.Namespace) -> int:
             out.append(item)
     if args.json:
         print(json.dumps(out, indent=2))
-        return 0
+        return EXIT_OK
     if not out:
         print("no circuits yet")
     for item in out:
@@ -94,34 +97,34 @@ def run_show(args: argparse.Namespace) -> int:
         print(line)
         print(f"  last {w['seconds']:g}s: {w['calls']} calls, {w['failures']} failed, "
               f"{w['slow']} slow, {w['retries']} retries")
-    return 0
+    return EXIT_OK
 
 
-@reports_errors
+@command
 def run_command(args: argparse.Namespace) -> int:
     with ledger(args) as (store, settings):
-        breaker = CircuitBreaker(store, args.service, settings.breaker, SystemClock())
+        breaker = CircuitBreaker(args.service, settings.breaker, store=store, clock=SystemClock())
         state = breaker.command(Manual(args.command_value))
     print(f"{args.service}: {effective(state)} (generation {state.generation})")
-    return 0
+    return EXIT_OK
 
 
-@reports_errors
+@command
 def run_calibrate(args: argparse.Namespace) -> int:
     clock = SystemClock()
     with ledger(args) as (store, settings):
-        advice = calibrate(store, args.service, args.days, clock.now(), settings.breaker,
-                           margin=args.margin)
+        advice = calibrate(args.service, args.days, settings.breaker, margin=args.margin,
+                           store=store, now=clock.now())
         if args.apply and advice.buckets:
-            store.set_config(advice.as_settings(), clock.now())
+            store.set_config(advice.as_settings(), now=clock.now())
     if args.json:
         print(json.dumps({**vars(advice), "applied": bool(args.apply and advice.buckets)},
                          indent=2))
-        return 0
+        return EXIT_OK
     if not advice.buckets:
         print(f"{args.service}: no calls in the last {args.days:g} days; keep the defaults",
               file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"{args.service}: {advice.calls} calls in {advice.buckets} hourly buckets")
     print(f"  baseline failure rate P95 {advice.baseline_failure_p95:.1%} -> suggest "
           f"breaker.failure_rate={advice.failure_rate:.3f}")
@@ -129,4 +132,4 @@ def run_calibrate(args: argparse.Namespace) -> int:
           f"breaker.slow_call_rate={advice.slow_call_rate:.3f}")
     if args.apply:
         print("  stored in resilience_config")
-    return 0
+    return EXIT_OK

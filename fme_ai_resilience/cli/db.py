@@ -1,71 +1,32 @@
 """``fme-ai-resilience db init|upgrade --db URL``: create or upgrade the ledger schema.
 
 Both are idempotent: run them at every deployment. ``--db`` defaults to ``$FAIR_DB_URL``.
-Also holds the ``--db`` option and store opening that other command groups share.
 """
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from typing import Any, Optional
+from typing import Any
 
 from ..clock import SystemClock
-from ..errors import StoreError
-from ..store import SqlStore, display_url, open_store
+from ..store import display_url
+from .common import EXIT_OK, add_db_option, command, open_from_args
 
-DB_ENV = "FAIR_DB_URL"
-
-#: Exit code for a ledger that cannot be reached or used.
-EXIT_STORE = 1
+__all__ = ["add_parser"]
 
 
-def add_db_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--db URL`` (default ``$FAIR_DB_URL``) to a sub-command."""
-    parser.add_argument("--db", metavar="URL", default=os.environ.get(DB_ENV),
-                        help="ledger database: sqlite:///path.db or "
-                             f"postgresql://user@host:port/db (default: ${DB_ENV})")
-
-
-def open_from_args(args: argparse.Namespace, create: bool = False) -> Optional[SqlStore]:
-    """The store named by ``--db``, or None after telling the user what is missing.
-
-    Only ``create=True`` (``db init``) may bring a new SQLite file into existence.
-    """
-    if not args.db:
-        print(f"error: no ledger given: pass --db URL or set {DB_ENV}", file=sys.stderr)
-        return None
-    try:
-        return open_store(args.db, create=create)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return None
-
-
-def store_failed(args: argparse.Namespace, exc: StoreError) -> int:
-    """Report a ledger error without a traceback (and without the URL's password)."""
-    print(f"error: ledger {display_url(args.db)}: {exc}", file=sys.stderr)
-    return EXIT_STORE
-
-
+@command
 def _migrate(args: argparse.Namespace) -> int:
-    store = open_from_args(args, create=True)
-    if store is None:
-        return 2
-    try:
-        with store:
-            before = store.schema_version()
-            applied = store.init_schema(now=SystemClock().now())
-            after = store.schema_version()
-    except StoreError as exc:
-        return store_failed(args, exc)
+    with open_from_args(args, create=True) as store:
+        before = store.schema_version()
+        applied = store.init_schema(now=SystemClock().now())
+        after = store.schema_version()
     where = display_url(args.db)
     if applied:
         print(f"{where}: schema version {before} -> {after} "
               f"(applied {', '.join(str(v) for v in applied)})")
     else:
         print(f"{where}: schema already at version {after}; nothing to do")
-    return 0
+    return EXIT_OK
 
 
 def add_parser(subparsers: Any) -> None:

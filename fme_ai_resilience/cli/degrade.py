@@ -6,8 +6,11 @@ import json
 from typing import Any
 
 from ..clock import SystemClock
-from ..degrade import Degradation, LadderState, Level, model_for
-from ._store import add_db_option, ledger, reports_errors
+from ..degrade import LadderState, Level, model_for
+from ..services.shared_ladder import Degradation
+from .common import EXIT_OK, add_db_option, command, ledger
+
+__all__ = ["add_parser", "describe"]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -37,11 +40,11 @@ def describe(state: LadderState) -> dict:
             "changed_at": state.changed_at, "calm_since": state.calm_since}
 
 
-@reports_errors
+@command
 def run(args: argparse.Namespace) -> int:
     wanted = Level.parse(args.level) if args.level is not None else None
     with ledger(args) as (store, settings):
-        ladder = Degradation(store, settings.degrade, SystemClock())
+        ladder = Degradation(settings.degrade, store=store, clock=SystemClock())
         if args.clear:
             state = ladder.clear_override()
         elif wanted is not None:
@@ -51,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     info = describe(state)
     if args.json:
         print(json.dumps(info, indent=2))
-        return 0
+        return EXIT_OK
     how = f"override (computed {info['computed']})" if info["override"] else "automatic"
     print(f"{info['level']} {info['name']}: {how}; model {info['model']}")
-    return 0
+    return EXIT_OK

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any, Dict, List, Optional
 
-from ..budget import check_budget
-from ..errors import ConfigurationError
 from ..retry import RetryPolicy
 from ..settings import Settings
-from . import settings_from_args
+from ..task_budget import check_budget
+from .common import EXIT_FAILED, EXIT_OK, command, settings_from_args
+
+__all__ = ["add_parser", "build_plan", "format_plan"]
 
 
 def add_parser(subparsers: Any) -> None:
@@ -50,11 +50,11 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
                tasks_per_job: Optional[int] = None) -> Dict[str, Any]:
     """The plan as a JSON-ready dict (what ``--json`` prints)."""
     intake, timeouts = settings.intake, settings.timeouts
-    capacity = intake.capacity()
+    capacity = intake.capacity
     policy = RetryPolicy.from_settings(settings)
     per_job = tasks_per_job if tasks_per_job is not None else settings.processing.claim_limit
     check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job)
-    watermark = intake.effective_watermark()
+    watermark = capacity.watermark
     return {
         "engines": intake.engines,
         "mean_processing_s": intake.mean_processing_s,
@@ -110,12 +110,8 @@ def format_plan(plan: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@command
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = _settings(args)
-        plan = build_plan(settings, args.job_limit_seconds, args.tasks_per_job)
-    except ConfigurationError as exc:
-        print(f"fme-ai-resilience plan: {exc}", file=sys.stderr)
-        return 2
+    plan = build_plan(_settings(args), args.job_limit_seconds, args.tasks_per_job)
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else format_plan(plan))
-    return 1 if args.check and not plan["fits"] else 0
+    return EXIT_FAILED if args.check and not plan["fits"] else EXIT_OK

@@ -16,12 +16,14 @@ from typing import Any, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..errors import ConfigurationError, StoreError
-from ..flow import FlowClient
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_text, redact_url
-from ..live_settings import LiveSettings
+from ..services.flow import FlowClient
+from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from . import settings_from_args
+from .common import DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from_args
+
+__all__ = ["add_parser", "build_server"]
 
 log = logging.getLogger("fme_ai_resilience.gateway")
 
@@ -32,7 +34,6 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 def add_parser(subparsers: Any) -> None:
     from ..store import DEFAULT_URL
-    from .db import DB_ENV
 
     p = subparsers.add_parser(
         "serve", help="run the intake gateway (WSGI, stdlib server)",
@@ -102,8 +103,8 @@ def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
     store = open_store(args.db, init_schema=True)
     try:
-        live = LiveSettings(store, settings, ttl_s=args.config_ttl_seconds)
-        app = make_app(store, live, flow_health=flow.health if flow else None,
+        live = LiveSettings(settings, store=store, ttl_s=args.config_ttl_seconds)
+        app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
                        signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))
@@ -121,13 +122,13 @@ def run(args: argparse.Namespace) -> int:
         server, store = build_server(args)
     except (ConfigurationError, ValueError) as exc:
         print(f"serve: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except StoreError as exc:
         print(f"serve: the ledger at {redact_url(args.db)} is not usable: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except OSError as exc:
         print(f"serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     host, port = server.server_address[:2]
     print(f"intake gateway on http://{host}:{port}/ (health: /healthz), ledger "
           f"{redact_url(args.db)}; Ctrl-C stops", flush=True)
@@ -138,4 +139,4 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
         store.close()
-    return 0
+    return EXIT_OK

@@ -10,15 +10,16 @@ import json
 from typing import Any, Dict
 
 from ..clock import Clock, SystemClock
-from ..errors import StoreError
 from ..ledger import Status
 from ..store import SqlStore, display_url
-from .db import add_db_option, open_from_args, store_failed
+from .common import EXIT_OK, add_db_option, command, open_from_args
+
+__all__ = ["add_parser", "ledger_status", "render"]
 
 DRAIN_WINDOW_S = 3600.0
 
 
-def ledger_status(store: SqlStore, clock: Clock) -> Dict[str, Any]:
+def ledger_status(store: SqlStore, *, clock: Clock) -> Dict[str, Any]:
     """The numbers ``status`` shows, as one JSON-ready dict."""
     counts = store.counts()
     return {
@@ -42,20 +43,15 @@ def render(where: str, report: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@command
 def _status(args: argparse.Namespace) -> int:
-    store = open_from_args(args)
-    if store is None:
-        return 2
-    try:
-        with store:
-            report = ledger_status(store, SystemClock())
-    except StoreError as exc:
-        return store_failed(args, exc)
+    with open_from_args(args) as store:
+        report = ledger_status(store, clock=SystemClock())
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(render(display_url(args.db), report))
-    return 0
+    return EXIT_OK
 
 
 def add_parser(subparsers: Any) -> None:

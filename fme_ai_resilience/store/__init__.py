@@ -5,8 +5,10 @@ and are held to one contract test suite.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError
 from ..redact import redact_text, redact_url
 from .base import Store
 from .sqlbase import SqlStore
@@ -21,18 +23,19 @@ _POSTGRES = ("postgresql://", "postgres://")
 
 
 def open_store(url: str, *, init_schema: bool = False, create: bool = True,
-               **options: Any) -> SqlStore:
+               clock: Optional[Clock] = None, **options: Any) -> SqlStore:
     """A store for ``url``; with ``init_schema`` the tables are created or upgraded first.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``
     (private to this store) or ``postgresql://user@host:port/db`` (needs the ``postgres``
     extra). With ``create=False`` a SQLite file must already exist (PostgreSQL databases are
-    never created). ``options`` go to the backend (``busy_timeout_s``, ``connect_timeout_s``).
-    Raises ValueError for any other URL, StoreUnavailable when ``init_schema`` cannot reach
-    the database.
+    never created). ``clock`` dates the migrations ``init_schema`` applies. ``options`` go to
+    the backend (``busy_timeout_s``, ``connect_timeout_s``). Raises ConfigurationError for any
+    other URL, StoreUnavailable when ``init_schema`` cannot reach the database.
     """
     if not isinstance(url, str) or not url.strip():
-        raise ValueError(f"a store URL is required, got {url!r}")
+        raise ConfigurationError("store URL", url if not isinstance(url, str) else "",
+                                 "is required")
     url = url.strip()
     store: SqlStore
     if url.startswith(_SQLITE):
@@ -40,7 +43,8 @@ def open_store(url: str, *, init_schema: bool = False, create: bool = True,
 
         path = url[len(_SQLITE):]
         if not path.startswith("/") or len(path) < 2:
-            raise ValueError(f"a SQLite URL looks like sqlite:///path/to.db, got {url!r}")
+            raise ConfigurationError("store URL", display_url(url),
+                                     "a SQLite URL looks like sqlite:///path/to.db")
         store = SQLiteStore(path[1:], create=create, **options)
     elif url.startswith(_POSTGRES):
         from .postgres import PostgresStore
@@ -48,11 +52,11 @@ def open_store(url: str, *, init_schema: bool = False, create: bool = True,
         store = PostgresStore(url, **options)
     else:
         scheme = url.split(":", 1)[0]
-        raise ValueError(
-            f"unsupported store URL scheme {scheme!r}: use sqlite:/// or postgresql://")
+        raise ConfigurationError("store URL", display_url(url),
+                                 f"unsupported scheme {scheme!r}: use sqlite:/// or postgresql://")
     if init_schema:
         try:
-            store.init_schema()
+            store.init_schema(now=(clock or SystemClock()).now())
         except BaseException:
             store.close()
             raise

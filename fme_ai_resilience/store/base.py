@@ -25,13 +25,15 @@ from ..ledger import (
 )
 from ..submission import Submission
 
+__all__ = ["Store"]
+
 
 class Store(Protocol):
     """The ledger: idempotency registry, task queue, dead-letter queue and water gauge."""
 
     dialect: str
 
-    def init_schema(self, now: Optional[float] = None) -> List[int]:
+    def init_schema(self, *, now: float) -> List[int]:
         """Create or upgrade the tables (idempotent); returns the migrations applied."""
 
     def schema_version(self) -> int:
@@ -44,10 +46,10 @@ class Store(Protocol):
         """Release connections."""
 
     # -- intake ------------------------------------------------------------------------------
-    def register(self, submission: Submission, now: float, backlog_ceiling: int,
+    def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
-                 park_ceiling: Optional[int] = None,
-                 due_at: Optional[float] = None) -> Registration:
+                 park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
+                 now: float) -> Registration:
         """Insert-or-report-existing plus the backlog check, in one round trip.
 
         Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
@@ -57,7 +59,7 @@ class Store(Protocol):
         """
 
     def record_dead_letter(self, key: str, payload: Mapping[str, Any],
-                           failure_class: FailureClass, error: str, now: float,
+                           failure_class: FailureClass, error: str, *, now: float,
                            trace_id: str = "", source: str = "survey123") -> bool:
         """Store a DEAD row for something that never became a task (e.g. an invalid body).
 
@@ -65,33 +67,34 @@ class Store(Protocol):
         """
 
     # -- processing --------------------------------------------------------------------------
-    def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
+    def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come)."""
 
-    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
+    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, *, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready)."""
 
     def complete(self, key: str, token: int, outcome: TaskOutcome,
-                 result: Optional[Mapping[str, Any]], now: float) -> bool:
+                 result: Optional[Mapping[str, Any]], *, now: float) -> bool:
         """PROCESSING -> SUCCEEDED with the outcome and result."""
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, now: float) -> bool:
+             retry_at: float, *, now: float) -> bool:
         """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
 
-    def defer(self, key: str, token: int, until: float, now: float) -> bool:
+    def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
 
-    def bury(self, key: str, token: int, failure_class: FailureClass, error: str,
+    def bury(self, key: str, token: int, failure_class: FailureClass, error: str, *,
              now: float) -> bool:
         """PROCESSING -> DEAD with a failure class (a dead letter)."""
 
     # -- compensation ------------------------------------------------------------------------
-    def reap_expired(self, now: float, max_attempts: int) -> ReapResult:
+    def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
         """Return expired leases to PENDING, counting an attempt; past the budget -> DEAD/BUDGET."""
 
-    def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
-                failure_class: Optional[FailureClass] = None, force: bool = False) -> int:
+    def requeue(self, keys: Optional[Iterable[str]] = None,
+                failure_class: Optional[FailureClass] = None, force: bool = False, *,
+                now: float) -> int:
         """DEAD -> PENDING for the given keys or failure class, as a fresh task; returns how many.
 
         Attempts, error and lease are reset; INVALID_PAYLOAD evidence moves only with ``force``.
@@ -133,11 +136,11 @@ class Store(Protocol):
     def get_config(self) -> Dict[str, str]:
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
 
-    def set_config(self, values: Mapping[str, str], now: float) -> None:
+    def set_config(self, values: Mapping[str, str], *, now: float) -> None:
         """Upsert settings into ``resilience_config``."""
 
     # -- circuit breaker and degradation ladder -------------------------------------------------
-    def breaker_get(self, service: str, now: float) -> BreakerState:
+    def breaker_get(self, service: str, *, now: float) -> BreakerState:
         """The service's ``circuit_state`` row; a missing row is created CLOSED (generation 0).
 
         Creating never touches an existing row: a process started while the circuit is open
@@ -159,8 +162,8 @@ class Store(Protocol):
         in the same transaction. Returns whether this call applied the change.
         """
 
-    def breaker_claim_probe(self, service: str, generation: int, now: float,
-                            probe_timeout_s: float) -> Optional[Tuple[int, int]]:
+    def breaker_claim_probe(self, service: str, generation: int, probe_timeout_s: float, *,
+                            now: float) -> Optional[Tuple[int, int]]:
         """Atomically claim one half-open probe slot of round ``generation``: (slot, token).
 
         None when every slot is taken (or the round is over). A slot claimed but not reported
@@ -168,17 +171,17 @@ class Store(Protocol):
         """
 
     def breaker_report_probe(self, service: str, generation: int, slot: int, token: int,
-                             ok: bool, now: float) -> bool:
+                             ok: bool, *, now: float) -> bool:
         """Record a probe's result; False if the claim was stale (timed out and re-claimed)."""
 
-    def breaker_fail_silent_probes(self, service: str, generation: int, now: float,
-                                   probe_timeout_s: float) -> int:
+    def breaker_fail_silent_probes(self, service: str, generation: int,
+                                   probe_timeout_s: float, *, now: float) -> int:
         """Mark claimed probes silent past ``probe_timeout_s`` as failed; returns how many."""
 
     def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
         """(successes, failures) reported in probe round ``generation``."""
 
-    def degrade_get(self, now: float) -> LadderState:
+    def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's degradation ladder row; created at L0 (generation 0) if missing."""
 
     def degrade_swap(self, expected_generation: int, new: LadderState) -> bool:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from ..errors import StoreError, StoreUnavailable
 from ..redact import redact_url
-from .sqlbase import Result, SqlStore, T, Tx, decide, translate
+from .sqlbase import Result, SqlStore, T, Tx, status_of_new_task, translate
 from .text import clean_value
 
 try:  # the extra: pip install 'fme-ai-resilience[postgres]'
@@ -158,17 +158,13 @@ class PostgresStore(SqlStore):
 
     def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
                    write: bool = True) -> Result:
-        """One statement, its own transaction (autocommit): one round trip."""
-        return self._one_statement(name, write, lambda cur: _PgTx(cur, self).run(name, params))
-
-    def _one_statement(self, name: str, write: bool, run: Callable[[Any], T]) -> T:
-        """``run(cursor)`` for one statement on the live connection, run again after a failure
-        only when nothing can have taken effect."""
+        """One statement, its own transaction (autocommit): one round trip on the live
+        connection, run again after a failure only when nothing can have taken effect."""
         with self._lock:
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
                 try:
-                    return run(self._cursor)
+                    return _PgTx(self._cursor, self).run(name, params)
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=False)
@@ -186,7 +182,7 @@ class PostgresStore(SqlStore):
                     # The next operation starts on a new connection.
                     self._drop(conn)
                     raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise StoreError("no attempt was made")  # pragma: no cover - the loop always ends it
 
     def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
         """Several statements inside an explicit ``BEGIN ... COMMIT``."""
@@ -216,7 +212,7 @@ class PostgresStore(SqlStore):
                     self._abandon(conn, in_transaction=True)
                     raise translate_error(exc) from exc
                 return out
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise StoreError("no attempt was made")  # pragma: no cover - the loop always ends it
 
     def _abandon(self, conn: Any, in_transaction: bool) -> None:
         """End a failed transaction, or drop a connection that is gone."""
@@ -240,30 +236,11 @@ class PostgresStore(SqlStore):
                 pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
-        forms = self._prepare.get("register")
-        if forms is None:
-            def run(cur: Any) -> Dict[str, Any]:
-                return _PgTx(cur, self).run("register", params).rows[0]
-        else:
-            # The intake's hot path: straight to the prepared statement, one row as a tuple.
-            args = tuple([clean_value(params[k]) for k in forms.order])
-
-            def run(cur: Any) -> Dict[str, Any]:
-                if "register" not in self._prepared:
-                    cur.execute(forms.prepare)
-                    self._prepared.add("register")
-                try:
-                    cur.execute(forms.execute, args)
-                except (ValueError, OverflowError) as exc:  # a value the driver cannot bind
-                    raise translate(exc, {}, lambda _: False) from exc
-                inserted, backlog, status, outcome = cur.fetchone()
-                return {"inserted": inserted, "backlog": backlog, "status": status,
-                        "outcome": outcome}
         # A concurrent registration of the same key that committed after this statement's
         # snapshot is invisible to it: neither inserted nor found. Ask again (rare).
         for _ in range(5):
-            row = self._one_statement("register", True, run)
-            if row["inserted"] is not None or row["status"] is not None or decide(
+            row = self._statement("register", params).rows[0]
+            if row["inserted"] is not None or row["status"] is not None or status_of_new_task(
                     int(row["backlog"]), params["ceiling"], params["park"],
                     params["park_ceiling"]) is None:
                 return row

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Optional
 
-from ..errors import FailureClass
+from ..errors import ConfigurationError, FailureClass
 from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
 from .text import clean_json, needs_cleaning
 
@@ -18,7 +18,8 @@ def _dumps(value: Any) -> str:
 
 
 def to_json(value: Any, field: str) -> Optional[str]:
-    """``value`` as compact JSON text (None stays NULL); ValueError naming ``field`` if not JSON.
+    """``value`` as compact JSON text (None stays NULL); ConfigurationError naming ``field`` if
+    it is not JSON-ready.
 
     Strings holding a NUL or an unpaired surrogate are stored with U+FFFD in their place
     (see :mod:`.text`), the same on every backend.
@@ -29,7 +30,8 @@ def to_json(value: Any, field: str) -> Optional[str]:
         text = _dumps(value)
         return _dumps(clean_json(value)) if needs_cleaning(text) else text
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{field} is not JSON-ready: {exc}") from None
+        raise ConfigurationError(field, type(value).__name__, f"is not JSON-ready: {exc}") \
+            from None
 
 
 def from_json(value: Any) -> Any:

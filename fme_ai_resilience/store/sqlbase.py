@@ -6,18 +6,20 @@ of a few primitives a backend supplies (``_transact`` running a function inside 
 its own way). Driver exceptions never leave a backend: :func:`translate` turns them into
 :class:`StoreError` / :class:`StoreUnavailable` once, at that edge. Every parameter is cleaned
 before the driver sees it (:mod:`.text`: NUL and lone surrogates become U+FFFD on every backend;
-:meth:`Tx.execute` does it, and so does the PostgreSQL registration's direct path), and the
-ValueError / UnicodeError / OverflowError a driver raises for a value it cannot bind becomes
-:class:`StoreError`.
+:meth:`Tx.execute` and the PostgreSQL prepared statements do it), and the ValueError /
+UnicodeError / OverflowError a driver raises for a value it cannot bind becomes
+:class:`StoreError`. A bad argument (a NaN ``now``, a negative limit) raises
+:class:`~fme_ai_resilience.errors.ConfigurationError` before anything is sent.
 """
 from __future__ import annotations
 
-import math
+import abc
 from typing import (
     Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
 )
 
-from ..errors import ErrorClass, FailureClass, StoreError, StoreUnavailable
+from ..checks import count, finite, name
+from ..errors import ConfigurationError, ErrorClass, FailureClass, StoreError, StoreUnavailable
 from ..ledger import (
     CallRecord,
     CallWindow,
@@ -35,9 +37,12 @@ from ..ledger import (
 from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
-from .circuit import CircuitOps
+from .breaker_ladder import BreakerLadderOps
 from .rows import from_json, optional, record_of, task_of, to_json
 from .text import clean_params
+
+__all__ = ["SqlStore", "Tx", "Result", "translate", "status_of_new_task", "ERROR_LIMIT",
+           "EXCERPT_LIMIT"]
 
 T = TypeVar("T")
 
@@ -117,30 +122,13 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(f"{type(exc).__name__}: {redact_text(first)}")
 
 
-def _finite(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of seconds, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _limit(name: str, value: Any, minimum: int) -> int:
+def _limit(field: str, value: Any, minimum: int) -> int:
     """A count used as a limit or ceiling; past ``_NO_LIMIT`` it means "no limit"."""
-    return min(_count(name, value, minimum), _NO_LIMIT)
+    return min(count(field, value, minimum=minimum), _NO_LIMIT)
 
 
-def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
-    return value
-
-
-def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optional[Status]:
+def status_of_new_task(backlog: int, ceiling: int, park: bool,
+                       park_ceiling: int) -> Optional[Status]:
     """The status a new registration gets at ``backlog``, or None when it is refused."""
     if backlog < ceiling:
         return Status.PENDING
@@ -149,7 +137,7 @@ def decide(backlog: int, ceiling: int, park: bool, park_ceiling: int) -> Optiona
     return None
 
 
-class SqlStore(CircuitOps):
+class SqlStore(BreakerLadderOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -158,21 +146,21 @@ class SqlStore(CircuitOps):
         self._queries = sqlfiles.queries(self.dialect)
 
     # -- primitives a backend supplies ---------------------------------------------------------
+    @abc.abstractmethod
     def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
         """Run ``fn`` inside one transaction and commit; driver errors come out translated."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
         """Atomically insert-or-find; ``{inserted, backlog, status, outcome}`` (see register)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
         """Atomically lease due rows; the rows after the update, each with ``due`` added."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the connection (a later operation opens a new one)."""
-        raise NotImplementedError
 
     def __enter__(self) -> "SqlStore":
         return self
@@ -186,11 +174,12 @@ class SqlStore(CircuitOps):
         return self._transact(lambda tx: tx.run(name, params), write=write)
 
     # -- schema ------------------------------------------------------------------------------
-    def init_schema(self, now: Optional[float] = None) -> List[int]:
+    def init_schema(self, *, now: float) -> List[int]:
         """Create or upgrade the tables (idempotent); returns the migrations it applied.
 
-        ``now`` (epoch seconds) is recorded as each migration's ``applied_at`` when given.
+        ``now`` (epoch seconds) is recorded as each migration's ``applied_at``.
         """
+        now = finite("now", now)
         bootstrap, migrations = sqlfiles.schema(self.dialect)
 
         def work(tx: Tx) -> List[int]:
@@ -227,10 +216,10 @@ class SqlStore(CircuitOps):
         return max(v for v, _ in sqlfiles.schema(dialect)[1])
 
     # -- intake ------------------------------------------------------------------------------
-    def register(self, submission: Submission, now: float, backlog_ceiling: int,
+    def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
-                 park_ceiling: Optional[int] = None,
-                 due_at: Optional[float] = None) -> Registration:
+                 park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
+                 now: float) -> Registration:
         """Insert-or-report-existing plus the backlog check, in one round trip.
 
         Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
@@ -240,13 +229,13 @@ class SqlStore(CircuitOps):
         The ceiling is a watermark: concurrent registrations may pass it by a few rows.
         """
         if not isinstance(submission, Submission):
-            raise TypeError(f"submission must be a Submission, got {type(submission).__name__}")
-        now = _finite("now", now)
+            raise ConfigurationError("submission", type(submission).__name__,
+                                     "must be a Submission")
+        now = finite("now", now)
         ceiling = _limit("backlog_ceiling", backlog_ceiling, 0)
-        park = (overload_mode is OverloadMode.PARK
-                or OverloadMode(overload_mode) is OverloadMode.PARK)
-        if park_ceiling is not None and _count("park_ceiling", park_ceiling, 0) < ceiling:
-            raise ValueError(f"park_ceiling must be >= backlog_ceiling, got {park_ceiling!r}")
+        park = OverloadMode(overload_mode) is OverloadMode.PARK
+        if park_ceiling is not None and count("park_ceiling", park_ceiling) < ceiling:
+            raise ConfigurationError("park_ceiling", park_ceiling, "must be >= backlog_ceiling")
         limit = min(park_ceiling, _NO_LIMIT) if (park and park_ceiling is not None) else ceiling
         payload = submission.to_payload()
         row = self._register_row({
@@ -254,7 +243,7 @@ class SqlStore(CircuitOps):
             "trace_id": submission.trace_id, "feature_global_id": submission.feature_global_id,
             "attachment_global_id": submission.attachment_global_id,
             "event_type": submission.event_type, "payload": to_json(payload, "payload"),
-            "now": now, "due_at": now if due_at is None else _finite("due_at", due_at),
+            "now": now, "due_at": now if due_at is None else finite("due_at", due_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
             "park_ceiling": _NO_LIMIT if park_ceiling is None else min(park_ceiling, _NO_LIMIT),
         })
@@ -273,79 +262,78 @@ class SqlStore(CircuitOps):
         return Registration(key, RegisterOutcome.OVER_BACKLOG, None, backlog=backlog)
 
     def record_dead_letter(self, key: str, payload: Mapping[str, Any],
-                           failure_class: FailureClass, error: str, now: float,
+                           failure_class: FailureClass, error: str, *, now: float,
                            trace_id: str = "", source: str = "survey123") -> bool:
         """Store a DEAD row for something that never became a task (e.g. an invalid body).
 
         The payload is stored with secret-named values redacted. Returns False when ``key``
         already exists (the evidence is kept once).
         """
-        params = {"key": _text("key", key), "payload": to_json(redact_mapping(payload), "payload"),
+        params = {"key": name("key", key), "payload": to_json(redact_mapping(payload), "payload"),
                   "failure_class": FailureClass(failure_class).value,
-                  "error": excerpt(error, ERROR_LIMIT), "now": _finite("now", now),
+                  "error": excerpt(error, ERROR_LIMIT), "now": finite("now", now),
                   "trace_id": trace_id, "source": source}
         return self._statement("insert_dead_letter", params).rowcount == 1
 
     # -- processing --------------------------------------------------------------------------
-    def claim(self, owner: str, limit: int, lease_s: float, now: float) -> List[Task]:
+    def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
 
         Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``, which
         also becomes the row's ``next_attempt_at`` (when it is due again if the holder
         vanishes). Tasks are returned in claim order: due time, then registration time.
         """
-        now = _finite("now", now)
-        lease_s = _finite("lease_s", lease_s)
-        if lease_s <= 0:
-            raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
-        rows = self._claim_rows({"owner": _text("owner", owner),
+        now = finite("now", now)
+        lease_s = finite("lease_s", lease_s, above=0)
+        rows = self._claim_rows({"owner": name("owner", owner),
                                  "limit": _limit("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
         rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
 
-    def _fenced(self, name: str, key: str, token: int, now: float, **params: Any) -> bool:
-        params.update(key=key, token=_count("token", token, 0), now=_finite("now", now))
-        return self._statement(name, params).rowcount == 1
+    def _fenced(self, query: str, key: str, token: int, *, now: float, **params: Any) -> bool:
+        params.update(key=key, token=count("token", token), now=finite("now", now))
+        return self._statement(query, params).rowcount == 1
 
-    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, now: float) -> bool:
+    def checkpoint(self, key: str, token: int, stage: Stage, data: Any, *, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready; None is stored as True)."""
         stage = Stage(stage)
-        return self._fenced(f"checkpoint_{stage.value}", key, token, now,
+        return self._fenced(f"checkpoint_{stage.value}", key, token, now=now,
                             data=to_json(True if data is None else data, stage.value))
 
     def complete(self, key: str, token: int, outcome: TaskOutcome,
-                 result: Optional[Mapping[str, Any]], now: float) -> bool:
+                 result: Optional[Mapping[str, Any]], *, now: float) -> bool:
         """PROCESSING -> SUCCEEDED with the outcome and result."""
-        return self._fenced("complete", key, token, now, outcome=TaskOutcome(outcome).value,
+        return self._fenced("complete", key, token, now=now, outcome=TaskOutcome(outcome).value,
                             result=to_json(result, "result"))
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, now: float) -> bool:
+             retry_at: float, *, now: float) -> bool:
         """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
-        return self._fenced("fail", key, token, now, error_class=ErrorClass(error_class).value,
+        return self._fenced("fail", key, token, now=now,
+                            error_class=ErrorClass(error_class).value,
                             error=excerpt(error, ERROR_LIMIT),
-                            retry_at=_finite("retry_at", retry_at))
+                            retry_at=finite("retry_at", retry_at))
 
-    def defer(self, key: str, token: int, until: float, now: float) -> bool:
+    def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
-        return self._fenced("defer", key, token, now, until=_finite("until", until))
+        return self._fenced("defer", key, token, now=now, until=finite("until", until))
 
-    def bury(self, key: str, token: int, failure_class: FailureClass, error: str,
+    def bury(self, key: str, token: int, failure_class: FailureClass, error: str, *,
              now: float) -> bool:
         """PROCESSING -> DEAD with a failure class (a dead letter)."""
-        return self._fenced("bury", key, token, now,
+        return self._fenced("bury", key, token, now=now,
                             failure_class=FailureClass(failure_class).value,
                             error=excerpt(error, ERROR_LIMIT))
 
     # -- compensation ------------------------------------------------------------------------
-    def reap_expired(self, now: float, max_attempts: int) -> ReapResult:
+    def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
         """Return expired leases to PENDING, counting the lost attempt.
 
         A task whose attempt count reaches ``max_attempts`` with that attempt goes DEAD with
         failure class BUDGET instead.
         """
-        params = {"now": _finite("now", now),
+        params = {"now": finite("now", now),
                   "max_attempts": _limit("max_attempts", max_attempts, 1)}
 
         def work(tx: Tx) -> ReapResult:
@@ -354,28 +342,30 @@ class SqlStore(CircuitOps):
 
         return self._transact(work)
 
-    def requeue(self, now: float, keys: Optional[Iterable[str]] = None,
-                failure_class: Optional[FailureClass] = None, force: bool = False) -> int:
+    def requeue(self, keys: Optional[Iterable[str]] = None,
+                failure_class: Optional[FailureClass] = None, force: bool = False, *,
+                now: float) -> int:
         """DEAD -> PENDING for the given keys or failure class (both: keys of that class).
 
         A requeued task starts a fresh life: attempts reset, the previous error (class and
         text), lease holder and lease expiry cleared; checkpoints are kept (it does not redo
         finished stages). INVALID_PAYLOAD evidence (a body that never became a submission)
-        is skipped unless ``force=True``. Returns how many rows moved. Raises ValueError when
-        neither keys nor a class is given, or for ``failure_class=INVALID_PAYLOAD`` unforced.
+        is skipped unless ``force=True``. Returns how many rows moved. Raises
+        ConfigurationError when neither keys nor a class is given, or for
+        ``failure_class=INVALID_PAYLOAD`` unforced.
         """
-        now = _finite("now", now)
+        now = finite("now", now)
         klass = None if failure_class is None else FailureClass(failure_class).value
         force = bool(force)
         if klass == FailureClass.INVALID_PAYLOAD.value and not force:
-            raise ValueError("INVALID_PAYLOAD dead letters are evidence, not tasks: "
-                             "requeue them only with force=True")
+            raise ConfigurationError("failure_class", klass, "INVALID_PAYLOAD dead letters are "
+                                     "evidence, not tasks: requeue them only with force=True")
         if keys is None:
             if klass is None:
-                raise ValueError("requeue needs keys or a failure_class")
+                raise ConfigurationError("keys", None, "requeue needs keys or a failure_class")
             return self._statement("requeue_class", {"now": now, "failure_class": klass,
                                                      "force": force}).rowcount
-        wanted = [_text("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
+        wanted = [name("keys[]", k) for k in ([keys] if isinstance(keys, str) else keys)]
 
         def work(tx: Tx) -> int:
             return sum(tx.run("requeue_key", {"now": now, "key": k, "failure_class": klass,
@@ -402,7 +392,8 @@ class SqlStore(CircuitOps):
         """Tasks in progress (PENDING, PROCESSING, FAILED, DEFERRED), at most ``limit``.
 
         Counted through the in-progress index alone, never past ``limit`` entries (None: all);
-        cheap at any table size, unlike :meth:`counts`. Raises ValueError for a negative limit.
+        cheap at any table size, unlike :meth:`counts`. Raises ConfigurationError for a negative
+        limit.
         """
         cap = _NO_LIMIT if limit is None else _limit("limit", limit, 0)
         rows = self._statement("backlog", {"count_limit": cap}, write=False).rows
@@ -417,18 +408,18 @@ class SqlStore(CircuitOps):
 
     def completed_since(self, since: float) -> int:
         """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
-        rows = self._statement("completed_since", {"since": _finite("since", since)},
+        rows = self._statement("completed_since", {"since": finite("since", since)},
                                write=False).rows
         return int(rows[0]["n"])
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:
         """Append one outbound call to ``ai_call_log``."""
-        phases = {str(k): _finite(f"phases[{k}]", v) for k, v in call.phases.items()}
+        phases = {str(k): finite(f"phases[{k}]", v) for k, v in call.phases.items()}
         self._statement("record_call", {
-            "service": _text("service", call.service),
-            "started_at": _finite("started_at", call.started_at),
-            "duration_s": _finite("duration_s", call.duration_s),
+            "service": name("service", call.service),
+            "started_at": finite("started_at", call.started_at),
+            "duration_s": finite("duration_s", call.duration_s),
             "error_class": None if call.error_class is None else str(
                 getattr(call.error_class, "value", call.error_class)),
             "status_code": call.status_code, "retry": bool(call.retry),
@@ -439,16 +430,16 @@ class SqlStore(CircuitOps):
     def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
         """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
         row = self._statement("call_window", {
-            "service": service, "since": _finite("since", since),
-            "slow_s": _finite("slow_s", slow_s)}, write=False).rows[0]
+            "service": service, "since": finite("since", since),
+            "slow_s": finite("slow_s", slow_s)}, write=False).rows[0]
         return CallWindow(calls=int(row["calls"]), failures=int(row["failures"]),
                           slow=int(row["slow"]), retries=int(row["retries"]))
 
     def record_anomaly(self, anomaly: FormatAnomaly) -> None:
         """Append one ``format_anomaly`` row (the excerpt redacted and truncated again)."""
         self._statement("record_anomaly", {
-            "provider": _text("provider", anomaly.provider),
-            "observed_at": _finite("observed_at", anomaly.observed_at),
+            "provider": name("provider", anomaly.provider),
+            "observed_at": finite("observed_at", anomaly.observed_at),
             "errors": to_json([redact_text(e) for e in anomaly.errors], "errors"),
             "excerpt": excerpt(anomaly.excerpt, EXCERPT_LIMIT),
             "model_version": anomaly.model_version, "task_key": anomaly.task_key,
@@ -456,7 +447,7 @@ class SqlStore(CircuitOps):
 
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
-        rows = self._statement("recent_anomalies", {"since": _finite("since", since),
+        rows = self._statement("recent_anomalies", {"since": finite("since", since),
                                                     "limit": _limit("limit", limit, 1)},
                                write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
@@ -468,13 +459,13 @@ class SqlStore(CircuitOps):
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""
         return {r["name"]: r["value"] for r in self._statement("get_config", write=False).rows}
 
-    def set_config(self, values: Mapping[str, str], now: float) -> None:
+    def set_config(self, values: Mapping[str, str], *, now: float) -> None:
         """Upsert settings into ``resilience_config`` (all or none)."""
-        now = _finite("now", now)
-        items: List[Tuple[str, str]] = [(_text("name", k), str(v)) for k, v in values.items()]
+        now = finite("now", now)
+        items: List[Tuple[str, str]] = [(name("name", k), str(v)) for k, v in values.items()]
 
         def work(tx: Tx) -> None:
-            for name, value in items:
-                tx.run("set_config", {"name": name, "value": value, "now": now})
+            for setting, value in items:
+                tx.run("set_config", {"name": setting, "value": value, "now": now})
 
         self._transact(work)

@@ -14,6 +14,11 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Dict, List, Mapping, Tuple
 
+from ..errors import ConfigurationError
+
+__all__ = ["DIALECTS", "SQL_PACKAGE", "parse_blocks", "read_sql_file", "queries", "schema",
+           "split_statements"]
+
 DIALECTS = ("sqlite", "postgresql")
 #: Where the ``.sql`` files are: the top-level ``sql/`` directory, mapped here by setup.cfg.
 SQL_PACKAGE = "fme_ai_resilience.store.sql"
@@ -28,7 +33,7 @@ def parse_blocks(text: str) -> Dict[str, str]:
 
     The comment lines opening a block (its description) are dropped too: drivers look at a
     statement's first word (sqlite3 before Python 3.11 reports no row count otherwise).
-    Raises ValueError on a block name used twice in one file.
+    Raises ConfigurationError on a block name used twice in one file.
     """
     blocks: Dict[str, List[str]] = {}
     current = None
@@ -37,7 +42,7 @@ def parse_blocks(text: str) -> Dict[str, str]:
         if match:
             current = match.group(1)
             if current in blocks:
-                raise ValueError(f"SQL block {current!r} is defined twice")
+                raise ConfigurationError("sql block", current, "is defined twice")
             blocks[current] = []
         elif current is not None:
             if blocks[current] or not line.strip().startswith("--"):
@@ -52,7 +57,7 @@ def read_sql_file(filename: str) -> str:
 
 def _check_dialect(dialect: str) -> None:
     if dialect not in DIALECTS:
-        raise ValueError(f"dialect must be one of {DIALECTS}, got {dialect!r}")
+        raise ConfigurationError("dialect", dialect, f"must be one of {DIALECTS}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,8 +13,8 @@ import threading
 import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Type
 
-from ..errors import StoreError
-from .sqlbase import SqlStore, T, Tx, decide, translate
+from ..errors import ConfigurationError, StoreError
+from .sqlbase import SqlStore, T, Tx, status_of_new_task, translate
 
 #: Every exception class the sqlite3 module defines, mapped once (a test checks none is missing).
 DRIVER_ERRORS: Mapping[type, Type[StoreError]] = {
@@ -57,7 +57,7 @@ class SQLiteStore(SqlStore):
     def __init__(self, path: str, busy_timeout_s: float = 30.0, create: bool = True) -> None:
         super().__init__()
         if not path:
-            raise ValueError("path must name a file or be ':memory:'")
+            raise ConfigurationError("path", path, "must name a file or be ':memory:'")
         self.path = path
         self.create = create
         self.busy_timeout_s = float(busy_timeout_s)
@@ -129,7 +129,8 @@ class SQLiteStore(SqlStore):
             existing = tx.run("existing", params).rows
             if existing:
                 return {"inserted": None, "backlog": backlog, **existing[0]}
-            status = decide(backlog, params["ceiling"], params["park"], params["park_ceiling"])
+            status = status_of_new_task(backlog, params["ceiling"], params["park"],
+                                        params["park_ceiling"])
             if status is not None:
                 tx.run("insert_task", dict(params, status=status.value))
             return {"inserted": None if status is None else status.value, "backlog": backlog,

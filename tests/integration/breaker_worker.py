@@ -15,12 +15,15 @@ import time
 
 import requests
 
-from fme_ai_resilience.breaker import BreakerPolicy, CircuitBreaker, Permit
+from fme_ai_resilience.breaker import BreakerPolicy, Permit
+from fme_ai_resilience.services.shared_breaker import CircuitBreaker
 from fme_ai_resilience.clock import SystemClock
-from fme_ai_resilience.errors import ErrorClass, classify_status
+from fme_ai_resilience.errors import ErrorClass
+from fme_ai_resilience.classification import classify_status
 from fme_ai_resilience.ledger import CallRecord
-from fme_ai_resilience.retry import (DecisionKind, FleetRetryGate, RetryBudget, RetryHistory,
-                                     RetryPolicy)
+from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
+from fme_ai_resilience.services.fleet_retry_gate import FleetRetryGate
+from fme_ai_resilience.retry_budget import RetryBudget
 from fme_ai_resilience.backoff import Backoff, Jitter
 from fme_ai_resilience.store import open_store
 
@@ -45,7 +48,7 @@ def call(session, url, attempt_kind):
 
 def run_breaker(store, url, seconds, policy):
     clock = SystemClock()
-    breaker = CircuitBreaker(store, SERVICE, policy, clock)
+    breaker = CircuitBreaker(SERVICE, policy, store=store, clock=clock)
     session = requests.Session()
     stop = time.time() + seconds
     made = refused = probes = 0
@@ -67,7 +70,7 @@ def run_breaker(store, url, seconds, policy):
 
 def run_budget(store, url, tasks, budget_args):
     budget = RetryBudget(**budget_args)
-    gate = FleetRetryGate(store, SERVICE, budget, cache_ttl_s=0.5)
+    gate = FleetRetryGate(SERVICE, budget, store=store, cache_ttl_s=0.5)
     policy = RetryPolicy(max_attempts=4, max_inline_wait_s=1.0,
                          backoff=Backoff(0.005, 0.02, Jitter.FULL))
     rng = random.Random()
@@ -82,7 +85,7 @@ def run_budget(store, url, tasks, budget_args):
                                          error.value if error else None, status, retry=retry))
             first += not retry
             retries += retry
-            decision = policy.decide(history, Outcome(error), time.time(), rng=rng, gate=gate)
+            decision = policy.decide(history, Outcome(error), now=time.time(), rng=rng, gate=gate)
             history = decision.history
             if decision.kind is not DecisionKind.RETRY:
                 parked += decision.kind is DecisionKind.PARK
@@ -102,7 +105,7 @@ def main(argv):
         elif mode == "budget":
             result = run_budget(store, url, amount, params)
         else:
-            breaker = CircuitBreaker(store, SERVICE, BreakerPolicy(**params), SystemClock())
+            breaker = CircuitBreaker(SERVICE, BreakerPolicy(**params), store=store, clock=SystemClock())
             seen = breaker.state()
             if seen.state.value != "OPEN" or time.time() > (seen.open_until or 0) - 0.5:
                 print(json.dumps({"too_late": True, "state": seen.state.value}), flush=True)

@@ -24,7 +24,7 @@ def register_all(url, n_keys, barrier, results):
     barrier.wait(timeout=60)
     seen = Counter()
     for i in range(n_keys):
-        seen[store.register(submission(i), T0, 1_000_000).outcome.value] += 1
+        seen[store.register(submission(i), 1_000_000, now=T0).outcome.value] += 1
     store.close()
     results.put((os.getpid(), dict(seen)))
 
@@ -36,13 +36,12 @@ def claim_until_empty(url, barrier, results, now=T0, batch=7):
     barrier.wait(timeout=60)
     claimed, completed = [], 0
     while True:
-        tasks = store.claim(f"engine-{os.getpid()}", batch, 600.0, now)
+        tasks = store.claim(f"engine-{os.getpid()}", batch, 600.0, now=now)
         if not tasks:
             break
         for task in tasks:
             claimed.append((task.key, task.lease_token))
-            completed += store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED,
-                                        {"by": os.getpid()}, now)
+            completed += store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {"by": os.getpid()}, now=now)
     store.close()
     results.put((os.getpid(), claimed, completed))
 
@@ -50,7 +49,7 @@ def claim_until_empty(url, barrier, results, now=T0, batch=7):
 def hold_leases(url, limit, lease_s, results):
     """Claim ``limit`` tasks, report their tokens, then hang until killed."""
     store = open_store(url)
-    tasks = store.claim("doomed-engine", limit, lease_s, T0)
+    tasks = store.claim("doomed-engine", limit, lease_s, now=T0)
     results.put([(t.key, t.lease_token) for t in tasks])
     while True:
         time.sleep(60)
@@ -61,14 +60,14 @@ def reap_and_finish(url, barrier, results, now, max_attempts):
     store = open_store(url)
     store.counts()
     barrier.wait(timeout=60)
-    store.reap_expired(now, max_attempts)
+    store.reap_expired(max_attempts, now=now)
     done = []
     while True:
-        tasks = store.claim(f"rescuer-{os.getpid()}", 3, 600.0, now)
+        tasks = store.claim(f"rescuer-{os.getpid()}", 3, 600.0, now=now)
         if not tasks:
             break
         for task in tasks:
-            if store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, None, now):
+            if store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, None, now=now):
                 done.append(task.key)
     store.close()
     results.put(done)

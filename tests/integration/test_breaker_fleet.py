@@ -48,7 +48,7 @@ def watch(store, until, on_change, poll_s=0.01):
     """Poll the circuit row until ``until`` (epoch s); call ``on_change`` with each new row."""
     seen = []
     while time.time() < until:
-        state = store.breaker_get("vision", time.time())
+        state = store.breaker_get("vision", now=time.time())
         if not seen or state.generation != seen[-1].generation:
             seen.append(state)
             on_change(state)

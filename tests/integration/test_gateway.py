@@ -73,7 +73,7 @@ class _Handler(WSGIRequestHandler):
 def serving(store, **intake) -> Iterator[str]:
     """The gateway for ``store`` on 127.0.0.1:<free port>; yields its base URL."""
     settings = Settings(intake=IntakeSettings(**intake))
-    app = make_app(store, settings, clock=SystemClock())
+    app = make_app(settings, store=store, clock=SystemClock())
     server = make_server("127.0.0.1", 0, app, handler_class=_Handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -99,7 +99,7 @@ def post(url: str, body: bytes, delivery: str) -> Tuple[int, Dict[str, str], Dic
 def fill(store, n: int, now: float) -> None:
     for i in range(n):
         store.register(Submission(idempotency_key=f"filler-{i}", feature_global_id="f",
-                                  trace_id="t"), now, 10 ** 6)
+                                  trace_id="t"), 10 ** 6, now=now)
 
 
 def photos(n: int) -> bytes:
@@ -119,9 +119,8 @@ def test_first_delivery_then_redelivery_pending_then_succeeded(pg):
         status, _, body = post(url, BODY, "delivery-2")
         assert status == 202 and body["status"] == "duplicate_in_progress"
         now = SystemClock().now()
-        (task,) = pg.claim("engine-1", 1, 60.0, now)
-        assert pg.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED,
-                           {"condition": "good"}, now)
+        (task,) = pg.claim("engine-1", 1, 60.0, now=now)
+        assert pg.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"}, now=now)
         status, _, body = post(url, BODY, "delivery-3")
         assert status == 200 and body["status"] == "duplicate_done"
     assert sum(pg.counts().values()) == 1

@@ -55,7 +55,7 @@ def _due_tasks(url, n):
     """Register ``n`` tasks that are due at once."""
     with open_store(url) as store:
         for i in range(n):
-            store.register(w.submission(i), w.T0 - 1, 1_000_000)
+            store.register(w.submission(i), 1_000_000, now=w.T0 - 1)
 
 
 @pytest.mark.postgres
@@ -98,16 +98,15 @@ def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(url):
 
     # Before expiry nothing is reclaimable.
     with open_store(url) as store:
-        assert store.reap_expired(w.T0 + 29, 6).requeued == 0
-        assert store.claim("early", 10, 60, w.T0 + 29) == []
+        assert store.reap_expired(6, now=w.T0 + 29).requeued == 0
+        assert store.claim("early", 10, 60, now=w.T0 + 29) == []
 
     out = _run(w.reap_and_finish, lambda b, q: (url, b, q, w.T0 + 31, 6), n=4)
     done = [key for keys in out for key in keys]
     assert sorted(done) == sorted(key for key, _ in held)
     with open_store(url) as store:
         for key, old_token in held:
-            assert not store.complete(key, old_token, TaskOutcome.REVIEW, {"zombie": 1},
-                                      w.T0 + 40)
+            assert not store.complete(key, old_token, TaskOutcome.REVIEW, {"zombie": 1}, now=w.T0 + 40)
             record = store.get(key)
             assert (record.status, record.outcome, record.attempt_count) == (
                 Status.SUCCEEDED, TaskOutcome.ACCEPTED, 1)

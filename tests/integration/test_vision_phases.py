@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from fme_ai_resilience.budget import TimeoutBudget
+from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.clock import SystemClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
-from fme_ai_resilience.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
-from fme_ai_resilience.vision.phases import timed_session
+from fme_ai_resilience.services.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+from fme_ai_resilience.services.vision.phases import timed_session
 from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
@@ -31,8 +31,7 @@ def within(measured, budget_s=BUDGET_S):
 
 
 def client_for(url, **kwargs):
-    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), BUDGET,
-                        **kwargs)
+    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET, **kwargs)
 
 
 def test_success_measures_every_phase(serve):
@@ -265,8 +264,7 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
         read_request(conn)
         stop.wait(BUDGET_S * 3)
 
-    client = VisionClient(serve(echo(401, "application/json")).url, "generic",
-                          Credentials(api_key=API_KEY), BUDGET)
+    client = VisionClient(serve(echo(401, "application/json")).url, "generic", Credentials(api_key=API_KEY), timeouts=BUDGET)
     outcomes = [client.analyze(b"img", "r1")]
     for handler in (echo(502, "text/html"), echo(200, "text/plain"), slow):
         client.endpoint = serve(handler).url
@@ -325,8 +323,7 @@ def header_trickler(body=OK_BODY, content_type="application/json", every_s=0.1):
 
 def test_trickled_headers_are_ttfb_timeout_within_the_budget(serve):
     """Headers trickled a byte every 0.1 s cannot stretch a 0.5 s TTFB budget: TTFB_TIMEOUT."""
-    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic",
-                          Credentials(api_key=API_KEY), TRICKLE_BUDGET)
+    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=TRICKLE_BUDGET)
     out = client.analyze(b"img", "t-trickle")
     assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
     assert out.duration_s <= TRICKLE_BUDGET.connect_s + TRICKLE_BUDGET.ttfb_s + HIGH
@@ -374,9 +371,8 @@ def test_slow_name_lookup_is_connect_timeout_in_the_connect_phase(serve):
     """A lookup slower than the connect budget is CONNECT_TIMEOUT, counted as connect time."""
     server = serve(lambda conn, stop: conn.sendall(response(200, OK_BODY)))
     release = threading.Event()
-    session = timed_session(SystemClock(), resolver=slow_resolver(release))
-    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic",
-                          Credentials(api_key=API_KEY), BUDGET, session=session)
+    session = timed_session(clock=SystemClock(), resolver=slow_resolver(release))
+    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET, session=session)
     try:
         out = client.analyze(b"img", "t-dns")
     finally:
@@ -399,7 +395,7 @@ def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
     resolver = slow_resolver(release, {"vision.test": ["127.0.0.1"]})
     client = VisionClient(f"http://vision.test:{server.port}/analyze", "generic",
                           Credentials(api_key=API_KEY), BUDGET,
-                          session=timed_session(SystemClock(), resolver=resolver))
+                          session=timed_session(clock=SystemClock(), resolver=resolver))
     out = client.analyze(b"img", "t-dns-ok")
     assert out.ok, out
     assert f"host: vision.test:{server.port}".encode() in heads[0].lower()

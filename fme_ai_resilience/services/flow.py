@@ -24,17 +24,17 @@ from typing import Any, List, Mapping, Optional, Tuple
 
 import requests
 
-from .clock import Clock, SystemClock
-from .redact import redact_text
+from ..checks import count, finite
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError, FlowError
+from ..redact import redact_text
 
-log = logging.getLogger(__name__)
+__all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4"]
+
+log = logging.getLogger("fme_ai_resilience.flow")
 
 V4 = "v4"
 V3 = "v3"
-
-
-class FlowError(Exception):
-    """FME Flow did not answer a request usefully (status, network or shape)."""
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,8 @@ class FlowHealth:
     error: Optional[str] = None
 
     def __post_init__(self) -> None:
-        for name in ("queued", "running", "engines", "busy_engines"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for field in ("queued", "running", "engines", "busy_engines"):
+            count(field, getattr(self, field))
 
     @property
     def idle_engines(self) -> int:
@@ -86,12 +85,13 @@ class FlowClient:
                  clock: Optional[Clock] = None, cache_ttl_s: float = 5.0,
                  timeout_s: Tuple[float, float] = (3.0, 5.0),
                  max_queued_per_engine: float = 1.0, max_stale_s: float = 30.0) -> None:
-        if not base_url or not base_url.startswith(("http://", "https://")):
-            raise ValueError("base_url must be an http(s) URL")
-        if not token:
-            raise ValueError("token must not be empty")
-        if cache_ttl_s < 0 or max_queued_per_engine < 0 or max_stale_s < 0:
-            raise ValueError("cache_ttl_s, max_queued_per_engine and max_stale_s must be >= 0")
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError("base_url", base_url, "must be an http(s) URL")
+        if not isinstance(token, str) or not token:
+            raise ConfigurationError("token", "", "must not be empty")
+        finite("cache_ttl_s", cache_ttl_s, minimum=0)
+        finite("max_queued_per_engine", max_queued_per_engine, minimum=0)
+        finite("max_stale_s", max_stale_s, minimum=0)
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._session = session or requests.Session()
@@ -205,8 +205,8 @@ class FlowClient:
         return redact_text(text, [self._token])
 
 
-class _NotThere(Exception):
-    """A v4 endpoint answered 404."""
+class _NotThere(FlowError):
+    """A v4 endpoint answered 404 (the client then switches to v3)."""
 
 
 def _items(body: Any) -> List[Mapping[str, Any]]:

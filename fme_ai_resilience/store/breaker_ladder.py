@@ -1,4 +1,5 @@
-"""The breaker's and the degradation ladder's atomic operations, for every SQL backend.
+"""The rows of the breaker (``circuit_state``, ``circuit_probe``) and of the degradation ladder
+(``degradation_state``), and their atomic operations, for every SQL backend.
 
 Mixed into :class:`~fme_ai_resilience.store.sqlbase.SqlStore`: each operation is one
 transaction through the backend's ``_transact``; the SQL is in ``sql/queries*.sql``. Every
@@ -11,22 +12,23 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..breaker import BreakerMode, BreakerState, CircuitState
+from ..checks import count, finite, name
 from ..degrade import LadderState, Level
-from . import sqlbase
+from ..errors import ConfigurationError
+
+__all__ = ["BreakerLadderOps", "breaker_state_of", "ladder_state_of"]
 
 
-# The argument checks are the ledger's own; sqlbase imports this module, so they are looked up
-# when called, not at import.
-def _seconds(name: str, value: Any) -> float:
-    return sqlbase._finite(name, value)
+def _seconds(field: str, value: Any) -> float:
+    return finite(field, value)
 
 
 def _service(value: Any) -> str:
-    return sqlbase._text("service", value)
+    return name("service", value)
 
 
-def _generation(name: str, value: Any) -> int:
-    return sqlbase._count(name, value, 0)
+def _generation(field: str, value: Any) -> int:
+    return count(field, value)
 
 
 def breaker_state_of(row: Mapping[str, Any]) -> BreakerState:
@@ -46,10 +48,16 @@ def ladder_state_of(row: Mapping[str, Any]) -> LadderState:
                        calm_since=None if row["calm_since"] is None else float(row["calm_since"]))
 
 
-class CircuitOps:
-    """``circuit_state``, ``circuit_probe`` and ``degradation_state`` operations."""
+class BreakerLadderOps:
+    """``circuit_state``, ``circuit_probe`` and ``degradation_state`` operations.
 
-    def breaker_get(self, service: str, now: float) -> BreakerState:
+    Mixed into a store that supplies ``_statement`` and ``_transact``.
+    """
+
+    _statement: Any
+    _transact: Any
+
+    def breaker_get(self, service: str, *, now: float) -> BreakerState:
         """The service's circuit; a missing one is created CLOSED, an existing one untouched."""
         params = {"service": _service(service), "now": _seconds("now", now)}
         rows = self._statement("breaker_get", params, write=False).rows
@@ -80,11 +88,13 @@ class CircuitOps:
         to HALF_OPEN) are created in the same transaction. Returns whether it applied.
         """
         if not isinstance(new, BreakerState):
-            raise TypeError(f"new must be a BreakerState, got {type(new).__name__}")
+            raise ConfigurationError("new", type(new).__name__, "must be a BreakerState")
         if new.generation <= _generation("expected_generation", expected_generation):
-            raise ValueError(f"new.generation {new.generation} must exceed {expected_generation}")
+            raise ConfigurationError("new.generation", new.generation,
+                                     f"must exceed {expected_generation}")
         if _generation("probe_slots", probe_slots) and new.state is not CircuitState.HALF_OPEN:
-            raise ValueError("probe slots belong to a HALF_OPEN circuit")
+            raise ConfigurationError("probe_slots", probe_slots,
+                                     "probe slots belong to a HALF_OPEN circuit")
         params = {"service": _service(service), "expected": expected_generation,
                   "state": new.state.value, "mode": new.mode.value,
                   "generation": new.generation, "changed_at": _seconds("changed_at",
@@ -102,8 +112,8 @@ class CircuitOps:
 
         return self._transact(work)
 
-    def breaker_claim_probe(self, service: str, generation: int, now: float,
-                            probe_timeout_s: float) -> Optional[Tuple[int, int]]:
+    def breaker_claim_probe(self, service: str, generation: int, probe_timeout_s: float, *,
+                            now: float) -> Optional[Tuple[int, int]]:
         """Claim one probe slot of round ``generation``: ``(slot, token)``, or None if none free."""
         now = _seconds("now", now)
         rows = self._statement("probe_claim", {
@@ -113,15 +123,15 @@ class CircuitOps:
         return (int(rows[0]["slot"]), int(rows[0]["token"])) if rows else None
 
     def breaker_report_probe(self, service: str, generation: int, slot: int, token: int,
-                             ok: bool, now: float) -> bool:
+                             ok: bool, *, now: float) -> bool:
         """Record a probe's result; False for a stale claim or a second report."""
         return self._statement("probe_report", {
             "service": _service(service), "generation": _generation("generation", generation),
             "slot": _generation("slot", slot), "token": _generation("token", token),
             "ok": bool(ok), "now": _seconds("now", now)}).rowcount == 1
 
-    def breaker_fail_silent_probes(self, service: str, generation: int, now: float,
-                                   probe_timeout_s: float) -> int:
+    def breaker_fail_silent_probes(self, service: str, generation: int,
+                                   probe_timeout_s: float, *, now: float) -> int:
         """Count claimed probes of round ``generation`` silent past ``probe_timeout_s`` as failed.
 
         Returns how many were marked; their slots are not claimed again and a late report from
@@ -140,7 +150,7 @@ class CircuitOps:
                         write=False).rows[0]
         return int(row["successes"]), int(row["failures"])
 
-    def degrade_get(self, now: float) -> LadderState:
+    def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's ladder; created at L0 if missing, never overwritten."""
         params = {"now": _seconds("now", now)}
         rows = self._statement("degrade_get", write=False).rows
@@ -156,9 +166,10 @@ class CircuitOps:
     def degrade_swap(self, expected_generation: int, new: LadderState) -> bool:
         """Write ``new`` only if the ladder is still at ``expected_generation``."""
         if not isinstance(new, LadderState):
-            raise TypeError(f"new must be a LadderState, got {type(new).__name__}")
+            raise ConfigurationError("new", type(new).__name__, "must be a LadderState")
         if new.generation <= _generation("expected_generation", expected_generation):
-            raise ValueError(f"new.generation {new.generation} must exceed {expected_generation}")
+            raise ConfigurationError("new.generation", new.generation,
+                                     f"must exceed {expected_generation}")
         return self._statement("degrade_swap", {
             "expected": expected_generation, "level": int(new.level),
             "override": None if new.override is None else int(new.override),

@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import jsonschema
-
-from ..errors import ConfigurationError, ErrorClass, FormatError, classify_status
+from ...classification import classify_status
+from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...validate import schema_errors
 
 PROVIDERS = ("azure-v4", "google", "rekognition", "openai", "generic")
 
@@ -267,13 +267,6 @@ def openai_result_schema(conditions: Sequence[str] = ()) -> Mapping[str, Any]:
 
 #: The result schema without a condition enum (see :func:`openai_result_schema`).
 OPENAI_RESULT_SCHEMA: Mapping[str, Any] = openai_result_schema()
-
-
-def schema_errors(payload: Any, schema: Mapping[str, Any]) -> List[str]:
-    """Violations of ``schema`` as ``"<path>: <message>"`` strings (sorted)."""
-    validator = jsonschema.Draft202012Validator(schema)
-    return sorted(f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-                  for e in validator.iter_errors(payload))
 
 
 def _check_schema(provider: str, payload: Any, schema: Mapping[str, Any]) -> None:

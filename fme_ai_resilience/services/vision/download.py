@@ -40,13 +40,15 @@ from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
 
 import requests
 
-from ..backoff import retry_after_from_headers
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL, classify_status
-from ..redact import redact_text, redact_url
-from ..settings import DownloadSettings
-from .phases import (HeaderWatch, Resolver, connect_recorder, connect_unfinished, read_body,
-                     resolve_within, system_resolver, timed_session)
+from ...backoff import retry_after_from_headers
+from ...checks import count, finite
+from ...classification import classify_status
+from ...clock import Clock, SystemClock
+from ...errors import DownloadError, ErrorClass, UnsafeURL
+from ...redact import redact_text, redact_url
+from ...settings import DownloadSettings
+from .phases import (LATE_HEADERS, HeaderWatch, Resolver, connect_recorder, read_body,
+                     resolve_within, send_failure, system_resolver, timed_session)
 from .providers import detect_error
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
@@ -74,14 +76,10 @@ class DownloadPolicy:
             hosts = tuple(h.strip().lower().strip("[]").rstrip(".")
                           for h in getattr(self, name) if h.strip().rstrip("."))
             object.__setattr__(self, name, hosts)
-        if not (isinstance(self.max_bytes, int) and self.max_bytes > 0):
-            raise ConfigurationError("download.max_bytes", self.max_bytes, "must be > 0")
-        if not (isinstance(self.max_redirects, int) and self.max_redirects >= 0):
-            raise ConfigurationError("download.max_redirects", self.max_redirects,
-                                     "must be >= 0")
+        count("download.max_bytes", self.max_bytes, minimum=1)
+        count("download.max_redirects", self.max_redirects)
         for name in ("connect_s", "ttfb_s", "body_s"):
-            if not getattr(self, name) > 0:
-                raise ConfigurationError(f"download.{name}", getattr(self, name), "must be > 0")
+            finite(f"download.{name}", getattr(self, name), above=0)
 
     @classmethod
     def for_service(cls, service_url: str, settings: Optional[DownloadSettings] = None,
@@ -250,7 +248,7 @@ def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
     return detect_error("arcgis", 200, payload)
 
 
-def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
+def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
                 session: Optional[requests.Session] = None,
                 clock: Optional[Clock] = None) -> Photo:
     """Download the photo at ``url`` under ``policy``; ``token`` is the portal token or None.
@@ -261,8 +259,8 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
     """
     clock = clock or SystemClock()
     if session is None:
-        session = timed_session(clock, peer_check=lambda host, peer: check_peer(host, peer,
-                                                                               policy))
+        session = timed_session(clock=clock,
+                                peer_check=lambda host, peer: check_peer(host, peer, policy))
     secrets = (token,) if token else ()
     token_origin = _origin(url)
     current, hops = _without_token_params(url), 0
@@ -275,7 +273,6 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
-        late = f"{shown}: no answer in time"
         recorder = connect_recorder(session, current)
         watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
         try:
@@ -284,22 +281,12 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy,
                                    allow_redirects=False, timeout=(connect_s, policy.ttfb_s))
             finally:
                 overdue = watch.cancel()
-        except requests.exceptions.ConnectTimeout:
-            raise DownloadError(ErrorClass.CONNECT_TIMEOUT, f"{shown}: connect timed out") \
-                from None
-        except requests.exceptions.ReadTimeout:
-            if connect_unfinished(recorder):   # a stalled TLS handshake
-                raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
-                                    f"{shown}: connect (TLS) timed out") from None
-            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
         except (requests.exceptions.RequestException, OSError) as exc:
-            if overdue:
-                raise DownloadError(ErrorClass.TTFB_TIMEOUT, late) from None
-            raise DownloadError(ErrorClass.CONNECTION_ERROR,
-                                f"{shown}: {type(exc).__name__}") from None
+            failure = send_failure(exc, recorder, overdue)
+            raise DownloadError(failure.error_class, f"{shown}: {failure.detail}") from None
         if overdue:   # the headers came as the watchdog fired
             resp.close()
-            raise DownloadError(ErrorClass.TTFB_TIMEOUT, late)
+            raise DownloadError(ErrorClass.TTFB_TIMEOUT, f"{shown}: {LATE_HEADERS}")
         try:
             if resp.is_redirect:
                 hops += 1
@@ -321,7 +308,7 @@ def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy, clo
         error_class = classify_status(status) or ErrorClass.SERVER_ERROR
         wait = None
         if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.SERVER_ERROR):
-            wait = retry_after_from_headers(resp.headers, None, clock.now())
+            wait = retry_after_from_headers(resp.headers, None, now=clock.now())
         raise DownloadError(error_class, f"{shown}: HTTP {status}", status_code=status,
                             retry_after_s=wait)
     if not 200 <= status < 300:
@@ -331,7 +318,7 @@ def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy, clo
     if declared.isdigit() and int(declared) > policy.max_bytes:
         raise UnsafeURL(f"{shown}: {declared} bytes announced, limit {policy.max_bytes}")
     limit = policy.max_bytes if ctype.startswith("image/") else _JSON_ERROR_LIMIT
-    read = read_body(resp.raw, clock, clock.monotonic() + policy.body_s, limit)
+    read = read_body(resp.raw, clock.monotonic() + policy.body_s, limit, clock=clock)
     if not ctype.startswith("image/"):
         found = _arcgis_error(read.body) if "json" in ctype or ctype.startswith("text/") \
             else None

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional, Tuple, Union
 
-from ..errors import ConfigurationError
-from ..settings import ValidationSettings
+from ...clock import Clock
+from ...errors import ConfigurationError
+from ...settings import ValidationSettings
 from .providers import PROVIDERS, openai_result_schema
+from .request import VisionRequest
+from .sigv4 import AwsCredentials, rekognition_signer
 
-if TYPE_CHECKING:
-    from ..clock import Clock
-    from .sigv4 import AwsCredentials
+__all__ = ["Image", "Credentials", "RequestOptions", "VisionRequest", "build_request",
+           "AZURE_PATH", "AZURE_QUERY", "DEFAULT_PROMPT"]
 
 Image = Union[bytes, bytearray, str]
 
@@ -57,26 +59,7 @@ class Credentials:
         Pass the client's own clock so the signature time is the client's time.
         """
         from .sigv4 import rekognition_signer
-        return cls(signer=rekognition_signer(credentials, clock))
-
-
-@dataclass(frozen=True)
-class VisionRequest:
-    """One prepared HTTP request: method, URL, headers and body bytes."""
-
-    method: str
-    url: str
-    headers: Mapping[str, str]
-    body: bytes = b""
-
-    def __repr__(self) -> str:
-        return f"VisionRequest({self.method} {self.url}, {len(self.body)} bytes)"
-
-    def with_headers(self, **extra: str) -> "VisionRequest":
-        """A copy with ``extra`` headers added (underscores become hyphens)."""
-        merged = dict(self.headers)
-        merged.update({k.replace("_", "-"): v for k, v in extra.items()})
-        return replace(self, headers=merged)
+        return cls(signer=rekognition_signer(credentials, clock=clock))
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..clock import Clock
-from ..errors import ErrorClass
+from ...clock import Clock
+from ...errors import ErrorClass
 
 CONNECT, TTFB, BODY = "connect", "ttfb", "body"
 
@@ -243,7 +243,7 @@ class PhaseAdapter(HTTPAdapter):
     the connect timeout (None: urllib3 resolves, unbounded).
     """
 
-    def __init__(self, clock: Clock, peer_check: Optional[PeerCheck] = None,
+    def __init__(self, *, clock: Clock, peer_check: Optional[PeerCheck] = None,
                  resolver: Optional[Resolver] = system_resolver, **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
@@ -265,7 +265,7 @@ class PhaseAdapter(HTTPAdapter):
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None,
+def timed_session(*, clock: Clock, peer_check: Optional[PeerCheck] = None,
                   resolver: Optional[Resolver] = system_resolver) -> requests.Session:
     """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
 
@@ -274,7 +274,7 @@ def timed_session(clock: Clock, peer_check: Optional[PeerCheck] = None,
     """
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock, peer_check, resolver)
+    adapter = PhaseAdapter(clock=clock, peer_check=peer_check, resolver=resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -329,8 +329,8 @@ def _reader(raw: Any) -> Callable[[int], bytes]:
     return read1 if read1 is not None else raw.read
 
 
-def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
-              chunk_size: int = 65536) -> BodyRead:
+def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536, *,
+              clock: Clock) -> BodyRead:
     """Read ``raw`` (a urllib3 response) until EOF, ``deadline`` (monotonic s) or ``max_bytes``.
 
     Never raises for network trouble; the returned :class:`BodyRead` says how it ended.
@@ -367,7 +367,8 @@ def read_body(raw: Any, clock: Clock, deadline: float, max_bytes: int,
             return BodyRead(body, oversize=True, detail=f"body larger than {max_bytes} bytes")
 
 
-_LATE_HEADERS = "no response headers within the budget"
+#: Why a request whose response headers did not come in time failed.
+LATE_HEADERS = "no response headers within the budget"
 
 
 def connect_recorder(session: Any, url: str) -> Optional[_ConnectRecorder]:
@@ -389,6 +390,42 @@ def connect_unfinished(recorder: Optional[_ConnectRecorder]) -> bool:
     return recorder is not None and recorder.finished is False
 
 
+@dataclass(frozen=True)
+class SendFailure:
+    """Why sending a request and waiting for its headers failed: the error class, the phase
+    that ran out (None when it was not a timeout) and a short reason without secrets."""
+
+    error_class: ErrorClass
+    phase: Optional[str]
+    detail: str
+
+
+def send_failure(exc: BaseException, recorder: Optional[_ConnectRecorder],
+                 overdue: bool) -> SendFailure:
+    """The one classifier of a request that failed before its response headers arrived.
+
+    ``recorder`` is the adapter's connect recorder (None for another session) and ``overdue``
+    whether the :class:`HeaderWatch` fired. A read timeout while the connect (TLS included)
+    had not finished is a CONNECT_TIMEOUT; a socket error after the watchdog shut the socket is
+    a TTFB_TIMEOUT; a request that cannot be sent at all is BAD_REQUEST.
+    """
+    rq = requests.exceptions
+    if isinstance(exc, rq.ConnectTimeout):
+        return SendFailure(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget")
+    if isinstance(exc, rq.ReadTimeout):
+        if connect_unfinished(recorder):   # the TLS handshake stalled: still connecting
+            return SendFailure(ErrorClass.CONNECT_TIMEOUT, CONNECT,
+                               "no connection (TCP + TLS) within the budget")
+        return SendFailure(ErrorClass.TTFB_TIMEOUT, TTFB, LATE_HEADERS)
+    if isinstance(exc, (rq.InvalidURL, rq.MissingSchema, rq.InvalidSchema)):
+        return SendFailure(ErrorClass.BAD_REQUEST, None,
+                           f"request not sendable: {type(exc).__name__}")
+    if overdue:
+        return SendFailure(ErrorClass.TTFB_TIMEOUT, TTFB, LATE_HEADERS)
+    return SendFailure(ErrorClass.CONNECTION_ERROR, None,
+                       f"connection failed: {type(exc).__name__}")
+
+
 def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
              body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
              max_bytes: int) -> Exchange:
@@ -406,10 +443,6 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
         out.update(more)
         return MappingProxyType(out)
 
-    def failed(error_class: ErrorClass, phase: Optional[str], detail: str,
-               phases: Mapping[str, float]) -> Exchange:
-        return Exchange(None, {}, b"", phases, error_class, phase, detail)
-
     watch = HeaderWatch(recorder, connect_s + ttfb_s)
     try:
         try:
@@ -418,31 +451,19 @@ def exchange(session: requests.Session, method: str, url: str, headers: Mapping[
                                    timeout=(connect_s, ttfb_s))
         finally:
             overdue = watch.cancel()
-    except requests.exceptions.ConnectTimeout:
-        return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget",
-                      MappingProxyType({CONNECT: clock.monotonic() - start}))
-    except requests.exceptions.ReadTimeout:
-        if connect_unfinished(recorder):   # the TLS handshake stalled: still connecting
-            return failed(ErrorClass.CONNECT_TIMEOUT, CONNECT,
-                          "no connection (TCP + TLS) within the budget",
-                          MappingProxyType({CONNECT: clock.monotonic() - start}))
-        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
-    except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
-            requests.exceptions.InvalidSchema) as exc:
-        return failed(ErrorClass.BAD_REQUEST, None,
-                      f"request not sendable: {type(exc).__name__}", timings())
     except (requests.exceptions.RequestException, OSError) as exc:
-        if overdue:
-            return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
-        return failed(ErrorClass.CONNECTION_ERROR, None,
-                      f"connection failed: {type(exc).__name__}", timings())
+        failure = send_failure(exc, recorder, overdue)
+        phases = (MappingProxyType({CONNECT: clock.monotonic() - start})
+                  if failure.phase == CONNECT else timings())
+        return Exchange(None, {}, b"", phases, failure.error_class, failure.phase,
+                        failure.detail)
     if overdue:   # the headers came as the watchdog fired: the socket may be shut
         resp.close()
-        return failed(ErrorClass.TTFB_TIMEOUT, TTFB, _LATE_HEADERS, timings())
+        return Exchange(None, {}, b"", timings(), ErrorClass.TTFB_TIMEOUT, TTFB, LATE_HEADERS)
     until_headers = timings()
     headers_at = clock.monotonic()
     try:
-        read = read_body(resp.raw, clock, headers_at + body_s, max_bytes)
+        read = read_body(resp.raw, headers_at + body_s, max_bytes, clock=clock)
     finally:
         resp.close()
     phases = MappingProxyType({**until_headers, BODY: clock.monotonic() - headers_at})

@@ -1,6 +1,6 @@
 """AWS Signature Version 4 for the Rekognition request, with the standard library only.
 
-``sign(request, credentials, now_epoch_s)`` returns a copy of a :class:`VisionRequest` that
+``sign(request, credentials, now=epoch_s)`` returns a copy of a :class:`VisionRequest` that
 carries ``X-Amz-Date``, ``X-Amz-Security-Token`` (for temporary credentials), ``Host`` and the
 ``Authorization: AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...`` header.
 It is a pure function of its inputs: the time comes in as epoch seconds (from the client's
@@ -22,8 +22,12 @@ from datetime import datetime, timezone
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
-from ..clock import Clock
-from .builders import VisionRequest
+from ...clock import Clock
+from ...errors import ConfigurationError
+from .request import VisionRequest
+
+__all__ = ["AwsCredentials", "sign", "rekognition_signer", "RekognitionSigner",
+           "canonical_request", "string_to_sign", "signing_key", "amz_date", "ALGORITHM"]
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 REKOGNITION_CONTENT_TYPE = "application/x-amz-json-1.1"
@@ -50,9 +54,11 @@ class AwsCredentials:
         for name in ("access_key_id", "secret_access_key", "region", "service"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{name} must be a non-empty string")
+                raise ConfigurationError(name, "[REDACTED]" if "secret" in name else value,
+                                         "must be a non-empty string")
         if self.session_token is not None and not isinstance(self.session_token, str):
-            raise ValueError("session_token must be a string or None")
+            raise ConfigurationError("session_token", type(self.session_token).__name__,
+                                     "must be a string or None")
 
     def __repr__(self) -> str:
         token = ", session_token=[set]" if self.session_token else ""
@@ -156,15 +162,15 @@ def string_to_sign(timestamp: str, scope: str, canonical: str) -> str:
     return f"{ALGORITHM}\n{timestamp}\n{scope}\n{digest}"
 
 
-def sign(request: VisionRequest, credentials: AwsCredentials, now_epoch_s: float, *,
+def sign(request: VisionRequest, credentials: AwsCredentials, *, now: float,
          content_sha256: bool = False) -> VisionRequest:
-    """A copy of ``request`` signed with SigV4 at ``now_epoch_s`` (epoch seconds, UTC).
+    """A copy of ``request`` signed with SigV4 at ``now`` (epoch seconds, UTC).
 
     Adds ``Host`` (from the URL) when absent, ``X-Amz-Date``, ``X-Amz-Security-Token`` when the
     credentials carry a session token, ``x-amz-content-sha256`` when ``content_sha256``, and
     ``Authorization``; every header present is signed. Earlier signing headers are replaced.
     """
-    timestamp = amz_date(now_epoch_s)
+    timestamp = amz_date(now)
     headers = {k: v for k, v in request.headers.items()
                if k.strip().lower() not in _SIGNING_HEADERS}
     if not any(k.strip().lower() == "host" for k in headers):
@@ -192,12 +198,12 @@ class RekognitionSigner:
     Its repr and :attr:`secrets` follow :class:`AwsCredentials`.
     """
 
-    def __init__(self, credentials: AwsCredentials, clock: Clock) -> None:
+    def __init__(self, credentials: AwsCredentials, *, clock: Clock) -> None:
         self.credentials = credentials
         self.clock = clock
 
     def __call__(self, request: VisionRequest) -> VisionRequest:
-        return sign(request, self.credentials, self.clock.now())
+        return sign(request, self.credentials, now=self.clock.now())
 
     def __repr__(self) -> str:
         return f"RekognitionSigner({self.credentials!r})"
@@ -207,7 +213,7 @@ class RekognitionSigner:
         return self.credentials.secrets
 
 
-def rekognition_signer(credentials: AwsCredentials,
+def rekognition_signer(credentials: AwsCredentials, *,
                        clock: Clock) -> Callable[[VisionRequest], VisionRequest]:
     """A signer that dates each Rekognition request from ``clock`` (the client's clock)."""
-    return RekognitionSigner(credentials, clock)
+    return RekognitionSigner(credentials, clock=clock)

@@ -20,17 +20,21 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import requests
 
-from ..backoff import retry_after_from_headers
-from ..budget import TimeoutBudget
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError, ErrorClass, FormatError
-from ..ledger import CallRecord, FormatAnomaly
-from ..redact import excerpt as make_excerpt
-from ..redact import redact_text
+from ...backoff import retry_after_from_headers
+from ...caseless import get_ignoring_case
+from ...clock import Clock, SystemClock
+from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...ledger import CallRecord, FormatAnomaly
+from ...redact import excerpt as make_excerpt
+from ...redact import redact_text
+from ...timeouts import TimeoutBudget
 from .builders import Credentials, Image, RequestOptions, build_request
 from .phases import exchange, timed_session
 from .providers import (PROVIDERS, Assessment, ConditionRules, GenericMapping, detect_error,
                         normalize)
+
+__all__ = ["VisionClient", "VisionOutcome", "traceparent", "EXCERPT_LIMIT",
+           "DEFAULT_MAX_RESPONSE_BYTES"]
 
 log = logging.getLogger("fme_ai_resilience.vision")
 
@@ -95,7 +99,7 @@ class VisionOutcome:
                              trace_id=self.trace_id)
 
 
-def traceparent(trace_id: str, rng: random.Random) -> str:
+def traceparent(trace_id: str, *, rng: random.Random) -> str:
     """The W3C ``traceparent`` for a task: its trace id as 32 hex (hashed if it is not)."""
     cleaned = str(trace_id).replace("-", "").lower()
     if not _HEX32.match(cleaned) or cleaned == "0" * 32:
@@ -105,17 +109,19 @@ def traceparent(trace_id: str, rng: random.Random) -> str:
 
 
 class VisionClient:
-    """Calls one Vision AI endpoint for one provider under a :class:`TimeoutBudget`.
+    """Calls one Vision AI endpoint for one provider under per-phase ``timeouts``.
 
-    ``credentials`` is a :class:`Credentials` or a bare API key. ``session`` defaults to one
-    that measures connect times; ``clock`` to the system clock. ``max_response_bytes`` caps
-    the body read (bytes). Raises ConfigurationError for an unknown provider.
+    ``credentials`` is a :class:`Credentials` or a bare API key; ``timeouts`` a
+    :class:`~fme_ai_resilience.timeouts.TimeoutBudget`. ``session`` defaults to one that
+    measures connect times; ``clock`` to the system clock; ``rng`` (the span ids of the
+    ``traceparent``) to the operating system's. ``max_response_bytes`` caps the body read
+    (bytes). Raises ConfigurationError for an unknown provider.
     """
 
     def __init__(self, endpoint: str, provider: str,
                  credentials: Union[Credentials, str, None] = None,
-                 budget: Optional[TimeoutBudget] = None,
-                 session: Optional[requests.Session] = None, clock: Optional[Clock] = None, *,
+                 timeouts: Optional[TimeoutBudget] = None, *,
+                 session: Optional[requests.Session] = None, clock: Optional[Clock] = None,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  rules: Optional[ConditionRules] = None, mapping: Optional[GenericMapping] = None,
                  options: Optional[RequestOptions] = None,
@@ -128,9 +134,9 @@ class VisionClient:
         self.endpoint = endpoint
         self.provider = provider
         self.credentials = credentials or Credentials()
-        self.budget = budget or TimeoutBudget()
+        self.timeouts = timeouts or TimeoutBudget()
         self.clock = clock or SystemClock()
-        self.session = session if session is not None else timed_session(self.clock)
+        self.session = session if session is not None else timed_session(clock=self.clock)
         self.max_response_bytes = int(max_response_bytes)
         self.rules = rules or ConditionRules()
         self.mapping = mapping
@@ -139,7 +145,7 @@ class VisionClient:
 
     def __repr__(self) -> str:
         return (f"VisionClient({self.provider!r}, {redact_text(self.endpoint, self._secrets)!r},"
-                f" budget={self.budget!r})")
+                f" timeouts={self.timeouts!r})")
 
     @property
     def _secrets(self) -> Sequence[str]:
@@ -157,13 +163,13 @@ class VisionClient:
         request = build_request(self.provider, self.endpoint, image, self.credentials,
                                 self.options)
         headers = dict(request.headers)
-        headers["traceparent"] = traceparent(trace_id, self._rng)
-        connect_s = self.budget.connect_s
+        headers["traceparent"] = traceparent(trace_id, rng=self._rng)
+        connect_s = self.timeouts.connect_s
         if request.url.lower().startswith("https:"):
-            connect_s += self.budget.tls_s   # urllib3 bounds TCP and TLS with one timeout
+            connect_s += self.timeouts.tls_s   # urllib3 bounds TCP and TLS with one timeout
         start = self.clock.monotonic()
         ex = exchange(self.session, request.method, request.url, headers, request.body,
-                      connect_s=connect_s, ttfb_s=self.budget.ttfb_s, body_s=self.budget.body_s,
+                      connect_s=connect_s, ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
                       clock=self.clock, max_bytes=self.max_response_bytes)
         duration = self.clock.monotonic() - start
         text = ex.body.decode("utf-8", errors="replace")
@@ -200,14 +206,14 @@ class VisionClient:
             retry_after = None
             if error_class in (ErrorClass.RATE_LIMITED, ErrorClass.SERVER_ERROR):
                 retry_after = retry_after_from_headers(
-                    ex.headers, message if payload is not None else None, self.clock.now())
+                    ex.headers, message if payload is not None else None, now=self.clock.now())
             return self._fail(error_class, f"HTTP {status}: {message}", common,
                               retry_after_s=retry_after)
         if ex.truncated or payload is None or status >= 300:
             why = ("the body was cut off" if ex.truncated else
                    f"HTTP {status}: not a JSON answer" if status < 300 or payload is None else
                    f"unexpected HTTP {status}")
-            ctype = ex.headers.get("Content-Type", ex.headers.get("content-type", "?"))
+            ctype = get_ignoring_case(ex.headers, "Content-Type") or "?"
             return self._fail(ErrorClass.BAD_FORMAT, why, common,
                               errors=(f"{why} (Content-Type {ctype})",))
         try:

@@ -13,17 +13,18 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import Dict, Optional
 
-from .clock import Clock, SystemClock
-from .errors import ConfigurationError, StoreError
-from .redact import redact_text
-from .settings import Settings
+from ..checks import finite
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError, StoreError
+from ..redact import redact_text
+from ..settings import Settings
+from ..store.base import Store
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store.base import Store
+__all__ = ["LiveSettings"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("fme_ai_resilience.settings")
 
 
 class LiveSettings:
@@ -33,10 +34,9 @@ class LiveSettings:
     monotonic time); between reads it returns the cached value. Safe to share between threads.
     """
 
-    def __init__(self, store: "Store", base: Optional[Settings] = None, ttl_s: float = 30.0,
+    def __init__(self, base: Optional[Settings] = None, ttl_s: float = 30.0, *, store: Store,
                  clock: Optional[Clock] = None) -> None:
-        if not (isinstance(ttl_s, (int, float)) and math.isfinite(ttl_s) and ttl_s >= 0):
-            raise ConfigurationError("live_settings.ttl_s", ttl_s, "must be a finite number >= 0")
+        finite("ttl_s", ttl_s, minimum=0)
         self.store = store
         self.base = base or Settings()
         self.ttl_s = float(ttl_s)
