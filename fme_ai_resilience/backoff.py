@@ -162,7 +162,7 @@ def _duration(text: str) -> Optional[float]:
             + float(parts["s"] or 0) + float(parts["ms"] or 0) / 1000.0)
 
 
-def _http_date(text: str, now: float) -> Optional[float]:
+def _http_date(text: str, *, now: float) -> Optional[float]:
     if not text.isascii():   # the date parser's int() would read other scripts' digits
         return None
     try:
@@ -206,7 +206,7 @@ def parse_retry_after(value: Optional[str], *, now: float) -> Optional[float]:
         return _clamp(float(text))
     seconds = _duration(text)
     if seconds is None and text[:1].isalpha():
-        seconds = _http_date(text, now)
+        seconds = _http_date(text, now=now)
     if seconds is None:
         seconds = _text_form(text)
     return None if seconds is None else _clamp(seconds)

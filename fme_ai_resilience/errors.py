@@ -22,6 +22,10 @@ from __future__ import annotations
 import enum
 from typing import Any, Optional, Sequence
 
+__all__ = ["ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
+           "DownloadError", "CircuitOpenError", "FlowError", "StoreError", "StoreUnavailable",
+           "ErrorClass", "FailureClass"]
+
 
 class ResilienceError(Exception):
     """Something in fme-ai-resilience failed."""

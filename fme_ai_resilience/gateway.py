@@ -62,18 +62,18 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
     ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``).
     Raises :class:`~fme_ai_resilience.errors.ConfigurationError` for an unusable secret.
     """
-    return _Gateway(store, settings or Settings(), clock or SystemClock(), flow_health,
-                    shared_secret, secret_header, _signing_key(signing_secret),
-                    signature_tolerance_s, health_path)
+    return _Gateway(settings or Settings(), flow_health, shared_secret, secret_header,
+                    _signing_key(signing_secret), signature_tolerance_s, health_path,
+                    store=store, clock=clock or SystemClock())
 
 
 class _Gateway:
     """The WSGI callable (a class so its configuration is visible and its secrets are not)."""
 
-    def __init__(self, store: Any, settings: Union[Settings, LiveSettings], clock: Clock,
+    def __init__(self, settings: Union[Settings, LiveSettings],
                  flow_health: Optional[Callable[[], Any]], shared_secret: Optional[str],
                  secret_header: str, signing_key: Optional[bytes], tolerance_s: float,
-                 health_path: str) -> None:
+                 health_path: str, *, store: Store, clock: Clock) -> None:
         if shared_secret is not None and not shared_secret:
             raise ConfigurationError("shared_secret", "", "must not be empty")
         finite("signature_tolerance_s", tolerance_s, above=0)

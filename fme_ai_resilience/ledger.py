@@ -13,6 +13,9 @@ from typing import Any, Mapping, Optional
 
 from .errors import FailureClass
 
+__all__ = ["Status", "TaskOutcome", "RegisterOutcome", "OverloadMode", "Stage", "Registration",
+           "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly"]
+
 
 class Status(str, enum.Enum):
     """Where a task is in its life (``ai_task_registry.status``)."""

@@ -16,6 +16,9 @@ import re
 from typing import Any, Iterable, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+__all__ = ["REDACTED", "SECRET_KEYS", "is_secret_key", "redact_text", "redact_url",
+           "without_secret_params", "scrub_secrets", "redact_mapping", "redact_headers", "excerpt"]
+
 REDACTED = "[REDACTED]"
 
 SECRET_KEYS = frozenset({

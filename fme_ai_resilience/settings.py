@@ -399,51 +399,56 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
         _check(group, attr, raw, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
         return raw
     text = raw.strip()
-    try:
-        if hint is bool:
-            lowered = text.lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError("expected true/false")
-        if hint is int:
-            if not _WHOLE.fullmatch(text):
-                raise ValueError("must be a whole number in ASCII digits")
-            return int(text)
-        if hint is float:
-            value = _decimal(text)
-            if not math.isfinite(value):
-                raise ValueError("must be finite")
-            return value
-        if hint is str:
-            return text
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            try:
-                return hint(text)
-            except ValueError:
-                raise ValueError(f"must be one of {[m.value for m in hint]}") from None
-        origin = typing.get_origin(hint)
-        if origin is tuple:
-            return tuple(part.strip() for part in text.split(",") if part.strip())
-        if origin in (collections.abc.Mapping, dict):
-            pairs = {}
-            for part in filter(None, (p.strip() for p in text.split(","))):
-                k, sep, v = part.partition("=")
-                if not sep or not k.strip():
-                    raise ValueError(f"expected name=value pairs, got {part!r}")
-                pairs[k.strip()] = _decimal(v.strip())
-            return pairs
-    except ValueError as exc:
-        raise ConfigurationError(label, raw, str(exc)) from None
-    raise ConfigurationError(label, raw, f"cannot read a value of type {hint}")  # pragma: no cover
+
+    def bad(reason: str) -> ConfigurationError:
+        return ConfigurationError(label, raw, reason)
+
+    if hint is bool:
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise bad("expected true/false")
+    if hint is int:
+        if not _WHOLE.fullmatch(text):
+            raise bad("must be a whole number in ASCII digits")
+        return int(text)
+    if hint is float:
+        value = _decimal(text)
+        if value is None:
+            raise bad(f"not a number in ASCII digits: {text!r}")
+        if not math.isfinite(value):
+            raise bad("must be finite")
+        return value
+    if hint is str:
+        return text
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(text)
+        except ValueError:
+            raise bad(f"must be one of {[m.value for m in hint]}") from None
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    if origin in (collections.abc.Mapping, dict):
+        pairs = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            k, sep, v = part.partition("=")
+            number = _decimal(v.strip()) if sep else None
+            if not sep or not k.strip():
+                raise bad(f"expected name=value pairs, got {part!r}")
+            if number is None:
+                raise bad(f"not a number in ASCII digits: {v.strip()!r}")
+            pairs[k.strip()] = number
+        return pairs
+    raise bad(f"cannot read a value of type {hint}")  # pragma: no cover
 
 
-def _decimal(text: str) -> float:
-    """A number written in ASCII digits (``float`` alone also takes ``1_0`` and other scripts)."""
-    if not _DECIMAL.fullmatch(text):
-        raise ValueError(f"not a number in ASCII digits: {text!r}")
-    return float(text)
+def _decimal(text: str) -> Optional[float]:
+    """A number written in ASCII digits, or None (``float`` alone also takes ``1_0`` and other
+    scripts' digits)."""
+    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 def _typed_ok(hint: Any, raw: Any) -> bool:

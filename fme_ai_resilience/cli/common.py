@@ -57,7 +57,7 @@ def settings_from_args(items: Sequence[str], explicit: Mapping[str, Any]) -> Set
     return Settings.from_env(os.environ).with_values(values)
 
 
-def settings_for(store: SqlStore) -> Settings:
+def settings_for(*, store: SqlStore) -> Settings:
     """Settings from ``FAIR_*`` variables, then the run-time ``resilience_config`` table."""
     return Settings.from_env(os.environ).with_values(store.get_config())
 
@@ -77,7 +77,7 @@ def ledger(args: argparse.Namespace, *, create: bool = False) -> Iterator[
     """The store named by ``--db`` and the settings in force, closed afterwards."""
     store = open_from_args(args, create=create)
     try:
-        yield store, settings_for(store)
+        yield store, settings_for(store=store)
     finally:
         store.close()
 

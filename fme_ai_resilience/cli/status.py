@@ -19,7 +19,7 @@ __all__ = ["add_parser", "ledger_status", "render"]
 DRAIN_WINDOW_S = 3600.0
 
 
-def ledger_status(store: SqlStore, *, clock: Clock) -> Dict[str, Any]:
+def ledger_status(*, store: SqlStore, clock: Clock) -> Dict[str, Any]:
     """The numbers ``status`` shows, as one JSON-ready dict."""
     counts = store.counts()
     return {
@@ -46,7 +46,7 @@ def render(where: str, report: Dict[str, Any]) -> str:
 @command
 def _status(args: argparse.Namespace) -> int:
     with open_from_args(args) as store:
-        report = ledger_status(store, clock=SystemClock())
+        report = ledger_status(store=store, clock=SystemClock())
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -173,13 +173,13 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
     context = {"feature": first.feature_global_id, "delivery_id": first.delivery_id,
                "submissions": _listing(registrations), "submission_count": len(registrations)}
     if over or (no_capacity and new):
-        rate = _drain_rate(store, settings, now=now)
+        rate = _drain_rate(settings, store=store, now=now)
         if no_capacity:
             backlog = plan.watermark + max(1, int(getattr(health, "queued", 0) or 0))
             status, state = 503, "no_engine_capacity"
         else:
             backlog = max([r.backlog for r in registrations]
-                          + [_unfinished(store, plan.saturating_backlog(rate))])
+                          + [_unfinished(plan.saturating_backlog(rate), store=store)])
             status, state = 429, "over_backlog"
         retry_after = plan.retry_after_s(backlog, rate)
         stored = any(o is not RegisterOutcome.OVER_BACKLOG for o in outcomes)
@@ -238,7 +238,7 @@ def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
                          "retry_after_s": retry_after}, registrations)
 
 
-def _drain_rate(store: Store, settings: Settings, *, now: float) -> Optional[float]:
+def _drain_rate(settings: Settings, *, store: Store, now: float) -> Optional[float]:
     """Tasks/s finished over the drain window, or None without enough history to trust."""
     window = settings.intake.drain_window_s
     try:
@@ -248,7 +248,7 @@ def _drain_rate(store: Store, settings: Settings, *, now: float) -> Optional[flo
     return finished / window if finished >= settings.intake.drain_min_completions else None
 
 
-def _unfinished(store: Store, limit: int) -> int:
+def _unfinished(limit: int, *, store: Store) -> int:
     """Tasks registered and not finished, counted up to ``limit`` (the true backlog: the
     register check stops early), through the in-progress index only."""
     try:

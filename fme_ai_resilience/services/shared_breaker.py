@@ -88,10 +88,10 @@ class CircuitBreaker:
         current = self.state()
         if (current.mode is BreakerMode.AUTO and current.state is CircuitState.OPEN
                 and now >= (current.open_until or 0.0)):
-            current = self._apply(current, TimePassed(), now)
-        return self._decide(current, now)
+            current = self._apply(current, TimePassed(), now=now)
+        return self._decide(current, now=now)
 
-    def _decide(self, current: BreakerState, now: float) -> Admission:
+    def _decide(self, current: BreakerState, *, now: float) -> Admission:
         if current.mode is BreakerMode.FORCED_OPEN:
             return CircuitOpen(self.service, self.policy.cooldown_s, current.state, current.mode)
         if current.mode is not BreakerMode.AUTO or current.state is CircuitState.CLOSED:
@@ -99,11 +99,12 @@ class CircuitBreaker:
         if current.state is CircuitState.OPEN:
             return CircuitOpen(self.service, max(0.0, (current.open_until or now) - now),
                                current.state, current.mode)
-        return self._claim_probe(current, now)
+        return self._claim_probe(current, now=now)
 
-    def _claim_probe(self, current: BreakerState, now: float) -> Admission:
+    def _claim_probe(self, current: BreakerState, *, now: float) -> Admission:
         for _ in range(self.policy.half_open_probes + 1):
-            claim = self.store.breaker_claim_probe(self.service, current.generation, self.policy.probe_timeout_s, now=now)
+            claim = self.store.breaker_claim_probe(self.service, current.generation,
+                                                   self.policy.probe_timeout_s, now=now)
             if claim is None:
                 self.invalidate()   # the half-open round may be over: look again next time
                 return CircuitOpen(self.service, min(self.policy.probe_timeout_s,
@@ -116,9 +117,9 @@ class CircuitBreaker:
             # The slot's earlier probe went silent past probe_timeout_s: it counts as failed
             # (this claim's token makes any late report from it stale) and is not handed out.
             self.store.breaker_report_probe(self.service, current.generation, slot, token, False, now=now)
-            after = self._after_probe(current.generation, now)
+            after = self._after_probe(current.generation, now=now)
             if after.generation != current.generation:
-                return self._decide(after, now)
+                return self._decide(after, now=now)
         return CircuitOpen(self.service, min(self.policy.probe_timeout_s, self.policy.cooldown_s),
                            current.state, current.mode)
 
@@ -130,27 +131,27 @@ class CircuitBreaker:
         now = self.clock.now()
         if permit.is_probe:
             self.store.breaker_report_probe(self.service, permit.generation, permit.probe_slot, permit.probe_token, call.ok, now=now)
-            return self._after_probe(permit.generation, now)
+            return self._after_probe(permit.generation, now=now)
         current = self.state()
         if current.mode is not BreakerMode.AUTO or current.state is not CircuitState.CLOSED:
             return current
         if call.ok and call.duration_s < self.policy.slow_call_s:
             return current   # a fast success never opens a circuit: skip the window query
-        return self._evaluate_window(current, now)
+        return self._evaluate_window(current, now=now)
 
-    def _evaluate_window(self, current: BreakerState, now: float) -> BreakerState:
+    def _evaluate_window(self, current: BreakerState, *, now: float) -> BreakerState:
         since = max(now - self.policy.window_s, current.changed_at)
         window = self.store.call_window(self.service, since, self.policy.slow_call_s)
-        return self._apply(current, WindowObserved(window), now)
+        return self._apply(current, WindowObserved(window), now=now)
 
-    def _after_probe(self, generation: int, now: float) -> BreakerState:
+    def _after_probe(self, generation: int, *, now: float) -> BreakerState:
         current = self.state(fresh=True)
         if current.generation != generation or current.state is not CircuitState.HALF_OPEN:
             return current
         successes, failures = self.store.breaker_probe_tally(self.service, generation)
-        return self._apply(current, ProbesObserved(successes, failures), now)
+        return self._apply(current, ProbesObserved(successes, failures), now=now)
 
-    def _apply(self, current: BreakerState, event: Event, now: float) -> BreakerState:
+    def _apply(self, current: BreakerState, event: Event, *, now: float) -> BreakerState:
         target = step(self.policy, current, event, now=now)
         if target is current:
             return current
@@ -172,12 +173,12 @@ class CircuitBreaker:
         if current.mode is not BreakerMode.AUTO:
             return current
         if current.state is CircuitState.OPEN:
-            return self._apply(current, TimePassed(), now)
+            return self._apply(current, TimePassed(), now=now)
         if current.state is CircuitState.HALF_OPEN:
             # Nobody may be calling: the compensator ends a round stalled by silent probes.
             self.store.breaker_fail_silent_probes(self.service, current.generation, self.policy.probe_timeout_s, now=now)
-            return self._after_probe(current.generation, now)
-        return self._evaluate_window(current, now)
+            return self._after_probe(current.generation, now=now)
+        return self._evaluate_window(current, now=now)
 
     def command(self, command: Manual) -> BreakerState:
         """Apply an operator's command (force open/closed, disable, reset), retrying lost races."""

@@ -29,6 +29,9 @@ try:  # the extra: pip install 'fme-ai-resilience[postgres]'
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg2 = None
 
+__all__ = ["PostgresStore", "PREPARED", "DRIVER_ERRORS", "translate_error", "Prepared",
+           "prepared_forms"]
+
 log = logging.getLogger(__name__)
 
 #: Hot statements prepared once per connection (planning would otherwise cost as much as
@@ -164,7 +167,7 @@ class PostgresStore(SqlStore):
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
                 try:
-                    return _PgTx(self._cursor, self).run(name, params)
+                    return _PgTx(self._cursor, store=self).run(name, params)
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=False)
@@ -192,7 +195,7 @@ class PostgresStore(SqlStore):
                 try:
                     with conn.cursor() as cur:
                         cur.execute("BEGIN")
-                        out = fn(_PgTx(cur, self))
+                        out = fn(_PgTx(cur, store=self))
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=True)
@@ -292,7 +295,7 @@ def prepared_forms(name: str, sql: str) -> Prepared:
 class _PgTx(Tx):
     """A transaction that runs the hot statements through per-connection prepared plans."""
 
-    def __init__(self, cursor: Any, store: PostgresStore) -> None:
+    def __init__(self, cursor: Any, *, store: PostgresStore) -> None:
         super().__init__(cursor, store._queries)
         self.store = store
 

@@ -12,6 +12,8 @@ from ..errors import ConfigurationError, FailureClass
 from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
 from .text import clean_json, needs_cleaning
 
+__all__ = ["to_json", "from_json", "checkpoints_of", "optional", "task_of", "record_of"]
+
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, List, Mapping, Type
 from ..errors import ConfigurationError, StoreError
 from .sqlbase import SqlStore, T, Tx, status_of_new_task, translate
 
+__all__ = ["SQLiteStore", "DRIVER_ERRORS", "translate_error"]
+
 #: Every exception class the sqlite3 module defines, mapped once (a test checks none is missing).
 DRIVER_ERRORS: Mapping[type, Type[StoreError]] = {
     sqlite3.Warning: StoreError,

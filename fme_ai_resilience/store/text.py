@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Optional
 
+__all__ = ["REPLACEMENT", "clean_text", "clean_json", "needs_cleaning", "clean_value",
+           "clean_params"]
+
 #: U+FFFD REPLACEMENT CHARACTER, what an unstorable character becomes.
 REPLACEMENT = "\ufffd"
 

@@ -2,7 +2,7 @@
 
 Secrets travel only in headers (never in a URL): Azure's ``Ocp-Apim-Subscription-Key``,
 Google's ``X-goog-api-key``, ``Authorization: Bearer`` for OpenAI-compatible and generic
-services. Rekognition needs AWS Signature V4: ``Credentials.aws(AwsCredentials(...), clock)``
+services. Rekognition needs AWS Signature V4: ``Credentials.aws(AwsCredentials(...), clock=c)``
 signs each request with :mod:`.sigv4`; any other ``signer`` (a callable that adds the
 signature headers to a :class:`VisionRequest`) may be passed in :class:`Credentials`.
 """
@@ -53,12 +53,11 @@ class Credentials:
         return tuple(s for s in (self.api_key, self.token) if s) + signer_secrets
 
     @classmethod
-    def aws(cls, credentials: "AwsCredentials", clock: "Clock") -> "Credentials":
+    def aws(cls, credentials: AwsCredentials, *, clock: Clock) -> "Credentials":
         """Credentials that sign each request with AWS SigV4 at ``clock.now()``.
 
         Pass the client's own clock so the signature time is the client's time.
         """
-        from .sigv4 import rekognition_signer
         return cls(signer=rekognition_signer(credentials, clock=clock))
 
 

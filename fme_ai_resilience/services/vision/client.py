@@ -69,12 +69,13 @@ class VisionOutcome:
 
     def __post_init__(self) -> None:
         if self.ok != (self.error_class is None):
-            raise ValueError(f"error_class must be None exactly when ok (ok={self.ok}, "
-                             f"error_class={self.error_class})")
+            raise ConfigurationError("error_class", self.error_class,
+                                     f"must be None exactly when ok (ok={self.ok})")
         if self.ok and self.assessment is None:
-            raise ValueError("assessment: an ok outcome needs one")
+            raise ConfigurationError("assessment", None, "an ok outcome needs one")
         if len(self.excerpt) > EXCERPT_LIMIT:
-            raise ValueError(f"excerpt: {len(self.excerpt)} characters > {EXCERPT_LIMIT}")
+            raise ConfigurationError("excerpt", f"{len(self.excerpt)} characters",
+                                     f"must be at most {EXCERPT_LIMIT}")
         if self.error_class is not None:
             object.__setattr__(self, "error_class", ErrorClass(self.error_class))
         object.__setattr__(self, "phases", MappingProxyType(dict(self.phases)))
@@ -168,9 +169,9 @@ class VisionClient:
         if request.url.lower().startswith("https:"):
             connect_s += self.timeouts.tls_s   # urllib3 bounds TCP and TLS with one timeout
         start = self.clock.monotonic()
-        ex = exchange(self.session, request.method, request.url, headers, request.body,
-                      connect_s=connect_s, ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
-                      clock=self.clock, max_bytes=self.max_response_bytes)
+        ex = exchange(request.method, request.url, headers, request.body, connect_s=connect_s,
+                      ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
+                      max_bytes=self.max_response_bytes, session=self.session, clock=self.clock)
         duration = self.clock.monotonic() - start
         text = ex.body.decode("utf-8", errors="replace")
         common = dict(status_code=ex.status_code, phases=ex.phases, duration_s=duration,

@@ -51,6 +51,9 @@ from .phases import (LATE_HEADERS, HeaderWatch, Resolver, connect_recorder, read
                      resolve_within, send_failure, system_resolver, timed_session)
 from .providers import detect_error
 
+__all__ = ["DownloadPolicy", "Photo", "check_url", "check_peer", "fetch_photo",
+           "PORTAL_TOKEN_PARAMS"]
+
 log = logging.getLogger("fme_ai_resilience.vision.download")
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
@@ -273,7 +276,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
-        recorder = connect_recorder(session, current)
+        recorder = connect_recorder(current, session=session)
         watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
         try:
             try:
@@ -295,13 +298,13 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
                 current = _without_token_params(
                     urljoin(current, resp.headers.get("Location", "")))
                 continue
-            return _read_photo(resp, shown, policy, clock, secrets)
+            return _read_photo(resp, shown, policy, secrets, clock=clock)
         finally:
             resp.close()
 
 
-def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy, clock: Clock,
-                secrets: Sequence[str]) -> Photo:
+def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy,
+                secrets: Sequence[str], *, clock: Clock) -> Photo:
     status = resp.status_code
     ctype = resp.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
     if status >= 400:

@@ -33,6 +33,11 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from ...clock import Clock
 from ...errors import ErrorClass
 
+__all__ = ["CONNECT", "TTFB", "BODY", "HeaderWatch", "PhaseAdapter", "timed_session",
+           "system_resolver", "resolve_within", "Exchange", "BodyRead", "read_body",
+           "LATE_HEADERS", "connect_recorder", "connect_unfinished", "SendFailure",
+           "send_failure", "exchange", "Resolver", "PeerCheck"]
+
 CONNECT, TTFB, BODY = "connect", "ttfb", "body"
 
 _TIMEOUTS: Tuple[type, ...] = (socket.timeout, TimeoutError,
@@ -157,7 +162,7 @@ def _is_literal(host: str) -> bool:
     return True
 
 
-def _resolve_for(conn: Any, resolver: Resolver, clock: Clock, start: float) -> None:
+def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -> None:
     """Resolve ``conn``'s host within its connect timeout; the socket goes to the first address.
 
     The time spent is taken off the timeout left for the TCP (+TLS) connect, so the name
@@ -183,14 +188,14 @@ def _resolve_for(conn: Any, resolver: Resolver, clock: Clock, start: float) -> N
         conn.timeout = max(0.001, limit - (clock.monotonic() - start))
 
 
-def _timed_connection(base: type, clock: Clock, recorder: _ConnectRecorder,
-                      peer_check: Optional[PeerCheck], resolver: Optional[Resolver]) -> type:
+def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Optional[PeerCheck],
+                      resolver: Optional[Resolver], *, clock: Clock) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
         recorder.finished = False
         try:
             if resolver is not None:
-                _resolve_for(self, resolver, clock, start)
+                _resolve_for(self, resolver, start, clock=clock)
             base.connect(self)
             recorder.finished = True
         finally:
@@ -253,8 +258,8 @@ class PhaseAdapter(HTTPAdapter):
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        timed = {scheme: _timed_connection(conn, self.clock, self.recorder, self.peer_check,
-                                           self.resolver)
+        timed = {scheme: _timed_connection(conn, self.recorder, self.peer_check, self.resolver,
+                                           clock=self.clock)
                  for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
         http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
         https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
@@ -371,7 +376,7 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
 LATE_HEADERS = "no response headers within the budget"
 
 
-def connect_recorder(session: Any, url: str) -> Optional[_ConnectRecorder]:
+def connect_recorder(url: str, *, session: Any) -> Optional[_ConnectRecorder]:
     """The (reset) connect recorder of the adapter serving ``url``, if it is a PhaseAdapter."""
     adapter = session.get_adapter(url) if hasattr(session, "get_adapter") else None
     recorder = getattr(adapter, "recorder", None)
@@ -426,15 +431,15 @@ def send_failure(exc: BaseException, recorder: Optional[_ConnectRecorder],
                        f"connection failed: {type(exc).__name__}")
 
 
-def exchange(session: requests.Session, method: str, url: str, headers: Mapping[str, str],
-             body: bytes, *, connect_s: float, ttfb_s: float, body_s: float, clock: Clock,
-             max_bytes: int) -> Exchange:
+def exchange(method: str, url: str, headers: Mapping[str, str], body: bytes, *,
+             connect_s: float, ttfb_s: float, body_s: float, max_bytes: int,
+             session: requests.Session, clock: Clock) -> Exchange:
     """Send one request and read its answer under the three phase limits (seconds).
 
     The TTFB phase runs from the end of the connect to the response headers, so it includes
     sending the request body (the image) and the service's queueing and inference.
     """
-    recorder = connect_recorder(session, url)
+    recorder = connect_recorder(url, session=session)
     start = clock.monotonic()
 
     def timings(**more: float) -> Mapping[str, float]:

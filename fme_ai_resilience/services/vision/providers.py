@@ -27,6 +27,10 @@ from ...classification import classify_status
 from ...errors import ConfigurationError, ErrorClass, FormatError
 from ...validate import schema_errors
 
+__all__ = ["PROVIDERS", "Assessment", "DEFAULT_RULES", "ConditionRules", "GenericMapping",
+           "PAYLOAD_SCHEMAS", "openai_result_schema", "OPENAI_RESULT_SCHEMA",
+           "OPENAI_RESULT_SCHEMA_LOOSE", "normalize", "detect_error"]
+
 PROVIDERS = ("azure-v4", "google", "rekognition", "openai", "generic")
 
 
@@ -45,10 +49,10 @@ class Assessment:
 
     def __post_init__(self) -> None:
         if not isinstance(self.condition, str) or not self.condition:
-            raise ValueError(f"condition must be a non-empty string, got {self.condition!r}")
+            raise ConfigurationError("condition", self.condition, "must be a non-empty string")
         if not _unit(self.confidence):
-            raise ValueError(f"confidence must be a finite number in [0, 1], got "
-                             f"{self.confidence!r}")
+            raise ConfigurationError("confidence", self.confidence,
+                                     "must be a finite number in [0, 1]")
         pairs = tuple((str(n), float(c)) for n, c in self.labels)
         object.__setattr__(self, "labels", pairs)
         object.__setattr__(self, "confidence", float(self.confidence))
