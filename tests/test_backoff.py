@@ -73,7 +73,8 @@ def test_a_fixed_seed_reproduces_the_exact_sequence(b, seed):
 def test_different_seeds_give_different_sequences():
     """Jitter really is random: two seeds do not give the same waits."""
     b = Backoff(1.0, 60.0, Jitter.FULL)
-    assert list(islice(b.delays(rng=random.Random(1)), 5)) != list(islice(b.delays(rng=random.Random(2)), 5))
+    assert list(islice(b.delays(rng=random.Random(1)),
+                       5)) != list(islice(b.delays(rng=random.Random(2)), 5))
 
 
 def test_full_jitter_is_the_default():
@@ -164,13 +165,15 @@ def test_retry_after_never_raises_and_stays_in_range(text):
 
 def test_headers_prefer_retry_after_then_ms_then_ratelimit_then_body():
     """The standard header wins; the rate-limit headers and the body are fall-backs in order."""
-    assert retry_after_from_headers({"retry-after": "3", "retry-after-ms": "9000"}, "", now=NOW) == 3
+    assert retry_after_from_headers({"retry-after": "3", "retry-after-ms": "9000"}, "",
+                                    now=NOW) == 3
     assert retry_after_from_headers({"Retry-After-Ms": "1500"}, "", now=NOW) == 1.5
     assert retry_after_from_headers({
         "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s",
         "x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "1s",
     }, "Please try again in 41.724s", now=NOW) == 360.0
-    assert retry_after_from_headers({}, '{"error": {"message": "Please try again in 41.724s"}}', now=NOW) == pytest.approx(41.724)
+    assert retry_after_from_headers({}, '{"error": {"message": "Please try again in 41.724s"}}',
+                                    now=NOW) == pytest.approx(41.724)
     assert retry_after_from_headers(None, None, now=NOW) is None
 
 

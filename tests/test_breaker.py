@@ -34,7 +34,8 @@ T0 = 1_790_000_000.0
 
 
 def opened(at: float = T0, trips: int = 1) -> BreakerState:
-    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)), now=at)
+    return step(POLICY, BreakerState(trips=trips - 1), WindowObserved(CallWindow(20, 20, 0, 0)),
+                now=at)
 
 
 def test_trips_at_failure_rate_threshold_with_enough_calls():

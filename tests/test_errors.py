@@ -39,7 +39,8 @@ class Outcome:
 
 def _first_decision(error_class, retry_after_s=None, policy=None):
     policy = policy or RetryPolicy(max_inline_wait_s=1e6)
-    return policy.decide(RetryHistory(), Outcome(error_class, retry_after_s), now=0.0, rng=random.Random(0))
+    return policy.decide(RetryHistory(), Outcome(error_class, retry_after_s), now=0.0,
+                         rng=random.Random(0))
 
 
 # -- seed section 4.2, row by row ------------------------------------------------------------

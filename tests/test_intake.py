@@ -171,7 +171,8 @@ def test_429_counts_the_backlog_through_the_capped_in_progress_count(store, cloc
     now = clock.now()
     fill(store, 5, now)
     ledger = _NoFullCounts(store)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger,
+                      now=now)
     assert decision.status_code == 429 and decision.retry_after_s == 8  # (5 - 2) / 0.4
     assert ledger.limits == [2 + 24 * 3600 * 0.4]  # past it Retry-After is 24 h whatever
 
@@ -190,7 +191,8 @@ def test_park_mode_over_the_ceiling_is_429(ledger, clock):
     """Past watermark x park_ceiling_factor even park mode answers 429 with Retry-After."""
     now = clock.now()
     fill(ledger, 6, now)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling_factor=3), store=ledger, now=now)
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling_factor=3), store=ledger,
+                      now=now)
     assert decision.status_code == 429 and ledger.get(KEY) is None
     assert decision.retry_after_s == 10  # (6 - 2) / 0.4
 
@@ -216,7 +218,8 @@ def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
     """Photos past the ceiling are parked with the rest of their body, never dropped."""
     now = clock.now()
     fill(ledger, 1, now)
-    decision = decide(body_with_photos(3), hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
+    decision = decide(body_with_photos(3), hdr("d1"),
+                      settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     statuses = [ledger.get(r.key).status for r in decision.registrations]
     assert statuses == [Status.PENDING, Status.DEFERRED, Status.DEFERRED]
@@ -227,7 +230,8 @@ def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger,
     now = clock.now()
     decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"), settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
+    decision = decide(body_with_photos(2), hdr("d2"),
+                      settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     assert ledger.get(decision.registrations[1].key).status is Status.DEFERRED
 
@@ -245,7 +249,8 @@ def test_ledger_unreachable_is_503_with_retry_after(clock):
 def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
     """FME Flow without capacity: 503 + Retry-After; park mode still keeps the photo DEFERRED."""
     health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
-    decision = decide(BODY, hdr("d1"), settings(overload_mode=mode), store=ledger, now=clock.now(), flow_health=lambda: health)
+    decision = decide(BODY, hdr("d1"), settings(overload_mode=mode), store=ledger, now=clock.now(),
+                      flow_health=lambda: health)
     assert decision.status_code == 503 and decision.body["status"] == "no_engine_capacity"
     assert decision.retry_after_s == 10  # 4 queued jobs at 0.4 per second
     record = ledger.get(KEY)
@@ -257,21 +262,24 @@ def test_no_engine_capacity_still_answers_duplicates(ledger, clock):
     decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     finish(ledger, KEY, clock.now())
     health = FlowHealth(reachable=True, has_capacity=False)
-    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now(), flow_health=health).status_code == 200
+    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now(),
+                  flow_health=health).status_code == 200
 
 
 def test_a_failing_health_probe_never_blocks_intake(ledger, clock):
     """An exception from the flow probe is ignored: the ledger takes the work."""
     def broken():
         raise RuntimeError("flow down")
-    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now(), flow_health=broken).status_code == 202
+    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now(),
+                  flow_health=broken).status_code == 202
 
 
 def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
     """A body without an attachment list registers the feature for queryAttachments."""
     data = json.loads(BODY)
     data["feature"]["attachments"] = None
-    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
+                      now=clock.now())
     assert decision.status_code == 202
     record = ledger.get(f"{FEATURE}/attachments-unknown")
     assert record.payload["attachments_unknown"] is True
@@ -281,9 +289,11 @@ def test_decisions_never_log_the_token(ledger, clock, caplog):
     """No intake path writes the portal token to the log."""
     caplog.set_level(logging.DEBUG)
     decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
-    decide(BODY, hdr("d2"), settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
+    decide(BODY, hdr("d2"), settings(watermark=1, overload_mode="reject"), store=ledger,
+           now=clock.now())
     fill(ledger, 3, clock.now())
-    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"), settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
+    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"),
+           settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
     assert TOKEN not in caplog.text
 
 
@@ -329,7 +339,8 @@ def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
     now = clock.now()
     decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"), settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
+    decision = decide(body_with_photos(2), hdr("d2"),
+                      settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
                                overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 429 and decision.body["stored"] is True
     assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG

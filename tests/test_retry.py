@@ -154,7 +154,8 @@ def test_circuit_open_parks_without_spending_an_attempt(rng):
 def test_gate_refusal_parks_a_transient_failure(rng):
     """When the fleet-wide retry gate says no, a retry that would be inline parks instead."""
     gate = Gate(False)
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=7.0, rng=rng, gate=gate)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=7.0, rng=rng,
+                             gate=gate)
     assert d.kind is DecisionKind.PARK and d.until == 7.0 + d.wait_s
     assert gate.asked == [7.0]
 
@@ -170,7 +171,8 @@ def test_gate_approval_retries_and_gate_is_not_asked_needlessly(clock, rng):
 
 def test_prior_attempts_from_the_ledger_count(rng):
     """A task resumed with 5 attempts spent gives up on its next failure."""
-    d = RetryPolicy().decide(RetryHistory(prior_attempts=5), Outcome(E.SERVER_ERROR), now=0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(prior_attempts=5), Outcome(E.SERVER_ERROR), now=0.0,
+                             rng=rng)
     assert (d.kind, d.failure_class) == (DecisionKind.GIVE_UP, FailureClass.BUDGET)
 
 
@@ -224,8 +226,10 @@ def test_a_retry_whose_attempt_would_overrun_the_deadline_parks(rng):
     bounded = RetryPolicy(attempt_s=30.0)
     unbounded = RetryPolicy()
     now = 160.0  # 20 s left: any wait plus a 30 s attempt overruns
-    assert bounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline, rng=rng).kind is DecisionKind.PARK
-    assert unbounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline, rng=rng).kind is DecisionKind.RETRY
+    assert bounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline,
+                          rng=rng).kind is DecisionKind.PARK
+    assert unbounded.decide(RetryHistory(), Outcome(E.CONNECT_TIMEOUT), now=now, deadline=deadline,
+                            rng=rng).kind is DecisionKind.RETRY
 
 
 def test_the_engine_never_holds_a_task_past_its_deadline(clock, rng):
@@ -346,11 +350,13 @@ def test_default_deadline_from_policy_is_applied(clock, rng):
 
 def test_an_absurd_retry_after_is_clamped_to_a_day(rng):
     """An infinite or enormous hint parks for at most 24 h instead of forever."""
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("inf")), now=0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("inf")), now=0.0,
+                             rng=rng)
     assert d.kind is DecisionKind.PARK and d.until == 86400.0
 
 
 def test_a_nan_retry_after_falls_back_to_backoff(rng):
     """A NaN hint is ignored: the class's backoff decides the wait."""
-    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("nan")), now=0.0, rng=rng)
+    d = RetryPolicy().decide(RetryHistory(), Outcome(E.RATE_LIMITED, float("nan")), now=0.0,
+                             rng=rng)
     assert d.kind is DecisionKind.RETRY and 0.0 <= d.wait_s <= 1.0

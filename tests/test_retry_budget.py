@@ -82,8 +82,12 @@ def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
         error_class = ErrorClass.CONNECTION_ERROR
         retry_after_s = None
 
-    spent = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=CountingStore(CallWindow(calls=110, failures=110, slow=0, retries=10)))
-    fresh = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0), store=CountingStore(CallWindow(calls=100, failures=100, slow=0, retries=0)))
+    spent = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0),
+                           store=CountingStore(CallWindow(calls=110, failures=110, slow=0,
+                                                          retries=10)))
+    fresh = FleetRetryGate("vision", RetryBudget(0.1, 0.0, 60.0),
+                           store=CountingStore(CallWindow(calls=100, failures=100, slow=0,
+                                                          retries=0)))
     policy = RetryPolicy()
     parked = policy.decide(RetryHistory(), Failed(), now=100.0, rng=rng, gate=spent)
     retried = policy.decide(RetryHistory(), Failed(), now=100.0, rng=rng, gate=fresh)

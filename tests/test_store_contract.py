@@ -177,8 +177,10 @@ def test_register_rejects_bad_arguments(store, kwargs):
 def test_record_dead_letter_keeps_redacted_evidence_once(store):
     """An invalid body is stored DEAD once per key, with secret values redacted."""
     body = {"portalInfo": {"token": "TOPSECRET-abc"}, "feature": "garbled"}
-    assert store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "bad body token=TOPSECRET-abc", now=T0, trace_id="t")
-    assert not store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "again", now=T0 + 1)
+    assert store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD,
+                                    "bad body token=TOPSECRET-abc", now=T0, trace_id="t")
+    assert not store.record_dead_letter("hash1", body, FailureClass.INVALID_PAYLOAD, "again",
+                                        now=T0 + 1)
     record = store.get("hash1")
     assert record.status is Status.DEAD and record.failure_class is FailureClass.INVALID_PAYLOAD
     assert record.completed_at == T0 and record.payload["feature"] == "garbled"
@@ -238,8 +240,10 @@ def test_checkpoints_are_kept_and_come_back_on_the_next_claim(store):
     """Each stage's data is stored; a reclaimed task knows which stages are done."""
     task = claimed(store, "k")
     assert store.checkpoint("k", task.lease_token, Stage.DOWNLOADED, {"bytes": 1234}, now=T0 + 1)
-    assert store.checkpoint("k", task.lease_token, Stage.ANALYZED, {"condition": "damaged", "confidence": 0.9}, now=T0 + 2)
-    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "write-back 503", T0 + 3, now=T0 + 2)
+    assert store.checkpoint("k", task.lease_token, Stage.ANALYZED,
+                            {"condition": "damaged", "confidence": 0.9}, now=T0 + 2)
+    assert store.fail("k", task.lease_token, ErrorClass.SERVER_ERROR, "write-back 503", T0 + 3,
+                      now=T0 + 2)
     (again,) = store.claim("e2", 1, 60, now=T0 + 3)
     assert again.done(Stage.DOWNLOADED) and again.done(Stage.ANALYZED)
     assert not again.done(Stage.WRITTEN)
@@ -268,7 +272,8 @@ def test_checkpoint_data_must_be_json_ready(store):
 def test_complete_records_outcome_result_and_completion_time(store):
     """PROCESSING -> SUCCEEDED with outcome, result, completed_at; the lease is released."""
     task = claimed(store, "k")
-    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"}, now=T0 + 5)
+    assert store.complete("k", task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"},
+                          now=T0 + 5)
     record = store.get("k")
     assert (record.status, record.outcome, record.result, record.completed_at) == (
         Status.SUCCEEDED, TaskOutcome.ACCEPTED, {"condition": "good"}, T0 + 5)
@@ -280,7 +285,8 @@ def test_complete_records_outcome_result_and_completion_time(store):
 def test_fail_counts_an_attempt_and_sets_the_retry_time(store):
     """FAILED with attempt_count + 1, the error, and next_attempt_at = retry_at."""
     task = claimed(store, "k")
-    assert store.fail("k", task.lease_token, ErrorClass.TTFB_TIMEOUT, "timed out; Authorization: Bearer sekret-token-xyz", T0 + 30, now=T0 + 1)
+    assert store.fail("k", task.lease_token, ErrorClass.TTFB_TIMEOUT,
+                      "timed out; Authorization: Bearer sekret-token-xyz", T0 + 30, now=T0 + 1)
     record = store.get("k")
     assert (record.status, record.attempt_count, record.next_attempt_at) == (
         Status.FAILED, 1, T0 + 30)
@@ -434,8 +440,10 @@ def test_requeue_clears_the_previous_life(store):
 
 def test_requeue_moves_invalid_payload_evidence_only_when_forced(store):
     """INVALID_PAYLOAD rows (no submission inside) stay DEAD unless requeue is forced."""
-    assert store.record_dead_letter("body:1", {"raw": "{"}, FailureClass.INVALID_PAYLOAD, "not JSON", now=T0)
-    assert store.record_dead_letter("body:2", {"raw": "["}, FailureClass.INVALID_PAYLOAD, "not JSON", now=T0)
+    assert store.record_dead_letter("body:1", {"raw": "{"}, FailureClass.INVALID_PAYLOAD,
+                                    "not JSON", now=T0)
+    assert store.record_dead_letter("body:2", {"raw": "["}, FailureClass.INVALID_PAYLOAD,
+                                    "not JSON", now=T0)
     _dead(store, "a", FailureClass.FORMAT)
     assert store.requeue(now=T0 + 1, keys=["body:1", "a"]) == 1
     assert store.get("body:1").status is Status.DEAD and store.get("a").status is Status.PENDING

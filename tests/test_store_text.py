@@ -69,7 +69,8 @@ def test_register_with_awkward_text_stores_it_readably(store):
 
 def test_record_dead_letter_with_awkward_text(store):
     """Evidence with NUL and lone surrogates in payload and error is kept, cleaned."""
-    assert store.record_dead_letter("h1", {"body": AWKWARD}, FailureClass.INVALID_PAYLOAD, AWKWARD, now=T0)
+    assert store.record_dead_letter("h1", {"body": AWKWARD}, FailureClass.INVALID_PAYLOAD, AWKWARD,
+                                    now=T0)
     record = store.get("h1")
     assert (record.status, record.payload, record.last_error) == (
         Status.DEAD, {"body": STORED}, STORED)

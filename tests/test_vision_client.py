@@ -67,7 +67,11 @@ CASES = [
 
 
 def make_client(provider, clock, **kwargs):
-    return VisionClient("https://vision.example.com", provider, Credentials(api_key=API_KEY, token=TOKEN), timeouts=TimeoutBudget(connect_s=0.5, tls_s=0.5, ttfb_s=2, body_s=1), session=requests.Session(), clock=clock, rng=random.Random(7), mapping=MAPPING if provider == "generic" else None, **kwargs)
+    return VisionClient("https://vision.example.com", provider,
+                        Credentials(api_key=API_KEY, token=TOKEN),
+                        timeouts=TimeoutBudget(connect_s=0.5, tls_s=0.5, ttfb_s=2, body_s=1),
+                        session=requests.Session(), clock=clock, rng=random.Random(7),
+                        mapping=MAPPING if provider == "generic" else None, **kwargs)
 
 
 @pytest.mark.parametrize("provider, status, body, expected, condition", CASES)

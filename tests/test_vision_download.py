@@ -10,7 +10,8 @@ import responses
 
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.settings import DownloadSettings
-from fme_ai_resilience.services.vision.download import DownloadPolicy, check_peer, check_url, fetch_photo
+from fme_ai_resilience.services.vision.download import (DownloadPolicy, check_peer, check_url,
+                                                        fetch_photo)
 
 HOST = "services.example.com"
 PHOTO = f"https://{HOST}/arcgis/rest/services/inspection/FeatureServer/0/11/attachments/42"

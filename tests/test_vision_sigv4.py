@@ -15,7 +15,8 @@ from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass
 from fme_ai_resilience.redact import redact_headers, redact_text
-from fme_ai_resilience.services.vision import (AwsCredentials, Credentials, RequestOptions, VisionClient,
+from fme_ai_resilience.services.vision import (AwsCredentials, Credentials, RequestOptions,
+                                               VisionClient,
                                       VisionRequest, build_request, rekognition_signer)
 from fme_ai_resilience.services.vision.sigv4 import (amz_date, canonical_query, canonical_request,
                                             canonical_uri, sign, signing_key, string_to_sign)

@@ -156,7 +156,8 @@ class Retrying:
                   decision.error_class.value if decision.error_class else "-", decision.reason)
         if not self.hooks:
             return
-        event = RetryEvent(decision.attempt, decision.error_class, decision.kind,  # type: ignore[arg-type]
+        event = RetryEvent(decision.attempt, decision.error_class, decision.kind,
+                           # type: ignore[arg-type]
                            decision.wait_s, decision.until, decision.failure_class,
                            decision.reason, exc)
         for hook in self.hooks:

@@ -116,7 +116,8 @@ class CircuitBreaker:
                               probe_token=token)
             # The slot's earlier probe went silent past probe_timeout_s: it counts as failed
             # (this claim's token makes any late report from it stale) and is not handed out.
-            self.store.breaker_report_probe(self.service, current.generation, slot, token, False, now=now)
+            self.store.breaker_report_probe(self.service, current.generation, slot, token, False,
+                                            now=now)
             after = self._after_probe(current.generation, now=now)
             if after.generation != current.generation:
                 return self._decide(after, now=now)
@@ -130,7 +131,8 @@ class CircuitBreaker:
         self.store.record_call(call)
         now = self.clock.now()
         if permit.is_probe:
-            self.store.breaker_report_probe(self.service, permit.generation, permit.probe_slot, permit.probe_token, call.ok, now=now)
+            self.store.breaker_report_probe(self.service, permit.generation, permit.probe_slot,
+                                            permit.probe_token, call.ok, now=now)
             return self._after_probe(permit.generation, now=now)
         current = self.state()
         if current.mode is not BreakerMode.AUTO or current.state is not CircuitState.CLOSED:
@@ -176,7 +178,8 @@ class CircuitBreaker:
             return self._apply(current, TimePassed(), now=now)
         if current.state is CircuitState.HALF_OPEN:
             # Nobody may be calling: the compensator ends a round stalled by silent probes.
-            self.store.breaker_fail_silent_probes(self.service, current.generation, self.policy.probe_timeout_s, now=now)
+            self.store.breaker_fail_silent_probes(self.service, current.generation,
+                                                  self.policy.probe_timeout_s, now=now)
             return self._after_probe(current.generation, now=now)
         return self._evaluate_window(current, now=now)
 

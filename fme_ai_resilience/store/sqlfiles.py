@@ -1,4 +1,5 @@
-"""Named SQL blocks from the ``.sql`` files shipped in the package (``fme_ai_resilience.store.sql``).
+"""Named SQL blocks from the ``.sql`` files shipped in the package (``fme_ai_resilience.store.sql``:
+the top-level ``sql/`` directory).
 
 A file holds blocks introduced by a ``-- name --`` line, then comment lines describing it;
 the lines up to the next block are its SQL. ``queries.sql`` is shared by both dialects and

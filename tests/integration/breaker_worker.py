@@ -105,7 +105,8 @@ def main(argv):
         elif mode == "budget":
             result = run_budget(store, url, amount, params)
         else:
-            breaker = CircuitBreaker(SERVICE, BreakerPolicy(**params), store=store, clock=SystemClock())
+            breaker = CircuitBreaker(SERVICE, BreakerPolicy(**params), store=store,
+                                     clock=SystemClock())
             seen = breaker.state()
             if seen.state.value != "OPEN" or time.time() > (seen.open_until or 0) - 0.5:
                 print(json.dumps({"too_late": True, "state": seen.state.value}), flush=True)

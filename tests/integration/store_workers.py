@@ -41,7 +41,8 @@ def claim_until_empty(url, barrier, results, now=T0, batch=7):
             break
         for task in tasks:
             claimed.append((task.key, task.lease_token))
-            completed += store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {"by": os.getpid()}, now=now)
+            completed += store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED,
+                                        {"by": os.getpid()}, now=now)
     store.close()
     results.put((os.getpid(), claimed, completed))
 

@@ -120,7 +120,8 @@ def test_first_delivery_then_redelivery_pending_then_succeeded(pg):
         assert status == 202 and body["status"] == "duplicate_in_progress"
         now = SystemClock().now()
         (task,) = pg.claim("engine-1", 1, 60.0, now=now)
-        assert pg.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"}, now=now)
+        assert pg.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {"condition": "good"},
+                           now=now)
         status, _, body = post(url, BODY, "delivery-3")
         assert status == 200 and body["status"] == "duplicate_done"
     assert sum(pg.counts().values()) == 1

@@ -106,7 +106,8 @@ def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(url):
     assert sorted(done) == sorted(key for key, _ in held)
     with open_store(url) as store:
         for key, old_token in held:
-            assert not store.complete(key, old_token, TaskOutcome.REVIEW, {"zombie": 1}, now=w.T0 + 40)
+            assert not store.complete(key, old_token, TaskOutcome.REVIEW, {"zombie": 1},
+                                      now=w.T0 + 40)
             record = store.get(key)
             assert (record.status, record.outcome, record.attempt_count) == (
                 Status.SUCCEEDED, TaskOutcome.ACCEPTED, 1)

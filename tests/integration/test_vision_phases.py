@@ -31,7 +31,8 @@ def within(measured, budget_s=BUDGET_S):
 
 
 def client_for(url, **kwargs):
-    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET, **kwargs)
+    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET,
+                        **kwargs)
 
 
 def test_success_measures_every_phase(serve):
@@ -264,7 +265,8 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
         read_request(conn)
         stop.wait(BUDGET_S * 3)
 
-    client = VisionClient(serve(echo(401, "application/json")).url, "generic", Credentials(api_key=API_KEY), timeouts=BUDGET)
+    client = VisionClient(serve(echo(401, "application/json")).url, "generic",
+                          Credentials(api_key=API_KEY), timeouts=BUDGET)
     outcomes = [client.analyze(b"img", "r1")]
     for handler in (echo(502, "text/html"), echo(200, "text/plain"), slow):
         client.endpoint = serve(handler).url
@@ -323,7 +325,8 @@ def header_trickler(body=OK_BODY, content_type="application/json", every_s=0.1):
 
 def test_trickled_headers_are_ttfb_timeout_within_the_budget(serve):
     """Headers trickled a byte every 0.1 s cannot stretch a 0.5 s TTFB budget: TTFB_TIMEOUT."""
-    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=TRICKLE_BUDGET)
+    client = VisionClient(serve(header_trickler()).url + "/analyze", "generic",
+                          Credentials(api_key=API_KEY), timeouts=TRICKLE_BUDGET)
     out = client.analyze(b"img", "t-trickle")
     assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
     assert out.duration_s <= TRICKLE_BUDGET.connect_s + TRICKLE_BUDGET.ttfb_s + HIGH
@@ -372,7 +375,8 @@ def test_slow_name_lookup_is_connect_timeout_in_the_connect_phase(serve):
     server = serve(lambda conn, stop: conn.sendall(response(200, OK_BODY)))
     release = threading.Event()
     session = timed_session(clock=SystemClock(), resolver=slow_resolver(release))
-    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET, session=session)
+    client = VisionClient(f"http://slow-dns.test:{server.port}/analyze", "generic",
+                          Credentials(api_key=API_KEY), timeouts=BUDGET, session=session)
     try:
         out = client.analyze(b"img", "t-dns")
     finally:
