@@ -19,7 +19,6 @@ store (compare-and-set on a generation) so every engine sees one level.
 from __future__ import annotations
 
 import enum
-import math
 import zlib
 from dataclasses import dataclass, replace
 from typing import Optional, Union

@@ -71,6 +71,22 @@ def pg_store_url(pg_url):
     return pg_url
 
 
+def pg_run(url: str, sql, params=()):
+    """Run one statement as the admin connection (autocommit) and return its rows, if any.
+
+    For tests that look at or change the database behind the store's back."""
+    import psycopg2
+
+    conn = psycopg2.connect(url, connect_timeout=5)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+    finally:
+        conn.close()
+
+
 STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql")
 
 

@@ -15,7 +15,7 @@ def test_missing_secret_variable_is_a_usage_error(tmp_path, monkeypatch, capsys)
 def test_unreachable_ledger_fails_at_start(capsys):
     """A ledger that cannot be opened stops the server before it listens (exit 1)."""
     code = main(["serve", "--db", "sqlite:////nonexistent-dir/l.db", "--port", "0"])
-    assert code == 1 and "not usable" in capsys.readouterr().err
+    assert code == 1 and "error: ledger sqlite:////nonexistent-dir/l.db" in capsys.readouterr().err
 
 
 def test_db_defaults_to_the_fair_db_url_variable(monkeypatch):

@@ -1,94 +1,294 @@
-"""The import rules of shared/DESIGN.md section 2, checked on the source.
+"""The import rules of shared/DESIGN.md section 2, proved on the source against docs/architecture.md.
 
-Layers, in order: core (pure), store (the only SQL), services (I/O through injected clients),
-adapters (the edges). A module imports only from its own layer or the layers before it;
-nothing imports an adapter; the core imports no module that does I/O or reads the clock.
-Imports under ``if TYPE_CHECKING:`` are annotations only and do not count.
+docs/architecture.md holds one table, module -> layer (core, store, services, adapters); every
+check reads the layers from it, so the map and the code cannot drift. Each check is a plain
+function ``check_*(root, architecture) -> List[str]`` of the package directory and the map,
+returning violations as ``path:line: what``; the tests run them on the real package and expect
+nothing, and the meta-tests at the end run them on a copy with one violation planted and expect
+it to be reported, so no check can pass vacuously.
 """
 from __future__ import annotations
 
 import ast
+import configparser
+import re
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, Set
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "fme_ai_resilience"
-NAME = PACKAGE.name
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "fme_ai_resilience"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+NAME = "fme_ai_resilience"
 
-CORE = {"errors", "clock", "settings", "backoff", "retry", "retry_budget", "budget", "keys",
-        "survey123", "validate", "breaker", "degrade", "calibrate", "redact", "ledger",
-        "submission", "recent_bodies"}
-SERVICES = {"vision", "arcgis", "flow", "intake", "processor", "compensator", "observe",
-            "live_settings"}
-ADAPTERS = {"fme", "gateway", "cli", "drill", "testing", "__main__"}
-RANK = {"core": 0, "store": 1, "services": 2, "adapters": 3}
+LAYERS = ("core", "store", "services", "adapters")
+RANK = {layer: rank for rank, layer in enumerate(LAYERS)}
+#: The sub-packages that are a layer: everything under them belongs to it, nothing else does.
+LAYER_PACKAGES = {f"{NAME}.store": "store", f"{NAME}.services": "services"}
+MAP_HEADER = ["module", "layer", "purpose"]
 
-#: Standard-library and third-party modules that talk to the world or read the time.
-IO_MODULES = {"time", "socket", "select", "sqlite3", "psycopg2", "http", "urllib.request",
-              "subprocess", "threading", "multiprocessing", "requests", "urllib3", "wsgiref",
-              "shutil", "tempfile", "logging.handlers"}
-#: Exception classes only: the retry engine classifies what HTTP libraries raise.
-IO_EXCEPTIONS_ALLOWED = {"requests.exceptions", "urllib3.exceptions"}
-#: The clock is where the time is read, on purpose.
-CLOCK_READERS = {"clock": {"time"}}
-#: The parse memo guards its table with a ``threading.Lock`` (the gateway may serve on several
-#: threads); it starts no thread and does no I/O.
-LOCK_USERS = {"recent_bodies": {"threading"}}
+#: What the pure core may import: the standard-library modules it uses today, plus ``abc``.
+#: Adding one is a deliberate one-line change here, never a side effect.
+CORE_STDLIB = frozenset({
+    "__future__", "abc", "collections", "collections.abc", "dataclasses", "datetime",
+    "email.utils", "enum", "functools", "hashlib", "json", "math", "random", "re", "types",
+    "typing", "urllib.parse", "zlib",
+})
+#: A pure validator: no I/O (the core never hands it a remote ``$ref`` resolver).
+CORE_THIRD_PARTY = frozenset({"jsonschema"})
+#: More that one core module may import, and why.
+CORE_EXTRA = {
+    f"{NAME}.clock": frozenset({"time"}),  # it is the clock
+    NAME: frozenset({"importlib"}),        # the facade's lazy re-exports
+}
+DRIVERS = frozenset({"sqlite3", "psycopg2", "psycopg", "pg8000", "asyncpg", "aiosqlite"})
+#: Parameter names and annotation type names that mean "holds a store, session or socket".
+HELD_NAMES = frozenset({"store", "session", "sock", "socket", "conn", "connection"})
+HELD_TYPES = frozenset({"Store", "SqlStore", "Session", "socket"})
+#: A statement inside a Python string (docstrings excepted): SQL belongs to the store.
+SQL_TEXT = re.compile(
+    r"^\s*(SELECT\b[\s\S]*\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM"
+    r"|CREATE\s+(TABLE|INDEX|UNIQUE)|ALTER\s+TABLE|DROP\s+TABLE|BEGIN\s+IMMEDIATE)\b",
+    re.IGNORECASE)
+
+#: What a core module may not touch, by category; a dotted name matches a prefix at a dot.
+FORBIDDEN = {
+    "reads the clock": ("time", "datetime.datetime.now", "datetime.datetime.utcnow",
+                        "datetime.datetime.today", "datetime.date.today"),
+    "reads the environment": ("os.environ", "os.environb", "os.getenv", "os.getenvb",
+                              "os.putenv", "os.unsetenv"),
+    "draws randomness": ("os.urandom", "secrets"),  # ``random.*`` is handled on its own
+    "makes a uuid": ("uuid",),
+    "touches files": ("builtins.open", "io.open", "io.FileIO", "os.open", "os.fdopen",
+                      "codecs.open", "pathlib", "shutil", "tempfile"),
+    "opens a socket": ("socket", "ssl", "select", "selectors"),
+    "runs a process": ("subprocess", "os.system", "os.popen"),
+}
+#: Methods that read or write a file whatever they are called on (``Path(p).read_text()``).
+FILE_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes", "open"})
+#: Methods that read the clock whatever they are called on (``date.today()`` on an instance).
+CLOCK_METHODS = frozenset({"utcnow", "today"})
+#: What ``clock`` may do that the rest of the core may not.
+CORE_PRIVILEGES = {f"{NAME}.clock": frozenset({"reads the clock"})}
 
 
-def layer_of(module: str) -> str:
-    """The layer of a dotted module name inside the package."""
-    parts = module.split(".")
-    top = parts[1] if len(parts) > 1 else "__init__"
-    if top == "__init__" or top in CORE:
-        return "core"
-    if top == "store":
-        return "store"
-    if top in SERVICES:
-        return "services"
-    if top in ADAPTERS:
-        return "adapters"
-    raise AssertionError(f"{module}: no layer assigned; add it to tests/test_layering.py")
+# --- the package as source -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Module:
+    """One ``.py`` file of the package, parsed."""
+
+    name: str
+    path: Path
+    is_package: bool
+    tree: ast.Module
 
 
-def modules() -> Iterator[Path]:
-    return iter(sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts))
+@dataclass(frozen=True)
+class Import:
+    """One module imported by a module; ``names`` are those taken from it (``from m import a``)."""
+
+    module: str
+    names: Tuple[str, ...]
+    line: int
+    annotation_only: bool  # under ``if TYPE_CHECKING:``
+    lazy: bool             # inside the facade's module-level ``__getattr__``
+    local: Optional[str] = None  # the local name a module is bound to, if any
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+@dataclass(frozen=True)
+class Package:
+    """The package's modules, its ``.sql`` files and the map's layers."""
+
+    root: Path
+    modules: Dict[str, Module]
+    sql_files: Tuple[Tuple[str, Path], ...]  # (dotted name of the directory, file)
+    layers: Dict[str, str]
+    map_rows: Dict[str, int]  # module -> line of its row in the map
+    map_problems: Tuple[str, ...]
+
+    def where(self, module: str, line: int) -> str:
+        return f"{_rel(self.root, self.modules[module].path)}:{line}"
 
 
-def imports_of(path: Path) -> Set[str]:
-    """Absolute names imported at run time by the module at ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    annotation_only: Set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
-            annotation_only.update(id(n) for n in ast.walk(node))
-    package = module_name(path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    found: Set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in annotation_only:
+def _rel(root: Path, path: Path) -> str:
+    try:
+        return path.relative_to(root.parent).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _subdirs(base: Path) -> List[Path]:
+    return sorted(p for p in base.rglob("*") if p.is_dir() and "__pycache__" not in p.parts)
+
+
+def package_dirs(root: Path) -> Dict[str, Path]:
+    """The package's directories by dotted name: the tree plus setup.cfg's ``package_dir``."""
+    dirs = {NAME: root}
+    for sub in _subdirs(root):
+        dirs[".".join((NAME,) + sub.relative_to(root).parts)] = sub
+    setup_cfg = root.parent / "setup.cfg"
+    if setup_cfg.is_file():
+        config = configparser.ConfigParser()
+        config.read(setup_cfg, encoding="utf-8")
+        for line in config.get("options", "package_dir", fallback="").splitlines():
+            dotted, _, directory = (part.strip() for part in line.partition("="))
+            if dotted.startswith(NAME + ".") and directory:
+                base = root.parent / directory
+                dirs[dotted] = base
+                for sub in _subdirs(base):
+                    dirs[".".join([dotted, *sub.relative_to(base).parts])] = sub
+    return dirs
+
+
+_PARSED: Dict[Tuple[str, int, int], ast.Module] = {}
+
+
+def _parse(path: Path) -> ast.Module:
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return _PARSED[key]
+
+
+def read_map(architecture: Path) -> Tuple[Dict[str, str], Dict[str, int], List[str]]:
+    """The ``| module | layer | purpose |`` table: layers, row lines and what is wrong with it."""
+    where = architecture.as_posix()
+    if not architecture.is_file():
+        return {}, {}, [f"{where}: the map of the package is missing"]
+    lines = architecture.read_text(encoding="utf-8").splitlines()
+
+    def cells(line: str) -> List[str]:
+        return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+    headers = [i for i, line in enumerate(lines)
+               if line.lstrip().startswith("|") and [c.lower() for c in cells(line)] == MAP_HEADER]
+    if len(headers) != 1:
+        return {}, {}, [f"{where}: {len(headers)} tables with the columns "
+                        f"| module | layer | purpose |, expected exactly one"]
+    layers: Dict[str, str] = {}
+    rows: Dict[str, int] = {}
+    problems: List[str] = []
+    start = headers[0] + 1
+    if start >= len(lines) or not re.fullmatch(r"\s*\|(\s*:?-{3,}:?\s*\|){3}\s*", lines[start]):
+        problems.append(f"{where}:{start + 1}: the map's header is not followed by |---|---|---|")
+    for number in range(start + 1, len(lines)):
+        line = lines[number]
+        if not line.lstrip().startswith("|"):
+            break
+        row = cells(line)
+        at = f"{where}:{number + 1}"
+        if len(row) != 3:
+            problems.append(f"{at}: a map row needs 3 cells, has {len(row)}")
             continue
+        module, layer, purpose = row
+        match = re.fullmatch(r"`([A-Za-z_][\w.]*)`", module)
+        if not match or not (match.group(1) == NAME or match.group(1).startswith(NAME + ".")):
+            problems.append(f"{at}: {module!r} is not a dotted module name of {NAME} in backticks")
+            continue
+        name = match.group(1)
+        if layer not in RANK:
+            problems.append(f"{at}: {name} has layer {layer!r}, not one of {', '.join(LAYERS)}")
+            continue
+        if not purpose:
+            problems.append(f"{at}: {name} has no purpose")
+        if name in layers:
+            problems.append(f"{at}: {name} is listed twice")
+            continue
+        layers[name] = layer
+        rows[name] = number + 1
+    return layers, rows, problems
+
+
+def load(root: Path, architecture: Path) -> Package:
+    """Parse every module of the package at ``root`` and read the map."""
+    modules: Dict[str, Module] = {}
+    sql_files: List[Tuple[str, Path]] = []
+    for dotted, directory in package_dirs(root).items():
+        for path in sorted(directory.iterdir()):
+            if path.suffix == ".sql" and path.is_file():
+                sql_files.append((dotted, path))
+            if path.suffix != ".py" or not path.is_file():
+                continue
+            is_package = path.stem == "__init__"
+            name = dotted if is_package else f"{dotted}.{path.stem}"
+            modules[name] = Module(name, path, is_package, _parse(path))
+    layers, rows, problems = read_map(architecture)
+    return Package(root, modules, tuple(sql_files), layers, rows, tuple(problems))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return ((isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+            or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _nodes(module: Module) -> Iterator[Tuple[ast.AST, bool, bool]]:
+    """Every node of the module with (annotation_only, lazy)."""
+    facade = module.name == NAME
+    stack: List[Tuple[ast.AST, bool, bool]] = [(module.tree, False, False)]
+    while stack:
+        node, annotation_only, lazy = stack.pop()
+        yield node, annotation_only, lazy
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            children = ([(child, True, lazy) for child in node.body]
+                        + [(child, annotation_only, lazy) for child in node.orelse])
+        elif node is module.tree:
+            children = [(child, False, facade and isinstance(child, ast.FunctionDef)
+                         and child.name == "__getattr__") for child in module.tree.body]
+        else:
+            children = [(child, annotation_only, lazy) for child in ast.iter_child_nodes(node)]
+        stack.extend(reversed(children))
+
+
+def _literal_import(node: ast.AST) -> Optional[str]:
+    """The module named by ``importlib.import_module("x")`` or ``__import__("x")``, if literal."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")):
+        return None
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return node.args[0].value if called in ("import_module", "__import__") else None
+
+
+def imports_of(package: Package, module: Module) -> List[Import]:
+    """Every import the module makes, relative ones resolved to absolute names.
+
+    ``from p import name`` where ``p.name`` is a module of the package counts as importing
+    ``p.name``; any other name counts as importing ``p`` itself (a package means its
+    ``__init__``).
+    """
+    own = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+    found: List[Import] = []
+    for node, annotation_only, lazy in _nodes(module):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            for alias in node.names:
+                found.append(Import(alias.name, (), node.lineno, annotation_only, lazy,
+                                    alias.asname))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-                if node.module is None:
-                    found.update(f"{target}.{alias.name}" for alias in node.names)
-                else:
-                    found.add(target)
-            elif node.module != "__future__":
-                found.add(node.module)
+                if node.level > len(own):
+                    raise SyntaxError(f"{package.where(module.name, node.lineno)}: relative "
+                                      f"import beyond the top-level package")
+                base = own[:len(own) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            taken = tuple(a.name for a in node.names if f"{source}.{a.name}" not in package.modules)
+            for alias in node.names:
+                if f"{source}.{alias.name}" in package.modules:
+                    found.append(Import(f"{source}.{alias.name}", (), node.lineno,
+                                        annotation_only, lazy, alias.asname or alias.name))
+            if taken:
+                found.append(Import(source, taken, node.lineno, annotation_only, lazy))
+        else:
+            literal = _literal_import(node)
+            if literal is not None:
+                found.append(Import(literal, (), getattr(node, "lineno", 1), annotation_only,
+                                    lazy))
     return found
 
 
@@ -96,45 +296,548 @@ def _internal(name: str) -> bool:
     return name == NAME or name.startswith(NAME + ".")
 
 
-def _is_io(name: str) -> bool:
-    if name in IO_EXCEPTIONS_ALLOWED:
-        return False
-    return any(name == m or name.startswith(m + ".") for m in IO_MODULES)
+def _matches(dotted: str, prefix: str) -> bool:
+    return dotted == prefix or dotted.startswith(prefix + ".")
 
 
-GRAPH: Dict[str, Set[str]] = {module_name(p): imports_of(p) for p in modules()}
+def _mapped(package: Package) -> Iterator[Tuple[Module, str]]:
+    for name in sorted(package.modules):
+        if name in package.layers:
+            yield package.modules[name], package.layers[name]
 
 
-@pytest.mark.parametrize("module", sorted(GRAPH))
-def test_module_imports_only_its_own_layer_or_the_ones_before(module):
-    """Core never imports the store, services or adapters; nothing imports an adapter."""
-    own = layer_of(module)
-    for name in GRAPH[module]:
-        if not _internal(name) or name == NAME or name.startswith(f"{NAME}.__version__"):
+# --- the checks --------------------------------------------------------------------------------
+
+def check_map(root: Path, architecture: Path) -> List[str]:
+    """Every module is in the map once, the map lists no ghost, and each layer follows the tree."""
+    package = load(root, architecture)
+    doc = architecture.as_posix()
+    found = list(package.map_problems)
+    for name in sorted(package.modules):
+        if name not in package.layers:
+            found.append(f"{package.where(name, 1)}: {name} is not in the map ({doc})")
+    for name in sorted(package.layers):
+        if name not in package.modules:
+            found.append(f"{doc}:{package.map_rows[name]}: the map lists {name}, which is not a "
+                         f"module of the package")
             continue
-        other = layer_of(name)
-        if other == "adapters":
-            assert own == "adapters", f"{module} imports the adapter {name}"
-        assert RANK[other] <= RANK[own], f"{module} ({own}) imports {name} ({other})"
+        layer = package.layers[name]
+        parts = name.split(".")
+        home = next((lp for lp in LAYER_PACKAGES if _matches(name, lp)), None)
+        if name == NAME:
+            allowed: Tuple[Optional[str], ...] = ("core",)
+        elif home is not None:
+            allowed = (LAYER_PACKAGES[home],)
+        elif len(parts) == 2:
+            allowed = ("core", "adapters")
+        else:
+            allowed = (package.layers.get(".".join(parts[:2])),)  # its top-level package's
+        if None not in allowed and layer not in allowed:
+            found.append(f"{doc}:{package.map_rows[name]}: {name} is mapped to {layer}, but its "
+                         f"place in the tree makes it {' or '.join(map(str, allowed))}")
+    return found
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if layer_of(m) == "core"))
-def test_core_does_no_io_and_reads_no_clock(module):
-    """The pure core imports nothing that talks to the network, disk, processes or the time."""
-    short = module.split(".")[-1]
-    allowed = CLOCK_READERS.get(short, set()) | LOCK_USERS.get(short, set())
-    offending = {n for n in GRAPH[module] if not _internal(n) and _is_io(n) and n not in allowed}
-    assert not offending, f"{module} imports {sorted(offending)}"
+def check_import_direction(root: Path, architecture: Path) -> List[str]:
+    """Each module imports only its own layer or the ones before it; only adapters import adapters."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for module, layer in _mapped(package):
+        hint = " (the facade re-exports lazily, inside __getattr__)" if module.name == NAME else ""
+        for imp in imports_of(package, module):
+            if not _internal(imp.module) or imp.annotation_only or imp.lazy:
+                continue
+            at = package.where(module.name, imp.line)
+            if imp.module not in package.modules:
+                found.append(f"{at}: {module.name} imports {imp.module}, which is not a module of "
+                             f"the package")
+                continue
+            other = package.layers.get(imp.module)
+            if other is None:
+                continue  # unmapped: check_map reports it
+            if other == "adapters" and layer != "adapters":
+                found.append(f"{at}: {module.name} ({layer}) imports the adapter {imp.module}; "
+                             f"nothing but an adapter imports an adapter{hint}")
+            elif RANK[other] > RANK[layer]:
+                found.append(f"{at}: {module.name} ({layer}) imports {imp.module} ({other}), a "
+                             f"later layer{hint}")
+    return found
 
 
-@pytest.mark.parametrize("module", sorted(m for m in GRAPH if layer_of(m) != "store"))
-def test_database_drivers_only_in_the_store(module):
-    """SQL lives only in the store: no other module imports a database driver."""
-    drivers = {n for n in GRAPH[module] if n.split(".")[0] in ("sqlite3", "psycopg2", "psycopg")}
-    assert not drivers, f"{module} imports {sorted(drivers)}"
+def check_core_imports(root: Path, architecture: Path) -> List[str]:
+    """The core imports only allowlisted standard-library modules, ``jsonschema`` and the core."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for module, layer in _mapped(package):
+        if layer != "core":
+            continue
+        allowed = CORE_STDLIB | CORE_THIRD_PARTY | CORE_EXTRA.get(module.name, frozenset())
+        for imp in imports_of(package, module):
+            if imp.annotation_only or _internal(imp.module):
+                continue
+            if imp.module in allowed or any(f"{imp.module}.{n}" in allowed for n in imp.names):
+                continue
+            found.append(f"{package.where(module.name, imp.line)}: core module {module.name} "
+                         f"imports {imp.module}, which is not on the core's allowlist")
+    return found
 
 
-def test_the_checker_sees_a_violation():
-    """The import scanner finds relative imports, so a breach cannot hide behind dots."""
-    found = imports_of(PACKAGE / "intake.py")
-    assert f"{NAME}.store.base" in found and f"{NAME}.survey123" in found
+def _aliases(module: Module) -> Dict[str, str]:
+    """Local name -> the external dotted name an import binds it to, in any scope."""
+    bound: Dict[str, str] = {}
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    bound[top] = top
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
+    """``t.monotonic`` -> ``time.monotonic`` through the import aliases; None if not imported."""
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    if node.id in aliases:
+        root = aliases[node.id]
+    elif node.id == "open" and not parts:
+        root = "builtins.open"
+    else:
+        return None
+    return ".".join([root, *reversed(parts)])
+
+
+def check_core_effects(root: Path, architecture: Path) -> List[str]:
+    """No core code reads the clock (but ``clock``), the environment, randomness, files or sockets."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for module, layer in _mapped(package):
+        if layer != "core":
+            continue
+        privileges = CORE_PRIVILEGES.get(module.name, frozenset())
+        aliases = _aliases(module)
+        nodes = list(ast.walk(module.tree))
+        inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+        called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+
+        def refuse(node: ast.AST, what: str, category: str) -> None:
+            if category not in privileges:
+                found.append(f"{package.where(module.name, getattr(node, 'lineno', 1))}: core "
+                             f"module {module.name} {category}: {what}")
+
+        for node in nodes:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in FILE_METHODS:
+                    refuse(node, f".{node.func.attr}(...)", "touches files")
+                elif node.func.attr in CLOCK_METHODS:
+                    refuse(node, f".{node.func.attr}()", "reads the clock")
+            if not isinstance(node, (ast.Name, ast.Attribute)) or id(node) in inner:
+                continue
+            dotted = _dotted(node, aliases)
+            if dotted is None:
+                continue
+            if _matches(dotted, "random"):
+                if dotted == "random.Random" and id(node) in called:
+                    refuse(node, "random.Random(...) (a core function is handed one)",
+                           "draws randomness")
+                elif not _matches(dotted, "random.Random"):
+                    refuse(node, f"{dotted} (use the injected random.Random)", "draws randomness")
+                continue
+            for category, prefixes in FORBIDDEN.items():
+                if any(_matches(dotted, prefix) for prefix in prefixes):
+                    refuse(node, dotted, category)
+                    break
+    return found
+
+
+def _type_names(annotation: Optional[ast.AST]) -> Set[str]:
+    """Every type name an annotation mentions, inside subscripts and quoted forward references."""
+    names: Set[str] = set()
+    for node in ast.walk(annotation) if annotation is not None else ():
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                names |= _type_names(ast.parse(node.value, mode="eval"))
+            except SyntaxError:
+                pass
+    return names
+
+
+def check_core_parameters(root: Path, architecture: Path) -> List[str]:
+    """No core function, method or dataclass field receives a store, session, socket or connection."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for module, layer in _mapped(package):
+        if layer != "core":
+            continue
+        held: List[Tuple[int, str, Optional[ast.AST], str]] = []
+        for node in ast.walk(module.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                args = node.args
+                owner = f"{getattr(node, 'name', 'lambda')}()"
+                for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                            *[a for a in (args.vararg, args.kwarg) if a is not None]]:
+                    held.append((arg.lineno, arg.arg, arg.annotation, owner))
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                        held.append((item.lineno, item.target.id, item.annotation, node.name))
+        for line, name, annotation, owner in held:
+            types = _type_names(annotation) & HELD_TYPES
+            if name in HELD_NAMES or types:
+                what = f"parameter {name!r}" + (f" of type {sorted(types)[0]}" if types else "")
+                found.append(f"{package.where(module.name, line)}: core module {module.name}: "
+                             f"{owner} receives {what}; what holds a store, session or socket is "
+                             f"a service")
+    return found
+
+
+def check_no_cycles(root: Path, architecture: Path) -> List[str]:
+    """The run-time import graph between the package's modules has no cycle."""
+    package = load(root, architecture)
+    edges: Dict[str, Dict[str, int]] = {name: {} for name in package.modules}
+    for name in sorted(package.modules):
+        for imp in imports_of(package, package.modules[name]):
+            if (imp.module in package.modules and imp.module != name
+                    and not imp.annotation_only and not imp.lazy):
+                edges[name].setdefault(imp.module, imp.line)
+    # Tarjan's strongly connected components
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    components: List[List[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(edges[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    found = []
+    for component in components:
+        members = set(component)
+        start = component[0]
+        paths = {start: [start]}
+        queue = [start]
+        cycle: List[str] = []
+        while queue and not cycle:  # the shortest way from start back to itself
+            node = queue.pop(0)
+            for succ in sorted(edges[node]):
+                if succ == start:
+                    cycle = paths[node] + [start]
+                    break
+                if succ in members and succ not in paths:
+                    paths[succ] = paths[node] + [succ]
+                    queue.append(succ)
+        steps = " -> ".join(f"{a} ({package.where(a, edges[a][b])})"
+                            for a, b in zip(cycle, cycle[1:]))
+        found.append(f"import cycle: {steps} -> {start}")
+    return found
+
+
+def check_sql_in_store(root: Path, architecture: Path) -> List[str]:
+    """Database drivers, ``.sql`` files and SQL statements appear only in the store."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for dotted, path in package.sql_files:
+        if not _matches(dotted, f"{NAME}.store"):
+            found.append(f"{_rel(root, path)}: SQL file outside the store ({dotted})")
+    for module, layer in _mapped(package):
+        if layer == "store":
+            continue
+        for imp in imports_of(package, module):
+            if imp.module.split(".")[0] in DRIVERS:
+                found.append(f"{package.where(module.name, imp.line)}: {module.name} ({layer}) "
+                             f"imports the database driver {imp.module}")
+        nodes = list(ast.walk(module.tree))
+        docstrings = {id(n.body[0].value) for n in nodes
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                        ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in nodes:
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and SQL_TEXT.search(node.value)):
+                found.append(f"{package.where(module.name, node.lineno)}: {module.name} ({layer}) "
+                             f"holds SQL text {node.value.strip()[:40]!r}")
+    return found
+
+
+def _private(segment: str) -> bool:
+    """A leading underscore makes a name private; dunders (``__version__``) are public."""
+    return segment.startswith("_") and not (segment.endswith("__") and len(segment) > 4)
+
+
+def check_adapters_use_public_names(root: Path, architecture: Path) -> List[str]:
+    """An adapter takes from the package only public names of public modules."""
+    package = load(root, architecture)
+    found: List[str] = []
+    for module, layer in _mapped(package):
+        if layer != "adapters":
+            continue
+        bound: Dict[str, str] = {}  # local name -> package module, for ``mod._name``
+        for imp in imports_of(package, module):
+            if not _internal(imp.module):
+                continue
+            if imp.local:
+                bound[imp.local] = imp.module
+            at = package.where(module.name, imp.line)
+            if any(_private(segment) for segment in imp.module.split(".")[1:]):
+                found.append(f"{at}: adapter {module.name} imports from the private module "
+                             f"{imp.module}")
+            for name in imp.names:
+                if _private(name):
+                    found.append(f"{at}: adapter {module.name} imports the private name {name} "
+                                 f"from {imp.module}")
+        for node in ast.walk(module.tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound and _private(node.attr)):
+                found.append(f"{package.where(module.name, node.lineno)}: adapter {module.name} "
+                             f"uses the private name {node.value.id}.{node.attr}")
+    return found
+
+
+CHECKS: Dict[str, Callable[[Path, Path], List[str]]] = {
+    "map": check_map,
+    "direction": check_import_direction,
+    "core_imports": check_core_imports,
+    "core_effects": check_core_effects,
+    "core_parameters": check_core_parameters,
+    "cycles": check_no_cycles,
+    "sql": check_sql_in_store,
+    "public_names": check_adapters_use_public_names,
+}
+
+
+def _assert_none(violations: Sequence[str]) -> None:
+    assert not violations, f"{len(violations)} violation(s):\n" + "\n".join(violations)
+
+
+# --- the rules, on the real package ------------------------------------------------------------
+
+def test_every_module_is_in_the_map_with_the_layer_of_its_place_in_the_tree():
+    """docs/architecture.md lists every module of the package, once, and nothing else."""
+    _assert_none(check_map(PACKAGE, ARCHITECTURE))
+
+
+def test_modules_import_only_their_own_layer_or_the_ones_before():
+    """No module imports a later layer, and nothing but an adapter imports an adapter."""
+    _assert_none(check_import_direction(PACKAGE, ARCHITECTURE))
+
+
+def test_the_core_imports_only_the_allowlist():
+    """The core imports only allowlisted standard-library modules, jsonschema and other core."""
+    _assert_none(check_core_imports(PACKAGE, ARCHITECTURE))
+
+
+def test_the_core_reads_no_clock_environment_randomness_files_or_sockets():
+    """No core code reads the clock (clock aside), the environment, global randomness or files."""
+    _assert_none(check_core_effects(PACKAGE, ARCHITECTURE))
+
+
+def test_the_core_never_receives_a_store_session_or_socket():
+    """No core function or field takes a store, session, socket or connection."""
+    _assert_none(check_core_parameters(PACKAGE, ARCHITECTURE))
+
+
+def test_the_package_has_no_import_cycle():
+    """The run-time import graph between package modules is acyclic."""
+    _assert_none(check_no_cycles(PACKAGE, ARCHITECTURE))
+
+
+def test_sql_and_database_drivers_live_only_in_the_store():
+    """Drivers, .sql files and SQL statements appear only in the store layer."""
+    _assert_none(check_sql_in_store(PACKAGE, ARCHITECTURE))
+
+
+def test_adapters_import_only_public_names():
+    """Adapters import no private name and no private module of the package."""
+    _assert_none(check_adapters_use_public_names(PACKAGE, ARCHITECTURE))
+
+
+# --- the checks can fail: one violation planted at a time in a copy ----------------------------
+
+def copy_package(tmp_path: Path) -> Tuple[Path, Path]:
+    """A copy of the package (setup.cfg and its mapped directories included) and of the map."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    outside = [d for d in package_dirs(PACKAGE).values() if not d.is_relative_to(PACKAGE)]
+    for directory in [PACKAGE, *outside]:
+        if not any(directory != other and directory.is_relative_to(other) for other in outside):
+            shutil.copytree(directory, tmp_path / directory.relative_to(REPO), ignore=ignore)
+    if (REPO / "setup.cfg").is_file():
+        shutil.copy(REPO / "setup.cfg", tmp_path / "setup.cfg")
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ARCHITECTURE, tmp_path / "docs" / "architecture.md")
+    return tmp_path / NAME, tmp_path / "docs" / "architecture.md"
+
+
+def _append(path: Path, text: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + "\n\n" + text.strip() + "\n",
+                    encoding="utf-8")
+
+
+def _plant_in(relative: str, text: str) -> Callable[[Path, Path], None]:
+    def plant(root: Path, architecture: Path) -> None:
+        _append(root / relative, text)
+    return plant
+
+
+def _plant_module(root: Path, architecture: Path) -> None:
+    (root / "unmapped.py").write_text('"""A module nobody put on the map."""\n', encoding="utf-8")
+
+
+def _plant_ghost_row(root: Path, architecture: Path) -> None:
+    text = architecture.read_text(encoding="utf-8")
+    row = f"| `{NAME}.keys` |"
+    assert row in text
+    ghost = f"| `{NAME}.ghost` | core | A module that does not exist. |\n"
+    architecture.write_text(text.replace(row, ghost + row, 1), encoding="utf-8")
+
+
+def _plant_cycle(root: Path, architecture: Path) -> None:
+    _append(root / "caseless.py", "from . import keys")
+    _append(root / "keys.py", "from .caseless import get_ignoring_case")
+
+
+def _plant_sql_file(root: Path, architecture: Path) -> None:
+    (root / "services" / "queries.sql").write_text("SELECT 1;\n", encoding="utf-8")
+
+
+PLANTED = [
+    pytest.param(_plant_in("keys.py", "import datetime\n\ndef _planted():\n"
+                           "    return datetime.datetime.now()"),
+                 check_core_effects, "datetime.datetime.now", id="clock-datetime-now"),
+    pytest.param(_plant_in("keys.py", "from datetime import datetime as D\n\ndef _planted():\n"
+                           "    return D.utcnow()"),
+                 check_core_effects, "datetime.datetime.utcnow", id="clock-aliased"),
+    pytest.param(_plant_in("keys.py", "import os\n\ndef _planted():\n    return os.environ['X']"),
+                 check_core_effects, "os.environ", id="environment-read"),
+    pytest.param(_plant_in("keys.py", "import random\n\ndef _planted():\n"
+                           "    return random.random()"),
+                 check_core_effects, "random.random", id="global-random"),
+    pytest.param(_plant_in("keys.py", "from random import uniform as u\n\ndef _planted():\n"
+                           "    return u(0, 1)"),
+                 check_core_effects, "random.uniform", id="global-random-aliased"),
+    pytest.param(_plant_in("keys.py", "import random\n\ndef _planted():\n"
+                           "    return random.Random(4)"),
+                 check_core_effects, "random.Random(...)", id="constructed-random"),
+    pytest.param(_plant_in("keys.py", "import uuid\n\ndef _planted():\n    return uuid.uuid4()"),
+                 check_core_effects, "uuid.uuid4", id="uuid"),
+    pytest.param(_plant_in("keys.py", "def _planted(path):\n    with open(path) as f:\n"
+                           "        return f.read()"),
+                 check_core_effects, "builtins.open", id="open-file"),
+    pytest.param(_plant_in("keys.py", "def _planted(path):\n    return path.read_text()"),
+                 check_core_effects, ".read_text", id="path-read-text"),
+    pytest.param(_plant_in("keys.py", "from .store import open_store"),
+                 check_import_direction, f"imports {NAME}.store (store)", id="core-imports-store"),
+    pytest.param(_plant_in("keys.py", "from .services.intake import decide"),
+                 check_import_direction, f"imports {NAME}.services.intake (services)",
+                 id="core-imports-services"),
+    pytest.param(_plant_in("keys.py", "def _planted():\n    from .gateway import make_app"),
+                 check_import_direction, f"imports the adapter {NAME}.gateway",
+                 id="core-imports-adapter-in-function"),
+    pytest.param(_plant_in("__init__.py", "from .services.intake import decide"),
+                 check_import_direction, "the facade re-exports lazily",
+                 id="facade-eager-service-import"),
+    pytest.param(_plant_in("keys.py", "import requests"),
+                 check_core_imports, "imports requests", id="core-non-stdlib-import"),
+    pytest.param(_plant_in("keys.py", "def _planted(*, store=None):\n    return store"),
+                 check_core_parameters, "parameter 'store'", id="core-store-parameter"),
+    pytest.param(_plant_in("keys.py", "def _planted(db: 'Optional[SqlStore]'):\n    return db"),
+                 check_core_parameters, "of type SqlStore", id="core-store-annotation"),
+    pytest.param(_plant_cycle, check_no_cycles, f"{NAME}.caseless", id="import-cycle"),
+    pytest.param(_plant_in("services/flow.py", "import sqlite3"),
+                 check_sql_in_store, "database driver sqlite3", id="driver-outside-store"),
+    pytest.param(_plant_sql_file, check_sql_in_store, "SQL file outside the store",
+                 id="sql-file-outside-store"),
+    pytest.param(_plant_in("services/flow.py", "_Q = 'SELECT status FROM ai_task_registry'"),
+                 check_sql_in_store, "holds SQL text", id="sql-text-outside-store"),
+    pytest.param(_plant_in("gateway.py", "from .redact import _private_helper"),
+                 check_adapters_use_public_names, "private name _private_helper",
+                 id="adapter-private-name"),
+    pytest.param(_plant_in("cli/db.py", "from ..store import _x"),
+                 check_adapters_use_public_names, "private name _x", id="adapter-private-relative"),
+    pytest.param(_plant_in("gateway.py", "from . import redact\n\n_R = redact._secret"),
+                 check_adapters_use_public_names, "redact._secret", id="adapter-private-attribute"),
+    pytest.param(_plant_module, check_map, f"{NAME}.unmapped is not in the map",
+                 id="module-missing-from-map"),
+    pytest.param(_plant_ghost_row, check_map, f"{NAME}.ghost, which is not a module",
+                 id="map-lists-a-ghost"),
+]
+
+
+@pytest.mark.parametrize("plant, check, expected", PLANTED)
+def test_a_planted_violation_is_reported(tmp_path, plant, check, expected):
+    """Each kind of violation, planted in a copy of the package, is reported by its check."""
+    root, architecture = copy_package(tmp_path)
+    plant(root, architecture)
+    violations = check(root, architecture)
+    assert any(expected in v for v in violations), \
+        f"{check.__name__} missed {expected!r}; it reported:\n" + "\n".join(violations)
+
+
+def test_the_unmodified_copy_is_clean(tmp_path):
+    """The copy the meta-tests plant in passes every check as it is, so a report is no accident."""
+    root, architecture = copy_package(tmp_path)
+    _assert_none([v for check in CHECKS.values() for v in check(root, architecture)])
+
+
+LAZY_FACADE = '''
+"""A facade whose re-exports are loaded on first use."""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__version__ = "0"
+_EXPORTS = {"decide": "fme_ai_resilience.services.intake"}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a re-exported name on first use."""
+    from .gateway import make_app  # lazy: runs only when the name is asked for
+    from .services import intake
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+'''
+
+
+def test_lazy_and_annotation_only_imports_are_not_violations(tmp_path):
+    """Imports in the facade's __getattr__ or under TYPE_CHECKING break no rule."""
+    root, architecture = copy_package(tmp_path)
+    (root / "__init__.py").write_text(LAZY_FACADE, encoding="utf-8")
+    _append(root / "keys.py", "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                              "    from .services.intake import decide\n    import requests")
+    _assert_none([v for check in CHECKS.values() for v in check(root, architecture)])

@@ -6,6 +6,7 @@ import pytest
 from fme_ai_resilience.ledger import RegisterOutcome, TaskOutcome
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
+from tests.conftest import pg_run
 
 pytestmark = pytest.mark.postgres
 T0 = 1_790_000_000.0
@@ -19,23 +20,13 @@ def pg(pg_store_url):
     store.close()
 
 
-def _admin(url):
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    conn.autocommit = True
-    return conn
-
 
 def test_reconnects_after_the_server_drops_an_idle_connection(pg, pg_store_url):
     """A connection the server terminated is replaced before the next operation."""
     pg.register(Submission("k", "F", "t"), 10, now=T0)
     pid = pg._conn.get_backend_pid()
-    admin = _admin(pg_store_url)
-    with admin.cursor() as cur:
-        # Wait for the backend to be gone, as after a restart (termination is asynchronous).
-        cur.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-    admin.close()
+    # Wait for the backend to be gone, as after a restart (termination is asynchronous).
+    pg_run(pg_store_url, "SELECT pg_terminate_backend(%s, 5000)", (pid,))
     assert pg.register(Submission("k", "F", "t"), 10, now=T0).outcome is \
         RegisterOutcome.DUPLICATE_IN_PROGRESS
     assert pg._conn.get_backend_pid() != pid
@@ -64,14 +55,11 @@ def test_without_prepared_statements_the_contract_holds(pg_store_url):
 
 def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
     """With many finished rows, the backlog counts and the claim never scan the table."""
-    admin = _admin(pg_store_url)
-    with admin.cursor() as cur:
-        cur.execute(
-            "INSERT INTO ai_task_registry (task_key, status, payload, created_at, updated_at,"
-            " completed_at) SELECT 'old' || i, 'SUCCEEDED', '{}', i, i, i"
-            " FROM generate_series(1, 20000) AS i")
-        cur.execute("ANALYZE ai_task_registry")
-    admin.close()
+    pg_run(pg_store_url,
+           "INSERT INTO ai_task_registry (task_key, status, payload, created_at, updated_at,"
+           " completed_at) SELECT 'old' || i, 'SUCCEEDED', '{}', i, i, i"
+           " FROM generate_series(1, 20000) AS i")
+    pg_run(pg_store_url, "ANALYZE ai_task_registry")
     for i in range(3):
         pg.register(Submission(f"k{i}", "F", "t"), 10, now=T0)
     plans = {}
@@ -99,15 +87,9 @@ def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
     assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
     plain = Submission(idempotency_key="k-none", feature_global_id="f2", trace_id="t-2")
     assert pg.register(plain, 10, now=T0).outcome is RegisterOutcome.NEW
-    conn = _admin(pg_store_url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT task_key, source, trace_id, feature_global_id, "
-                        "attachment_global_id, event_type FROM ai_task_registry "
-                        "WHERE task_key IN ('k-cols', 'k-none') ORDER BY task_key")
-            rows = cur.fetchall()
-    finally:
-        conn.close()
+    rows = pg_run(pg_store_url, "SELECT task_key, source, trace_id, feature_global_id, "
+                  "attachment_global_id, event_type FROM ai_task_registry "
+                  "WHERE task_key IN ('k-cols', 'k-none') ORDER BY task_key")
     assert rows == [("k-cols", "reconciler", "t-1", "f\ufffdgid", "a-gid", "editData"),
                     ("k-none", "survey123", "t-2", "f2", None, "addData")]
 

@@ -33,12 +33,12 @@ def add_parser(subparsers: Any) -> None:
     show.add_argument("--json", action="store_true", help="print JSON")
     add_db_option(show)
     show.set_defaults(func=run_show)
-    for name, command in COMMANDS.items():
-        sub = actions.add_parser(name, help=f"{command.value.lower().replace('_', ' ')} "
+    for name, manual in COMMANDS.items():
+        sub = actions.add_parser(name, help=f"{manual.value.lower().replace('_', ' ')} "
                                             "the circuit of --service")
         sub.add_argument("--service", required=True, help="the protected service")
         add_db_option(sub)
-        sub.set_defaults(func=run_command, command_value=command.value)
+        sub.set_defaults(func=run_command, command_value=manual.value)
     cal = actions.add_parser("calibrate", help="suggest thresholds from the call log")
     cal.add_argument("--service", required=True, help="the protected service")
     cal.add_argument("--days", type=float, default=7.0, help="history to look at (default 7)")

@@ -15,13 +15,13 @@ import sys
 from typing import Any, Optional, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from ..errors import ConfigurationError, StoreError
+from ..errors import ConfigurationError
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_text, redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, settings_from_args
+from .common import DB_ENV, EXIT_FAILED, EXIT_OK, command, settings_from_args
 
 __all__ = ["add_parser", "build_server"]
 
@@ -115,19 +115,14 @@ def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
     return server, store
 
 
+@command
 def run(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         server, store = build_server(args)
-    except (ConfigurationError, ValueError) as exc:
-        print(f"serve: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as exc:
-        print(f"serve: the ledger at {redact_url(args.db)} is not usable: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     except OSError as exc:
-        print(f"serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     host, port = server.server_address[:2]
     print(f"intake gateway on http://{host}:{port}/ (health: /healthz), ledger "

@@ -220,14 +220,8 @@ class SqlStore(BreakerLadderOps, abc.ABC):
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
                  now: float) -> Registration:
-        """Insert-or-report-existing plus the backlog check, in one round trip.
-
-        Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
-        OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling`` (None:
-        no limit), past which it too returns OVER_BACKLOG. A duplicate key is reported whatever
-        the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable.
-        The ceiling is a watermark: concurrent registrations may pass it by a few rows.
-        """
+        """:meth:`Store.register <fme_ai_resilience.store.base.Store.register>`, in one round
+        trip. The ceiling is a watermark: concurrent registrations may pass it by a few rows."""
         if not isinstance(submission, Submission):
             raise ConfigurationError("submission", type(submission).__name__,
                                      "must be a Submission")

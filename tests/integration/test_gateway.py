@@ -24,6 +24,7 @@ from fme_ai_resilience.ledger import Status, TaskOutcome
 from fme_ai_resilience.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
+from tests.conftest import pg_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -193,7 +194,6 @@ def test_database_stopped_is_503_and_nothing_half_written(pg, pg_store_url):
 
 def test_no_token_in_database_or_logs(pg, pg_store_url, records):
     """After deliveries of every kind, no text column of any table and no log line holds the token."""
-    import psycopg2
     from psycopg2 import sql
 
     with serving(pg, watermark=1, overload_mode="reject") as url:
@@ -201,22 +201,13 @@ def test_no_token_in_database_or_logs(pg, pg_store_url, records):
         assert post(url, BODY.replace(b"A0B1C2D3", b"B0B1C2D3"), "scan-2")[0] == 429
         assert post(url, BODY.replace(b'"feature"', b'"featur"'), "scan-3")[0] == 400
     assert pg.counts()["PENDING"] == 1 and pg.counts()["DEAD"] == 1
-    conn = psycopg2.connect(pg_store_url, connect_timeout=5)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT table_name, column_name FROM information_schema.columns "
-                        "WHERE table_schema = 'public' AND data_type IN "
-                        "('text', 'character varying', 'character', 'json', 'jsonb')")
-            columns = cur.fetchall()
-            assert len(columns) >= 5
-            leaks = []
-            for table, column in columns:
-                cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {}::text LIKE %s").format(
-                    sql.Identifier(table), sql.Identifier(column)), ("%" + TOKEN + "%",))
-                if cur.fetchone()[0]:
-                    leaks.append(f"{table}.{column}")
-    finally:
-        conn.close()
+    columns = pg_run(pg_store_url, "SELECT table_name, column_name FROM "
+                     "information_schema.columns WHERE table_schema = 'public' AND data_type IN "
+                     "('text', 'character varying', 'character', 'json', 'jsonb')")
+    assert len(columns) >= 5
+    leaks = [f"{table}.{column}" for table, column in columns if pg_run(
+        pg_store_url, sql.SQL("SELECT count(*) FROM {} WHERE {}::text LIKE %s").format(
+            sql.Identifier(table), sql.Identifier(column)), ("%" + TOKEN + "%",))[0][0]]
     assert leaks == []
     assert len(records.lines) > 5
     assert not [line for line in records.lines if TOKEN in line]
