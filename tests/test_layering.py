@@ -1,4 +1,4 @@
-"""The import rules of shared/DESIGN.md section 2, proved on the source against docs/architecture.md.
+"""The import rules of shared/DESIGN.md section 2, proved on the source against the map.
 
 docs/architecture.md holds one table, module -> layer (core, store, services, adapters); every
 check reads the layers from it, so the map and the code cannot drift. Each check is a plain
@@ -13,7 +13,7 @@ import ast
 import configparser
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
@@ -57,7 +57,8 @@ SQL_TEXT = re.compile(
 #: What a core module may not touch, by category; a dotted name matches a prefix at a dot.
 FORBIDDEN = {
     "reads the clock": ("time", "datetime.datetime.now", "datetime.datetime.utcnow",
-                        "datetime.datetime.today", "datetime.date.today"),
+                        "datetime.datetime.today", "datetime.date.today",
+                        f"{NAME}.clock.SystemClock"),
     "reads the environment": ("os.environ", "os.environb", "os.getenv", "os.getenvb",
                               "os.putenv", "os.unsetenv"),
     "draws randomness": ("os.urandom", "secrets"),  # ``random.*`` is handled on its own
@@ -85,6 +86,7 @@ class Module:
     path: Path
     is_package: bool
     tree: ast.Module
+    source: str
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,16 @@ class Package:
     layers: Dict[str, str]
     map_rows: Dict[str, int]  # module -> line of its row in the map
     map_problems: Tuple[str, ...]
+    _imports: Dict[str, List["Import"]] = field(default_factory=dict, repr=False)
 
     def where(self, module: str, line: int) -> str:
         return f"{_rel(self.root, self.modules[module].path)}:{line}"
+
+    def imports(self, module: str) -> List["Import"]:
+        """What ``module`` imports (see :func:`imports_of`), computed once."""
+        if module not in self._imports:
+            self._imports[module] = imports_of(self, self.modules[module])
+        return self._imports[module]
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -144,20 +153,28 @@ def package_dirs(root: Path) -> Dict[str, Path]:
     return dirs
 
 
-_PARSED: Dict[Tuple[str, int, int], ast.Module] = {}
-
-
-def _parse(path: Path) -> ast.Module:
+def _stamp(path: Path) -> Tuple[str, int, int]:
     stat = path.stat()
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
-    if key not in _PARSED:
-        _PARSED[key] = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    return _PARSED[key]
+    return str(path), stat.st_mtime_ns, stat.st_size
 
 
-def read_map(architecture: Path) -> Tuple[Dict[str, str], Dict[str, int], List[str]]:
-    """The ``| module | layer | purpose |`` table: layers, row lines and what is wrong with it."""
-    where = architecture.as_posix()
+#: The last packages loaded, by the stamps of their files: the checks share one load of a tree.
+_LOADED: Dict[Tuple[Tuple[str, int, int], ...], "Package"] = {}
+#: Syntax trees by source text, so a copy of the package re-parses only the file planted in it.
+_TREES: Dict[str, ast.Module] = {}
+
+
+def _tree(source: str, path: Path) -> ast.Module:
+    if source not in _TREES:
+        _TREES[source] = ast.parse(source, str(path))
+    return _TREES[source]
+
+
+def read_map(architecture: Path, where: str) -> Tuple[Dict[str, str], Dict[str, int], List[str]]:
+    """The ``| module | layer | purpose |`` table: layers, row lines and what is wrong with it.
+
+    ``where`` names the page in the messages.
+    """
     if not architecture.is_file():
         return {}, {}, [f"{where}: the map of the package is missing"]
     lines = architecture.read_text(encoding="utf-8").splitlines()
@@ -206,19 +223,27 @@ def read_map(architecture: Path) -> Tuple[Dict[str, str], Dict[str, int], List[s
 
 def load(root: Path, architecture: Path) -> Package:
     """Parse every module of the package at ``root`` and read the map."""
+    files = [(dotted, path) for dotted, directory in package_dirs(root).items()
+             for path in sorted(directory.iterdir())
+             if path.suffix in (".py", ".sql") and path.is_file()]
+    key = tuple(_stamp(path) for _, path in files)
+    key += (_stamp(architecture),) if architecture.is_file() else ()
+    if key in _LOADED:
+        return _LOADED[key]
     modules: Dict[str, Module] = {}
-    sql_files: List[Tuple[str, Path]] = []
-    for dotted, directory in package_dirs(root).items():
-        for path in sorted(directory.iterdir()):
-            if path.suffix == ".sql" and path.is_file():
-                sql_files.append((dotted, path))
-            if path.suffix != ".py" or not path.is_file():
-                continue
+    for dotted, path in files:
+        if path.suffix == ".py":
             is_package = path.stem == "__init__"
             name = dotted if is_package else f"{dotted}.{path.stem}"
-            modules[name] = Module(name, path, is_package, _parse(path))
-    layers, rows, problems = read_map(architecture)
-    return Package(root, modules, tuple(sql_files), layers, rows, tuple(problems))
+            source = path.read_text(encoding="utf-8")
+            modules[name] = Module(name, path, is_package, _tree(source, path), source)
+    layers, rows, problems = read_map(architecture, _rel(root, architecture))
+    sql_files = tuple((dotted, path) for dotted, path in files if path.suffix == ".sql")
+    package = Package(root, modules, sql_files, layers, rows, tuple(problems))
+    while len(_LOADED) >= 4:
+        del _LOADED[next(iter(_LOADED))]
+    _LOADED[key] = package
+    return package
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -227,8 +252,10 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _nodes(module: Module) -> Iterator[Tuple[ast.AST, bool, bool]]:
-    """Every node of the module with (annotation_only, lazy)."""
+    """The module's statements (every node, where a dynamic import may hide) with
+    (annotation_only, lazy)."""
     facade = module.name == NAME
+    dynamic = "import_module" in module.source or "__import__" in module.source
     stack: List[Tuple[ast.AST, bool, bool]] = [(module.tree, False, False)]
     while stack:
         node, annotation_only, lazy = stack.pop()
@@ -239,8 +266,14 @@ def _nodes(module: Module) -> Iterator[Tuple[ast.AST, bool, bool]]:
         elif node is module.tree:
             children = [(child, False, facade and isinstance(child, ast.FunctionDef)
                          and child.name == "__getattr__") for child in module.tree.body]
-        else:
+        elif dynamic:
             children = [(child, annotation_only, lazy) for child in ast.iter_child_nodes(node)]
+        else:  # an import statement sits only in a body of statements
+            blocks = [getattr(node, name, None) or [] for name in ("body", "orelse", "finalbody")]
+            blocks += [handler.body for handler in getattr(node, "handlers", None) or []]
+            blocks += [case.body for case in getattr(node, "cases", None) or []]
+            children = [(child, annotation_only, lazy) for block in blocks
+                        if isinstance(block, list) for child in block]
         stack.extend(reversed(children))
 
 
@@ -311,7 +344,7 @@ def _mapped(package: Package) -> Iterator[Tuple[Module, str]]:
 def check_map(root: Path, architecture: Path) -> List[str]:
     """Every module is in the map once, the map lists no ghost, and each layer follows the tree."""
     package = load(root, architecture)
-    doc = architecture.as_posix()
+    doc = _rel(root, architecture)
     found = list(package.map_problems)
     for name in sorted(package.modules):
         if name not in package.layers:
@@ -339,12 +372,12 @@ def check_map(root: Path, architecture: Path) -> List[str]:
 
 
 def check_import_direction(root: Path, architecture: Path) -> List[str]:
-    """Each module imports only its own layer or the ones before it; only adapters import adapters."""
+    """Each module imports its own layer or the ones before it; only adapters import adapters."""
     package = load(root, architecture)
     found: List[str] = []
     for module, layer in _mapped(package):
         hint = " (the facade re-exports lazily, inside __getattr__)" if module.name == NAME else ""
-        for imp in imports_of(package, module):
+        for imp in package.imports(module.name):
             if not _internal(imp.module) or imp.annotation_only or imp.lazy:
                 continue
             at = package.where(module.name, imp.line)
@@ -352,6 +385,12 @@ def check_import_direction(root: Path, architecture: Path) -> List[str]:
                 found.append(f"{at}: {module.name} imports {imp.module}, which is not a module of "
                              f"the package")
                 continue
+            if imp.module == NAME and layer != "adapters":
+                through = [n for n in imp.names if not (n.startswith("__") and n.endswith("__"))]
+                if through:
+                    found.append(f"{at}: {module.name} ({layer}) takes {', '.join(through)} "
+                                 f"through the facade; import it from the module that holds it")
+                    continue
             other = package.layers.get(imp.module)
             if other is None:
                 continue  # unmapped: check_map reports it
@@ -372,7 +411,7 @@ def check_core_imports(root: Path, architecture: Path) -> List[str]:
         if layer != "core":
             continue
         allowed = CORE_STDLIB | CORE_THIRD_PARTY | CORE_EXTRA.get(module.name, frozenset())
-        for imp in imports_of(package, module):
+        for imp in package.imports(module.name):
             if imp.annotation_only or _internal(imp.module):
                 continue
             if imp.module in allowed or any(f"{imp.module}.{n}" in allowed for n in imp.names):
@@ -383,7 +422,8 @@ def check_core_imports(root: Path, architecture: Path) -> List[str]:
 
 
 def _aliases(module: Module) -> Dict[str, str]:
-    """Local name -> the external dotted name an import binds it to, in any scope."""
+    """Local name -> the dotted name an import binds it to, in any scope."""
+    own = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
     bound: Dict[str, str] = {}
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Import):
@@ -393,7 +433,11 @@ def _aliases(module: Module) -> Dict[str, str]:
                 else:
                     top = alias.name.split(".")[0]
                     bound[top] = top
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        elif isinstance(node, ast.ImportFrom) and 0 < node.level <= len(own):
+            base = own[:len(own) - (node.level - 1)] + ([node.module] if node.module else [])
+            for alias in node.names:
+                bound[alias.asname or alias.name] = ".".join(base + [alias.name])
+        elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     return bound
@@ -417,7 +461,7 @@ def _dotted(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
 
 
 def check_core_effects(root: Path, architecture: Path) -> List[str]:
-    """No core code reads the clock (but ``clock``), the environment, randomness, files or sockets."""
+    """No core code reads the clock (but ``clock``), the environment, randomness, files, sockets."""
     package = load(root, architecture)
     found: List[str] = []
     for module, layer in _mapped(package):
@@ -435,7 +479,8 @@ def check_core_effects(root: Path, architecture: Path) -> List[str]:
                              f"module {module.name} {category}: {what}")
 
         for node in nodes:
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and _dotted(node.func, aliases) is None):
                 if node.func.attr in FILE_METHODS:
                     refuse(node, f".{node.func.attr}(...)", "touches files")
                 elif node.func.attr in CLOCK_METHODS:
@@ -476,7 +521,7 @@ def _type_names(annotation: Optional[ast.AST]) -> Set[str]:
 
 
 def check_core_parameters(root: Path, architecture: Path) -> List[str]:
-    """No core function, method or dataclass field receives a store, session, socket or connection."""
+    """No core function, method or dataclass field receives a store, session, socket, connection."""
     package = load(root, architecture)
     found: List[str] = []
     for module, layer in _mapped(package):
@@ -509,7 +554,7 @@ def check_no_cycles(root: Path, architecture: Path) -> List[str]:
     package = load(root, architecture)
     edges: Dict[str, Dict[str, int]] = {name: {} for name in package.modules}
     for name in sorted(package.modules):
-        for imp in imports_of(package, package.modules[name]):
+        for imp in package.imports(name):
             if (imp.module in package.modules and imp.module != name
                     and not imp.annotation_only and not imp.lazy):
                 edges[name].setdefault(imp.module, imp.line)
@@ -576,7 +621,7 @@ def check_sql_in_store(root: Path, architecture: Path) -> List[str]:
     for module, layer in _mapped(package):
         if layer == "store":
             continue
-        for imp in imports_of(package, module):
+        for imp in package.imports(module.name):
             if imp.module.split(".")[0] in DRIVERS:
                 found.append(f"{package.where(module.name, imp.line)}: {module.name} ({layer}) "
                              f"imports the database driver {imp.module}")
@@ -606,7 +651,7 @@ def check_adapters_use_public_names(root: Path, architecture: Path) -> List[str]
         if layer != "adapters":
             continue
         bound: Dict[str, str] = {}  # local name -> package module, for ``mod._name``
-        for imp in imports_of(package, module):
+        for imp in package.imports(module.name):
             if not _internal(imp.module):
                 continue
             if imp.local:
@@ -740,6 +785,9 @@ PLANTED = [
     pytest.param(_plant_in("keys.py", "from datetime import datetime as D\n\ndef _planted():\n"
                            "    return D.utcnow()"),
                  check_core_effects, "datetime.datetime.utcnow", id="clock-aliased"),
+    pytest.param(_plant_in("retry.py", "from .clock import SystemClock as Wall\n\n"
+                           "def _planted():\n    return Wall().now()"),
+                 check_core_effects, f"{NAME}.clock.SystemClock", id="clock-system-clock"),
     pytest.param(_plant_in("keys.py", "import os\n\ndef _planted():\n    return os.environ['X']"),
                  check_core_effects, "os.environ", id="environment-read"),
     pytest.param(_plant_in("keys.py", "import random\n\ndef _planted():\n"
@@ -766,6 +814,9 @@ PLANTED = [
     pytest.param(_plant_in("keys.py", "def _planted():\n    from .gateway import make_app"),
                  check_import_direction, f"imports the adapter {NAME}.gateway",
                  id="core-imports-adapter-in-function"),
+    pytest.param(_plant_in("keys.py", "def _planted():\n    from . import Retrying"),
+                 check_import_direction, "takes Retrying through the facade",
+                 id="core-takes-a-service-through-the-facade"),
     pytest.param(_plant_in("__init__.py", "from .services.intake import decide"),
                  check_import_direction, "the facade re-exports lazily",
                  id="facade-eager-service-import"),
