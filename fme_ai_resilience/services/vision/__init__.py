@@ -1,6 +1,6 @@
 """The Vision AI client, its provider adapters and the guarded photo download.
 
-``VisionClient(endpoint, provider, credentials, budget).analyze(image, trace_id)`` returns a
+``VisionClient(endpoint, provider, credentials, timeouts).analyze(image, trace_id)`` returns a
 :class:`VisionOutcome`; ``providers.normalize`` maps each provider's answer onto one
 :class:`Assessment`; ``download.fetch_photo`` fetches a survey photo under a
 :class:`DownloadPolicy` (the SSRF guard).
