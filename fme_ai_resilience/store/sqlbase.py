@@ -21,6 +21,7 @@ from typing import (
 from ..checks import count, finite, name
 from ..errors import ConfigurationError, ErrorClass, FailureClass, StoreError, StoreUnavailable
 from ..ledger import (
+    AssetRow,
     CallRecord,
     CallWindow,
     FormatAnomaly,
@@ -38,6 +39,7 @@ from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
+from .pipeline_rows import PipelineRowOps
 from .rows import from_json, optional, record_of, task_of, to_json
 from .text import clean_params
 
@@ -122,6 +124,10 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(f"{type(exc).__name__}: {redact_text(first)}")
 
 
+class _Stale(StoreError):
+    """A fenced write inside a transaction found no row: roll the transaction back."""
+
+
 def _limit(field: str, value: Any, minimum: int) -> int:
     """A count used as a limit or ceiling; past ``_NO_LIMIT`` it means "no limit"."""
     return min(count(field, value, minimum=minimum), _NO_LIMIT)
@@ -137,7 +143,7 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, abc.ABC):
+class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -219,7 +225,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
-                 now: float) -> Registration:
+                 now: float, received_at: Optional[float] = None) -> Registration:
         """:meth:`Store.register <fme_ai_resilience.store.base.Store.register>`, in one round
         trip. The ceiling is a watermark: concurrent registrations may pass it by a few rows."""
         if not isinstance(submission, Submission):
@@ -238,6 +244,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
             "attachment_global_id": submission.attachment_global_id,
             "event_type": submission.event_type, "payload": to_json(payload, "payload"),
             "now": now, "due_at": now if due_at is None else finite("due_at", due_at),
+            "received_at": None if received_at is None else finite("received_at", received_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
             "park_ceiling": _NO_LIMIT if park_ceiling is None else min(park_ceiling, _NO_LIMIT),
         })
@@ -319,6 +326,44 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         return self._fenced("bury", key, token, now=now,
                             failure_class=FailureClass(failure_class).value,
                             error=excerpt(error, ERROR_LIMIT))
+
+    def renew(self, key: str, token: int, lease_s: float, *, now: float) -> bool:
+        """Extend a live lease to ``now + lease_s`` (fenced: False when the lease was lost)."""
+        now = finite("now", now)
+        return self._fenced("renew", key, token, now=now,
+                            expires_at=now + finite("lease_s", lease_s, above=0))
+
+    def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,
+                            result: Optional[Mapping[str, Any]], asset: AssetRow, *,
+                            now: float) -> bool:
+        """:meth:`complete` and the task's ``asset_condition`` row in one transaction.
+
+        Either both are written or neither: a stale token (the lease was lost) writes no asset
+        row, and a failure between the two statements rolls both back. Returns whether the
+        task was completed.
+        """
+        params = {"key": key, "token": count("token", token), "now": finite("now", now),
+                  "outcome": TaskOutcome(outcome).value, "result": to_json(result, "result")}
+        row = {"key": name("asset.task_key", asset.task_key),
+               "feature_global_id": name("asset.feature_global_id", asset.feature_global_id),
+               "attachment_global_id": asset.attachment_global_id,
+               "asset_type": asset.asset_type, "condition": asset.condition,
+               "confidence": None if asset.confidence is None else finite(
+                   "asset.confidence", asset.confidence, minimum=0, maximum=1),
+               "outcome": TaskOutcome(asset.outcome).value,
+               "model_version": asset.model_version, "trace_id": asset.trace_id,
+               "now": params["now"]}
+
+        def work(tx: Tx) -> bool:
+            tx.run("asset_upsert", row)
+            if tx.run("complete", params).rowcount == 1:
+                return True
+            raise _Stale()
+
+        try:
+            return self._transact(work)
+        except _Stale:
+            return False
 
     # -- compensation ------------------------------------------------------------------------
     def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
