@@ -27,11 +27,15 @@ from .capacity import CapacityPlan, plan_capacity
 from .checks import count, finite, ratio
 from .errors import ConfigurationError
 from .ledger import OverloadMode
+from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
+                                CostSettings, VisionSettings, WritebackSettings)
+from .redact import REDACTED
 from .timeouts import TimeoutBudget
 
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
-           "ENV_PREFIX", "MAX_COUNT"]
+           "VisionSettings", "ArcGISSettings", "WritebackSettings", "CompensationSettings",
+           "CostSettings", "SECRET_SETTINGS", "ENV_PREFIX", "MAX_COUNT"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -237,13 +241,21 @@ class IntakeSettings:
 
 @dataclass(frozen=True)
 class ProcessingSettings:
-    """How the processor takes work from the ledger."""
+    """How the processor takes work from the ledger.
+
+    A batch claims at most ``claim_limit`` tasks, each leased for ``lease_s`` (renewed while
+    its worker lives). ``job_runtime_limit_s`` is the FME job's runtime limit (``tm_ttc``;
+    0: none): a batch stops claiming when what is left of it cannot fit another worst-case
+    task.
+    """
 
     lease_s: float = 300.0
     claim_limit: int = 10
+    job_runtime_limit_s: float = 0.0
 
     def __post_init__(self) -> None:
         _positive("processing", self, "lease_s", "claim_limit")
+        _positive("processing", self, "job_runtime_limit_s", allow_zero=True)
 
 
 @dataclass(frozen=True)
@@ -284,22 +296,31 @@ class DownloadSettings:
     max_redirects: int = 3
     allowed_hosts: Tuple[str, ...] = ()
     allow_http_hosts: Tuple[str, ...] = ()
+    allow_private_hosts: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _positive("download", self, "max_photo_bytes")
         _positive("download", self, "max_redirects", allow_zero=True)
-        _names("download", self, "allowed_hosts", "allow_http_hosts")
+        _names("download", self, "allowed_hosts", "allow_http_hosts", "allow_private_hosts")
 
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """When ``check`` turns a signal into an alert."""
+    """When ``check`` turns a signal into an alert (seed section 9.1), over ``window_s``.
+
+    Format anomalies above ``anomaly_rate`` of the AI calls: alert; the end-to-end P95 above
+    ``e2e_p95_warning_ratio`` of the latency promise: warn; the backlog above
+    ``backlog_ratio`` of the watermark: backpressure (warn).
+    """
 
     anomaly_rate: float = 0.05
     e2e_p95_warning_ratio: float = 0.8
+    backlog_ratio: float = 0.8
+    window_s: float = 900.0
 
     def __post_init__(self) -> None:
-        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio")
+        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio")
+        _positive("alerts", self, "window_s")
 
 
 @dataclass(frozen=True)
@@ -315,6 +336,11 @@ class Settings:
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     download: DownloadSettings = field(default_factory=DownloadSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    vision: VisionSettings = field(default_factory=VisionSettings)
+    arcgis: ArcGISSettings = field(default_factory=ArcGISSettings)
+    writeback: WritebackSettings = field(default_factory=WritebackSettings)
+    compensation: CompensationSettings = field(default_factory=CompensationSettings)
+    cost: CostSettings = field(default_factory=CostSettings)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], prefix: str = "") -> "Settings":
@@ -357,18 +383,24 @@ class Settings:
             groups[group] = dataclasses.replace(getattr(self, group), **attrs)
         return dataclasses.replace(self, **groups)
 
-    def as_flat_dict(self) -> Dict[str, Any]:
-        """Every setting as ``{"group.field": value}``, for display and the config table."""
+    def as_flat_dict(self, *, reveal_secrets: bool = False) -> Dict[str, Any]:
+        """Every setting as ``{"group.field": value}``, for display and the config table.
+
+        A secret setting that is set shows as ``[REDACTED]`` unless ``reveal_secrets``.
+        """
         out: Dict[str, Any] = {}
         for g in dataclasses.fields(self):
             group = getattr(self, g.name)
             for f in dataclasses.fields(group):
+                name = f"{g.name}.{f.name}"
                 value = getattr(group, f.name)
                 if isinstance(value, Mapping):
                     value = dict(value)
                 elif isinstance(value, enum.Enum):
                     value = value.value
-                out[f"{g.name}.{f.name}"] = value
+                elif name in SECRET_SETTINGS and value and not reveal_secrets:
+                    value = REDACTED
+                out[name] = value
         return out
 
 
@@ -393,15 +425,16 @@ def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
 def _convert(group: str, attr: str, raw: Any) -> Any:
     hint = typing.get_type_hints(_groups()[group])[attr]
     label = f"{group}.{attr}"
+    shown = REDACTED if label in SECRET_SETTINGS else raw  # a secret never reaches a message
     if not isinstance(raw, str):
         if hint is int and isinstance(raw, float) and raw.is_integer():
             return int(raw)
-        _check(group, attr, raw, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
+        _check(group, attr, shown, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
         return raw
     text = raw.strip()
 
     def bad(reason: str) -> ConfigurationError:
-        return ConfigurationError(label, raw, reason)
+        return ConfigurationError(label, shown, reason)
 
     if hint is bool:
         lowered = text.lower()

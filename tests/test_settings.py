@@ -88,7 +88,11 @@ def test_flat_dict_names_every_setting():
 
 
 UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts",
-                 "degrade.critical_types"}
+                 "download.allow_private_hosts", "degrade.critical_types",
+                 # free text: a model name, a prompt, a credential, a currency, a boolean
+                 "vision.key", "vision.model", "vision.fallback_model", "vision.prompt",
+                 "arcgis.token", "arcgis.web_connection", "compensation.reconcile_backfill",
+                 "cost.currency"}
 
 INVALID = [
     ("timeouts.connect_s", "0", "timeouts.connect_s"),
@@ -145,6 +149,41 @@ INVALID = [
     ("download.max_redirects", "-1", "download.max_redirects"),
     ("alerts.anomaly_rate", "2", "alerts.anomaly_rate"),
     ("alerts.e2e_p95_warning_ratio", "-1", "alerts.e2e_p95_warning_ratio"),
+    ("alerts.backlog_ratio", "1.5", "alerts.backlog_ratio"),
+    ("alerts.window_s", "0", "alerts.window_s"),
+    ("processing.job_runtime_limit_s", "-5", "processing.job_runtime_limit_s"),
+    ("vision.provider", "bing", "vision.provider"),
+    ("vision.endpoint", "ftp://vision", "vision.endpoint"),
+    ("vision.fallback_endpoint", "vision.local", "vision.fallback_endpoint"),
+    ("vision.service", "vision ai", "vision.service"),
+    ("vision.max_response_bytes", "0", "vision.max_response_bytes"),
+    ("arcgis.portal_url", "portal", "arcgis.portal_url"),
+    ("arcgis.client_id", "app-1", "arcgis.client_secret"),
+    ("arcgis.client_secret", "s3cret", "arcgis.client_id"),
+    ("arcgis.username", "field_user", "arcgis.password"),
+    ("arcgis.password", "pw", "arcgis.username"),
+    ("arcgis.token_refresh_margin_s", "-1", "arcgis.token_refresh_margin_s"),
+    ("arcgis.request_timeout_s", "0", "arcgis.request_timeout_s"),
+    ("writeback.sink", "email", "writeback.sink"),
+    ("writeback.layer_url", "layer/0", "writeback.layer_url"),
+    ("writeback.table_url", "table/1", "writeback.table_url"),
+    ("writeback.parent_field", "ai condition", "writeback.parent_field"),
+    ("writeback.photo_field", "ai condition", "writeback.photo_field"),
+    ("writeback.condition_field", "ai condition", "writeback.condition_field"),
+    ("writeback.confidence_field", "ai condition", "writeback.confidence_field"),
+    ("writeback.outcome_field", "ai condition", "writeback.outcome_field"),
+    ("writeback.model_field", "ai condition", "writeback.model_field"),
+    ("writeback.trace_field", "ai condition", "writeback.trace_field"),
+    ("writeback.assessed_at_field", "ai condition", "writeback.assessed_at_field"),
+    ("compensation.requeue_budget", "-1", "compensation.requeue_budget"),
+    ("compensation.requeue_backoff_s", "0", "compensation.requeue_backoff_s"),
+    ("compensation.requeue_backoff_cap_s", "10", "compensation.requeue_backoff_cap_s"),
+    ("compensation.batch", "0", "compensation.batch"),
+    ("compensation.retention_days", "0", "compensation.retention_days"),
+    ("compensation.reconcile_window_s", "0", "compensation.reconcile_window_s"),
+    ("compensation.date_field", "ai condition", "compensation.date_field"),
+    ("compensation.crew_field", "ai condition", "compensation.crew_field"),
+    ("cost.per_call", "-0.01", "cost.per_call"),
     # a rate of 0 inverts the breaker: it would trip a healthy service, close a dead one
     ("breaker.failure_rate", "0", "breaker.failure_rate"),
     ("breaker.slow_call_rate", "0", "breaker.slow_call_rate"),
@@ -221,3 +260,19 @@ def test_a_derived_watermark_beyond_the_largest_count_is_refused():
     assert info.value.field == "intake.watermark"
     assert Settings().with_values({"intake.engines": str(2 ** 31 - 1),
                                    "intake.watermark": "48"}).intake.watermark == 48
+
+
+SECRETS = {"vision.key": "sk-live-0123456789abcdef", "arcgis.token": "tok-abcdef-123456",
+           "arcgis.client_secret": "cs-ABCDEF-987654", "arcgis.password": "pw-Secret-42"}
+
+
+def test_secret_settings_never_show_in_repr_display_or_errors():
+    """API keys, tokens and passwords stay out of repr, as_flat_dict and error messages."""
+    s = Settings.from_mapping({**SECRETS, "arcgis.client_id": "app", "arcgis.username": "u"})
+    shown = repr(s) + repr(s.vision) + repr(s.arcgis) + str(s.as_flat_dict())
+    assert not [v for v in SECRETS.values() if v in shown]
+    assert s.as_flat_dict()["vision.key"] == "[REDACTED]"
+    assert s.as_flat_dict(reveal_secrets=True)["vision.key"] == SECRETS["vision.key"]
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"vision.key": 12345678901234567})
+    assert "12345678901234567" not in str(info.value)
