@@ -85,9 +85,9 @@ SET status = 'SUCCEEDED', outcome = %(outcome)s, result = %(result)s, completed_
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 
 -- fail --
--- PROCESSING -> FAILED, due again at retry_at; counts an attempt
+-- PROCESSING -> FAILED, due again at retry_at; counts the attempts that failed
 UPDATE ai_task_registry
-SET status = 'FAILED', attempt_count = attempt_count + 1, error_class = %(error_class)s,
+SET status = 'FAILED', attempt_count = attempt_count + %(attempts)s, error_class = %(error_class)s,
     last_error = %(error)s, next_attempt_at = %(retry_at)s, lease_expires_at = NULL,
     updated_at = %(now)s
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'

@@ -85,8 +85,8 @@ class Store(Protocol):
         """PROCESSING -> SUCCEEDED with the outcome and result."""
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, *, now: float) -> bool:
-        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+             retry_at: float, *, now: float, attempts: int = 1) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; adds ``attempts`` to the count."""
 
     def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""

@@ -309,12 +309,14 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
                             result=to_json(result, "result"))
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, *, now: float) -> bool:
-        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+             retry_at: float, *, now: float, attempts: int = 1) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; ``attempts`` (the failed attempts
+        of this run, inline retries included) are added to the task's attempt count."""
         return self._fenced("fail", key, token, now=now,
                             error_class=ErrorClass(error_class).value,
                             error=excerpt(error, ERROR_LIMIT),
-                            retry_at=finite("retry_at", retry_at))
+                            retry_at=finite("retry_at", retry_at),
+                            attempts=count("attempts", attempts, minimum=1))
 
     def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
