@@ -45,6 +45,7 @@ from ..submission import Submission
 from ..task_budget import worst_case_task_s
 from ..validate import VerdictKind, validate
 from .fleet_retry_gate import FleetRetryGate
+from .observe import trace
 from .retrying import Retrying, classify_exception
 from .shared_breaker import CircuitBreaker
 from .shared_ladder import Degradation
@@ -275,7 +276,8 @@ class Processor:
                               reason="lease lost before the task started")
         run = _Run(self, task)
         try:
-            with _Heartbeat(task, lease_s, store=self.store, clock=self.clock):
+            with trace(task.trace_id), _Heartbeat(task, lease_s, store=self.store,
+                                                  clock=self.clock):
                 return run.through()
         except _Parked as parked:
             return parked.result
