@@ -55,12 +55,12 @@ def _p95(values: Sequence[float]) -> Optional[float]:
 
 @dataclass(frozen=True)
 class GoldenSignals:
-    """The signals over ``window_s`` seconds up to ``now`` (see the module docstring).
+    """The signals over ``window_s`` seconds up to ``window_end`` (see the module docstring).
 
     Latencies are seconds (None without samples); rates per minute.
     """
 
-    now: float
+    window_end: float
     window_s: float
     intake_p95_s: Optional[float]
     ai_call_p95_s: Optional[float]
@@ -161,7 +161,7 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
     capped = sample_limit is not None and any(
         len(s) >= sample_limit for s in (calls, completions, registrations))
     signals = GoldenSignals(
-        now=now, window_s=window,
+        window_end=now, window_s=window,
         intake_p95_s=_p95([r.created_at - r.received_at for r in fresh
                            if r.received_at is not None]),
         ai_call_p95_s=_p95([c.duration_s for c in ai]),
