@@ -23,6 +23,8 @@ COMMANDS = (
     "serve",
     "breaker",
     "degrade",
+    "dlq",
+    "check",
 )
 
 
