@@ -13,7 +13,7 @@ import sys
 from typing import Any, Dict
 
 from ..clock import SystemClock
-from ..errors import FailureClass
+from ..errors import ConfigurationError, FailureClass
 from ..ledger import Status, TaskRecord
 from ..redact import redact_mapping
 from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, ledger
@@ -68,7 +68,7 @@ def run_show(args: argparse.Namespace) -> int:
 @command
 def run_requeue(args: argparse.Namespace) -> int:
     if not args.keys and not args.cause:
-        raise ValueError("requeue needs KEY ... or --cause CAUSE")
+        raise ConfigurationError("requeue", "", "needs KEY ... or --cause CAUSE")
     with ledger(args) as (store, _):
         moved = store.requeue(args.keys or None,
                               FailureClass(args.cause) if args.cause else None,
