@@ -14,7 +14,7 @@ from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
 from fme_ai_resilience.keys import trace_id_for
 from fme_ai_resilience.ledger import Stage, Status, TaskOutcome
-from fme_ai_resilience.services.processor import Processor, VisionRoute
+from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute
 from fme_ai_resilience.services.shared_breaker import CircuitBreaker
 from fme_ai_resilience.services.shared_ladder import Degradation
 from fme_ai_resilience.services.sinks import CollectingSink, PostgresTableSink
@@ -253,7 +253,7 @@ def test_the_batch_stops_claiming_when_the_job_cannot_fit_another_task(ledger, c
     settings = Settings().with_values({"processing.job_runtime_limit_s": "100"})
     processor = make(ledger, clock, settings=settings)
     report = processor.run_batch()
-    assert report.results == () and "cannot fit" in report.stopped
+    assert report.results == () and report.stopped is Stop.JOB_ENDING
     assert ledger.counts()["PENDING"] == 2
 
 
@@ -305,6 +305,6 @@ def test_a_lost_ledger_stops_the_batch_and_reports_it(ledger, clock, monkeypatch
 
     monkeypatch.setattr(ledger, "checkpoint", down)
     report = processor.run_batch()
-    assert len(report.results) == 1 and "ledger unavailable" in report.stopped
+    assert len(report.results) == 1 and report.stopped is Stop.LEDGER_DOWN
     assert ledger.get("a").status is Status.PROCESSING  # its lease lapses; the reaper hands it on
     assert ledger.get("b").status is Status.PENDING

@@ -23,13 +23,14 @@ task (unstarted tasks are handed back at once).
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import logging
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..clock import Clock, Deadline, SystemClock
 from ..degrade import Model
@@ -49,7 +50,7 @@ from .sinks import Sink
 from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
 from .vision import DownloadPolicy, Photo, VisionClient, fetch_photo
 
-__all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "PhotoLister",
+__all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "Stop", "PhotoLister",
            "Downloader", "analysis_fingerprint"]
 
 log = logging.getLogger("fme_ai_resilience.processor")
@@ -80,15 +81,41 @@ class VisionRoute:
         return cls(client, service, hashlib.sha256(described.encode()).hexdigest()[:16])
 
 
+class Stop(enum.Enum):
+    """Why a batch stopped claiming; the value is the sentence the report shows."""
+
+    CLAIM_LIMIT = "claim limit reached"
+    NO_DUE_TASK = "no due task"
+    JOB_ENDING = "the job's remaining runtime cannot fit another task"
+    LEDGER_DOWN = "ledger unavailable"
+
+
 @dataclass(frozen=True)
 class BatchReport:
-    """One batch: what happened to each task, and why the batch stopped claiming."""
+    """One batch: what happened to each task, why the batch stopped claiming and, for a
+    ledger that failed, how (redacted)."""
 
     results: Tuple[TaskResult, ...]
-    stopped: str
+    stopped: Stop
+    detail: str = ""
 
     def count(self, status: Status) -> int:
         return sum(1 for r in self.results if r.status is status)
+
+    def summary(self) -> str:
+        """One line: the tasks by final status and why the batch stopped."""
+        counts = {}
+        for result in self.results:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        why = self.stopped.value + (f": {self.detail}" if self.detail else "")
+        return f"{len(self.results)} task(s){': ' + tally if tally else ''} (stopped: {why})"
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"tasks": len(self.results), "stopped": self.stopped.name,
+                "detail": self.detail or None,
+                "by_status": {s.value: self.count(s) for s in Status if self.count(s)},
+                "results": [r.as_dict() for r in self.results]}
 
 
 class _Heartbeat:
@@ -176,21 +203,21 @@ class Processor:
         left = processing.claim_limit
         # Claim only as many as can start before their lease runs out.
         per_claim = max(1, min(left, int(processing.lease_s // max(self.worst_case_s, 1e-9))))
-        stopped = "claim limit reached"
+        stopped = Stop.CLAIM_LIMIT
         while left > 0:
             if not self._time_for_another():
-                stopped = "the job's remaining runtime cannot fit another task"
+                stopped = Stop.JOB_ENDING
                 break
             tasks = self.store.claim(self.owner, min(per_claim, left), processing.lease_s,
                                      now=self.clock.now())
             if not tasks:
-                stopped = "no due task"
+                stopped = Stop.NO_DUE_TASK
                 break
             left -= len(tasks)
             for i, task in enumerate(tasks):
                 if i and not self._time_for_another():
                     results.extend(self._hand_back(tasks[i:]))
-                    stopped = "the job's remaining runtime cannot fit another task"
+                    stopped = Stop.JOB_ENDING
                     left = 0
                     break
                 try:
@@ -198,11 +225,11 @@ class Processor:
                 except StoreError as exc:
                     # The ledger cannot record progress: stop; the leases lapse and the
                     # compensator hands the tasks to the next batch.
-                    reason = f"ledger unavailable: {redact_text(str(exc))}"
-                    log.error("processor %s: %s", self.owner, reason)
+                    detail = redact_text(str(exc))
+                    log.error("processor %s: ledger unavailable: %s", self.owner, detail)
                     results.append(TaskResult(task.key, Status.PROCESSING, task.trace_id,
-                                              reason=reason))
-                    return BatchReport(tuple(results), reason)
+                                              reason=f"ledger unavailable: {detail}"))
+                    return BatchReport(tuple(results), Stop.LEDGER_DOWN, detail)
         return BatchReport(tuple(results), stopped)
 
     def _time_for_another(self) -> bool:

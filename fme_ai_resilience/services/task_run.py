@@ -9,6 +9,7 @@ task's work by moving its row (parked FAILED or DEFERRED, or buried DEAD) and ra
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
@@ -57,6 +58,16 @@ class TaskResult:
     retry_at: Optional[float] = None
     reused: bool = False
     reason: str = ""
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready: enums by value, unset fields left out."""
+        out: Dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value is None or value == "":
+                continue
+            out[name] = value.value if isinstance(value, enum.Enum) else value
+        return out
 
 
 @dataclass(frozen=True)
