@@ -212,7 +212,7 @@ def test_over_the_rate_limit_is_a_429_with_retry_after_in_whole_seconds():
 def test_an_outage_window_answers_503_by_schedule_time():
     """Every call that arrives inside the outage (by schedule time) is a 503, none outside."""
     schedule = FaultSchedule(outages=[(20.0, 60.0)])
-    with VisionStandIn(schedule, time_scale=0.005) as vision:
+    with VisionStandIn(schedule, time_scale=0.004) as vision:
         answers = []
         while vision.schedule_time() < 90:
             answers.append(post_image(vision, PHOTOS[0]).status_code)
@@ -230,7 +230,7 @@ def test_an_outage_window_answers_503_by_schedule_time():
 
 def test_drift_renames_confidence_and_the_generic_mapping_refuses_it():
     """From drift_from_s on the answer says ``score``: normalize("generic") raises FormatError."""
-    with VisionStandIn(FaultSchedule(drift_from_s=10.0), time_scale=0.05) as vision:
+    with VisionStandIn(FaultSchedule(drift_from_s=10.0), time_scale=0.025) as vision:
         before = post_image(vision, PHOTOS[0]).json()
         while vision.schedule_time() < 12.0:
             time.sleep(0.02)

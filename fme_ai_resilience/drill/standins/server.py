@@ -277,7 +277,7 @@ class StandInServer:
             self._stopping.clear()
             self._server = server
             self._thread = threading.Thread(target=server.serve_forever, kwargs={
-                "poll_interval": 0.05}, daemon=True, name=f"{THREAD_PREFIX}{self.kind}-serve")
+                "poll_interval": 0.02}, daemon=True, name=f"{THREAD_PREFIX}{self.kind}-serve")
             if self._started_at is None:
                 self._started_at = time.monotonic()
             self._thread.start()
