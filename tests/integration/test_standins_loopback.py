@@ -114,6 +114,21 @@ def test_vision_takes_the_request_the_library_builds_and_checks_its_token():
     assert (counters["ok"], counters["unauthorized"]) == (1, 1)
 
 
+def test_vision_reads_chunked_bodies_and_keep_alive_connections():
+    """A chunked upload and several calls on one pooled connection are read like any other."""
+    with VisionStandIn() as vision, requests.Session() as session:
+        headers = {"Content-Type": "application/octet-stream"}
+        chunked = session.post(vision.endpoint, data=iter([PHOTOS[0][:100], PHOTOS[0][100:]]),
+                               headers=headers, timeout=5)
+        plain = [session.post(vision.endpoint, data=p, headers=headers, timeout=5)
+                 for p in PHOTOS[:3]]
+        connections = {t.name for t in standin_threads() if "-conn-" in t.name}
+    assert chunked.json() == plain[0].json()
+    assert [normalize("generic", a.json()).condition for a in plain] == [
+        vision.truth(p)[0] for p in PHOTOS[:3]]
+    assert len(connections) == 1
+
+
 def test_vision_refuses_what_is_not_an_image():
     """Non-image bytes, an empty body and a GET are 400/405 answers counted as bad requests."""
     with VisionStandIn() as vision:

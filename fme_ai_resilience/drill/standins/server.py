@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
@@ -85,7 +86,7 @@ class Reply:
 
     ``delay_s`` waits that many real seconds before answering. ``send_bytes`` sends only the
     first that many bytes of ``body`` (the ``Content-Length`` header still says
-    ``len(body)``, unless ``content_length`` overrides it) and closes the connection.
+    ``len(body)``) and closes the connection; so does ``close``, after the whole body.
     """
 
     status: int
@@ -94,7 +95,6 @@ class Reply:
     headers: Tuple[Tuple[str, str], ...] = ()
     delay_s: float = 0.0
     send_bytes: Optional[int] = None
-    content_length: Optional[int] = None
     close: bool = False
 
     @classmethod
@@ -112,6 +112,8 @@ class _Server(ThreadingHTTPServer):
     # A burst of deliveries arrives within milliseconds: the default accept queue of 5 can drop
     # a SYN on a loaded machine.
     request_queue_size = 128
+    # Never share a port with another listener (newer Pythons turn SO_REUSEPORT on here).
+    allow_reuse_port = False
 
     def __init__(self, address: Tuple[str, int], handler: type, owner: "StandInServer") -> None:
         self.owner = owner
@@ -120,6 +122,12 @@ class _Server(ThreadingHTTPServer):
         self.connection_lock = threading.Lock()
         self.serial = 0
         super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind asks the resolver for the host's FQDN, which can take seconds
+        # on a machine whose DNS is broken; the name is only used in CGI environments.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connection_lock:
@@ -224,12 +232,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
-            length = len(reply.body) if reply.content_length is None else reply.content_length
-            self.send_header("Content-Length", str(length))
+            self.send_header("Content-Length", str(len(reply.body)))
             for name, value in reply.headers:
                 self.send_header(name, value)
-            cut = reply.send_bytes is not None or reply.close or length != len(reply.body)
-            if cut:
+            if reply.send_bytes is not None or reply.close:
                 self.send_header("Connection", "close")
                 self.close_connection = True
             self.end_headers()
