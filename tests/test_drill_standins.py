@@ -29,7 +29,7 @@ def _select(where):
     return [row["objectid"] for row in ROWS if predicate(row)]
 
 
-# --- the fault schedule ----------------------------------------------------------------------
+# --- the fault schedule --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"error_rate": 1.5}, "error_rate"),
@@ -64,10 +64,10 @@ def test_the_token_bucket_holds_one_second_of_calls_by_default():
     assert FaultSchedule().burst == 0
 
 
-# --- ground truth and photos -------------------------------------------------------------------
+# --- ground truth and photos ---------------------------------------------------------------------
 
 def test_ground_truth_is_a_function_of_the_photo_and_the_seed():
-    """The same bytes get the same truth from any stand-in with the seed, another seed may differ."""
+    """The same bytes get the same truth from any stand-in with that seed; another seed differs."""
     photos = [fake_jpeg(f"p{i}") for i in range(40)]
     first, again = VisionStandIn(seed=5), VisionStandIn(seed=5)
     truths = [first.truth(p) for p in photos]
@@ -96,7 +96,7 @@ def test_fake_photos_look_like_jpegs_and_differ_by_name_and_seed():
         fake_jpeg("x", size=10)
 
 
-# --- where clauses -----------------------------------------------------------------------------
+# --- where clauses -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("where, expected", [
     ("1=1", [1, 2, 3]),
@@ -119,7 +119,7 @@ def test_fake_photos_look_like_jpegs_and_differ_by_name_and_seed():
     ("objectid IN (1, 3) and asset_type like '_ole'", [3]),
 ])
 def test_where_clauses_select_the_features_they_name(where, expected):
-    """Ranges on CreationDate, GlobalID lists in any case and the usual SQL select as ArcGIS does."""
+    """CreationDate ranges, GlobalID lists in any case and the usual SQL select as in ArcGIS."""
     assert _select(where) == expected
 
 

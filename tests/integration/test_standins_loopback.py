@@ -104,7 +104,8 @@ def test_vision_fetches_an_image_url_on_loopback_and_answers_as_for_the_bytes():
 def test_vision_takes_the_request_the_library_builds_and_checks_its_token():
     """``build_request("generic", ...)`` is understood; a wrong bearer token is a 401."""
     with VisionStandIn(token="vision-key") as vision:
-        good = build_request("generic", vision.endpoint, PHOTOS[0], Credentials(token="vision-key"))
+        good = build_request("generic", vision.endpoint, PHOTOS[0],
+                             Credentials(token="vision-key"))
         bad = build_request("generic", vision.endpoint, PHOTOS[0], Credentials(token="nope"))
         answers = [requests.post(r.url, data=r.body, headers=dict(r.headers), timeout=5)
                    for r in (good, bad)]
@@ -276,6 +277,7 @@ def test_the_library_client_classifies_every_fault_of_the_stand_in():
     cases = [(FaultSchedule(), None), (FaultSchedule(error_rate=1.0), ErrorClass.SERVER_ERROR),
              (FaultSchedule(html_502_rate=1.0), ErrorClass.SERVER_ERROR),
              (FaultSchedule(truncated_rate=1.0, truncated_mode="short"), ErrorClass.BAD_FORMAT),
+             (FaultSchedule(truncated_rate=1.0, truncated_mode="close"), ErrorClass.BAD_FORMAT),
              (FaultSchedule(drift_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(constant_confidence_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(outages=[(0.0, 1e6)]), ErrorClass.SERVER_ERROR)]
@@ -293,6 +295,11 @@ def test_the_library_client_classifies_every_fault_of_the_stand_in():
         limited = client.analyze(PHOTOS[1], "0af7651916cd43dd8448eb211c80319c")
     assert limited.error_class is ErrorClass.RATE_LIMITED
     assert limited.retry_after_s in (4.0, 5.0)
+    with VisionStandIn(FaultSchedule(latency_s=30.0)) as vision:
+        slow = VisionClient(vision.endpoint, "generic", timeouts=TimeoutBudget(
+            connect_s=2.0, ttfb_s=0.2, body_s=2.0)).analyze(
+                PHOTOS[1], "0af7651916cd43dd8448eb211c80319c")
+    assert slow.error_class is ErrorClass.TTFB_TIMEOUT
 
 
 def test_latency_outlasts_a_short_read_timeout_and_stop_cuts_it_short():
@@ -318,10 +325,10 @@ def test_reset_zeroes_the_counters_and_replays_the_same_answers():
     assert first == again and {200, 500, 503} & set(first)
 
 
-# --- the photo host -------------------------------------------------------------------------------
+# --- the photo host ------------------------------------------------------------------------------
 
 def test_the_photo_host_serves_deterministic_jpegs():
-    """Each name serves the same JPEG-looking bytes on every host with the seed, distinct by name."""
+    """Each name serves the same JPEG-looking bytes on every host with the seed, distinct names."""
     with PhotoHost(seed=4) as host, PhotoHost(seed=4) as twin:
         urls = [host.add(f"p{i}.jpg") for i in range(3)]
         twin_urls = [twin.add(f"p{i}.jpg") for i in range(3)]
@@ -369,7 +376,7 @@ def test_a_photo_host_with_a_token_wants_it_in_the_header():
     assert counters["token_in_query"] == 1
 
 
-# --- the feature layer ------------------------------------------------------------------------------
+# --- the feature layer ---------------------------------------------------------------------------
 
 def query(layer: FeatureLayerStandIn, **params) -> dict:
     params.setdefault("f", "json")
@@ -570,7 +577,7 @@ def test_the_same_seed_builds_the_same_layer():
     assert build(1) != build(2)
 
 
-# --- the Survey123 sender -----------------------------------------------------------------------------
+# --- the Survey123 sender ------------------------------------------------------------------------
 
 def test_webhook_bodies_parse_into_one_submission_per_photo():
     """parse_webhook reads the sender's body: keys from the GlobalIDs, urls at the layer."""
@@ -664,7 +671,7 @@ def test_a_delivery_to_a_receiver_that_is_down_is_lost_not_retried():
                                  "redeliveries": 0, "by_status": {}}
 
 
-# --- lifecycle --------------------------------------------------------------------------------------
+# --- lifecycle -----------------------------------------------------------------------------------
 
 def test_stop_leaves_no_thread_behind_even_with_open_keep_alive_connections():
     """stop() ends every connection (a pooled keep-alive one too) and joins every thread."""

@@ -49,7 +49,7 @@ def test_db_init_runs_from_the_installed_wheel(wheel, tmp_path):
 
 
 def test_the_drill_stand_ins_run_from_the_installed_wheel(wheel, tmp_path):
-    """The stand-ins ship in the wheel: a Vision AI stand-in answers a photo from a plain install."""
+    """The stand-ins ship in the wheel: the Vision AI stand-in answers from a plain install."""
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
                     str(target), str(wheel)], check=True, capture_output=True)
