@@ -15,8 +15,9 @@ sockets, and nothing in the library imports them.
 """
 from __future__ import annotations
 
-from .feature_layer import AttachmentRecord, FeatureLayerStandIn, FeatureRecord
+from .feature_layer import FeatureLayerStandIn
 from .photos import PhotoHost, fake_jpeg
+from .records import AttachmentRecord, FeatureRecord
 from .server import Reply, Request, StandInError, StandInServer
 from .survey123 import Delivery, Survey123Sender
 from .vision import FaultSchedule, VisionStandIn

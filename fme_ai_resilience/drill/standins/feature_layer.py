@@ -31,14 +31,11 @@ case in braces, as Survey123 sends them; the editor-tracking fields (``CreationD
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ...caseless import get_ignoring_case
@@ -46,72 +43,18 @@ from ...checks import count, name
 from ...clock import Clock, SystemClock
 from ...errors import ConfigurationError
 from .photos import fake_jpeg
+from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord, FeatureRecord
 from .server import Reply, Request, StandInServer
 from .where import WhereError, braced_global_id, parse_where
 
-__all__ = ["FeatureLayerStandIn", "FeatureRecord", "AttachmentRecord", "OBJECT_ID_FIELD",
-           "GLOBAL_ID_FIELD", "CREATOR"]
+__all__ = ["FeatureLayerStandIn"]
 
-OBJECT_ID_FIELD = "objectid"
-GLOBAL_ID_FIELD = "globalid"
-#: The user every stand-in feature is created by.
-CREATOR = "field_user_7"
 _TRACKING = {"CreationDate": "esriFieldTypeDate", "Creator": "esriFieldTypeString",
              "EditDate": "esriFieldTypeDate", "Editor": "esriFieldTypeString"}
 _ASSET_TYPES = ("hydrant", "valve", "pole", "manhole")
 _CREWS = ("north-1", "north-2", "south-1", "east-3")
 _ATTACHMENT_PATH = re.compile(r"^/(\d+)/(\d+)/attachments(?:/(\d+))?/?$")
 _SR = {"wkid": 4326, "latestWkid": 4326}
-
-
-@dataclass(frozen=True)
-class AttachmentRecord:
-    """One photo attached to a feature: ids, names and the bytes it serves."""
-
-    id: int
-    global_id: str
-    parent_global_id: str
-    parent_object_id: int
-    name: str
-    content_type: str
-    keywords: str
-    url: str
-    data: bytes = field(repr=False)
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
-
-
-@dataclass(frozen=True)
-class FeatureRecord:
-    """One submitted feature as the layer created it (a copy: later edits do not change it).
-
-    ``attributes`` are the crew's values plus the object id and GlobalID (what a webhook
-    carries); ``created_at_ms`` is its ``CreationDate``.
-    """
-
-    object_id: int
-    global_id: str
-    attributes: Mapping[str, Any]
-    created_at_ms: int
-    geometry: Mapping[str, Any]
-    attachments: Tuple[AttachmentRecord, ...]
-    service_url: str
-    layer_id: int = 0
-    layer_name: str = "inspection"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "attributes", MappingProxyType(dict(self.attributes)))
-        object.__setattr__(self, "geometry", MappingProxyType(dict(self.geometry)))
-
-    @property
-    def layer_url(self) -> str:
-        return f"{self.service_url}/{self.layer_id}"
 
 
 def _error(code: int, message: str, *details: str) -> Reply:

@@ -1,7 +1,7 @@
 """The Survey123 field app as a sender: webhook bodies for stand-in features, posted like the app.
 
 :meth:`Survey123Sender.body_for` builds the body Survey123 sends for a
-:class:`~.feature_layer.FeatureRecord` (the shape in shared/reference/survey123.md: ``eventType``,
+:class:`~.records.FeatureRecord` (the shape in shared/reference/survey123.md: ``eventType``,
 ``feature`` with ``attributes``, ``geometry``, ``layerInfo``, ``result`` and ``attachments``
 keyed by image question, ``surveyInfo.serviceUrl``, ``portalInfo`` with the token, ``userInfo``);
 each photo's ``url`` points at the feature layer stand-in, with no token. The attachments list
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from ...checks import count, finite
 from ...errors import ConfigurationError
 from ...survey123 import DELIVERY_HEADER, EVENT_HEADER, EVENT_TYPES
-from .feature_layer import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, FeatureRecord
+from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, FeatureRecord
 from .server import LOOPBACK_HOSTS, THREAD_PREFIX
 
 __all__ = ["Survey123Sender", "Delivery", "ATTACHMENT_MODES", "USER_AGENT"]
