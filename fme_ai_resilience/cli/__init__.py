@@ -23,6 +23,7 @@ COMMANDS = (
     "serve",
     "breaker",
     "degrade",
+    "workspaces",
 )
 
 
