@@ -17,13 +17,14 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import ConfigurationError
 from .settings import ENV_PREFIX, Settings
 
 __all__ = ["PublishedParameter", "PARAMETERS", "WORKSPACES", "INTAKE", "PROCESSOR",
-           "COMPENSATOR", "DB_PARAMETER", "parameters_for", "parameter_name"]
+           "COMPENSATOR", "DB_PARAMETER", "parameters_for", "parameter_name", "setting_text",
+           "changed_settings"]
 
 INTAKE = "WS-01_intake"
 PROCESSOR = "WS-02_processor"
@@ -85,6 +86,22 @@ class PublishedParameter:
         default = "[REDACTED]" if self.secret else self.default
         return (f"PublishedParameter({self.name!r}, setting={self.setting!r}, "
                 f"default={default!r}, workspaces={self.workspaces!r})")
+
+
+def setting_text(value: Any) -> str:
+    """A setting's value as a published parameter carries it, read back to the same value by
+    ``Settings.from_mapping`` (``120.0`` -> ``"120.0"``, a list -> ``"a,b"``)."""
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v!r}" for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def _shown(value: Any) -> str:
@@ -171,3 +188,11 @@ def parameters_for(workspace: str) -> Tuple[PublishedParameter, ...]:
     if workspace not in WORKSPACES:
         raise ConfigurationError("workspace", workspace, f"must be one of {list(WORKSPACES)}")
     return tuple(p for p in PARAMETERS if workspace in p.workspaces)
+
+
+def changed_settings(settings: Settings, workspace: str) -> Dict[str, str]:
+    """The published parameters of ``workspace`` whose settings differ from the library's
+    defaults in ``settings``, with their values as text (parameter name -> value)."""
+    values = settings.as_flat_dict()
+    return {p.name: setting_text(values[p.setting]) for p in parameters_for(workspace)
+            if p.setting is not None and values[p.setting] != _DEFAULTS[p.setting]}

@@ -24,6 +24,7 @@ COMMANDS = (
     "breaker",
     "degrade",
     "workspaces",
+    "flow",
 )
 
 
