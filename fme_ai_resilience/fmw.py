@@ -4,8 +4,9 @@ A workspace is an FME mapping file preceded by an XML header written as ``#!`` c
 (shared/reference/fmw-format.md has the rules, each checked on real saved files).
 :func:`render_workspace` writes the templates' minimal graph, Creator -> PythonCaller (v6) ->
 Logger, with the PythonCaller's ``<Rejected>`` port connected to a Logger of its own, so no
-``@Abort`` is ever compiled in. The script appears twice, in FME's token encoding: in the
-header (XML-escaped) and in the mapping's ``SOURCE_CODE``. Everything is derived from the
+``@Abort`` is ever compiled in. The script appears twice, in FME's token encoding
+(:mod:`fme_ai_resilience.fmw_encoding`): in the header (XML-escaped) and in the mapping's
+``SOURCE_CODE``. Everything is derived from the
 :class:`WorkspaceSpec`, including the document GUIDs, so rendering the same spec again gives
 the same bytes. :mod:`fme_ai_resilience.fmw_check` checks any saved file, whatever release
 wrote it.
@@ -19,14 +20,15 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from .checks import name as _name
 from .errors import ConfigurationError
+from .fmw_encoding import encode_fme, xml_escape
 from .parameters import PublishedParameter
 
-__all__ = ["WorkspaceSpec", "render_workspace", "encode_fme", "decode_fme", "xml_escape",
-           "document_guid", "COMMON_ATTRIBUTES", "SECTIONS", "LAST_SAVE_BUILD", "BUILD_NUMBER",
+__all__ = ["WorkspaceSpec", "render_workspace", "document_guid", "form_entry", "encode_form",
+           "COMMON_ATTRIBUTES", "SECTIONS", "LAST_SAVE_BUILD", "BUILD_NUMBER",
            "PYTHON_COMPATIBILITY", "LAST_SAVE_DATE"]
 
 #: The release the templates claim: 2025.0.3 writes PythonCaller v6, the first shape with the
@@ -58,74 +60,6 @@ SECTIONS = ("DATASETS", "DATA_TYPES", "GEOM_TYPES", "FEATURE_TYPES", "FMESERVER"
             "GLOBAL_PARAMETERS", "USER_PARAMETERS", "COMMENTS", "CONSTANTS", "BOOKMARKS",
             "TRANSFORMERS", "FEAT_LINKS", "BREAKPOINTS", "ATTR_LINKS", "SUBDOCUMENTS",
             "LOOKUP_TABLES")
-
-# --- FME's token encoding --------------------------------------------------------------------
-
-#: Characters FME writes as ``<token>`` (the round trip is verified on every real script).
-TOKENS = {" ": "space", "\n": "lf", "'": "apos", '"': "quote", "(": "openparen",
-          ")": "closeparen", ",": "comma", "[": "openbracket", "]": "closebracket",
-          "{": "opencurly", "}": "closecurly", "$": "dollar", "/": "solidus", "\\": "backslash",
-          "<": "lt", ">": "gt", "&": "amp", ";": "semicolon", "@": "at"}
-_FROM_TOKEN = {token: char for char, token in TOKENS.items()}
-#: ASCII characters FME leaves as they are: letters, digits and these (shared/reference).
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                   "#%*+-.:=?_~!^|")
-_TOKEN = re.compile(r"<([A-Za-z0-9]+)>")
-_UNICODE = re.compile(r"u[0-9a-fA-F]{4}")
-
-
-def encode_fme(text: str) -> str:
-    """``text`` in FME's token encoding (``a b`` -> ``a<space>b``, ``å`` -> ``<u00e5>``).
-
-    Raises :class:`ConfigurationError` for a character whose encoding no saved workspace
-    shows (a tab, a carriage return, a backtick, other control characters, characters beyond
-    U+FFFF): better refused here than guessed and rejected by FME.
-    """
-    out: List[str] = []
-    for char in text:
-        if char in _PLAIN:
-            out.append(char)
-        elif char in TOKENS:
-            out.append(f"<{TOKENS[char]}>")
-        elif 0x80 <= ord(char) <= 0xFFFF and not 0xD800 <= ord(char) <= 0xDFFF:
-            out.append(f"<u{ord(char):04x}>")
-        else:
-            raise ConfigurationError("text", char, "has no FME encoding seen in a saved "
-                                                   "workspace; write it another way")
-    return "".join(out)
-
-
-def decode_fme(encoded: str) -> str:
-    """The text behind FME's token encoding; raises :class:`ConfigurationError` for an
-    unknown token or a bare ``<`` or ``>``."""
-    out: List[str] = []
-    position = 0
-    for match in _TOKEN.finditer(encoded):
-        out.append(_plain_run(encoded[position:match.start()]))
-        token = match.group(1)
-        if token in _FROM_TOKEN:
-            out.append(_FROM_TOKEN[token])
-        elif _UNICODE.fullmatch(token):
-            out.append(chr(int(token[1:], 16)))
-        else:
-            raise ConfigurationError("encoded text", f"<{token}>", "is not an FME token")
-        position = match.end()
-    out.append(_plain_run(encoded[position:]))
-    return "".join(out)
-
-
-def _plain_run(run: str) -> str:
-    for char in ("<", ">"):
-        if char in run:
-            raise ConfigurationError("encoded text", run[:40], f"has a bare {char!r}")
-    return run
-
-
-def xml_escape(value: str) -> str:
-    """``value`` as an XML attribute value between double quotes (newlines as ``&#10;``)."""
-    return (value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace('"', "&quot;").replace("\n", "&#10;"))
-
 
 def document_guid(name: str) -> str:
     """A lower-case UUID derived from ``name`` (UUID version 5 in the URL namespace).

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import ConfigurationError
-from .fmw import COMMON_ATTRIBUTES, SECTIONS, decode_fme, encode_fme
+from .fmw import COMMON_ATTRIBUTES, SECTIONS
+from .fmw_encoding import decode_fme, encode_fme
 
 __all__ = ["Problem", "check_workspace", "RULES"]
 
@@ -319,9 +320,10 @@ def _check_scripts(callers: Sequence[ET.Element], body: Sequence[str],
         except (SyntaxError, ValueError) as exc:
             problems.append(Problem("script", f"the script of {name} does not compile: {exc}"))
         if expected is not None and script != expected:
+            at = _first_difference(script, expected)
             problems.append(Problem("expected-script", f"{name} runs another script than "
                                                        f"expected (first difference at "
-                                                       f"character {_first_difference(script, expected)})"))
+                                                       f"character {at})"))
 
 
 def _first_difference(a: str, b: str) -> int:
