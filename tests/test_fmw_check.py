@@ -6,6 +6,8 @@ import base64
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.fmw import WorkspaceSpec, render_workspace
@@ -215,3 +217,20 @@ def test_checker_takes_text_only():
     """Bytes are refused with a ConfigurationError: decode the file first."""
     with pytest.raises(ConfigurationError):
         check_workspace(generated().encode("utf-8"))
+
+
+_LINES = generated().split("\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_LINES) - 1), st.sampled_from(
+    ["", "#! ", "#! <X>", "#!   IDENTIFIER=\"2\"", "#! </TRANSFORMER>", "garbage", "#! <FORM",
+     "FACTORY_DEF {*} PythonFactory    FACTORY_NAME { PythonCaller }    SOURCE_CODE { <x> }",
+     "DEFAULT_MACRO", "#! <USER_PARAMETERS FORM=\"!!\">"])), max_size=4))
+def test_a_damaged_file_gives_problems_never_an_exception(edits):
+    """Whatever lines are replaced, the checker answers with problems and does not raise."""
+    lines = list(_LINES)
+    for index, replacement in edits:
+        lines[index] = replacement
+    problems = check_workspace("\n".join(lines))
+    assert all(isinstance(p, Problem) and p.rule in RULES for p in problems)
