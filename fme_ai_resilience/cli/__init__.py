@@ -25,6 +25,8 @@ COMMANDS = (
     "degrade",
     "dlq",
     "check",
+    "workspaces",
+    "flow",
 )
 
 
