@@ -361,7 +361,8 @@ def test_an_answer_over_the_size_limit_is_bad_format(clock):
 @responses.activate
 def test_a_redirect_is_not_followed(clock):
     """A 3xx is BAD_REQUEST: the token is sent nowhere but the configured URL."""
-    responses.get(QUERY, status=302, headers={"Location": "https://elsewhere.example.com/q"})
+    responses.get(QUERY, status=302, headers={"Location": "https://elsewhere.example.com/q"},
+                  body="Moved")
     with pytest.raises(ArcGISError) as caught:
         layer(clock).query()
     assert caught.value.error_class is ErrorClass.BAD_REQUEST
