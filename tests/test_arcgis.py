@@ -141,6 +141,16 @@ def test_an_empty_page_that_claims_more_is_bad_format(clock):
     assert caught.value.error_class is ErrorClass.BAD_FORMAT
 
 
+
+@responses.activate
+def test_a_layer_that_ignores_result_offset_is_refused_not_looped(clock):
+    """The same page again means the layer does not page: BAD_REQUEST instead of a loop."""
+    responses.get(QUERY, json=page(1, 2, more=True))
+    with pytest.raises(ArcGISError) as caught:
+        layer(clock).query(page_size=2)
+    assert caught.value.error_class is ErrorClass.BAD_REQUEST
+    assert "does not page" in str(caught.value) and len(responses.calls) == 2
+
 # -- attachments --------------------------------------------------------------------------------
 
 GROUPS = {"attachmentGroups": [
@@ -168,6 +178,31 @@ def test_query_attachments_gives_one_group_per_feature(clock):
     assert sent["objectIds"] == "11,12" and sent["returnUrl"] == "true"
     assert sent["attachmentTypes"] == "image/jpeg,image/png"
 
+
+
+@responses.activate
+def test_query_attachments_pages_and_merges_by_feature(clock):
+    """Pages of queryAttachments follow resultOffset; a feature split across pages is one group."""
+    first = {"exceededTransferLimit": True, "attachmentGroups": [
+        {"parentObjectId": 11, "parentGlobalId": G1, "attachmentInfos": [
+            {"id": 42, "contentType": "image/jpeg"}]}]}
+    second = {"attachmentGroups": [{"parentObjectId": 11, "parentGlobalId": G1,
+                                    "attachmentInfos": [{"id": 44, "contentType": "image/png"}]}]}
+    responses.get(f"{LAYER}/queryAttachments", json=first)
+    responses.get(f"{LAYER}/queryAttachments", json=second)
+    groups = layer(clock).query_attachments(object_ids=[11])
+    assert [(g.parent_object_id, [a.id for a in g.attachments]) for g in groups] == [
+        (11, [42, 44])]
+    assert params(responses.calls[1])["resultOffset"] == "1"
+
+
+@responses.activate
+def test_query_attachments_that_repeat_a_page_are_refused_not_looped(clock):
+    """A queryAttachments page with nothing new while claiming more is BAD_REQUEST."""
+    responses.get(f"{LAYER}/queryAttachments", json=dict(GROUPS, exceededTransferLimit=True))
+    with pytest.raises(ArcGISError) as caught:
+        layer(clock).query_attachments(object_ids=[11, 12])
+    assert caught.value.error_class is ErrorClass.BAD_REQUEST and len(responses.calls) == 2
 
 @responses.activate
 def test_query_attachments_by_global_id_sends_them_as_arcgis_writes_them(clock):

@@ -207,16 +207,20 @@ class FeatureLayer:
             "returnIdsOnly": "true" if return_ids_only else None,
             "resultRecordCount": page_size}
         found: list = []
+        last: Optional[list] = None
         while True:
             page = dict(params, resultOffset=len(found) if found or page_size else None)
             answer = self._call("/query", page, "query")
             items = _ids(answer) if return_ids_only else _attributes(answer)
+            if items and items == last:
+                raise _no_paging("query")
             found.extend(items)
             if answer.get("exceededTransferLimit") is not True:
                 return found
             if not items:
-                raise ArcGISError(ErrorClass.BAD_FORMAT, "exceededTransferLimit on an empty "
-                                  "page: the rest cannot be reached", operation="query")
+                raise _bad("query", "exceededTransferLimit on an empty page: the rest cannot "
+                           "be reached")
+            last = items
 
     # -- attachments ----------------------------------------------------------------------------
     def query_attachments(self, *, object_ids: Optional[Iterable[int]] = None,
@@ -251,33 +255,41 @@ class FeatureLayer:
         merged: Dict[int, AttachmentGroup] = {}
         for key, ids in (("objectIds", [str(i) for i in oids]), ("globalIds", gids)):
             for start in range(0, len(ids), _ID_BATCH):
-                params = {key: ",".join(ids[start:start + _ID_BATCH]), "returnUrl": "true",
-                          "attachmentTypes": ",".join(types) or None, "f": "json"}
-                offset = 0
-                while True:
-                    answer = self._call("/queryAttachments",
-                                        dict(params, resultOffset=offset or None),
-                                        "queryAttachments")
-                    groups = answer.get("attachmentGroups")
-                    if not isinstance(groups, list):
-                        raise _bad("queryAttachments", "the answer has no attachmentGroups")
-                    listed = 0
-                    for raw in groups:
-                        group = self._group(raw, types)
-                        listed += len(raw.get("attachmentInfos") or ())
-                        if group.attachments:
-                            _merge(merged, group)
-                    if answer.get("exceededTransferLimit") is not True or not listed:
-                        break
-                    offset += listed
+                self._attachment_pages({key: ",".join(ids[start:start + _ID_BATCH]),
+                                        "returnUrl": "true",
+                                        "attachmentTypes": ",".join(types) or None,
+                                        "f": "json"}, types, merged)
         return list(merged.values())
+
+    def _attachment_pages(self, params: Mapping[str, Any], types: Tuple[str, ...],
+                          merged: Dict[int, AttachmentGroup]) -> None:
+        """Every page of one queryAttachments request, merged by feature into ``merged``."""
+        offset, seen = 0, set()
+        while True:
+            answer = self._call("/queryAttachments", dict(params, resultOffset=offset or None),
+                                "queryAttachments")
+            groups = answer.get("attachmentGroups")
+            if not isinstance(groups, list):
+                raise _bad("queryAttachments", "the answer has no attachmentGroups")
+            listed = {(raw.get("parentObjectId"), info.get("id"))
+                      for raw in groups if isinstance(raw, Mapping)
+                      for info in raw.get("attachmentInfos") or () if isinstance(info, Mapping)}
+            for raw in groups:
+                group = self._group(raw, types)
+                if group.attachments:
+                    _merge(merged, group)
+            if answer.get("exceededTransferLimit") is not True or not listed:
+                return
+            if listed <= seen:
+                raise _no_paging("queryAttachments")
+            seen |= listed
+            offset += len(listed)
 
     def _attachments_per_feature(self, oids: Sequence[int], gids: Sequence[str],
                                  types: Tuple[str, ...]) -> List[AttachmentGroup]:
         groups = []
         for oid, gid in self._id_pairs(oids, gids):
-            answer = self._call(f"/{oid}/attachments", {"f": "json"},
-                                "attachment listing")
+            answer = self._call(f"/{oid}/attachments", {"f": "json"}, "attachment listing")
             group = self._group({"parentObjectId": oid, "parentGlobalId": gid,
                                  "attachmentInfos": answer.get("attachmentInfos")}, types)
             if group.attachments:
@@ -313,8 +325,7 @@ class FeatureLayer:
 
     def _layer_info(self) -> Mapping[str, Any]:
         if self._info is None:
-            self._info = self._call("", {"f": "json"},
-                                    "layer description")
+            self._info = self._call("", {"f": "json"}, "layer description")
         return self._info
 
     def _group(self, raw: Any, types: Tuple[str, ...]) -> AttachmentGroup:
@@ -438,6 +449,13 @@ def _unsupported(error: ArcGISError) -> bool:
 
 def _bad(operation: str, reason: str) -> ArcGISError:
     return ArcGISError(ErrorClass.BAD_FORMAT, reason, operation=operation)
+
+
+def _no_paging(operation: str) -> ArcGISError:
+    """The layer answered the next page with the same rows: it ignores resultOffset."""
+    return ArcGISError(ErrorClass.BAD_REQUEST, "the layer does not page (resultOffset is "
+                       "ignored): ask for fewer rows, a narrower window or fewer ids",
+                       operation=operation)
 
 
 def _attributes(answer: Mapping[str, Any]) -> List[dict]:
