@@ -11,7 +11,7 @@ import pytest
 
 from fme_ai_resilience.errors import ArcGISError, ErrorClass
 from fme_ai_resilience.services.arcgis import FeatureLayer
-from fme_ai_resilience.services.credentials import OAuthAppToken
+from fme_ai_resilience.services.credentials import OAuthAppToken, StaticToken
 from tests.integration.loopback import read_request, serve  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration
@@ -130,3 +130,34 @@ def test_a_layer_that_never_answers_is_a_ttfb_timeout(serve):
     with pytest.raises(ArcGISError) as caught:
         features.query()
     assert caught.value.error_class is ErrorClass.TTFB_TIMEOUT
+
+
+def test_the_client_speaks_to_the_drill_s_feature_layer_stand_in():
+    """Against the drill's layer: a time window the stand-in parses, paging past its record
+    cap, attachments by GlobalID, a write by GlobalID, and a refused row under rollback."""
+    from fme_ai_resilience.drill.standins import FeatureLayerStandIn
+
+    day_ms = 1_764_374_400_000   # 2025-11-29 00:00:00 UTC
+    with FeatureLayerStandIn(token="drill-token-77", max_record_count=2,
+                             fields=("ai_condition",)) as stand_in:
+        inside = [stand_in.add_feature(photos=1, created_at_ms=day_ms + i * 1000)
+                  for i in range(5)]
+        stand_in.add_feature(photos=1, created_at_ms=day_ms + 86_400_000)   # the next day
+        features = FeatureLayer(stand_in.layer_url, token=StaticToken("drill-token-77"),
+                                timeout_s=(2.0, 5.0))
+        rows = features.query(out_fields=("objectid", "globalid", "CreationDate"),
+                              date_field="CreationDate", since_ms=day_ms,
+                              until_ms=day_ms + 86_400_000, order_by="objectid")
+        assert [r["globalid"] for r in rows] == [f.global_id for f in inside]
+        groups = features.query_attachments(global_ids=[inside[0].global_id])
+        assert [(g.parent_global_id, len(g.attachments)) for g in groups] == [
+            (inside[0].global_id, 1)]
+        assert features.apply_edits(updates=[{"globalid": inside[0].global_id,
+                                              "ai_condition": "good"}]).ok
+        refused = features.apply_edits(updates=[
+            {"globalid": inside[1].global_id, "ai_condition": "fair"},
+            {"globalid": "{00000000-0000-0000-0000-000000000000}", "ai_condition": "x"}])
+        assert [r.error_code for r in refused.failed] == [1003, 1019]
+        seen = stand_in.snapshot()
+        assert seen["unauthorized"] == 0 and seen["token_in_query"] == 0
+        assert seen["last_written"][inside[0].global_id]["ai_condition"] == "good"
