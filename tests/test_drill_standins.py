@@ -41,6 +41,7 @@ def _select(where):
     ({"outages": [(1, 2, 3)]}, "outages[0]"),
     ({"truncated_mode": "sometimes"}, "truncated_mode"),
     ({"drift_from_s": float("nan")}, "drift_from_s"),
+    ({"drift_rate": 1.1}, "drift_rate"),
 ])
 def test_a_bad_fault_schedule_names_its_field(kwargs, field):
     """A schedule that cannot run is a ConfigurationError naming the field, at construction."""

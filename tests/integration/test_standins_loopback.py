@@ -260,6 +260,16 @@ def test_drift_renames_confidence_and_the_generic_mapping_refuses_it():
         normalize("generic", after)
 
 
+def test_a_drift_rate_drifts_a_stable_share_of_the_photos():
+    """Under drift_rate the same photos drift on every call, the others never do."""
+    photos = [fake_jpeg(f"drift/{i}", seed=3) for i in range(40)]
+    with VisionStandIn(FaultSchedule(drift_rate=0.25), seed=3) as vision:
+        first = ["score" in post_image(vision, p).json() for p in photos]
+        again = ["score" in post_image(vision, p).json() for p in photos]
+    assert first == again == [vision.drifts(p) for p in photos]
+    assert 4 <= sum(first) <= 16
+
+
 def test_constant_confidence_is_caught_by_the_label_check():
     """From constant_confidence_from_s on every label has one confidence: a FormatError."""
     with VisionStandIn(FaultSchedule(constant_confidence_from_s=0.0)) as vision:

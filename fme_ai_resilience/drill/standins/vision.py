@@ -86,6 +86,8 @@ class FaultSchedule:
     ``rate_limit_burst`` tokens (default: one second's worth, at least 1); None: no limit.
     ``outages`` are ``(start_s, end_s)`` windows, start inclusive, end exclusive.
     ``truncated_mode`` is ``close``, ``short`` or ``either`` (drawn per call).
+    ``drift_rate`` is the share of photos whose every answer drifts (drawn once per photo:
+    the model changed its JSON for a kind of image), besides everything after ``drift_from_s``.
     Raises ConfigurationError naming the bad field.
     """
 
@@ -99,10 +101,12 @@ class FaultSchedule:
     rate_limit_burst: Optional[int] = None
     outages: Sequence[Window] = ()
     drift_from_s: Optional[float] = None
+    drift_rate: float = 0.0
     constant_confidence_from_s: Optional[float] = None
 
     def __post_init__(self) -> None:
         finite("latency_s", self.latency_s, minimum=0)
+        ratio("drift_rate", self.drift_rate)
         finite("latency_jitter_s", self.latency_jitter_s, minimum=0)
         rates = [ratio(n, getattr(self, n)) for n in ("error_rate", "html_502_rate",
                                                       "truncated_rate")]
@@ -325,13 +329,22 @@ class VisionStandIn(StandInServer):
                 return Reply(200, whole, "application/json", delay_s=delay, send_bytes=cut)
             return Reply(200, whole[:cut], "application/json", delay_s=delay)
         outcome = "ok"
-        if schedule.drift_from_s is not None and at_s >= schedule.drift_from_s:
+        if (schedule.drift_from_s is not None and at_s >= schedule.drift_from_s) or \
+                self._drifts(sha):
             outcome = "drift"
         elif (schedule.constant_confidence_from_s is not None
               and at_s >= schedule.constant_confidence_from_s):
             outcome = "constant"
         self._record(at_s, sha, outcome)
         return Reply(200, self._answer_bytes(sha, outcome), "application/json", delay_s=delay)
+
+    def drifts(self, image: bytes) -> bool:
+        """Whether every answer for this photo drifts (its draw under ``drift_rate``)."""
+        return self._drifts(hashlib.sha256(image).hexdigest())
+
+    def _drifts(self, sha: str) -> bool:
+        rate = self.schedule.drift_rate
+        return bool(rate) and random.Random(f"{self.seed}:{sha}:drift").random() < rate
 
     def _answer_bytes(self, sha: str, outcome: str) -> bytes:
         condition, confidence = self._truth(sha)
