@@ -186,3 +186,24 @@ def test_reconciliation_backfills_the_missing_photos(ledger, clock):
     again = Compensator(settings, store=ledger, layer=FakeLayer(), clock=clock).run(
         backfill=True).reconciled
     assert again.missing == () and again.backfilled == 0
+
+
+def test_a_photo_without_a_globalid_is_left_out_with_a_warning(ledger, clock, caplog):
+    """Intake keys photos by GlobalID: one the layer lists without it cannot be matched, and
+    the feature's other photos are still reconciled."""
+    layer = FakeLayer()
+    listed = layer.query_attachments
+
+    def without_globalid(**kwargs):
+        groups = listed(**kwargs)
+        return [Group(g.parent_object_id, "", g.attachments + (Info(99, None, "u"),))
+                for g in groups]
+
+    layer.query_attachments = without_globalid
+    settings = Settings().with_values({"compensation.reconcile_window_s": str(3 * 86400)})
+    clock.advance(60)
+    report = Compensator(settings, store=ledger, layer=layer, clock=clock).run().reconciled
+    assert (report.expected, len(report.missing)) == (4, 4)
+    assert all(gap.attachment_global_id for gap in report.missing
+               if gap.feature_global_id != F3.strip("{}").lower())
+    assert "carry no GlobalID" in caplog.text

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..breaker import BreakerState
 from ..clock import Clock, SystemClock
 from ..degrade import LadderState
-from ..errors import FailureClass
+from ..errors import ConfigurationError, FailureClass
 from ..ledger import Notification, PruneResult, ReapResult
 from ..settings import Settings
 from ..store.base import Store
@@ -57,6 +57,23 @@ class CompensationReport:
     pruned: PruneResult
     reconciled: Optional[ReconcileReport] = None
     notifications: Tuple[Notification, ...] = field(default=())
+
+    def summary(self) -> str:
+        """One line per step, as ``compensate`` prints it."""
+        d = self.as_dict()
+        lines = [f"reaped: {d['reaped']['requeued']} requeued, {d['reaped']['buried']} buried",
+                 "requeued: " + (", ".join(f"{n} {c}" for c, n in self.requeued.items())
+                                 or "none"),
+                 f"notified: {self.notified} missing photo(s)",
+                 "breakers: " + (", ".join(f"{s} {v}" for s, v in d["breakers"].items())
+                                 or "none"),
+                 f"ladder: {d['ladder']}",
+                 f"pruned: {self.pruned.calls} call(s), {self.pruned.anomalies} anomaly(ies)"]
+        r = self.reconciled
+        lines.append("reconciled: not run" if r is None else
+                     f"reconciled: {r.expected} expected, {len(r.missing)} missing, "
+                     f"{r.backfilled} backfilled")
+        return "\n".join(lines)
 
     def as_dict(self) -> Dict[str, object]:
         """A JSON-ready form (``compensate --json``, the WS-03 report feature)."""
@@ -117,9 +134,9 @@ class Compensator:
         reconciled = None
         if reconcile and self.layer is not None:
             now = self.clock.now()
-            reconciled = Reconciler(self.layer, self.settings, store=self.store).run(
+            reconciled = self.reconcile(
                 since=now - comp.reconcile_window_s, until=now,
-                backfill=comp.reconcile_backfill if backfill is None else backfill, now=now)
+                backfill=comp.reconcile_backfill if backfill is None else backfill)
         now = self.clock.now()
         cut = now - comp.retention_days * 86400.0
         pruned = self.store.prune(cut, cut)
@@ -161,6 +178,14 @@ class Compensator:
         signals = gather_signals(self.settings.intake, primary, fallback, store=self.store,
                                  now=self.clock.now())
         return self.ladder.observe(signals)
+
+    def reconcile(self, *, since: float, until: float, backfill: bool = False
+                  ) -> ReconcileReport:
+        """Reconcile ``[since, until)`` (epoch seconds) against the layer."""
+        if self.layer is None:
+            raise ConfigurationError("writeback.layer_url", "", "reconciliation needs a layer")
+        return Reconciler(self.layer, self.settings, store=self.store).run(
+            since=since, until=until, backfill=backfill, now=self.clock.now())
 
     def take_notifications(self, limit: int = 100) -> List[Notification]:
         """Pending notifications, marked handed over (for the WS-03 PythonCaller's Emailer)."""

@@ -158,8 +158,14 @@ class Reconciler:
             day = _day(created)
             asset_type = _text(get_ignoring_case(attrs, self.asset_type_field))
             crew = _text(get_ignoring_case(attrs, comp.crew_field))
-            listed = photos.get(oid) or [None]
-            for info in listed:
+            attached = photos.get(oid) or []
+            listed = [info for info in attached if info.global_id is not None]
+            if len(listed) < len(attached):
+                # Intake keys a photo by its GlobalID: one without cannot be matched.
+                log.warning("reconcile: %d photo(s) of feature %s on %s carry no GlobalID "
+                            "and are left out", len(attached) - len(listed), feature,
+                            self.layer.url)
+            for info in listed or [None]:
                 attachment = None if info is None else normalise_global_id(info.global_id,
                                                                            "globalId")
                 key = compose_key(feature, attachment)
