@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fme_ai_resilience.errors import ErrorClass, FailureClass
+from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FailureClass
 from fme_ai_resilience.ledger import (
     CallRecord,
     FormatAnomaly,
@@ -16,6 +16,7 @@ from fme_ai_resilience.ledger import (
     Status,
     TaskOutcome,
 )
+from fme_ai_resilience.pipeline_settings import SECRET_SETTINGS
 from fme_ai_resilience.store import SqlStore
 from fme_ai_resilience.submission import Submission
 
@@ -553,3 +554,11 @@ def test_config_upserts(store):
     store.set_config({"breaker.failure_rate": "0.5", "retry.task_attempts": 6}, now=T0)
     store.set_config({"breaker.failure_rate": "0.4"}, now=T0 + 1)
     assert store.get_config() == {"breaker.failure_rate": "0.4", "retry.task_attempts": "6"}
+
+
+@pytest.mark.parametrize("secret", sorted(SECRET_SETTINGS))
+def test_a_secret_setting_is_never_stored(store, secret):
+    """The config table refuses secrets (all or none), and the refusal does not show the value."""
+    with pytest.raises(ConfigurationError) as info:
+        store.set_config({"breaker.failure_rate": "0.4", secret: "sk-live-0123456789"}, now=T0)
+    assert "sk-live-0123456789" not in str(info.value) and store.get_config() == {}

@@ -35,7 +35,8 @@ from ..ledger import (
     TaskOutcome,
     TaskRecord,
 )
-from ..redact import excerpt, redact_mapping, redact_text
+from ..pipeline_settings import SECRET_SETTINGS
+from ..redact import REDACTED, excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
@@ -501,9 +502,16 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         return {r["name"]: r["value"] for r in self._statement("get_config", write=False).rows}
 
     def set_config(self, values: Mapping[str, str], *, now: float) -> None:
-        """Upsert settings into ``resilience_config`` (all or none)."""
+        """Upsert settings into ``resilience_config`` (all or none). A secret setting
+        (``vision.key``, ``arcgis.client_secret``...) is refused: secrets never reach the
+        ledger."""
         now = finite("now", now)
         items: List[Tuple[str, str]] = [(name("name", k), str(v)) for k, v in values.items()]
+        for setting, _ in items:
+            if setting.strip().lower() in SECRET_SETTINGS:
+                raise ConfigurationError(setting, REDACTED, "is a secret and is never stored in "
+                                         "the ledger: give it as a FAIR_* variable or a "
+                                         "published parameter")
 
         def work(tx: Tx) -> None:
             for setting, value in items:
