@@ -276,3 +276,57 @@ def test_secret_settings_never_show_in_repr_display_or_errors():
     with pytest.raises(ConfigurationError) as info:
         Settings.from_mapping({"vision.key": 12345678901234567})
     assert "12345678901234567" not in str(info.value)
+
+
+@pytest.mark.parametrize("load", [
+    lambda: Settings().with_values({"retry.task_attempt": ""}),
+    lambda: Settings().with_values({"retry.task_attempt": None}),
+    lambda: Settings().with_values({"nonsense": "  "}),
+    lambda: Settings.from_env({"FAIR_RETRY_TASK_ATTEMPT": ""}),
+    lambda: Settings.from_mapping({"FAIR_BREAKER_FAILURE_RAT": " "}, prefix="FAIR_"),
+], ids=["dotted", "none", "no-group", "env", "macro"])
+def test_an_unknown_name_fails_even_with_an_empty_value(load):
+    """Blank means "not set" only for a real setting: a typo with a blank value still raises."""
+    with pytest.raises(ConfigurationError, match="is not a known setting"):
+        load()
+
+
+def test_other_tools_fair_variables_are_skipped_even_when_empty():
+    """FAIR_DB_URL and FAIR_TEST_PG_URL belong to other tools: empty or not, they are skipped."""
+    assert Settings.from_env({"FAIR_DB_URL": "", "FAIR_TEST_PG_URL": "",
+                              "FAIR_RETRY_JITTER": ""}) == Settings()
+
+
+@pytest.mark.parametrize("name, suggested", [
+    ("FAIR_RETRY_TASK_ATTEMPT", "FAIR_RETRY_TASK_ATTEMPTS"),
+    ("retry.task_attempt", "retry.task_attempts"),
+    ("BREAKER_FAILURE_RAT", "BREAKER_FAILURE_RATE"),
+])
+def test_an_unknown_field_names_the_setting_it_resembles(name, suggested):
+    """A typo in a known group names the real setting, written the way the typo was."""
+    prefix = "FAIR_" if name.startswith("FAIR_") else ""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({name: "5"}, prefix=prefix)
+    assert info.value.field == name
+    assert str(info.value) == f"{name}='5': is not a known setting (did you mean {suggested}?)"
+
+
+NUMBERS = [name for name, value in Settings().as_flat_dict().items()
+           if isinstance(value, (int, float)) and not isinstance(value, bool)]
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", float("inf"), float("nan")],
+                         ids=["inf", "-inf", "nan", "float-inf", "float-nan"])
+@pytest.mark.parametrize("name", NUMBERS)
+def test_every_number_refuses_a_non_finite_value_saying_so(name, value):
+    """inf and nan, as text or as floats, are refused by every number with "must be finite"."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({name: value})
+    assert (info.value.field, info.value.reason) == (name, "must be finite")
+
+
+def test_a_non_finite_per_asset_threshold_says_must_be_finite():
+    """A per-asset-type threshold of inf is refused with "must be finite" too."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({"validation.thresholds": "hydrant=inf"})
+    assert info.value.reason == "must be finite"
