@@ -16,7 +16,7 @@ from ..breaker import BreakerMode, BreakerState, Manual
 from ..clock import SystemClock
 from ..services.calibration import calibrate
 from ..services.shared_breaker import CircuitBreaker
-from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, ledger
+from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, ledger, number
 
 __all__ = ["add_parser", "describe", "effective"]
 
@@ -41,8 +41,9 @@ def add_parser(subparsers: Any) -> None:
         sub.set_defaults(func=run_command, command_value=manual.value)
     cal = actions.add_parser("calibrate", help="suggest thresholds from the call log")
     cal.add_argument("--service", required=True, help="the protected service")
-    cal.add_argument("--days", type=float, default=7.0, help="history to look at (default 7)")
-    cal.add_argument("--margin", type=float, default=0.1,
+    cal.add_argument("--days", type=number(above=0), default=7.0,
+                     help="history to look at (default 7)")
+    cal.add_argument("--margin", type=number(minimum=0, maximum=1), default=0.1,
                      help="added to the baseline P95 rate (default 0.1)")
     cal.add_argument("--apply", action="store_true",
                      help="store the suggestion in resilience_config")

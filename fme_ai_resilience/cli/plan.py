@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from ..retry import RetryPolicy
 from ..settings import Settings
 from ..task_budget import check_budget
-from .common import EXIT_FAILED, EXIT_OK, command, settings_from_args
+from .common import EXIT_FAILED, EXIT_OK, command, number, settings_from_args, whole
 
 __all__ = ["add_parser", "build_plan", "format_plan"]
 
@@ -24,13 +24,15 @@ def add_parser(subparsers: Any) -> None:
         "plan", help="capacity and time-budget calculator",
         description="Watermark, task budget, worst-case task time and whether the "
                     "configuration fits (seed sections 3.2 and 5.3).")
-    p.add_argument("--engines", type=int, help="FME engines processing tasks")
-    p.add_argument("--mean-seconds", type=float, help="mean processing time of one task (s)")
-    p.add_argument("--latency-seconds", type=float, help="the business latency promise (s)")
-    p.add_argument("--attempts", type=int, help="task-wide attempt budget")
-    p.add_argument("--job-limit-seconds", type=float,
+    p.add_argument("--engines", type=whole(), help="FME engines processing tasks")
+    p.add_argument("--mean-seconds", type=number(),
+                   help="mean processing time of one task (s)")
+    p.add_argument("--latency-seconds", type=number(),
+                   help="the business latency promise (s)")
+    p.add_argument("--attempts", type=whole(), help="task-wide attempt budget")
+    p.add_argument("--job-limit-seconds", type=number(above=0),
                    help="FME job runtime limit tm_ttc (s); checked when given")
-    p.add_argument("--tasks-per-job", type=int,
+    p.add_argument("--tasks-per-job", type=whole(minimum=1),
                    help="tasks one processor job works through (default: processing.claim_limit)")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set timeouts.ttfb_s=15 (repeatable)")

@@ -21,7 +21,8 @@ from ..redact import redact_text, redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, command, settings_from_args
+from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, number, port,
+                     settings_from_args)
 
 __all__ = ["add_parser", "build_server"]
 
@@ -33,21 +34,19 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 
 def add_parser(subparsers: Any) -> None:
-    from ..store import DEFAULT_URL
-
     p = subparsers.add_parser(
         "serve", help="run the intake gateway (WSGI, stdlib server)",
         description="Answer Survey123 webhooks with the full status contract, writing into the "
                     "ledger. Secrets are read from environment variables, never from options.")
-    p.add_argument("--db", default=os.environ.get(DB_ENV) or DEFAULT_URL,
-                   help=f"ledger URL (default: ${DB_ENV}, else {DEFAULT_URL})")
+    add_db_option(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
+    p.add_argument("--port", type=port, default=8080, metavar="N",
+                   help="port, 0 to 65535 (default 8080; 0 picks one)")
     p.add_argument("--overload-mode", choices=("park", "reject"),
                    help="past the watermark: park (store DEFERRED, default) or reject (429)")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set intake.watermark=200 (repeatable)")
-    p.add_argument("--config-ttl-seconds", type=float, default=30.0, metavar="S",
+    p.add_argument("--config-ttl-seconds", type=number(minimum=0), default=30.0, metavar="S",
                    help="re-read the resilience_config table at most every S seconds; its "
                         "rows apply over the options (default 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
