@@ -46,7 +46,7 @@ _POSTGRES = ("postgresql://", "postgres://")
 
 
 class OptionError(ConfigurationError, argparse.ArgumentTypeError):
-    """An option's value that cannot be used; argparse reports it with the option's name (exit 2)."""
+    """An option value that cannot be used: argparse reports it with the option (exit 2)."""
 
     def __str__(self) -> str:
         return f"{self.reason}, got {self.value!r}"
