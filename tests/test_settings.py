@@ -14,7 +14,7 @@ def test_defaults_are_the_seeds_thresholds():
     s = Settings()
     assert (s.timeouts.connect_s, s.timeouts.tls_s, s.timeouts.ttfb_s, s.timeouts.body_s) == (
         3, 3, 20, 4)
-    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 6)
+    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 5)
     assert (s.breaker.failure_rate, s.breaker.min_calls, s.breaker.cooldown_s,
             s.breaker.half_open_probes, s.breaker.close_ratio) == (0.5, 20, 60, 5, 0.8)
     assert s.validation.confidence_threshold == 0.75
@@ -82,7 +82,7 @@ def test_with_values_returns_a_new_value():
 def test_flat_dict_names_every_setting():
     """as_flat_dict lists group.field names that from_mapping reads back unchanged."""
     flat = Settings().as_flat_dict()
-    assert flat["retry.task_attempts"] == 6 and flat["validation.thresholds"] == {}
+    assert flat["retry.task_attempts"] == 5 and flat["validation.thresholds"] == {}
     assert Settings.from_mapping({k: v for k, v in flat.items()
                                   if not isinstance(v, dict)}) == Settings()
 

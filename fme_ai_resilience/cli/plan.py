@@ -55,7 +55,8 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
     capacity = intake.capacity
     policy = RetryPolicy.from_settings(settings)
     per_job = tasks_per_job if tasks_per_job is not None else settings.processing.claim_limit
-    check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job)
+    check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job,
+                         lease_s=settings.processing.lease_s)
     watermark = capacity.watermark
     return {
         "engines": intake.engines,
@@ -74,6 +75,8 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
         "worst_case_task_s": round(check.worst_case_s, 3),
         "inline_attempts": check.inline_attempts,
         "fits_task_budget": check.fits_task_budget,
+        "lease_s": check.lease_s,
+        "fits_lease": check.fits_lease,
         "job_limit_s": check.job_limit_s,
         "tasks_per_job": check.tasks_per_job,
         "fits_job_limit": check.fits_job_limit,
@@ -104,6 +107,8 @@ def format_plan(plan: Dict[str, Any]) -> str:
         f"  worst-case task time: {plan['worst_case_task_s']:g} s ({plan['task_attempts']} "
         f"attempts, inline waits up to {plan['max_inline_wait_s']:g} s)",
         f"  fits task budget:     {_yes_no(plan['fits_task_budget'])}",
+        f"  fits lease:           {_yes_no(plan['fits_lease'])} "
+        f"(processing.lease_s {plan['lease_s']:g} s)",
         f"  fits FME job limit:   {_yes_no(plan['fits_job_limit'])}"
         + (f" (tm_ttc {plan['job_limit_s']:g} s, {plan['tasks_per_job']} tasks per job)"
            if plan["job_limit_s"] is not None else ""),
