@@ -34,8 +34,8 @@ COMMANDS = {"open": ("force the circuit of --service open: refuse every call unt
             "disable": ("disable the circuit of --service: admit every call, keep metrics only",
                         Manual.DISABLE),
             "reset": ("return the circuit of --service to automatic, CLOSED", Manual.RESET)}
-KNOWN = ("a known service has a circuit_state row or calls in the ai_call_log table; "
-         "any other name is refused unless --create is given")
+KNOWN = ("Acts only on a known service, one with a circuit_state row or calls in the "
+         "ai_call_log table; any other name is refused unless --create is given.")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -52,8 +52,8 @@ def add_parser(subparsers: Any) -> None:
     add_db_option(show)
     show.set_defaults(func=run_show)
     for name, (text, manual) in COMMANDS.items():
-        sub = actions.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. "
-                                                              f"Only a known service: {KNOWN}.",
+        sub = actions.add_parser(name, help=text,
+                                 description=f"{text[0].upper()}{text[1:]}. {KNOWN}",
                                  epilog=exit_codes("the ledger could not do it"))
         sub.add_argument("--service", required=True, help="the protected service (required)")
         sub.add_argument("--create", action="store_true",

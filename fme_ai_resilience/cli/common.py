@@ -31,7 +31,8 @@ from ..store import SqlStore, display_url, open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
            "add_db_option", "check_db_url", "command", "exit_codes", "ledger", "number",
-           "open_from_args", "port", "settings_for", "settings_from_args", "whole"]
+           "open_from_args", "port", "setting_default", "settings_for", "settings_from_args",
+           "whole"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -87,11 +88,18 @@ def whole(*, minimum: Optional[int] = None, maximum: Optional[int] = None
 port = whole(minimum=0, maximum=65535)
 
 
-def exit_codes(failed: str = "the ledger could not do it (unreachable, no schema, "
-                             "no such file)") -> str:
+def exit_codes(failed: str = "the ledger could not do it (unreachable, no schema, no such "
+                             "SQLite file)",
+               usage: str = "a missing or malformed --db, a bad option or setting") -> str:
     """The epilog every command's ``--help`` ends with: its exit codes."""
-    return (f"Exit codes: 0 done; 1 {failed}; 2 a usage or configuration error (a missing or "
-            "malformed --db, a bad option or setting).")
+    return f"Exit codes: 0 done; 1 {failed}; 2 a usage or configuration error ({usage})."
+
+
+def setting_default(name: str) -> str:
+    """How an option that sets ``name`` shows its default: ``(default: intake.engines, 8)``."""
+    value = Settings().as_flat_dict()[name]
+    return f"(default: {name}, {value:g})" if isinstance(value, float) else \
+        f"(default: {name}, {value})"
 
 
 def add_db_option(parser: argparse.ArgumentParser) -> None:

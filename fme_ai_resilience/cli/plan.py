@@ -1,9 +1,9 @@
 """``fme-ai-resilience plan``: the capacity and time-budget calculator.
 
 Prints the backlog watermark (Little's law), the task budget (1.5 x the latency promise), the
-worst-case task time of the retry policy and whether it fits the task budget and FME's job
-runtime limit (``tm_ttc``). Settings come from ``FAIR_*`` environment variables, then
-``--set group.field=value``, then the explicit options.
+worst-case task time of the retry policy and whether it fits the task budget, the lease
+(``processing.lease_s``) and FME's job runtime limit (``tm_ttc``). Settings come from
+``FAIR_*`` environment variables, then ``--set group.field=value``, then the explicit options.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional
 from ..retry import RetryPolicy
 from ..settings import Settings
 from ..task_budget import check_budget
-from .common import EXIT_FAILED, EXIT_OK, command, number, settings_from_args, whole
+from .common import (EXIT_FAILED, EXIT_OK, command, exit_codes, number, setting_default,
+                     settings_from_args, whole)
 
 __all__ = ["add_parser", "build_plan", "format_plan"]
 
@@ -22,20 +23,32 @@ __all__ = ["add_parser", "build_plan", "format_plan"]
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plan", help="capacity and time-budget calculator",
-        description="Watermark, task budget, worst-case task time and whether the "
-                    "configuration fits (seed sections 3.2 and 5.3).")
-    p.add_argument("--engines", type=whole(), help="FME engines processing tasks")
-    p.add_argument("--mean-seconds", type=number(),
-                   help="mean processing time of one task (s)")
-    p.add_argument("--latency-seconds", type=number(),
-                   help="the business latency promise (s)")
-    p.add_argument("--attempts", type=whole(), help="task-wide attempt budget")
-    p.add_argument("--job-limit-seconds", type=number(above=0),
-                   help="FME job runtime limit tm_ttc (s); checked when given")
-    p.add_argument("--tasks-per-job", type=whole(minimum=1),
-                   help="tasks one processor job works through (default: processing.claim_limit)")
+        description="The backlog watermark (Little's law), the task budget (1.5 x the latency "
+                    "promise), the worst-case task time of the retry policy, and whether it "
+                    "fits the task budget, the lease (processing.lease_s) and FME's job runtime "
+                    "limit. Settings come from FAIR_* environment variables, then --set, then "
+                    "the options below. The ledger is not read.",
+        epilog=exit_codes("with --check, the configuration does not fit",
+                          usage="a bad option or setting"))
+    p.add_argument("--engines", type=whole(), metavar="N",
+                   help=f"FME engines processing tasks {setting_default('intake.engines')}")
+    p.add_argument("--mean-seconds", type=number(), metavar="S",
+                   help="mean processing time of one task "
+                        f"{setting_default('intake.mean_processing_s')}")
+    p.add_argument("--latency-seconds", type=number(), metavar="S",
+                   help="the business latency promise "
+                        f"{setting_default('intake.latency_promise_s')}")
+    p.add_argument("--attempts", type=whole(), metavar="N",
+                   help=f"task-wide attempt budget {setting_default('retry.task_attempts')}")
+    p.add_argument("--job-limit-seconds", type=number(above=0), metavar="S",
+                   help="FME's job runtime limit tm_ttc, checked when given (default: not "
+                        "checked)")
+    p.add_argument("--tasks-per-job", type=whole(minimum=1), metavar="N",
+                   help="tasks one processor job works through, for the job limit "
+                        f"{setting_default('processing.claim_limit')}")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting, e.g. --set timeouts.ttfb_s=15 (repeatable)")
+                   help="any setting, e.g. --set timeouts.ttfb_s=15; repeatable (default: "
+                        "none)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--check", action="store_true",
                    help="exit 1 when the configuration does not fit")
