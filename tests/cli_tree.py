@@ -10,8 +10,10 @@ from typing import Iterator, List, Tuple
 
 from fme_ai_resilience.cli import build_parser, main
 
-#: A value for each required argument of any command.
-REQUIRED = {"--service": "vision", "level": "L1"}
+#: A value for each required argument of any command (and for the positional ones the tests
+#: want given).
+REQUIRED = {"--service": "vision", "level": "L1", "key": "feature-1/photo-1",
+            "keys": "feature-1/photo-1", "--url": "http://127.0.0.1:9", "--repository": "fair"}
 
 Path = Tuple[str, ...]
 
@@ -53,7 +55,8 @@ def argv(path: Path, parser: argparse.ArgumentParser) -> List[str]:
         if action.option_strings and action.required:
             line += [action.option_strings[0], REQUIRED[action.option_strings[0]]]
         elif not action.option_strings and not isinstance(action, argparse._SubParsersAction):
-            line.append(REQUIRED[action.dest])
+            if action.nargs not in ("*", "?") or action.dest in REQUIRED:
+                line.append(REQUIRED[action.dest])
     return line
 
 

@@ -13,6 +13,13 @@ from cli_tree import argv, leaves, options, run, takes_db
 LEDGER_COMMANDS = [(path, parser) for path, parser in leaves() if takes_db(parser)]
 #: Commands that may bring a new ledger into existence (a new SQLite file, the schema).
 CREATING = {("db", "init"), ("db", "upgrade"), ("serve",)}
+#: ``check`` is a monitor: its exit code is its finding (0 ok, 1 warn, 2 alert), and a check
+#: that cannot run is an alert, so an unreachable ledger exits 2 there; its lines say ALERT.
+MONITORS = {("check",)}
+
+
+def _prefix(path):
+    return "ALERT: the check cannot run: " if path in MONITORS else "error: "
 EXPECTED_FORM = "sqlite:///relative/path.db, sqlite:////absolute/path.db or " \
                 "postgresql://user@host:port/db"
 
@@ -56,7 +63,8 @@ def test_every_ledger_command_is_covered():
     assert {" ".join(path) for path, _ in LEDGER_COMMANDS} == {
         "db init", "db upgrade", "status", "serve", "breaker show", "breaker open",
         "breaker close", "breaker disable", "breaker reset", "breaker calibrate",
-        "degrade show", "degrade set", "degrade auto"}
+        "degrade show", "degrade set", "degrade auto", "dlq list", "dlq show", "dlq requeue",
+        "check"}
 
 
 @pytest.mark.parametrize("path, parser", LEDGER_COMMANDS, ids=_ids(LEDGER_COMMANDS))
@@ -64,7 +72,7 @@ def test_no_ledger_given_is_a_usage_error_naming_the_forms(path, parser, tmp_pat
     """Without --db or FAIR_DB_URL every ledger command exits 2 with one line naming the forms."""
     code, _, err = _outcome(path, parser, None, tmp_path, capsys)
     assert code == 2, err
-    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith(_prefix(path)) and "Traceback" not in err
     assert "no ledger given" in err and "FAIR_DB_URL" in err and EXPECTED_FORM in err
 
 
@@ -76,17 +84,18 @@ def test_a_malformed_db_is_a_usage_error_naming_the_expected_form(path, parser, 
     code, _, err = _outcome(path, parser, db, tmp_path, capsys)
     assert code == 2, err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith(f"error: --db={db!r}: ") and f"expected {EXPECTED_FORM}" in err
+    assert err.startswith(f"{_prefix(path)}--db={db!r}: ") and f"expected {EXPECTED_FORM}" in err
 
 
 @pytest.mark.parametrize("path, parser", LEDGER_COMMANDS, ids=_ids(LEDGER_COMMANDS))
 def test_an_unreachable_ledger_exits_1_with_one_line(path, parser, tmp_path, capsys):
-    """A server that refuses the connection exits 1: one line naming the ledger, no password."""
+    """A server that refuses the connection exits 1 (a monitor's check: 2), with one line
+    naming the ledger and no password."""
     db = "postgresql://fair:pw-SECRET-9@127.0.0.1:1/ledger"
     code, out, err = _outcome(path, parser, db, tmp_path, capsys)
-    assert code == 1, err
+    assert code == (2 if path in MONITORS else 1), err
     assert err.count("\n") == 1 and "Traceback" not in err and "pw-SECRET-9" not in out + err
-    assert err.startswith("error: ledger postgresql://127.0.0.1:1/ledger: ")
+    assert err.startswith(f"{_prefix(path)}ledger postgresql://127.0.0.1:1/ledger: ")
 
 
 OPENING = [(path, parser) for path, parser in LEDGER_COMMANDS if path not in CREATING]
@@ -96,9 +105,9 @@ OPENING = [(path, parser) for path, parser in LEDGER_COMMANDS if path not in CRE
 def test_a_missing_directory_says_which_form_is_meant(path, parser, tmp_path, capsys):
     """A SQLite path in a directory that does not exist exits 1 and explains the two forms."""
     code, _, err = _outcome(path, parser, "sqlite:///no-such-dir/ledger.db", tmp_path, capsys)
-    assert code == 1, err
+    assert code == (2 if path in MONITORS else 1), err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith("error: ledger sqlite:///no-such-dir/ledger.db: ")
+    assert err.startswith(f"{_prefix(path)}ledger sqlite:///no-such-dir/ledger.db: ")
     assert "no such directory" in err and "relative to the working directory" in err
     assert "sqlite:////absolute/path.db" in err
 
@@ -108,7 +117,7 @@ def test_a_missing_file_points_at_db_init(path, parser, tmp_path, capsys):
     """A SQLite file that does not exist exits 1, creates nothing and says to run db init."""
     target = tmp_path / "absent.db"
     code, _, err = _outcome(path, parser, f"sqlite:///{target}", tmp_path, capsys)
-    assert code == 1 and not target.exists()
+    assert code == (2 if path in MONITORS else 1) and not target.exists()
     assert err.count("\n") == 1 and "no ledger file" in err and "db init" in err
 
 
@@ -129,7 +138,8 @@ def test_the_number_options_are_found():
     assert {(" ".join(p), o) for p, _, o in NUMBER_OPTIONS} >= {
         ("plan", "--engines"), ("plan", "--job-limit-seconds"), ("plan", "--tasks-per-job"),
         ("breaker calibrate", "--days"), ("breaker calibrate", "--margin"),
-        ("serve", "--port"), ("serve", "--config-ttl-seconds")}
+        ("serve", "--port"), ("serve", "--config-ttl-seconds"), ("dlq list", "--limit"),
+        ("check", "--window")}
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
@@ -144,18 +154,23 @@ def test_every_number_option_refuses_non_finite_values_by_name(path, parser, opt
 
 
 @pytest.mark.parametrize("line, message", [
-    (["plan", "--job-limit-seconds", "0"], "argument --job-limit-seconds: must be > 0, got '0'"),
-    (["plan", "--tasks-per-job", "0"], "argument --tasks-per-job: must be >= 1, got '0'"),
+    (["plan", "--job-limit-seconds", "-5"],
+     "error: processing.job_runtime_limit_s=-5.0: must be >= 0"),
+    (["plan", "--tasks-per-job", "0"], "error: processing.claim_limit=0: must be >= 1"),
     (["plan", "--engines", "2.5"],
      "argument --engines: must be a whole number in ASCII digits, got '2.5'"),
     (["breaker", "calibrate", "--service", "v", "--margin", "2"],
      "argument --margin: must be <= 1, got '2'"),
+    (["serve", "--db", "sqlite:///x.db", "--config-ttl-seconds", "-1"],
+     "argument --config-ttl-seconds: must be >= 0, got '-1'"),
 ])
-def test_a_bad_option_value_names_the_option_given(line, message, capsys):
-    """The message names the option typed, not a setting or parameter behind it."""
+def test_a_bad_option_value_names_the_real_setting_or_the_option(line, message, capsys):
+    """An option that sets a setting is refused in the setting's name, any other in its own;
+    never in the name of something that does not exist."""
     assert run(line) == 2
     err = capsys.readouterr().err
-    assert message in err and "processing.claim_limit" not in err and "job_limit_s" not in err
+    assert message in err
+    assert "job_limit_s=" not in err and "fme." not in err and "value=" not in err
 
 
 @pytest.mark.parametrize("line, env", [

@@ -32,6 +32,17 @@ def _no_fair_env(monkeypatch):
             monkeypatch.delenv(name)
 
 
+def _in_repository(name: str) -> bool:
+    """Whether the repository has the file ``name`` (a path, or a bare name in any folder)."""
+    if "/" in name:
+        return (ROOT / name).exists()
+    for folder, subfolders, files in os.walk(ROOT):
+        subfolders[:] = [d for d in subfolders if not d.startswith((".", "build", "__"))]
+        if name in files:
+            return True
+    return False
+
+
 def _help(parser: argparse.ArgumentParser) -> str:
     return parser.format_help()
 
@@ -49,14 +60,15 @@ def test_help_is_plain_text_naming_nothing_outside_the_repository(path, parser):
     assert "`" not in text
     assert "seed" not in text.lower() and "shared/" not in text and "reference/" not in text
     for name in FILE.findall(text):
-        assert (ROOT / name).exists(), f"{' '.join(path)} --help names {name}"
+        assert _in_repository(name), f"{' '.join(path)} --help names {name}"
 
 
 @pytest.mark.parametrize("path, parser", PAGES, ids=_ids(PAGES))
 def test_every_page_shows_the_exit_codes(path, parser):
     """Each page ends with what 0, 1 and 2 mean for that command."""
     text = " ".join(_help(parser).split())
-    assert re.search(r"Exit codes: 0 [^;]+; 1 [^;]+; 2 a usage or configuration error", text)
+    assert re.search(r"Exit codes: 0 [^;]+; 1 [^;]+; 2 [^.;]*a usage or configuration error",
+                     text)
 
 
 @pytest.mark.parametrize("path, parser", LEAVES, ids=_ids(LEAVES))

@@ -30,7 +30,8 @@ from ..settings import Settings
 from ..store import SqlStore, display_url, open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
-           "add_db_option", "check_db_url", "command", "exit_codes", "ledger", "number",
+           "add_db_option", "check_db_url", "command", "exit_codes", "ledger", "ledger_error",
+           "number",
            "open_from_args", "port", "setting_default", "settings_for", "settings_from_args",
            "whole"]
 
@@ -189,6 +190,14 @@ def ledger(args: argparse.Namespace, *, create: bool = False) -> Iterator[
         store.close()
 
 
+def ledger_error(args: argparse.Namespace, exc: StoreError) -> str:
+    """The one line that says why the ledger named by ``--db`` could not do the work: the
+    missing SQLite directory when that is why, the store's own reason otherwise."""
+    db = getattr(args, "db", None)
+    missing = _missing_sqlite(db, file_too=False) if db else None
+    return f"ledger {display_url(db) if db else '(none)'}: {missing or exc}"
+
+
 def command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """``run`` with the exit-code policy: a ledger that cannot do the work exits 1, a usage or
     configuration error 2; each with one line on stderr and no traceback."""
@@ -199,10 +208,7 @@ def command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
                 args.db = check_db_url(args.db)
             return run(args)
         except StoreError as exc:
-            db = getattr(args, "db", None)
-            missing = _missing_sqlite(db, file_too=False) if db else None
-            print(f"error: ledger {display_url(db) if db else 'ledger'}: {missing or exc}",
-                  file=sys.stderr)
+            print(f"error: {ledger_error(args, exc)}", file=sys.stderr)
             return EXIT_FAILED
         except (ConfigurationError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)

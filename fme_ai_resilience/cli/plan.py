@@ -40,10 +40,10 @@ def add_parser(subparsers: Any) -> None:
                         f"{setting_default('intake.latency_promise_s')}")
     p.add_argument("--attempts", type=whole(), metavar="N",
                    help=f"task-wide attempt budget {setting_default('retry.task_attempts')}")
-    p.add_argument("--job-limit-seconds", type=number(above=0), metavar="S",
-                   help="FME's job runtime limit tm_ttc, checked when given (default: not "
-                        "checked)")
-    p.add_argument("--tasks-per-job", type=whole(minimum=1), metavar="N",
+    p.add_argument("--job-limit-seconds", type=number(), metavar="S",
+                   help="FME's job runtime limit tm_ttc, 0 for none (not checked) "
+                        f"{setting_default('processing.job_runtime_limit_s')}")
+    p.add_argument("--tasks-per-job", type=whole(), metavar="N",
                    help="tasks one processor job works through, for the job limit "
                         f"{setting_default('processing.claim_limit')}")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
@@ -58,15 +58,23 @@ def add_parser(subparsers: Any) -> None:
 def _settings(args: argparse.Namespace) -> Settings:
     return settings_from_args(args.values, {
         "intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
-        "intake.latency_promise_s": args.latency_seconds, "retry.task_attempts": args.attempts})
+        "intake.latency_promise_s": args.latency_seconds, "retry.task_attempts": args.attempts,
+        "processing.job_runtime_limit_s": args.job_limit_seconds,
+        "processing.claim_limit": args.tasks_per_job})
 
 
 def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
                tasks_per_job: Optional[int] = None) -> Dict[str, Any]:
-    """The plan as a JSON-ready dict (what ``--json`` prints)."""
+    """The plan as a JSON-ready dict (what ``--json`` prints).
+
+    ``job_limit_s`` and ``tasks_per_job`` default to ``processing.job_runtime_limit_s`` (0: the
+    job limit is not checked) and ``processing.claim_limit``.
+    """
     intake, timeouts = settings.intake, settings.timeouts
     capacity = intake.capacity
     policy = RetryPolicy.from_settings(settings)
+    if job_limit_s is None:
+        job_limit_s = settings.processing.job_runtime_limit_s or None
     per_job = tasks_per_job if tasks_per_job is not None else settings.processing.claim_limit
     check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job,
                          lease_s=settings.processing.lease_s)
@@ -132,6 +140,6 @@ def format_plan(plan: Dict[str, Any]) -> str:
 
 @command
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(_settings(args), args.job_limit_seconds, args.tasks_per_job)
+    plan = build_plan(_settings(args))
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else format_plan(plan))
     return EXIT_FAILED if args.check and not plan["fits"] else EXIT_OK
