@@ -421,7 +421,11 @@ def _resolve(name: str, original: Any, raw: Any, prefix: str = "") -> Tuple[str,
     known = [f"{g}.{f.name}" for g, kind in groups.items() for f in dataclasses.fields(kind)]
     close = difflib.get_close_matches(f"{group}.{attr}", known, n=1, cutoff=0.8)
     hint = f" (did you mean {prefix}{_spelled_like(name, close[0])}?)" if close else ""
-    raise ConfigurationError(str(original), raw, f"is not a known setting{hint}")
+    # A misspelt secret is still a secret: no value of a group holding one reaches a message.
+    secret = any(s.startswith(f"{group}.") for s in SECRET_SETTINGS) or (
+        close and close[0] in SECRET_SETTINGS)
+    raise ConfigurationError(str(original), REDACTED if secret else raw,
+                             f"is not a known setting{hint}")
 
 
 def _spelled_like(name: str, setting: str) -> str:

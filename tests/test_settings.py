@@ -330,3 +330,12 @@ def test_a_non_finite_per_asset_threshold_says_must_be_finite():
     with pytest.raises(ConfigurationError) as info:
         Settings().with_values({"validation.thresholds": "hydrant=inf"})
     assert info.value.reason == "must be finite"
+
+
+@pytest.mark.parametrize("name", ["FAIR_VISION_KYE", "FAIR_ARCGIS_TOKN", "FAIR_VISION_APIKEY"])
+def test_a_misspelt_secret_setting_keeps_its_value_out_of_the_error(name):
+    """A typo in a group holding a secret is refused without echoing the value it was given."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({name: "sk-live-0123456789abcdef"})
+    assert "sk-live-0123456789abcdef" not in str(info.value) + repr(info.value.value)
+    assert "is not a known setting" in str(info.value)
