@@ -20,6 +20,20 @@ from .common import (EXIT_FAILED, EXIT_OK, command, exit_codes, number, setting_
 __all__ = ["add_parser", "build_plan", "format_plan"]
 
 
+#: The options that set a setting: ``(option, setting, type, help)``. Only the form of a value
+#: is checked when parsing; its range is the setting's, whose message names it.
+SETTING_OPTIONS = (
+    ("--engines", "intake.engines", whole, "FME engines processing tasks"),
+    ("--mean-seconds", "intake.mean_processing_s", number, "mean processing time of one task"),
+    ("--latency-seconds", "intake.latency_promise_s", number, "the business latency promise"),
+    ("--attempts", "retry.task_attempts", whole, "task-wide attempt budget"),
+    ("--job-limit-seconds", "processing.job_runtime_limit_s", number,
+     "FME's job runtime limit tm_ttc, 0 for none (not checked)"),
+    ("--tasks-per-job", "processing.claim_limit", whole,
+     "tasks one processor job works through, for the job limit"),
+)
+
+
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plan", help="capacity and time-budget calculator",
@@ -30,22 +44,9 @@ def add_parser(subparsers: Any) -> None:
                     "the options below. The ledger is not read.",
         epilog=exit_codes("with --check, the configuration does not fit",
                           usage="a bad option or setting"))
-    p.add_argument("--engines", type=whole(), metavar="N",
-                   help=f"FME engines processing tasks {setting_default('intake.engines')}")
-    p.add_argument("--mean-seconds", type=number(), metavar="S",
-                   help="mean processing time of one task "
-                        f"{setting_default('intake.mean_processing_s')}")
-    p.add_argument("--latency-seconds", type=number(), metavar="S",
-                   help="the business latency promise "
-                        f"{setting_default('intake.latency_promise_s')}")
-    p.add_argument("--attempts", type=whole(), metavar="N",
-                   help=f"task-wide attempt budget {setting_default('retry.task_attempts')}")
-    p.add_argument("--job-limit-seconds", type=number(), metavar="S",
-                   help="FME's job runtime limit tm_ttc, 0 for none (not checked) "
-                        f"{setting_default('processing.job_runtime_limit_s')}")
-    p.add_argument("--tasks-per-job", type=whole(), metavar="N",
-                   help="tasks one processor job works through, for the job limit "
-                        f"{setting_default('processing.claim_limit')}")
+    for option, setting, kind, text in SETTING_OPTIONS:
+        p.add_argument(option, dest=setting, type=kind(), metavar="N" if kind is whole else "S",
+                       help=f"{text} {setting_default(setting)}")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set timeouts.ttfb_s=15; repeatable (default: "
                         "none)")
@@ -56,11 +57,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return settings_from_args(args.values, {
-        "intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
-        "intake.latency_promise_s": args.latency_seconds, "retry.task_attempts": args.attempts,
-        "processing.job_runtime_limit_s": args.job_limit_seconds,
-        "processing.claim_limit": args.tasks_per_job})
+    return settings_from_args(args.values, {setting: getattr(args, setting)
+                                            for _, setting, _, _ in SETTING_OPTIONS})
 
 
 def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
