@@ -86,8 +86,9 @@ def _status(args: argparse.Namespace) -> int:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status", help="the ledger by status, dead letters by cause",
-        description="The ledger's water level: tasks by status, dead letters by cause and the "
-                    "tasks finished in the last hour. Never creates a SQLite file.",
+        description="The ledger's water level: tasks by status, dead letters by cause, the "
+                    "tasks finished in the last hour and the golden signals. Never creates a "
+                    "SQLite file.",
         epilog=exit_codes())
     add_db_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
