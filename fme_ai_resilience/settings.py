@@ -7,16 +7,16 @@ boundary; every bad value raises :class:`ConfigurationError` naming the field an
 Names: ``group.field`` (``breaker.failure_rate``) or ``GROUP_FIELD`` (``BREAKER_FAILURE_RATE``);
 environment variables and published parameters carry the ``FAIR_`` prefix
 (``FAIR_BREAKER_FAILURE_RATE``). An empty string means "not set" (an optional FME parameter
-left blank) and keeps the default.
+left blank) and keeps the default; an unknown name is an error even when its value is empty.
 """
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import enum
 import functools
 import math
-import re
 import typing
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,7 +24,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
-from .checks import count, finite, ratio
+from .checks import count, finite, ratio, read_count, read_number
 from .errors import ConfigurationError
 from .ledger import OverloadMode
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
@@ -46,9 +46,6 @@ MAX_COUNTS = {"half_open_probes": 1000}
 #: The largest ``intake.park_ceiling_factor``: the park ceiling is this x the watermark.
 MAX_PARK_CEILING_FACTOR = 1000.0
 
-_WHOLE = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
-                      re.IGNORECASE)
 
 
 def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
@@ -100,12 +97,17 @@ def _names(group: str, obj: Any, *names: str) -> None:
 
 @dataclass(frozen=True)
 class RetrySettings:
-    """Backoff and attempt budgets (seed section 4)."""
+    """Backoff and attempt budgets (seed section 4).
+
+    ``task_attempts`` is 5 so that the defaults fit their own task budget: five attempts of
+    the 30 s per-call limit and four inline waits of 5 s take 170 s of the 180 s budget
+    (docs/retries.md explains the choice).
+    """
 
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
     jitter: Jitter = Jitter.FULL
-    task_attempts: int = 6
+    task_attempts: int = 5
     max_inline_wait_s: float = 5.0
     fleet_retry_ratio: float = 0.1
     fleet_retry_floor_per_s: float = 0.2
@@ -144,9 +146,7 @@ class BreakerSettings:
         _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
                   "cooldown_max_s", "half_open_probes", "probe_timeout_s")
         _positive("breaker", self, "cache_ttl_s", allow_zero=True)
-        _check("breaker", "cooldown_factor", self.cooldown_factor,
-               _number(self.cooldown_factor) and 1 <= self.cooldown_factor < math.inf,
-               "must be >= 1")
+        finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
         _check("breaker", "cooldown_max_s", self.cooldown_max_s,
                self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
         _check("breaker", "cache_ttl_s", self.cache_ttl_s, self.cache_ttl_s <= 1.0,
@@ -214,10 +214,8 @@ class IntakeSettings:
         _positive("intake", self, "watermark", allow_zero=True)
         _ratio("intake", self, "backpressure_ratio")
         _enum("intake", self, "overload_mode", OverloadMode)
-        _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
-               _number(self.park_ceiling_factor)
-               and 1 <= self.park_ceiling_factor <= MAX_PARK_CEILING_FACTOR,
-               f"must be >= 1 and <= {MAX_PARK_CEILING_FACTOR:g}")
+        finite("intake.park_ceiling_factor", self.park_ceiling_factor, minimum=1,
+               maximum=MAX_PARK_CEILING_FACTOR)
         if self.watermark == 0:
             derived = self.engines * self.latency_promise_s / self.mean_processing_s
             _check("intake", "watermark", self.watermark, derived <= MAX_COUNT,
@@ -362,21 +360,22 @@ class Settings:
 
         With a ``prefix``, names whose group is not a settings group (``FAIR_TEST_PG_URL``)
         belong to something else and are skipped; a known group with an unknown field is a typo
-        and raises :class:`ConfigurationError`.
+        and raises :class:`ConfigurationError`, whatever its value (an empty value too). An
+        empty value or None for a real setting means "not set" and keeps the current value.
         """
         changes: Dict[str, Dict[str, Any]] = {}
         known_groups = _groups()
         for key, raw in values.items():
-            name = str(key)
+            name, written_prefix = str(key), ""
             if prefix:
                 if not name.upper().startswith(prefix.upper()):
                     continue
-                name = name[len(prefix):]
+                written_prefix, name = name[:len(prefix)], name[len(prefix):]
                 if _split(name)[0] not in known_groups:
                     continue
+            group, attr = _resolve(name, key, raw, prefix=written_prefix)
             if raw is None or (isinstance(raw, str) and raw.strip() == ""):
-                continue
-            group, attr = _resolve(name, key, raw)
+                continue   # a real setting left blank keeps its value; a typo raised above
             changes.setdefault(group, {})[attr] = _convert(group, attr, raw)
         groups = {}
         for group, attrs in changes.items():
@@ -414,12 +413,27 @@ def _split(name: str) -> Tuple[str, str]:
     return group.lower(), attr.lower()
 
 
-def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
+def _resolve(name: str, original: Any, raw: Any, prefix: str = "") -> Tuple[str, str]:
     groups = _groups()
     group, attr = _split(name)
     if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
         return group, attr
-    raise ConfigurationError(str(original), raw, "is not a known setting")
+    known = [f"{g}.{f.name}" for g, kind in groups.items() for f in dataclasses.fields(kind)]
+    close = difflib.get_close_matches(f"{group}.{attr}", known, n=1, cutoff=0.8)
+    hint = f" (did you mean {prefix}{_spelled_like(name, close[0])}?)" if close else ""
+    # A misspelt secret is still a secret: no value of a group holding one reaches a message.
+    secret = any(s.startswith(f"{group}.") for s in SECRET_SETTINGS) or (
+        close and close[0] in SECRET_SETTINGS)
+    raise ConfigurationError(str(original), REDACTED if secret else raw,
+                             f"is not a known setting{hint}")
+
+
+def _spelled_like(name: str, setting: str) -> str:
+    """``setting`` (``group.field``) written the way ``name`` is: dotted, or GROUP_FIELD."""
+    if "." in name:
+        return setting
+    flat = setting.replace(".", "_")
+    return flat.upper() if name.isupper() else flat
 
 
 def _convert(group: str, attr: str, raw: Any) -> Any:
@@ -444,16 +458,9 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
             return False
         raise bad("expected true/false")
     if hint is int:
-        if not _WHOLE.fullmatch(text):
-            raise bad("must be a whole number in ASCII digits")
-        return int(text)
+        return read_count(label, raw)
     if hint is float:
-        value = _decimal(text)
-        if value is None:
-            raise bad(f"not a number in ASCII digits: {text!r}")
-        if not math.isfinite(value):
-            raise bad("must be finite")
-        return value
+        return read_number(label, raw)
     if hint is str:
         return text
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
@@ -468,20 +475,11 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
         pairs = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             k, sep, v = part.partition("=")
-            number = _decimal(v.strip()) if sep else None
             if not sep or not k.strip():
                 raise bad(f"expected name=value pairs, got {part!r}")
-            if number is None:
-                raise bad(f"not a number in ASCII digits: {v.strip()!r}")
-            pairs[k.strip()] = number
+            pairs[k.strip()] = read_number(label, v)
         return pairs
     raise bad(f"cannot read a value of type {hint}")  # pragma: no cover
-
-
-def _decimal(text: str) -> Optional[float]:
-    """A number written in ASCII digits, or None (``float`` alone also takes ``1_0`` and other
-    scripts' digits)."""
-    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 def _typed_ok(hint: Any, raw: Any) -> bool:

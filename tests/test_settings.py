@@ -14,7 +14,7 @@ def test_defaults_are_the_seeds_thresholds():
     s = Settings()
     assert (s.timeouts.connect_s, s.timeouts.tls_s, s.timeouts.ttfb_s, s.timeouts.body_s) == (
         3, 3, 20, 4)
-    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 6)
+    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 5)
     assert (s.breaker.failure_rate, s.breaker.min_calls, s.breaker.cooldown_s,
             s.breaker.half_open_probes, s.breaker.close_ratio) == (0.5, 20, 60, 5, 0.8)
     assert s.validation.confidence_threshold == 0.75
@@ -82,7 +82,7 @@ def test_with_values_returns_a_new_value():
 def test_flat_dict_names_every_setting():
     """as_flat_dict lists group.field names that from_mapping reads back unchanged."""
     flat = Settings().as_flat_dict()
-    assert flat["retry.task_attempts"] == 6 and flat["validation.thresholds"] == {}
+    assert flat["retry.task_attempts"] == 5 and flat["validation.thresholds"] == {}
     assert Settings.from_mapping({k: v for k, v in flat.items()
                                   if not isinstance(v, dict)}) == Settings()
 
@@ -276,3 +276,66 @@ def test_secret_settings_never_show_in_repr_display_or_errors():
     with pytest.raises(ConfigurationError) as info:
         Settings.from_mapping({"vision.key": 12345678901234567})
     assert "12345678901234567" not in str(info.value)
+
+
+@pytest.mark.parametrize("load", [
+    lambda: Settings().with_values({"retry.task_attempt": ""}),
+    lambda: Settings().with_values({"retry.task_attempt": None}),
+    lambda: Settings().with_values({"nonsense": "  "}),
+    lambda: Settings.from_env({"FAIR_RETRY_TASK_ATTEMPT": ""}),
+    lambda: Settings.from_mapping({"FAIR_BREAKER_FAILURE_RAT": " "}, prefix="FAIR_"),
+], ids=["dotted", "none", "no-group", "env", "macro"])
+def test_an_unknown_name_fails_even_with_an_empty_value(load):
+    """Blank means "not set" only for a real setting: a typo with a blank value still raises."""
+    with pytest.raises(ConfigurationError, match="is not a known setting"):
+        load()
+
+
+def test_other_tools_fair_variables_are_skipped_even_when_empty():
+    """FAIR_DB_URL and FAIR_TEST_PG_URL belong to other tools: empty or not, they are skipped."""
+    assert Settings.from_env({"FAIR_DB_URL": "", "FAIR_TEST_PG_URL": "",
+                              "FAIR_RETRY_JITTER": ""}) == Settings()
+
+
+@pytest.mark.parametrize("name, suggested", [
+    ("FAIR_RETRY_TASK_ATTEMPT", "FAIR_RETRY_TASK_ATTEMPTS"),
+    ("retry.task_attempt", "retry.task_attempts"),
+    ("BREAKER_FAILURE_RAT", "BREAKER_FAILURE_RATE"),
+])
+def test_an_unknown_field_names_the_setting_it_resembles(name, suggested):
+    """A typo in a known group names the real setting, written the way the typo was."""
+    prefix = "FAIR_" if name.startswith("FAIR_") else ""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({name: "5"}, prefix=prefix)
+    assert info.value.field == name
+    assert str(info.value) == f"{name}='5': is not a known setting (did you mean {suggested}?)"
+
+
+NUMBERS = [name for name, value in Settings().as_flat_dict().items()
+           if isinstance(value, (int, float)) and not isinstance(value, bool)]
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", float("inf"), float("nan")],
+                         ids=["inf", "-inf", "nan", "float-inf", "float-nan"])
+@pytest.mark.parametrize("name", NUMBERS)
+def test_every_number_refuses_a_non_finite_value_saying_so(name, value):
+    """inf and nan, as text or as floats, are refused by every number with "must be finite"."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({name: value})
+    assert (info.value.field, info.value.reason) == (name, "must be finite")
+
+
+def test_a_non_finite_per_asset_threshold_says_must_be_finite():
+    """A per-asset-type threshold of inf is refused with "must be finite" too."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({"validation.thresholds": "hydrant=inf"})
+    assert info.value.reason == "must be finite"
+
+
+@pytest.mark.parametrize("name", ["FAIR_VISION_KYE", "FAIR_ARCGIS_TOKN", "FAIR_VISION_APIKEY"])
+def test_a_misspelt_secret_setting_keeps_its_value_out_of_the_error(name):
+    """A typo in a group holding a secret is refused without echoing the value it was given."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({name: "sk-live-0123456789abcdef"})
+    assert "sk-live-0123456789abcdef" not in str(info.value) + repr(info.value.value)
+    assert "is not a known setting" in str(info.value)

@@ -13,9 +13,10 @@ import sys
 from typing import Any
 
 from ..clock import SystemClock
-from ..errors import ResilienceError
+from ..errors import ResilienceError, StoreError
 from ..services.observe import read_signals
-from .common import EXIT_USAGE, add_db_option, ledger
+from .common import (EXIT_USAGE, add_db_option, ledger, ledger_error, number,
+                     setting_default)
 
 __all__ = ["add_parser"]
 
@@ -25,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
         with ledger(args) as (store, settings):
             signals = read_signals(settings, store=store, now=SystemClock().now(),
                                    window_s=args.window)
+    except StoreError as exc:
+        print(f"ALERT: the check cannot run: {ledger_error(args, exc)}", file=sys.stderr)
+        return EXIT_USAGE
     except (ResilienceError, ValueError) as exc:
         print(f"ALERT: the check cannot run: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -39,9 +43,12 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("check", help="the golden signals as an exit code (0/1/2)",
                               description="The golden signals over a window as one line and "
                                           "an exit code, for FME Flow or any monitor.",
-                              epilog="exit codes: 0 ok, 1 warn, 2 alert or the check failed")
-    p.add_argument("--window", type=float, default=None, metavar="S",
-                   help="seconds to look back (default: alerts.window_s, 900)")
+                              epilog="Exit codes: 0 every signal within its threshold; 1 a "
+                                     "warning; 2 an alert, or the check cannot run (a usage or "
+                                     "configuration error, an unreachable ledger), as a "
+                                     "monitor should see it.")
+    p.add_argument("--window", type=number(above=0), default=None, metavar="S",
+                   help=f"seconds to look back {setting_default('alerts.window_s')}")
     p.add_argument("--json", action="store_true", help="print every signal as JSON")
     add_db_option(p)
     p.set_defaults(func=run)

@@ -3,7 +3,8 @@
 ``list`` shows the newest dead letters (of one ``--cause``); ``show KEY`` one row with its
 error, checkpoints and payload (secrets redacted); ``requeue`` puts dead letters back to
 PENDING as fresh tasks, by key or by cause (``INVALID_PAYLOAD`` evidence only with
-``--force``). Exit codes: 0 done, 1 no such dead letter or the ledger failed, 2 usage.
+``--force``). Exit codes: 0 done, 1 no such dead letter or the ledger failed, 2 a usage or
+configuration error.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..clock import SystemClock
 from ..errors import ConfigurationError, FailureClass
 from ..ledger import Status, TaskRecord
 from ..redact import redact_mapping
-from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, ledger
+from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger, whole
 
 __all__ = ["add_parser", "describe"]
 
@@ -78,31 +79,38 @@ def run_requeue(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
+    codes = exit_codes("no such dead letter, or the ledger could not do it")
     p = subparsers.add_parser(
         "dlq", help="list, show and requeue dead letters",
         description="The dead letters, by cause: list the newest, show one, requeue by key or "
-                    "by cause.", epilog="exit codes: 0 done, 1 no such dead letter or the "
-                                        "ledger failed, 2 usage")
+                    "by cause.", epilog=codes)
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     show_list = actions.add_parser("list", help="the newest dead letters, of one cause",
-                                   description="The newest dead letters, of one --cause.")
-    show_list.add_argument("--cause", choices=CAUSES, help="only this failure class")
-    show_list.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
-    show_list.add_argument("--offset", type=int, default=0, help="rows to skip (default 0)")
+                                   description="The newest dead letters, of one --cause.",
+                                   epilog=exit_codes())
+    show_list.add_argument("--cause", choices=CAUSES,
+                           help="only this failure class (default: every cause)")
+    show_list.add_argument("--limit", type=whole(minimum=1), default=50, metavar="N",
+                           help="rows to show (default: 50)")
+    show_list.add_argument("--offset", type=whole(minimum=0), default=0, metavar="N",
+                           help="rows to skip (default: 0)")
     show_list.add_argument("--json", action="store_true", help="print JSON")
     add_db_option(show_list)
     show_list.set_defaults(func=run_list)
-    one = actions.add_parser("show", help="one dead letter in full",
+    one = actions.add_parser("show", help="one dead letter in full", epilog=codes,
                              description="One dead letter with its error, checkpoints and "
                                          "payload (secrets redacted).")
     one.add_argument("key", help="the task key")
     add_db_option(one)
     one.set_defaults(func=run_show)
     again = actions.add_parser("requeue", help="back to PENDING, by key or by cause",
+                               epilog=codes,
                                description="Put dead letters back to PENDING as fresh tasks "
-                                           "(attempts reset, checkpoints kept).")
+                                           "(attempts reset, checkpoints kept), by KEY or by "
+                                           "--cause.")
     again.add_argument("keys", nargs="*", metavar="KEY", help="task keys")
-    again.add_argument("--cause", choices=CAUSES, help="every dead letter of this cause")
+    again.add_argument("--cause", choices=CAUSES,
+                       help="every dead letter of this cause (default: only the KEYs given)")
     again.add_argument("--force", action="store_true",
                        help="also INVALID_PAYLOAD evidence (bodies that never parsed)")
     add_db_option(again)

@@ -24,7 +24,8 @@ from ..deployment import DEFAULT_QUEUE, describe, processor_job, schedules
 from ..parameters import WORKSPACES
 from ..redact import redact_url
 from ..services.flow import FlowClient
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, settings_from_args
+from .common import (DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes,
+                     settings_from_args)
 from .workspaces import DEFAULT_DIR, check_file
 
 __all__ = ["add_parser"]
@@ -35,31 +36,38 @@ TIMEOUT_S = (5.0, 60.0)
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("flow", help="deploy the workspaces to FME Flow",
-                              description=__doc__.splitlines()[0])
+    codes = exit_codes("a workspace fails its check or FME Flow refused a request",
+                       usage="an unset token or ledger variable, a missing file, a bad "
+                             "setting")
+    p = subparsers.add_parser(
+        "flow", help="deploy the workspaces to FME Flow", epilog=codes,
+        description="Put the three workspaces on FME Flow and schedule them.")
     actions = p.add_subparsers(dest="flow_command", metavar="ACTION", required=True)
     deploy = actions.add_parser(
         "deploy", help="upload the workspaces and create or update their schedules",
+        epilog=codes,
         description="Upload WS-01, WS-02 and WS-03 to a repository (created when missing) and "
                     "schedule WS-02 every minute on its own queue and WS-03 every 10 minutes. "
                     "Secrets are read from environment variables, never from options.")
-    deploy.add_argument("--url", required=True, help="FME Flow base URL, e.g. https://flow")
+    deploy.add_argument("--url", required=True,
+                        help="FME Flow base URL, e.g. https://flow (required)")
     deploy.add_argument("--token-env", default=TOKEN_ENV, metavar="VAR",
                         help=f"environment variable holding the FME Flow token "
-                             f"(default {TOKEN_ENV})")
+                             f"(default: {TOKEN_ENV})")
     deploy.add_argument("--repository", required=True, metavar="NAME",
-                        help="the FME Flow repository to put the workspaces in")
+                        help="the FME Flow repository to put the workspaces in (required)")
     deploy.add_argument("--dir", default=DEFAULT_DIR,
-                        help=f"where the .fmw files are (default {DEFAULT_DIR})")
+                        help=f"where the .fmw files are (default: {DEFAULT_DIR})")
     deploy.add_argument("--queue", default=DEFAULT_QUEUE,
-                        help=f"the queue WS-02 runs on (default {DEFAULT_QUEUE}); FME Flow's "
-                             f"administrator creates it and assigns it engines")
+                        help=f"the queue WS-02 runs on, which FME Flow's administrator creates "
+                             f"and assigns engines (default: {DEFAULT_QUEUE})")
     deploy.add_argument("--db-env", default=DB_ENV, metavar="VAR",
                         help=f"environment variable holding the ledger URL the schedules pass "
-                             f"as FAIR_DB (default {DB_ENV})")
+                             f"as FAIR_DB (default: {DB_ENV})")
     deploy.add_argument("--set", dest="values", action="append", default=[],
                         metavar="NAME=VALUE",
-                        help="any setting, e.g. --set processing.claim_limit=20 (repeatable)")
+                        help="any setting, e.g. --set processing.claim_limit=20; repeatable "
+                             "(default: none)")
     deploy.add_argument("--submit", action="store_true",
                         help="also submit one WS-02 job now")
     deploy.set_defaults(func=run_deploy)

@@ -21,7 +21,8 @@ from ..redact import redact_text, redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, command, settings_from_args
+from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, number, port,
+                     setting_default, settings_from_args)
 
 __all__ = ["add_parser", "build_server"]
 
@@ -33,35 +34,42 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 
 def add_parser(subparsers: Any) -> None:
-    from ..store import DEFAULT_URL
-
     p = subparsers.add_parser(
-        "serve", help="run the intake gateway (WSGI, stdlib server)",
+        "serve", help="run the intake gateway",
         description="Answer Survey123 webhooks with the full status contract, writing into the "
-                    "ledger. Secrets are read from environment variables, never from options.")
-    p.add_argument("--db", default=os.environ.get(DB_ENV) or DEFAULT_URL,
-                   help=f"ledger URL (default: ${DB_ENV}, else {DEFAULT_URL})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
+                    "ledger (its schema is created or upgraded at start). Secrets are read from "
+                    "environment variables, never from options. Settings come from FAIR_* "
+                    "environment variables, then --set, then the options; the resilience_config "
+                    "table applies over all of them.",
+        epilog=exit_codes("the ledger could not be opened or the address is taken"))
+    add_db_option(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=port, default=8080, metavar="N",
+                   help="port, 0 to 65535; 0 picks a free one (default: 8080)")
     p.add_argument("--overload-mode", choices=("park", "reject"),
-                   help="past the watermark: park (store DEFERRED, default) or reject (429)")
+                   help="past the watermark: park (store DEFERRED) or reject (429) "
+                        f"{setting_default('intake.overload_mode')}")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting, e.g. --set intake.watermark=200 (repeatable)")
-    p.add_argument("--config-ttl-seconds", type=float, default=30.0, metavar="S",
-                   help="re-read the resilience_config table at most every S seconds; its "
-                        "rows apply over the options (default 30)")
+                   help="any setting, e.g. --set intake.watermark=200; repeatable (default: "
+                        "none)")
+    p.add_argument("--config-ttl-seconds", type=number(minimum=0), default=30.0, metavar="S",
+                   help="re-read the resilience_config table at most every S seconds "
+                        "(default: 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
-                   help=f"require header {DEFAULT_SECRET_HEADER} to equal ${{VAR}} "
-                        f"(e.g. {SECRET_ENV})")
-    p.add_argument("--secret-header", default=DEFAULT_SECRET_HEADER,
-                   help="the header carrying the shared secret")
+                   help=f"require header --secret-header to equal ${{VAR}}, e.g. {SECRET_ENV} "
+                        f"(default: none, no shared secret)")
+    p.add_argument("--secret-header", default=DEFAULT_SECRET_HEADER, metavar="NAME",
+                   help=f"the header carrying the shared secret (default: "
+                        f"{DEFAULT_SECRET_HEADER})")
     p.add_argument("--signing-secret-env", default=None, metavar="VAR",
                    help=f"require a Standard Webhooks signature with the whsec_ secret in "
-                        f"${{VAR}} (e.g. {SIGNING_ENV})")
-    p.add_argument("--flow-url", help="FME Flow base URL: answer 503 when it has no engine "
-                                      "capacity")
+                        f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
+    p.add_argument("--flow-url", metavar="URL",
+                   help="FME Flow base URL: answer 503 when it has no engine capacity "
+                        "(default: none, no capacity check)")
     p.add_argument("--flow-token-env", default=FLOW_TOKEN_ENV, metavar="VAR",
-                   help=f"environment variable holding the FME Flow token (default "
+                   help=f"environment variable holding the FME Flow token (default: "
                         f"{FLOW_TOKEN_ENV})")
     p.set_defaults(func=run)
 

@@ -14,7 +14,7 @@ from ..ledger import Status
 from ..services.observe import read_signals
 from ..store import SqlStore, display_url
 from ..settings import Settings
-from .common import EXIT_OK, add_db_option, command, open_from_args, settings_for
+from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args, settings_for
 
 __all__ = ["add_parser", "ledger_status", "render"]
 
@@ -84,8 +84,12 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("status", help="the ledger by status, dead letters by cause",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "status", help="the ledger by status, dead letters by cause",
+        description="The ledger's water level: tasks by status, dead letters by cause, the "
+                    "tasks finished in the last hour and the golden signals. Never creates a "
+                    "SQLite file.",
+        epilog=exit_codes())
     add_db_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=_status)

@@ -7,7 +7,7 @@ from the ``.py`` scripts beside them (the source of truth) and the published par
 :mod:`fme_ai_resilience.fmw_check`, and, for a template with its script beside it, that the
 file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
 Exit codes: 0 every file passes, 1 a problem (one line each on stdout, ``FILE: rule:
-what``), 2 a usage error.
+what``), 2 a usage error (a missing directory, script or file).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any, List, Optional, Sequence
 from ..fmw import WorkspaceSpec, render_workspace
 from ..fmw_check import Problem, check_workspace
 from ..parameters import WORKSPACES, parameters_for
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 
 __all__ = ["add_parser", "render_template", "check_file"]
 
@@ -27,18 +27,32 @@ DEFAULT_DIR = "workspaces"
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("workspaces", help="generate and check the FME workspaces",
-                              description=__doc__.splitlines()[0])
+    codes = exit_codes("a file has a problem (one line each on stdout)",
+                       usage="a missing directory, script or file")
+    p = subparsers.add_parser(
+        "workspaces", help="generate and check the FME workspaces", epilog=codes,
+        description="Generate the FME workspaces WS-01, WS-02 and WS-03 from their .py scripts "
+                    "and check any .fmw file.")
     actions = p.add_subparsers(dest="workspaces_command", metavar="ACTION", required=True)
-    build = actions.add_parser("build", help="write the .fmw files from their .py scripts")
+    build = actions.add_parser(
+        "build", help="write the .fmw files from their .py scripts",
+        epilog=exit_codes("a script cannot be turned into a workspace",
+                          usage="a missing directory or script"),
+        description="Write WS-01_intake.fmw, WS-02_processor.fmw and WS-03_compensator.fmw "
+                    "from the .py scripts beside them; a file whose text would not change is "
+                    "not touched.")
     build.add_argument("--dir", default=DEFAULT_DIR,
-                       help=f"the directory holding the scripts (default {DEFAULT_DIR})")
+                       help=f"the directory holding the scripts (default: {DEFAULT_DIR})")
     build.set_defaults(func=run_build)
-    check = actions.add_parser("check", help="check .fmw files (default: the templates)")
+    check = actions.add_parser(
+        "check", help="check .fmw files (default: the templates)", epilog=codes,
+        description="Check .fmw files against the rules FME 2025.0 saves by; a template with "
+                    "its script beside it must also run exactly that script and be what "
+                    "'workspaces build' writes.")
     check.add_argument("files", nargs="*", metavar="FILE", help="workspace files to check")
     check.add_argument("--dir", default=DEFAULT_DIR,
                        help=f"where the templates are when no FILE is given "
-                            f"(default {DEFAULT_DIR})")
+                            f"(default: {DEFAULT_DIR})")
     check.set_defaults(func=run_check)
 
 
