@@ -11,7 +11,7 @@ from fme_ai_resilience.errors import FailureClass
 from fme_ai_resilience.services.flow import FlowHealth
 from fme_ai_resilience.services.intake import IntakeAnswer, decide
 from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
-from fme_ai_resilience.keys import body_key
+from fme_ai_resilience.keys import body_key, trace_id_for
 from fme_ai_resilience.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
@@ -71,6 +71,7 @@ def test_first_delivery_is_202_and_pending(store, clock):
     record = store.get(KEY)
     assert record.status is Status.PENDING
     assert record.payload["delivery_id"] == "d1"
+    assert record.trace_id == trace_id_for(KEY) and len(record.trace_id) == 32
     assert TOKEN not in json.dumps(dict(record.payload))
     assert json.loads(decision.body_bytes())["submissions"][0]["key"] == KEY
 
@@ -108,6 +109,7 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     assert record.failure_class is FailureClass.INVALID_PAYLOAD
     assert "no feature" in record.payload["reason"] and record.payload["delivery_id"] == "d9"
     assert "surveyInfo" in record.payload["excerpt"]
+    assert record.trace_id == trace_id_for(body_key(raw))   # a W3C trace id, 32 hex
     assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in (record.last_error or "")
     assert TOKEN not in caplog.text
     # the same garbage again: still 400, the evidence is kept once

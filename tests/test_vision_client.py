@@ -12,10 +12,12 @@ import responses
 
 from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.errors import ErrorClass
+from fme_ai_resilience.keys import as_trace_id
 from fme_ai_resilience.ledger import CallRecord
 from fme_ai_resilience.validate import VerdictKind, validate
 from fme_ai_resilience.services.vision import Credentials, VisionClient, VisionOutcome, traceparent
 from fme_ai_resilience.services.vision.providers import GenericMapping
+from fme_ai_resilience.survey123 import parse_webhook
 from tests import vision_fixtures as fx
 
 API_KEY = "sk-live-ABCDEF0123456789"
@@ -99,6 +101,31 @@ def test_request_carries_traceparent_from_the_trace_id(clock):
     make_client("google", clock).analyze(b"img", TRACE)
     header = responses.calls[0].request.headers["traceparent"]
     assert re.fullmatch(rf"00-{TRACE}-[0-9a-f]{{16}}-01", header)
+
+
+@responses.activate
+def test_the_ledgers_trace_id_is_sent_verbatim(clock, caplog):
+    """A task's trace id from intake is the traceparent's trace id, the outcome's and the log's."""
+    caplog.set_level(logging.INFO)
+    (sub,) = parse_webhook(json.dumps({
+        "feature": {"attributes": {"globalid": "{5C1E0A2B-9D3F-4E61-8A7B-0F2C3D4E5A6B}"},
+                    "attachments": {"photo": [
+                        {"globalId": "{A0B1C2D3-E4F5-4A6B-8C7D-9E0F1A2B3C4D}", "id": 1}]}}}))
+    responses.add(responses.POST, URLS["google"], json=fx.GOOGLE_OK)
+    out = make_client("google", clock).analyze(b"img", sub.trace_id)
+    header = responses.calls[0].request.headers["traceparent"]
+    assert header.split("-")[1] == sub.trace_id == out.trace_id
+    assert f"trace={sub.trace_id}" in caplog.text
+
+
+@responses.activate
+def test_an_id_that_is_no_trace_id_is_reported_as_the_one_sent(clock):
+    """A caller's own id (not 32 hex) is derived once; outcome and traceparent carry the same."""
+    responses.add(responses.POST, URLS["google"], json=fx.GOOGLE_OK)
+    out = make_client("google", clock).analyze(b"img", "job-17/photo-3")
+    sent = responses.calls[0].request.headers["traceparent"].split("-")[1]
+    assert out.trace_id == sent == as_trace_id("job-17/photo-3")
+    assert out.to_call_record("vision", started_at=1.0).trace_id == sent
 
 
 def test_traceparent_hashes_trace_ids_that_are_not_32_hex():

@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from ..capacity import CapacityPlan
 from ..checks import count
 from ..errors import FailureClass, InvalidPayload, StoreUnavailable
-from ..keys import body_key
+from ..keys import body_key, trace_id_for
 from ..ledger import OverloadMode, RegisterOutcome, Registration
 from ..redact import excerpt, redact_text
 from ..settings import Settings
@@ -218,7 +218,7 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
                "excerpt": excerpt(raw, EXCERPT_CHARS, [token]).replace("\x00", "\ufffd")}
     try:
         stored = store.record_dead_letter(key, payload, FailureClass.INVALID_PAYLOAD, reason,
-                                          now=now, trace_id=key[-16:])
+                                          now=now, trace_id=trace_id_for(key))
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
                   reason, redact_text(str(err), [token]))

@@ -9,11 +9,9 @@ redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -24,6 +22,7 @@ from ...backoff import retry_after_from_headers
 from ...caseless import get_ignoring_case
 from ...clock import Clock, SystemClock
 from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...keys import as_trace_id
 from ...ledger import CallRecord, FormatAnomaly
 from ...redact import excerpt as make_excerpt
 from ...redact import redact_text
@@ -40,7 +39,6 @@ log = logging.getLogger("fme_ai_resilience.vision")
 
 EXCERPT_LIMIT = 2048
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -101,12 +99,11 @@ class VisionOutcome:
 
 
 def traceparent(trace_id: str, *, rng: random.Random) -> str:
-    """The W3C ``traceparent`` for a task: its trace id as 32 hex (hashed if it is not)."""
-    cleaned = str(trace_id).replace("-", "").lower()
-    if not _HEX32.match(cleaned) or cleaned == "0" * 32:
-        cleaned = hashlib.sha256(str(trace_id).encode("utf-8")).hexdigest()[:32]
+    """The W3C ``traceparent`` for a task: its trace id verbatim when it is a W3C trace id
+    (the ledger's are), else :func:`~fme_ai_resilience.keys.as_trace_id` of it, and a span id
+    drawn from ``rng``."""
     span = f"{rng.getrandbits(64) or 1:016x}"
-    return f"00-{cleaned}-{span}-01"
+    return f"00-{as_trace_id(trace_id)}-{span}-01"
 
 
 class VisionClient:
@@ -164,6 +161,7 @@ class VisionClient:
         request = build_request(self.provider, self.endpoint, image, self.credentials,
                                 self.options)
         headers = dict(request.headers)
+        trace_id = as_trace_id(trace_id)   # the id the vendor sees is the one we log
         headers["traceparent"] = traceparent(trace_id, rng=self._rng)
         connect_s = self.timeouts.connect_s
         if request.url.lower().startswith("https:"):
