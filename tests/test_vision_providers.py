@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -398,3 +399,20 @@ def test_generic_unit_answer_on_percent_scale_is_drift(confidence):
                   mapping=GenericMapping(confidence_scale=100))
     assert normalize("generic", {"condition": "damaged", "confidence": 0},
                      mapping=GenericMapping(confidence_scale=100)).confidence == 0.0
+
+
+def test_azure_requests_only_the_features_the_adapter_reads():
+    """Azure is asked for tags and objects only: caption is offered in some regions alone."""
+    req = build_request("azure-v4", "https://a.example", b"\xff\xd8", Credentials(api_key="k"))
+    query = parse_qs(urlsplit(req.url).query)
+    assert query == {"api-version": ["2023-10-01"], "features": ["tags,objects"]}
+
+
+def test_azure_features_are_configurable_and_checked():
+    """RequestOptions.azure_features chooses the features; tags stays, unknown ones are refused."""
+    options = builders.RequestOptions(azure_features=("tags", "caption"))
+    req = build_request("azure-v4", "https://a.example", b"\xff\xd8", Credentials(), options)
+    assert parse_qs(urlsplit(req.url).query)["features"] == ["tags,caption"]
+    for bad in (("objects",), ("tags", "captions"), ()):
+        with pytest.raises(ConfigurationError, match="azure_features"):
+            builders.RequestOptions(azure_features=bad)
