@@ -12,11 +12,20 @@ from typing import Any, Optional
 
 from .errors import ConfigurationError
 
-__all__ = ["finite", "count", "ratio", "name"]
+__all__ = ["finite", "count", "ratio", "name", "finite_number"]
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_FLOAT_MAX = float.fromhex("0x1.fffffffffffffp+1023")
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite number (not a bool). Never raises: an integer too large
+    for a float (``10**400``) is finite here and compares exactly, without OverflowError."""
+    return _is_number(value) and (isinstance(value, int) or math.isfinite(value))
 
 
 def finite(field: str, value: Any, *, minimum: Optional[float] = None,
@@ -28,7 +37,7 @@ def finite(field: str, value: Any, *, minimum: Optional[float] = None,
     """
     if not _is_number(value):
         raise ConfigurationError(field, value, "must be a number")
-    if not math.isfinite(value):
+    if not finite_number(value) or abs(value) > _FLOAT_MAX:   # 10**400 would overflow float()
         raise ConfigurationError(field, value, "must be finite")
     if minimum is not None and value < minimum:
         raise ConfigurationError(field, value, f"must be >= {minimum:g}")

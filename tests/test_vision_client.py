@@ -268,3 +268,33 @@ def test_secret_straddling_the_excerpt_cut_is_redacted(clock):
                   status=500, content_type="text/plain")
     out = make_client("google", clock).analyze(b"img", TRACE)
     assert len(out.excerpt) <= 2048 and API_KEY[:6] not in out.excerpt
+
+
+@pytest.mark.parametrize("provider, body", [
+    ("google", "[" * 100_000 + "]" * 100_000),
+    ("rekognition", '{"Labels": [{"Name": "Rust", "Confidence": 1' + "0" * 400 + "}]}"),
+    ("rekognition", '{"Labels": [{"Name": "Rust", "Confidence": 1e400}]}'),
+    ("openai", json.dumps(fx.openai_answer("[" * 5000 + "]" * 5000))),
+    ("generic", '{"condition": "good", "confidence": 0.5, "x": ' + "{\"a\": " * 5000 + "1"
+     + "}" * 5001),
+])
+@responses.activate
+def test_hostile_bodies_are_bad_format_outcomes(clock, provider, body):
+    """Deep nesting and numbers no float holds come back as BAD_FORMAT, never as exceptions."""
+    responses.add(responses.POST, URLS[provider], body=body, content_type="application/json")
+    out = make_client(provider, clock).analyze(b"img", TRACE)
+    assert out.error_class is ErrorClass.BAD_FORMAT and out.errors
+
+
+@pytest.mark.parametrize("provider, body, expected", [
+    ("google", {"responses": [{"error": "could not fetch the image"}]}, ErrorClass.SERVER_ERROR),
+    ("generic", {"error": "model overloaded", "result": {"asset_condition": "good",
+                                                         "score": 0.9}}, ErrorClass.SERVER_ERROR),
+    ("openai", {**fx.OPENAI_OK, "error": [{"code": 401, "message": "expired"}]}, ErrorClass.AUTH),
+])
+@responses.activate
+def test_an_error_inside_a_200_body_is_never_an_assessment(clock, provider, body, expected):
+    """Errors in a 200 body, however they are spelled, are failed outcomes of their class."""
+    responses.add(responses.POST, URLS[provider], json=body)
+    out = make_client(provider, clock).analyze(b"img", TRACE)
+    assert not out.ok and out.error_class is expected and out.assessment is None

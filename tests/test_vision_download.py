@@ -297,3 +297,15 @@ def test_refusal_messages_do_not_show_the_token():
     with pytest.raises(UnsafeURL) as info:
         fetch_photo(f"http://{HOST}/{TOKEN}/p.jpg", TOKEN, policy(), session=requests.Session())
     assert TOKEN not in str(info.value) and "plain http" in str(info.value)
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000,
+                                  '{"error": {"code": 1' + "0" * 400 + "}}",
+                                  '{"error": ' + '{"details": ' * 5000 + "1" + "}" * 5001])
+@responses.activate
+def test_a_photo_host_answering_hostile_json_is_bad_format(body):
+    """Deep JSON or a number no float holds from the photo host is DownloadError BAD_FORMAT."""
+    responses.add(responses.GET, PHOTO, body=body, content_type="application/json")
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(PHOTO, TOKEN, policy(), session=requests.Session())
+    assert info.value.error_class is ErrorClass.BAD_FORMAT

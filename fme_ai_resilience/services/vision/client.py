@@ -9,7 +9,6 @@ redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts
 """
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -21,16 +20,17 @@ import requests
 from ...backoff import retry_after_from_headers
 from ...caseless import get_ignoring_case
 from ...clock import Clock, SystemClock
-from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayload
 from ...keys import as_trace_id
 from ...ledger import CallRecord, FormatAnomaly
 from ...redact import excerpt as make_excerpt
 from ...redact import redact_text
 from ...timeouts import TimeoutBudget
+from ...untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
 from .phases import exchange, timed_session
-from .providers import (PROVIDERS, Assessment, ConditionRules, GenericMapping, detect_error,
-                        normalize)
+from .providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules, GenericMapping,
+                        detect_error, normalize)
 
 __all__ = ["VisionClient", "VisionOutcome", "traceparent", "EXCERPT_LIMIT",
            "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -194,10 +194,13 @@ class VisionClient:
             return self._fail(ErrorClass.BAD_FORMAT, ex.detail, common,
                               errors=(f"response body larger than {self.max_response_bytes} "
                                       "bytes",))
+        unreadable = ""
         try:
-            payload = json.loads(text) if text.strip() else None
-        except ValueError:
-            payload = None
+            # bounded: no depth of brackets or size of number can escape as an exception
+            payload = decode_value(ex.body, max_bytes=max(1, len(ex.body)),
+                                   max_depth=MAX_DEPTH) if text.strip() else None
+        except InvalidPayload as exc:
+            payload, unreadable = None, exc.reason
         status = int(ex.status_code)
         found = detect_error(self.provider, status, payload)
         if found is not None:
@@ -214,7 +217,8 @@ class VisionClient:
                    f"unexpected HTTP {status}")
             ctype = get_ignoring_case(ex.headers, "Content-Type") or "?"
             return self._fail(ErrorClass.BAD_FORMAT, why, common,
-                              errors=(f"{why} (Content-Type {ctype})",))
+                              errors=(f"{why} (Content-Type {ctype})",)
+                              + ((self._clean(unreadable),) if unreadable else ()))
         try:
             assessment = normalize(self.provider, payload, rules=self.rules,
                                    mapping=self.mapping)
@@ -222,7 +226,7 @@ class VisionClient:
             version = None
             if isinstance(payload, Mapping):
                 version = payload.get("modelVersion") or payload.get("model")
-            return self._fail(ErrorClass.BAD_FORMAT, exc.message, common,
+            return self._fail(exc.error_class, exc.message, common,
                               errors=tuple(self._clean(e) for e in exc.errors),
                               model_version=version if isinstance(version, str) else None)
         return VisionOutcome(ok=True, assessment=assessment,

@@ -31,7 +31,6 @@ every secret-looking parameter is still redacted wherever the URL is shown.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import socket
 from dataclasses import dataclass
@@ -44,12 +43,13 @@ from ...backoff import retry_after_from_headers
 from ...checks import count, finite
 from ...classification import classify_status
 from ...clock import Clock, SystemClock
-from ...errors import DownloadError, ErrorClass, UnsafeURL
+from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
 from ...redact import redact_text, redact_url
 from ...settings import DownloadSettings
+from ...untrusted_json import decode_value
 from .phases import (LATE_HEADERS, HeaderWatch, Resolver, connect_recorder, read_body,
                      resolve_within, send_failure, system_resolver, timed_session)
-from .providers import detect_error
+from .providers import MAX_DEPTH, detect_error
 
 __all__ = ["DownloadPolicy", "Photo", "check_url", "check_peer", "fetch_photo",
            "PORTAL_TOKEN_PARAMS"]
@@ -243,12 +243,17 @@ def _origin(url: str) -> Tuple[str, str, Optional[int]]:
     return scheme, host, port
 
 
-def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
-    try:
-        payload = json.loads(body.decode("utf-8", errors="replace"))
-    except ValueError:
+def _json_answer(body: bytes, ctype: str, shown: str, status: int) -> Optional[Any]:
+    """The JSON value of a non-image answer (None when it is not JSON at all), decoded within
+    bounds; JSON that cannot be read that way (too deep, a number no float holds, cut off) is
+    a BAD_FORMAT DownloadError."""
+    if "json" not in ctype and body.lstrip()[:1] not in (b"{", b"["):
         return None
-    return detect_error("arcgis", 200, payload)
+    try:
+        return decode_value(body, max_bytes=max(1, len(body)), max_depth=MAX_DEPTH)
+    except InvalidPayload as exc:
+        raise DownloadError(ErrorClass.BAD_FORMAT, f"{shown}: an answer in JSON that cannot "
+                            f"be read ({exc.reason})", status_code=status) from None
 
 
 def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
@@ -323,8 +328,8 @@ def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy,
     limit = policy.max_bytes if ctype.startswith("image/") else _JSON_ERROR_LIMIT
     read = read_body(resp.raw, clock.monotonic() + policy.body_s, limit, clock=clock)
     if not ctype.startswith("image/"):
-        found = _arcgis_error(read.body) if "json" in ctype or ctype.startswith("text/") \
-            else None
+        payload = _json_answer(read.body, ctype, shown, status)
+        found = None if payload is None else detect_error("arcgis", 200, payload)
         if found is not None:
             error_class, message = found
             raise DownloadError(error_class, f"{shown}: {redact_text(message, secrets)}",
