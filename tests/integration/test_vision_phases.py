@@ -403,3 +403,56 @@ def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
     out = client.analyze(b"img", "t-dns-ok")
     assert out.ok, out
     assert f"host: vision.test:{server.port}".encode() in heads[0].lower()
+
+
+UPLOAD = b"\xff\xd8" + b"\x07" * (6 * 1024 * 1024)   # a 6 MB photo
+UPLOAD_BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=8.0, body_s=BUDGET_S)
+
+
+def slow_reader(bytes_per_s, answer=True):
+    """A handler reading the request body at ``bytes_per_s`` (or never, with rate 0)."""
+    def handler(conn, stop):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        got = len(head.partition(b"\r\n\r\n")[2])
+        while got < length:
+            if stop.wait(65536 / bytes_per_s if bytes_per_s else 30):
+                return
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            got += len(chunk)
+        if answer:
+            conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
+    return handler
+
+
+def small_window(server):
+    """Keep the kernel from buffering the upload for the server (a 64 KB receive window)."""
+    server.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    return server
+
+
+def test_a_slow_image_upload_counts_against_ttfb_not_connect(serve):
+    """A 6 MB upload at 2 MB/s outlasts connect_s but not ttfb_s: the call succeeds."""
+    server = small_window(serve(slow_reader(2 * 1024 * 1024)))
+    client = VisionClient(server.url + "/analyze", "generic", Credentials(api_key=API_KEY),
+                          timeouts=UPLOAD_BUDGET)
+    out = client.analyze(UPLOAD, "t-upload")
+    assert out.ok, out
+    assert out.phases["ttfb"] > out.phases["connect"]
+
+
+def test_a_stalled_image_upload_is_ttfb_timeout(serve):
+    """A server that stops reading the upload leaves the call TTFB_TIMEOUT, not a connect error."""
+    server = small_window(serve(slow_reader(0)))
+    budget = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=1.0, body_s=BUDGET_S)
+    client = VisionClient(server.url + "/analyze", "generic", Credentials(api_key=API_KEY),
+                          timeouts=budget)
+    out = client.analyze(UPLOAD, "t-stall")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb"), out

@@ -282,7 +282,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
         recorder = connect_recorder(current, session=session)
-        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
+        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s, send_s=policy.ttfb_s)
         try:
             try:
                 resp = session.get(current, headers=headers, stream=True,

@@ -52,14 +52,17 @@ class _ConnectRecorder(threading.local):
 
     ``finished`` is None when no connect ran since :meth:`reset` (a pooled connection was
     reused), False while one runs or after it failed, True once it succeeded.
+    ``send_timed_out`` says that sending the request (the image upload) ran out of time.
     """
 
     value = 0.0
     finished: Optional[bool] = None
     watch: Optional["HeaderWatch"] = None
+    send_timed_out = False
 
     def reset(self) -> None:
         self.value, self.finished, self.watch = 0.0, None, None
+        self.send_timed_out = False
 
 
 class HeaderWatch:
@@ -70,10 +73,14 @@ class HeaderWatch:
     headers a byte at a time cannot hold the call beyond the budget. :meth:`cancel` disarms
     it (always call it); once cancelled it never touches a socket again, so a connection that
     goes back to the pool is safe. The connection classes of :class:`PhaseAdapter` hand it
-    their socket, fresh or reused, through the thread's connect recorder.
+    their socket, fresh or reused, through the thread's connect recorder, and send the
+    request under ``send_s`` (the TTFB budget: urllib3 would send it under the connect
+    timeout, so a large upload failed as a connection error).
     """
 
-    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float) -> None:
+    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float,
+                 send_s: Optional[float] = None) -> None:
+        self.send_s = send_s
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._done = False
@@ -201,6 +208,7 @@ def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Option
         finally:
             recorder.value = clock.monotonic() - start
         _attach(self)
+        _send_timeout(self)
         if peer_check is not None:
             try:
                 peer = self.sock.getpeername()[0]
@@ -213,14 +221,31 @@ def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Option
                 raise
 
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(self, "sock", None) is not None:   # a reused connection
+        if getattr(self, "sock", None) is not None:   # connected already (https, or reused)
             _attach(self)
-        return base.request(self, *args, **kwargs)
+            _send_timeout(self)
+        try:
+            return base.request(self, *args, **kwargs)
+        except (socket.timeout, TimeoutError):
+            if recorder.finished is not False:   # connected: the upload ran out of time
+                recorder.send_timed_out = True
+            raise
 
     def _attach(conn: Any) -> None:
         watch = recorder.watch
         if watch is not None and getattr(conn, "sock", None) is not None:
             watch.attach(conn.sock)
+
+    def _send_timeout(conn: Any) -> None:
+        # the request (the image) is sent under the TTFB budget, not the connect timeout
+        watch = recorder.watch
+        if watch is None or watch.send_s is None or getattr(conn, "sock", None) is None:
+            return
+        conn.timeout = watch.send_s   # urllib3 2 sets the socket's timeout from it on send
+        try:
+            conn.sock.settimeout(watch.send_s)
+        except OSError:
+            pass
 
     def new_conn(self: Any) -> Any:
         # the socket goes to the looked-up address; Host, SNI and certificate checks keep the
@@ -417,6 +442,9 @@ def send_failure(exc: BaseException, recorder: Optional[_ConnectRecorder],
     a TTFB_TIMEOUT; a request that cannot be sent at all is BAD_REQUEST.
     """
     rq = requests.exceptions
+    if recorder is not None and recorder.send_timed_out:
+        return SendFailure(ErrorClass.TTFB_TIMEOUT, TTFB,
+                           "the request (the image) was not sent within the budget")
     if isinstance(exc, rq.ConnectTimeout):
         return SendFailure(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget")
     if isinstance(exc, rq.ReadTimeout):
@@ -450,7 +478,7 @@ def exchange(method: str, url: str, headers: Mapping[str, str], body: bytes, *,
         out.update(more)
         return MappingProxyType(out)
 
-    watch = HeaderWatch(recorder, connect_s + ttfb_s)
+    watch = HeaderWatch(recorder, connect_s + ttfb_s, send_s=ttfb_s)
     try:
         try:
             resp = session.request(method, url, headers=dict(headers), data=body or None,
