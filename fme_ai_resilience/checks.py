@@ -8,11 +8,12 @@ returns the value so that callers can write ``self.x = finite("x", x, minimum=0)
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Optional
 
 from .errors import ConfigurationError
 
-__all__ = ["finite", "count", "ratio", "name", "finite_number"]
+__all__ = ["finite", "count", "ratio", "name", "finite_number", "hostname_problem"]
 
 
 def _is_number(value: Any) -> bool:
@@ -72,3 +73,28 @@ def name(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigurationError(field, value, "must be a non-empty string")
     return value
+
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def hostname_problem(host: str, *, numeric_last_label: bool = False) -> Optional[str]:
+    """Why ``host`` (lower case, no trailing dot) is not a DNS host name, or None.
+
+    The grammar of RFC 1123: labels of 1-63 letters, digits and hyphens (no hyphen first or
+    last), 253 characters in all, and a last label that is not all digits (``10.1``,
+    ``2130706433`` are numbers, not names) unless ``numeric_last_label``. IP literals are the
+    caller's to recognise first.
+    """
+    if not isinstance(host, str) or not host:
+        return "it is empty"
+    if len(host) > 253:
+        return "it is longer than 253 characters"
+    labels = host.split(".")
+    bad = next((label for label in labels if not _LABEL.match(label)), None)
+    if bad is not None:
+        return (f"label {bad[:70]!r} is not 1-63 letters, digits and hyphens "
+                "(no hyphen first or last)")
+    if labels[-1].isdigit() and not numeric_last_label:
+        return "its last label is all digits"
+    return None

@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -14,6 +15,7 @@ from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.clock import SystemClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.services.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+from fme_ai_resilience.services.vision.download import check_peer
 from fme_ai_resilience.services.vision.phases import timed_session
 from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
@@ -199,9 +201,11 @@ def test_oversize_body_is_cut_at_the_limit(serve):
     assert sent["bytes"] < 4 * 1024 * 1024
 
 
-LOOPBACK_POLICY = DownloadPolicy(allowed_hosts=("127.0.0.1",), allow_http_hosts=("127.0.0.1",),
-                                 allow_private_hosts=("127.0.0.1",), max_bytes=4096,
-                                 connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+def loopback_policy(*urls):
+    """Loopback allowed (plain http, private addresses) on the ports of ``urls`` only."""
+    return DownloadPolicy(allowed_hosts=tuple(f"127.0.0.1:{urlsplit(u).port}" for u in urls),
+                          allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
+                          max_bytes=4096, connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
 
 
 def test_photo_download_from_explicitly_allowed_loopback(serve):
@@ -214,23 +218,89 @@ def test_photo_download_from_explicitly_allowed_loopback(serve):
         conn.sendall(response(200, jpeg, ["Content-Type: image/jpeg"]))
 
     url = serve(handler).url + "/0/11/attachments/42"
-    assert fetch_photo(url, "tok-123456", LOOPBACK_POLICY).content == jpeg
+    assert fetch_photo(url, "tok-123456", loopback_policy(url)).content == jpeg
+    listed = DownloadPolicy(allowed_hosts=(f"127.0.0.1:{urlsplit(url).port}",),
+                            allow_http_hosts=("127.0.0.1",))
     with pytest.raises(UnsafeURL, match="loopback"):
-        fetch_photo(url, "tok-123456", DownloadPolicy(allowed_hosts=("127.0.0.1",),
-                                                      allow_http_hosts=("127.0.0.1",)))
+        fetch_photo(url, "tok-123456", listed)
 
 
-def test_dns_rebinding_is_caught_at_connect(serve):
-    """A name checked as public but connecting to loopback is refused once connected."""
-    def handler(conn, stop):
-        read_request(conn)
-        conn.sendall(response(200, b"\xff\xd8", ["Content-Type: image/jpeg"]))
+@pytest.fixture
+def connects(monkeypatch):
+    """Every socket connect, recorded; any outside the loopback range refused unsent."""
+    seen = []
+    real = socket.socket.connect
 
-    server = serve(handler)
-    rebinding = DownloadPolicy(allowed_hosts=("localhost",), allow_http_hosts=("localhost",),
-                               resolver=lambda host, port: ["93.184.216.34"])
-    with pytest.raises(UnsafeURL, match="reached 127.0.0.1, a loopback address"):
-        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", rebinding)
+    def connect(sock, address):
+        seen.append(tuple(address[:2]))
+        if not str(address[0]).startswith("127."):
+            raise ConnectionRefusedError(111, "outside loopback: not sent")
+        return real(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    return seen
+
+
+def test_a_rebinding_name_never_reaches_an_internal_port(serve, connects):
+    """A name approved at a public address connects there, not where a second lookup points."""
+    server = serve(lambda conn, stop: conn.sendall(response(200, b"\xff\xd8",
+                                                            ["Content-Type: image/jpeg"])))
+    lookups = []
+
+    def resolver(host, port):
+        lookups.append(host)
+        return ["93.184.216.34"]   # public when checked; the system would say 127.0.0.1
+
+    policy = DownloadPolicy(allowed_hosts=(f"localhost:{server.port}",),
+                            allow_http_hosts=("localhost",), resolver=resolver,
+                            connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", policy)
+    assert info.value.error_class is ErrorClass.CONNECTION_ERROR
+    assert connects == [("93.184.216.34", server.port)] and lookups == ["localhost"]
+
+
+def test_the_connection_uses_the_addresses_the_check_approved(serve):
+    """The name is looked up once: the photo comes from the approved address, not a new one."""
+    jpeg = b"\xff\xd8\xff" + b"\x03" * 64
+    server = serve(lambda conn, stop: (read_request(conn), conn.sendall(
+        response(200, jpeg, ["Content-Type: image/jpeg"]))))
+    internal = socket.socket()
+    internal.bind(("127.0.0.2", server.port))
+    internal.listen(4)
+    internal.setblocking(False)
+    answers = iter([["127.0.0.1"], ["127.0.0.2"], ["127.0.0.2"]])
+
+    def resolver(host, port):
+        return next(answers)
+
+    policy = DownloadPolicy(allowed_hosts=(f"photos.test:{server.port}",),
+                            allow_http_hosts=("photos.test",),
+                            allow_private_hosts=("photos.test",), resolver=resolver,
+                            connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+    try:
+        assert fetch_photo(f"http://photos.test:{server.port}/p.jpg", None,
+                           policy).content == jpeg
+        with pytest.raises(BlockingIOError):
+            internal.accept()   # nothing ever connected to the second answer
+    finally:
+        internal.close()
+
+
+def test_an_address_is_checked_before_its_socket_opens(serve, connects):
+    """An address the session's check refuses opens no socket: no internal port is touched."""
+    server = serve(lambda conn, stop: None)
+    strict = DownloadPolicy()   # no host may be private here
+    session = timed_session(clock=SystemClock(), resolver=lambda host, port: ["127.0.0.1"],
+                            address_check=lambda host, address: check_peer(host, address,
+                                                                           strict))
+    lenient = DownloadPolicy(allowed_hosts=(f"photos.test:{server.port}",),
+                             allow_http_hosts=("photos.test",),
+                             allow_private_hosts=("photos.test",),
+                             resolver=lambda host, port: ["127.0.0.1"])
+    with pytest.raises(UnsafeURL, match="would reach 127.0.0.1, a loopback address"):
+        fetch_photo(f"http://photos.test:{server.port}/p.jpg", None, lenient, session=session)
+    assert connects == []
 
 
 def test_photo_trickle_and_oversize(serve):
@@ -241,11 +311,13 @@ def test_photo_trickle_and_oversize(serve):
         for _ in range(10):
             conn.sendall(b"\x00" * 1024)
 
+    trickled = serve(trickler("image/jpeg", b"\x00")).url + "/p"
     with pytest.raises(DownloadError) as info:
-        fetch_photo(serve(trickler("image/jpeg", b"\x00")).url + "/p", None, LOOPBACK_POLICY)
+        fetch_photo(trickled, None, loopback_policy(trickled))
     assert info.value.error_class is ErrorClass.BODY_TIMEOUT
+    large = serve(endless).url + "/p"
     with pytest.raises(UnsafeURL, match="larger than 4096"):
-        fetch_photo(serve(endless).url + "/p", None, LOOPBACK_POLICY)
+        fetch_photo(large, None, loopback_policy(large))
 
 
 def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
@@ -276,7 +348,8 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
     errors = []
     for handler in (echo(401, "text/plain"), echo(200, "application/json"), slow):
         try:
-            fetch_photo(serve(handler).url + f"/p?token={token}", token, LOOPBACK_POLICY)
+            url = serve(handler).url + f"/p?token={token}"
+            fetch_photo(url, token, loopback_policy(url))
         except (DownloadError, UnsafeURL) as exc:
             errors.append(f"{exc} {exc!r}")
     assert len(errors) == 3
@@ -304,7 +377,8 @@ def test_stalled_tls_handshake_of_a_photo_is_connect_timeout(serve):
     """fetch_photo over https to a server that never speaks TLS: CONNECT_TIMEOUT."""
     server = serve(silent)
     with pytest.raises(DownloadError) as info:
-        fetch_photo(f"https://127.0.0.1:{server.port}/p.jpg", None, LOOPBACK_POLICY)
+        url = f"https://127.0.0.1:{server.port}/p.jpg"
+        fetch_photo(url, None, loopback_policy(url))
     assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
 
 
@@ -337,9 +411,10 @@ def test_trickled_photo_headers_are_ttfb_timeout_within_the_budget(serve):
     url = serve(header_trickler(b"\xff\xd8", "image/jpeg")).url + "/p.jpg"
     start = time.monotonic()
     with pytest.raises(DownloadError) as info:
-        fetch_photo(url, None, LOOPBACK_POLICY)
+        fetch_photo(url, None, loopback_policy(url))
     assert info.value.error_class is ErrorClass.TTFB_TIMEOUT
-    assert time.monotonic() - start <= LOOPBACK_POLICY.connect_s + LOOPBACK_POLICY.ttfb_s + HIGH
+    policy = loopback_policy(url)
+    assert time.monotonic() - start <= policy.connect_s + policy.ttfb_s + HIGH
 
 
 def test_header_watchdog_never_fires_on_a_reused_connection(serve):

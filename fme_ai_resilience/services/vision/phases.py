@@ -36,7 +36,7 @@ from ...errors import ErrorClass
 __all__ = ["CONNECT", "TTFB", "BODY", "HeaderWatch", "PhaseAdapter", "timed_session",
            "system_resolver", "resolve_within", "Exchange", "BodyRead", "read_body",
            "LATE_HEADERS", "connect_recorder", "connect_unfinished", "SendFailure",
-           "send_failure", "exchange", "Resolver", "PeerCheck"]
+           "send_failure", "exchange", "Resolver", "AddressCheck"]
 
 CONNECT, TTFB, BODY = "connect", "ttfb", "body"
 
@@ -125,14 +125,15 @@ def _shut(sock: Any) -> None:
         pass
 
 
-PeerCheck = Callable[[str, str], None]
+AddressCheck = Callable[[str, str], None]
 Resolver = Callable[[str, int], Sequence[str]]
 
 
 def system_resolver(host: str, port: int) -> Sequence[str]:
-    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
+    """Every address ``host`` resolves to (IPv4 and IPv6), as strings, in the order the system
+    prefers them (``getaddrinfo``'s)."""
     infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
+    return list(dict.fromkeys(str(info[4][0]).split("%", 1)[0] for info in infos))
 
 
 def resolve_within(resolver: Resolver, host: str, port: int,
@@ -169,8 +170,10 @@ def _is_literal(host: str) -> bool:
     return True
 
 
-def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -> None:
-    """Resolve ``conn``'s host within its connect timeout; the socket goes to the first address.
+def _resolve_for(conn: Any, resolver: Resolver, start: float, *,
+                 clock: Clock) -> Sequence[str]:
+    """Resolve ``conn``'s host within its connect timeout: the addresses its socket may go to,
+    in order (empty for an IP literal, which urllib3 connects to itself).
 
     The time spent is taken off the timeout left for the TCP (+TLS) connect, so the name
     lookup counts in the connect phase. A late lookup raises ConnectTimeoutError, a failed one
@@ -178,7 +181,7 @@ def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -
     """
     host = str(getattr(conn, "_dns_host", "") or conn.host)
     if _is_literal(host):
-        return
+        return ()
     limit = conn.timeout if isinstance(conn.timeout, (int, float)) else None
     try:
         addresses = resolve_within(resolver, host, conn.port, limit)
@@ -190,35 +193,31 @@ def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -
             conn, f"cannot resolve {host}: {type(exc).__name__}") from None
     if not addresses:
         raise urllib3.exceptions.NewConnectionError(conn, f"{host} resolves to nothing")
-    conn._fme_address = str(addresses[0])
     if limit is not None:
         conn.timeout = max(0.001, limit - (clock.monotonic() - start))
+    return tuple(str(a) for a in addresses)
 
 
-def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Optional[PeerCheck],
-                      resolver: Optional[Resolver], *, clock: Clock) -> type:
+def _timed_connection(base: type, recorder: _ConnectRecorder,
+                      address_check: Optional[AddressCheck], resolver: Optional[Resolver], *,
+                      clock: Clock) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
         recorder.finished = False
         try:
-            if resolver is not None:
-                _resolve_for(self, resolver, start, clock=clock)
+            addresses = () if resolver is None else _resolve_for(self, resolver, start,
+                                                                  clock=clock)
+            if address_check is not None:   # before any socket opens: no port is touched
+                name = str(self.host).lower().strip("[]")
+                for address in addresses or (name,):
+                    address_check(name, address)
+            self._fme_addresses = addresses
             base.connect(self)
             recorder.finished = True
         finally:
             recorder.value = clock.monotonic() - start
         _attach(self)
         _send_timeout(self)
-        if peer_check is not None:
-            try:
-                peer = self.sock.getpeername()[0]
-            except (AttributeError, OSError, IndexError):
-                peer = ""
-            try:
-                peer_check(str(self.host).lower().strip("[]"), str(peer))
-            except Exception:
-                self.close()
-                raise
 
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(self, "sock", None) is not None:   # connected already (https, or reused)
@@ -248,14 +247,20 @@ def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Option
             pass
 
     def new_conn(self: Any) -> Any:
-        # the socket goes to the looked-up address; Host, SNI and certificate checks keep the
-        # name (urllib3 reads ``_dns_host`` only here, for the socket's address)
-        address = self.__dict__.pop("_fme_address", None)
-        if address is None:
+        # the socket goes to the looked-up addresses, in order, and nowhere else; Host, SNI and
+        # certificate checks keep the name (urllib3 reads ``_dns_host`` only here)
+        addresses = self.__dict__.pop("_fme_addresses", ())
+        if not addresses:
             return base._new_conn(self)
         name = self._dns_host
-        self._dns_host = address
         try:
+            for address in addresses[:-1]:
+                self._dns_host = address
+                try:
+                    return base._new_conn(self)
+                except urllib3.exceptions.NewConnectionError:
+                    continue   # refused or unreachable there: the next address
+            self._dns_host = addresses[-1]
             return base._new_conn(self)
         finally:
             self._dns_host = name
@@ -267,24 +272,24 @@ def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Option
 class PhaseAdapter(HTTPAdapter):
     """An HTTPAdapter whose connections record how long their connect took.
 
-    ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
-    established and may raise to refuse it (the download guard's defence against a DNS
-    answer that changed since the URL was checked). ``resolver`` looks host names up within
-    the connect timeout (None: urllib3 resolves, unbounded).
+    ``resolver`` looks host names up within the connect timeout (None: urllib3 resolves,
+    unbounded), and the socket goes only to the addresses it gave, tried in order.
+    ``address_check(host, address)``, when given, runs on each of them (on the literal for an
+    IP host) before any socket opens, and may raise to refuse the connection.
     """
 
-    def __init__(self, *, clock: Clock, peer_check: Optional[PeerCheck] = None,
+    def __init__(self, *, clock: Clock, address_check: Optional[AddressCheck] = None,
                  resolver: Optional[Resolver] = system_resolver, **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
-        self.peer_check = peer_check
+        self.address_check = address_check
         self.resolver = resolver
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        timed = {scheme: _timed_connection(conn, self.recorder, self.peer_check, self.resolver,
-                                           clock=self.clock)
+        timed = {scheme: _timed_connection(conn, self.recorder, self.address_check,
+                                           self.resolver, clock=self.clock)
                  for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
         http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
         https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
@@ -295,16 +300,17 @@ class PhaseAdapter(HTTPAdapter):
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(*, clock: Clock, peer_check: Optional[PeerCheck] = None,
+def timed_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
                   resolver: Optional[Resolver] = system_resolver) -> requests.Session:
     """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
 
     Host names are looked up with ``resolver`` (``(host, port) -> addresses``) within the
-    connect budget, the lookup counted in the connect phase.
+    connect budget, the lookup counted in the connect phase, and connected to only at the
+    addresses found; ``address_check`` vets each before the socket opens (see PhaseAdapter).
     """
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock=clock, peer_check=peer_check, resolver=resolver)
+    adapter = PhaseAdapter(clock=clock, address_check=address_check, resolver=resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
