@@ -185,6 +185,7 @@ class FailureClass(str, enum.Enum):
     """Why a task became a dead letter (``ai_task_registry.failure_class``)."""
 
     INVALID_PAYLOAD = "INVALID_PAYLOAD"
+    UNKNOWN_SERVICE = "UNKNOWN_SERVICE"
     BAD_REQUEST = "BAD_REQUEST"
     AUTH = "AUTH"
     NOT_FOUND = "NOT_FOUND"
@@ -195,3 +196,9 @@ class FailureClass(str, enum.Enum):
     def requeue_automatically(self) -> bool:
         """Whether the compensator may requeue it without a person deciding first."""
         return self is FailureClass.BUDGET
+
+    @property
+    def evidence(self) -> bool:
+        """Whether its rows are evidence of a body that never became a task (an unparseable
+        body, a body for a service the deployment does not serve): requeued only by force."""
+        return self in (FailureClass.INVALID_PAYLOAD, FailureClass.UNKNOWN_SERVICE)
