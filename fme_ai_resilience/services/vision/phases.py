@@ -358,11 +358,32 @@ def _socket_of(raw: Any) -> Optional[socket.socket]:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def _reader(raw: Any) -> Callable[[int], bytes]:
+def _reader(raw: Any) -> Tuple[Callable[[int], bytes], Any]:
+    """How to read ``raw`` one system call at a time, and the http.client response read
+    directly when urllib3 (1.26) has no ``read1`` of its own (else None)."""
     read1 = getattr(raw, "read1", None)
-    if read1 is None:   # urllib3 1.26: go to http.client, which has read1
-        read1 = getattr(getattr(raw, "_fp", None), "read1", None)
-    return read1 if read1 is not None else raw.read
+    if read1 is not None:
+        return read1, None
+    fp = getattr(raw, "_fp", None)   # urllib3 1.26: go to http.client, which has read1
+    if getattr(fp, "read1", None) is not None:
+        return fp.read1, fp
+    return raw.read, None
+
+
+def _ended(raw: Any, fp: Any) -> bool:
+    """At the end of a body read straight from http.client (urllib3 1.26): whether it was cut
+    short. http.client ends a body shorter than its Content-Length quietly, and urllib3 does
+    not see the read end, so a whole body's connection is given back to the pool here."""
+    if fp is None:
+        return False
+    left = getattr(fp, "length", None)
+    if isinstance(left, int) and left > 0:
+        return True
+    fp.close()
+    release = getattr(raw, "release_conn", None)
+    if callable(release):
+        release()
+    return False
 
 
 def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536, *,
@@ -371,7 +392,7 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
 
     Never raises for network trouble; the returned :class:`BodyRead` says how it ended.
     """
-    sock, read = _socket_of(raw), _reader(raw)
+    sock, (read, direct) = _socket_of(raw), _reader(raw)
     chunks: List[bytes] = []
     total = 0
     while True:
@@ -397,6 +418,9 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
         except ValueError:   # a closed stream: requests reads a redirect's body itself
             return BodyRead(b"".join(chunks))
         if not chunk:
+            if _ended(raw, direct):
+                return BodyRead(b"".join(chunks), truncated=True,
+                                detail="connection ended before the body did")
             return BodyRead(b"".join(chunks))
         chunks.append(chunk)
         total += len(chunk)
