@@ -24,13 +24,7 @@ API_KEY = "sk-live-ABCDEF0123456789"
 TOKEN = "portal-token-Zx9Yw8Vu7"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
-URLS = {
-    "azure-v4": "https://vision.example.com/computervision/imageanalysis:analyze",
-    "google": "https://vision.example.com/v1/images:annotate",
-    "rekognition": "https://vision.example.com/",
-    "openai": "https://vision.example.com/chat/completions",
-    "generic": "https://vision.example.com",
-}
+URLS = fx.URLS   # where each provider's request goes for endpoint vision.example.com
 MAPPING = GenericMapping(condition="result.asset_condition", confidence="result.score",
                          labels="result.tags", label_name="tag", label_confidence="p",
                          model_version="model.version")

@@ -23,13 +23,7 @@ from fme_ai_resilience.services.vision.providers import PROVIDERS, Assessment, n
 from fme_ai_resilience.timeouts import TimeoutBudget
 from tests import vision_fixtures as fx
 
-URLS = {
-    "azure-v4": "https://vision.example.com/computervision/imageanalysis:analyze",
-    "google": "https://vision.example.com/v1/images:annotate",
-    "rekognition": "https://vision.example.com/",
-    "openai": "https://vision.example.com/chat/completions",
-    "generic": "https://vision.example.com",
-}
+URLS = fx.URLS   # where each provider's request goes for endpoint vision.example.com
 VALID = {"azure-v4": fx.AZURE_OK, "google": fx.GOOGLE_OK, "rekognition": fx.REKOGNITION_OK,
          "openai": fx.OPENAI_OK, "generic": {"condition": "fair", "confidence": 0.8,
                                              "labels": [{"name": "wear", "confidence": 0.8}],
