@@ -387,7 +387,8 @@ def test_a_webhook_for_an_unconfigured_service_is_a_422_dead_letter(ledger, cloc
 def test_a_foreign_service_body_cannot_take_the_real_facts_key(ledger, clock):
     """A body with real GlobalIDs but another serviceUrl leaves the real photo's key free."""
     data = json.loads(BODY)
-    data["surveyInfo"]["serviceUrl"] = "https://attacker.example/arcgis/rest/services/x/FeatureServer"
+    data["surveyInfo"]["serviceUrl"] = ("https://attacker.example/arcgis/rest/services/x/"
+                                        "FeatureServer")
     forged = json.dumps(data).encode()
     assert decide(forged, hdr("x"), serving(SERVICE), store=ledger,
                   now=clock.now()).status_code == 422

@@ -96,8 +96,8 @@ def test_private_address_allowed_when_host_explicitly_allowed():
     assert check_url("https://evil.example.org/p.jpg", pol) == ("evil.example.org", 443)
 
 
-def test_peer_address_check_after_connect():
-    """The post-connect check refuses a private peer unless the host may be private."""
+def test_peer_address_check_before_connect():
+    """The check run before each socket opens refuses a private address unless allowed."""
     check_peer(HOST, "93.184.216.34", policy())
     with pytest.raises(UnsafeURL, match="10.0.0.5"):
         check_peer(HOST, "10.0.0.5", policy())

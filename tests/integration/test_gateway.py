@@ -142,7 +142,8 @@ def test_garbage_is_400_with_a_dead_letter(pg):
 def test_a_webhook_for_another_feature_service_is_422_over_http(pg):
     """With feature services configured, a body for another one is 422 and never a task."""
     data = json.loads(BODY)
-    data["surveyInfo"]["serviceUrl"] = "https://attacker.example/arcgis/rest/services/x/FeatureServer"
+    data["surveyInfo"]["serviceUrl"] = ("https://attacker.example/arcgis/rest/services/x/"
+                                        "FeatureServer")
     forged = json.dumps(data).encode()
     served = ("https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer",)
     with serving(pg, feature_services=served) as url:

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...checks import finite_number
-from ...classification import classify_status
-from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayload
+from ...errors import ConfigurationError, FormatError, InvalidPayload
 from ...untrusted_json import decode_value, deeper_than
 from ...validate import schema_errors
+from .answer_errors import detect_error, shown, text_of
 
 __all__ = ["PROVIDERS", "Assessment", "DEFAULT_RULES", "ConditionRules", "GenericMapping",
            "PAYLOAD_SCHEMAS", "openai_result_schema", "OPENAI_RESULT_SCHEMA",
@@ -208,15 +208,6 @@ def _unit(value: Any) -> bool:
     return finite_number(value) and 0.0 <= value <= 1.0
 
 
-def _shown(value: Any) -> str:
-    """A short repr of a value from an answer, for messages (never 400 digits of a number)."""
-    if isinstance(value, int) and not isinstance(value, bool) and not -10 ** 18 < value < 10 ** 18:
-        return "a number beyond any float"
-    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else \
-        f"<{type(value).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 #: Names of fields that hold a confidence by another name (a renamed field, say).
 _CONFIDENCE_LIKE = re.compile(r"conf|score|prob|certain", re.IGNORECASE)
 
@@ -239,7 +230,7 @@ def _pairs(provider: str, items: Sequence[Any], name: str, confidence: str,
         if moved:
             raise FormatError(f"{provider} label confidence reads 0 beside {moved!r}: renamed?",
                               errors=[f"{where}/{i}: {confidence} 0, {moved} "
-                                      f"{_shown(item[moved])}"], provider=provider)
+                                      f"{shown(item[moved])}"], provider=provider)
         pairs.append((item[name], item[confidence]))
     return pairs
 
@@ -335,7 +326,7 @@ def _scaled(provider: str, pairs: Sequence[Tuple[str, float]],
             scale: float) -> List[Tuple[str, float]]:
     """Labels on 0-1, refusing out-of-range, constant or wrong-scale confidences."""
     values = [c for _, c in pairs]
-    errors = [f"labels/{i}: confidence {_shown(c)} outside 0-{scale:g}"
+    errors = [f"labels/{i}: confidence {shown(c)} outside 0-{scale:g}"
               for i, c in enumerate(values) if not (finite_number(c) and 0 <= c <= scale)]
     if not errors and scale == 100 and values and max(values) <= 1.0:
         errors.append("confidences all <= 1 where a 0-100 scale is expected (0-1 answer?)")
@@ -430,9 +421,9 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or []
     errors = []
     if not (isinstance(condition, str) and condition):
-        errors.append(f"{mapping.condition}: {_shown(condition)} is not a condition")
+        errors.append(f"{mapping.condition}: {shown(condition)} is not a condition")
     if not (finite_number(confidence) and 0 <= confidence <= scale):
-        errors.append(f"{mapping.confidence}: {_shown(confidence)} outside 0-{scale:g}")
+        errors.append(f"{mapping.confidence}: {shown(confidence)} outside 0-{scale:g}")
     elif scale == 100 and 0 < confidence <= 1:
         errors.append(f"{mapping.confidence}: {confidence!r} where a 0-100 scale is expected "
                       "(0-1 answer?)")
@@ -444,7 +435,7 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     pairs: List[Tuple[str, Any]] = []
     names: List[str] = []
     if not isinstance(raw_labels, list):
-        errors.append(f"{mapping.labels}: {_shown(raw_labels)} is not a list of labels")
+        errors.append(f"{mapping.labels}: {shown(raw_labels)} is not a list of labels")
     else:
         names = [lab for lab in raw_labels if isinstance(lab, str) and lab.strip()]
         objects = [lab for lab in raw_labels if not isinstance(lab, str)]
@@ -474,14 +465,14 @@ def _openai(payload: Mapping[str, Any]) -> Assessment:
     model = payload.get("model")
     if message.get("refusal"):
         raise FormatError("the model refused to assess the image",
-                          errors=[f"refusal: {_text(message['refusal'])}"], provider="openai")
+                          errors=[f"refusal: {text_of(message['refusal'])}"], provider="openai")
     content = message.get("content")
     if choice.get("finish_reason") == "length":
         raise FormatError("the answer was cut off (finish_reason=length)",
                           errors=["choices/0/finish_reason: length"], provider="openai")
     if not isinstance(content, str) or not content.strip():
         raise FormatError("the answer has no content",
-                          errors=[f"choices/0/message/content: {_shown(content)}"],
+                          errors=[f"choices/0/message/content: {shown(content)}"],
                           provider="openai")
     try:
         data = decode_value(content, max_bytes=_MAX_CONTENT_BYTES, max_depth=MAX_DEPTH)
@@ -539,90 +530,3 @@ def normalize(provider: str, payload: Any, *, rules: Optional[ConditionRules] = 
     mapping = mapping or GenericMapping()   # generic
     version = _get(payload, mapping.model_version) if mapping.model_version else None
     return _direct("generic", payload, mapping, version if isinstance(version, str) else None)
-
-
-_RPC_CODES = {3: ErrorClass.BAD_REQUEST, 5: ErrorClass.NOT_FOUND, 7: ErrorClass.AUTH,
-              16: ErrorClass.AUTH, 8: ErrorClass.RATE_LIMITED, 4: ErrorClass.SERVER_ERROR,
-              13: ErrorClass.SERVER_ERROR, 14: ErrorClass.SERVER_ERROR}
-_RPC_STATUS = {"INVALID_ARGUMENT": ErrorClass.BAD_REQUEST, "NOT_FOUND": ErrorClass.NOT_FOUND,
-               "PERMISSION_DENIED": ErrorClass.AUTH, "UNAUTHENTICATED": ErrorClass.AUTH,
-               "RESOURCE_EXHAUSTED": ErrorClass.RATE_LIMITED}
-_AWS_TYPES = {"ThrottlingException": ErrorClass.RATE_LIMITED,
-              "ProvisionedThroughputExceededException": ErrorClass.RATE_LIMITED,
-              "LimitExceededException": ErrorClass.RATE_LIMITED,
-              "InternalServerError": ErrorClass.SERVER_ERROR,
-              "ResourceNotReadyException": ErrorClass.SERVER_ERROR,
-              "AccessDeniedException": ErrorClass.AUTH,
-              "UnrecognizedClientException": ErrorClass.AUTH,
-              "ImageTooLargeException": ErrorClass.BAD_REQUEST,
-              "InvalidImageFormatException": ErrorClass.BAD_REQUEST,
-              "InvalidParameterException": ErrorClass.BAD_REQUEST}
-
-
-def _text(value: Any, limit: int = 500) -> str:
-    """Text from an answer for a message: a string as it is (cut at ``limit``), else shown."""
-    if isinstance(value, str):
-        return value[:limit]
-    return "" if value is None else _shown(value)
-
-
-def _error_object(err: Mapping[str, Any]) -> Tuple[ErrorClass, str]:
-    """Classify an ``{"error": {...}}`` object (Google, Azure, ArcGIS, OpenAI styles)."""
-    code, status = err.get("code"), err.get("status")
-    message = _text(err.get("message") or err.get("description") or code or "error")
-    if isinstance(status, str) and status in _RPC_STATUS:
-        return _RPC_STATUS[status], message
-    if isinstance(code, int) and not isinstance(code, bool):
-        if code in (498, 499):
-            return ErrorClass.AUTH, message
-        if 400 <= code < 600:
-            return classify_status(code) or ErrorClass.SERVER_ERROR, message
-        return _RPC_CODES.get(code, ErrorClass.SERVER_ERROR), message
-    return ErrorClass.SERVER_ERROR, message
-
-
-def _reported(err: Any) -> Optional[Tuple[ErrorClass, str]]:
-    """The error an ``error`` field reports: an object, a message, a list of them or ``true``.
-
-    An absent or empty one (``null``, ``false``, ``""``, ``{}``, ``[]``) reports none; nor does
-    a number (a service may report an error margin that way).
-    """
-    if isinstance(err, Mapping):
-        return _error_object(err) if err else None
-    if isinstance(err, str):
-        return (ErrorClass.SERVER_ERROR, _text(err)) if err.strip() else None
-    if isinstance(err, list):
-        if not err:
-            return None
-        first = err[0]
-        return _error_object(first) if isinstance(first, Mapping) and first else \
-            (ErrorClass.SERVER_ERROR, _text(first) or "errors reported")
-    return (ErrorClass.SERVER_ERROR, "error: true") if err is True else None
-
-
-def detect_error(provider: str, status: int,
-                 payload: Any) -> Optional[Tuple[ErrorClass, str]]:
-    """The error a response reports, by status or inside an HTTP 200 body, else None.
-
-    ``payload`` is the parsed JSON body (None when it was not JSON). Rekognition's
-    ``__type`` refines the status (a ThrottlingException in a 500 is RATE_LIMITED); Google's
-    per-image ``responses[i].error`` counts as much as a top-level ``error``.
-    """
-    aws_type = ""
-    if isinstance(payload, Mapping):
-        aws_type = _text(payload.get("__type") or payload.get("code") or "").rpartition("#")[2]
-    if provider == "rekognition" and aws_type in _AWS_TYPES:
-        return _AWS_TYPES[aws_type], _text(payload.get("message") or payload.get("Message")
-                                           or aws_type)
-    if status >= 400:
-        err = payload.get("error") if isinstance(payload, Mapping) else None
-        message = _text(err.get("message") or "") if isinstance(err, Mapping) else ""
-        return classify_status(status) or ErrorClass.SERVER_ERROR, message or f"HTTP {status}"
-    if not isinstance(payload, Mapping):
-        return None
-    found = _reported(payload.get("error"))
-    responses = payload.get("responses") if provider == "google" else None
-    if found is None and isinstance(responses, list):
-        found = next((f for f in (_reported(r.get("error")) for r in responses
-                                  if isinstance(r, Mapping)) if f is not None), None)
-    return found

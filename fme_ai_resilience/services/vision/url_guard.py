@@ -269,7 +269,8 @@ def _readings(url: str) -> Sequence[Tuple[str, str, Optional[int], bool]]:
 
     return [(ours.scheme.lower(), host(ours.hostname), ours.port,
              ours.username is not None or ours.password is not None),
-            ((theirs.scheme or "").lower(), host(theirs.host), theirs.port, theirs.auth is not None),
+            ((theirs.scheme or "").lower(), host(theirs.host), theirs.port,
+             theirs.auth is not None),
             (sent.scheme.lower(), host(sent.hostname), sent.port,
              sent.username is not None or sent.password is not None)]
 
