@@ -22,4 +22,5 @@ class FeatureProcessor(IntakeCaller):
       FAIR_INTAKE_PARK_CEILING_FACTOR  park at most this many watermarks of work
       FAIR_INTAKE_MAX_BODY_BYTES       the largest webhook body accepted
       FAIR_INTAKE_MAX_ATTACHMENTS      the most photos one body may carry
+      FAIR_INTAKE_FEATURE_SERVICES     the FeatureServer URLs served; others are refused (422)
     """

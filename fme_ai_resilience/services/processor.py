@@ -177,12 +177,8 @@ class Processor:
         self.policy = RetryPolicy.from_settings(settings)
         self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)
         self.worst_case_s = worst_case_task_s(self.policy, settings.timeouts)
-        self._policy_download = policy or DownloadPolicy(
-            allowed_hosts=settings.download.allowed_hosts,
-            allow_http_hosts=settings.download.allow_http_hosts,
-            allow_private_hosts=settings.download.allow_private_hosts,
-            max_bytes=settings.download.max_photo_bytes,
-            max_redirects=settings.download.max_redirects)
+        # configuration only: the served feature services' hosts and the photo hosts
+        self._policy_download = policy or DownloadPolicy.from_settings(settings)
         self._download = download or (lambda url, tok: fetch_photo(
             url, tok, self._policy_download, clock=self.clock))
         self._token = token
