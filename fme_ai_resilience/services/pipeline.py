@@ -25,7 +25,7 @@ from .processor import Processor, VisionRoute
 from .sinks import CollectingSink, PostgresTableSink, Sink
 from .vision import Credentials, RequestOptions, VisionClient
 from .vision.builders import DEFAULT_PROMPT
-from .writeback import FeatureLayerSink, Layers, layer_photo_lister
+from .writeback import FeatureLayerSink, Layers, layer_photo_lister, trusted_layers
 
 __all__ = ["build_processor", "build_compensator", "vision_routes", "layers_for"]
 
@@ -58,8 +58,8 @@ def layers_for(settings: Settings, *, store: Store, token: Optional[TokenProvide
                session: Optional[requests.Session] = None,
                clock: Optional[Clock] = None) -> Layers:
     """The feature layers of one process: one token, one session, every call logged."""
-    return Layers(token=token, session=session, clock=clock, on_call=store.record_call,
-                  timeout_s=settings.arcgis.request_timeout_s)
+    return Layers(trusted=trusted_layers(settings), token=token, session=session, clock=clock,
+                  on_call=store.record_call, timeout_s=settings.arcgis.request_timeout_s)
 
 
 def _sink(settings: Settings, layers: Layers, sink: Optional[Sink]) -> Sink:
@@ -103,8 +103,8 @@ def build_compensator(settings: Settings, *, store: Store, layer_url: Optional[s
                       token: Optional[TokenProvider] = None,
                       session: Optional[requests.Session] = None,
                       clock: Optional[Clock] = None) -> Compensator:
-    """The WS-03 compensator; it reconciles against ``layer_url`` (default
-    ``writeback.layer_url``; none: no reconciliation)."""
+    """The WS-03 compensator; it reconciles against ``layer_url`` (named by the operator, so
+    trusted; default ``writeback.layer_url``; none: no reconciliation)."""
     clock = clock or SystemClock()
     url = layer_url or settings.writeback.layer_url
     layer = None
@@ -112,6 +112,7 @@ def build_compensator(settings: Settings, *, store: Store, layer_url: Optional[s
         session = session or requests.Session()
         provider = token if token is not None else token_provider_from_settings(
             settings, session=session)
-        layer = layers_for(settings, store=store, token=provider, session=session,
-                           clock=clock).get(url)
+        layer = Layers(trusted=lambda u: u == url, token=provider, session=session,
+                       clock=clock, on_call=store.record_call,
+                       timeout_s=settings.arcgis.request_timeout_s).get(url)
     return Compensator(settings, store=store, layer=layer, clock=clock)

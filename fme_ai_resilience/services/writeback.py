@@ -23,13 +23,15 @@ from ..errors import ArcGISError, ErrorClass
 from ..keys import compose_key, normalise_global_id, trace_id_for
 from ..ledger import CallRecord, Stage, Task
 from ..pipeline_settings import WritebackSettings
+from ..redact import redact_url
+from ..settings import Settings
 from ..store.base import Store
 from ..submission import Submission
 from .arcgis import FeatureLayer
 from .credentials import TokenProvider
 from .sinks import Conclusion, _complete, written
 
-__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "braced"]
+__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced"]
 
 #: ArcGIS applyEdits error codes that mean "no such row".
 _MISSING_ROW = {1000, 1019}
@@ -42,12 +44,19 @@ def braced(global_id: str) -> str:
 
 class Layers:
     """One :class:`FeatureLayer` per URL, all sharing the processor's token, session and call
-    log (thread-safe)."""
+    log (thread-safe).
 
-    def __init__(self, *, token: Optional[TokenProvider] = None,
+    A layer URL may come from a webhook body, which anyone can send: ``trusted(url)`` says
+    whether the deployment configured it (:func:`trusted_layers`), and an untrusted URL is
+    refused before any request, so the token never goes where the configuration did not say.
+    """
+
+    def __init__(self, *, trusted: Callable[[str], bool],
+                 token: Optional[TokenProvider] = None,
                  session: Optional[requests.Session] = None, clock: Optional[Clock] = None,
                  on_call: Optional[Callable[[CallRecord], None]] = None,
                  timeout_s: float = 30.0) -> None:
+        self._trusted = trusted
         self._token = token
         self._session = session or requests.Session()
         self._clock = clock or SystemClock()
@@ -60,7 +69,13 @@ class Layers:
         return f"Layers({sorted(self._layers)})"
 
     def get(self, url: str) -> FeatureLayer:
-        """The layer at ``url`` (one client per URL)."""
+        """The layer at ``url`` (one client per URL); raises ArcGISError (BAD_REQUEST) for a
+        layer the configuration does not name."""
+        if not self._trusted(url):
+            raise ArcGISError(ErrorClass.BAD_REQUEST, f"layer {redact_url(url)} belongs to no "
+                              "configured feature service (intake.feature_services, "
+                              "writeback.layer_url, writeback.table_url): nothing is sent there",
+                              operation="layer")
         with self._lock:
             layer = self._layers.get(url)
             if layer is None:
@@ -157,6 +172,20 @@ def _check(failed: Sequence[Any], url: str) -> None:
     raise ArcGISError(error_class, f"applyEdits on {url} refused the row: "
                       f"{row.error_code} {row.error_description or ''}".strip(),
                       operation="applyEdits")
+
+
+def trusted_layers(settings: Settings) -> Callable[[str], bool]:
+    """Whether a layer URL is the deployment's: a layer or table of one of
+    ``intake.feature_services``, or the write-back's own ``layer_url`` / ``table_url``."""
+    configured = {u.rstrip("/").lower() for u in (settings.writeback.layer_url,
+                                                  settings.writeback.table_url) if u}
+
+    def trusted(url: str) -> bool:
+        text = str(url).strip().rstrip("/")
+        service, _, layer_id = text.rpartition("/")
+        return text.lower() in configured or (layer_id.isdigit()
+                                              and settings.intake.serves(service))
+    return trusted
 
 
 def layer_photo_lister(layers: Layers,
