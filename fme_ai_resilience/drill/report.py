@@ -65,6 +65,7 @@ class SubjectResult:
     drain_s: Optional[float] = None        # first delivery to the last fact settled
     backfilled: int = 0                    # facts found by reconciliation
     ai_spend: float = 0.0
+    notes: List[str] = field(default_factory=list)   # what the reader should know of the run
     timeline: Optional[Timeline] = None
 
     @property
