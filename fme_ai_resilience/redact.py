@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Mapping, Optional, Tuple
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "SECRET_KEYS", "is_secret_key", "redact_text", "redact_url",
-           "without_secret_params", "scrub_secrets", "redact_mapping", "redact_headers", "excerpt"]
+__all__ = ["REDACTED", "SECRET_KEYS", "PORTAL_TOKEN_PARAMS", "is_secret_key", "redact_text",
+           "redact_url", "without_secret_params", "without_token_params", "scrub_secrets",
+           "redact_mapping", "redact_headers", "excerpt"]
 
 REDACTED = "[REDACTED]"
 
@@ -30,6 +31,10 @@ SECRET_KEYS = frozenset({
     # signed photo URLs: Azure SAS, S3 and GCS pre-signed query parameters, Google API keys
     "sig", "x-amz-signature", "x-amz-security-token", "x-goog-signature", "x-goog-api-key",
 })
+
+#: Query parameters that carry a portal token (ArcGIS spellings): the token travels in a header
+#: instead, so these are the only parameters taken off a photo URL before it is stored or fetched.
+PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
 
 _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
     # Authorization-style values: "Bearer abc", "fmetoken token=abc", "Basic abc"
@@ -89,6 +94,25 @@ def without_secret_params(url: str) -> str:
     would be sent. Raises ValueError when ``url`` cannot be split as a URL.
     """
     return _filter_url(url, drop=True, strict=True)
+
+
+def without_token_params(url: str) -> str:
+    """``url`` minus its portal-token query parameters (:data:`PORTAL_TOKEN_PARAMS`).
+
+    Every other parameter keeps its exact bytes, in order: the signature of a pre-signed URL
+    (``sig``, ``X-Amz-Signature``, ``X-Goog-Signature``) covers its encoding too. A URL with no
+    such parameter comes back as the same text. Raises ValueError when ``url`` cannot be split
+    as a URL.
+    """
+    parts = urlsplit(url)
+    if not parts.query:
+        return str(url)
+    pairs = parts.query.split("&")
+    kept = [p for p in pairs
+            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
+    if len(kept) == len(pairs):
+        return str(url)
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def _filter_url(url: str, drop: bool, strict: bool = False) -> str:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .caseless import get_ignoring_case
 from .errors import InvalidPayload
 from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
-from .redact import scrub_secrets, without_secret_params
+from .redact import scrub_secrets, without_token_params
 from .submission import Submission
 from .untrusted_json import Body, decode_object
 
@@ -351,9 +351,14 @@ def _int_or_none(value: Any, field: str) -> Optional[int]:
 
 
 def _without_token(url: str) -> str:
-    """``url`` without secret query parameters (the attachment URL must carry no token)."""
+    """``url`` without its portal-token parameters and without credentials in the authority
+    (the attachment URL must carry no secret of the submitter's). Every other parameter stays
+    as sent, so a pre-signed photo URL keeps its signature and can still be downloaded."""
     try:
-        return without_secret_params(url)
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        return without_token_params(url)
     except ValueError:
         raise InvalidPayload("attachment url is not a URL") from None
 

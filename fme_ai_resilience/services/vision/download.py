@@ -36,7 +36,7 @@ import logging
 import socket
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple, Union
-from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -45,7 +45,7 @@ from ...checks import count, finite
 from ...classification import classify_status
 from ...clock import Clock, SystemClock
 from ...errors import DownloadError, ErrorClass, UnsafeURL
-from ...redact import redact_text, redact_url
+from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
 from ...settings import DownloadSettings
 from .phases import (LATE_HEADERS, HeaderWatch, Resolver, connect_recorder, read_body,
                      resolve_within, send_failure, system_resolver, timed_session)
@@ -214,22 +214,12 @@ def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
         raise UnsafeURL(f"connection to {host} reached {addr}, {problem}")
 
 
-#: Query parameters that carry a portal token (ArcGIS spellings); it goes in a header instead.
-PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
-
-
 def _without_token_params(url: str) -> str:
     """``url`` minus the portal-token query parameters; signatures and other keys stay."""
     try:
-        parts = urlsplit(url)
+        return without_token_params(url)
     except ValueError:
         return url
-    if not parts.query:
-        return url
-    # the kept parameters keep their exact bytes: a signature covers its encoding too
-    kept = [p for p in parts.query.split("&")
-            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
-    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def _origin(url: str) -> Tuple[str, str, Optional[int]]:
