@@ -18,12 +18,14 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .checks import finite
 from .clock import Clock, SystemClock
 from .errors import ConfigurationError, StoreError
+from .printable import printable
 from .redact import redact_text
 from .services.intake import decide
 from .services.live_settings import LiveSettings
@@ -37,6 +39,10 @@ log = logging.getLogger("fme_ai_resilience.gateway")
 DEFAULT_SECRET_HEADER = "X-FAIR-Secret"
 SIGNATURE_TOLERANCE_S = 300.0
 _JSON = ("application/json", "text/json")
+#: Content-Length: ASCII digits only (``int`` also takes "+12", " 12", "1_2", other scripts'
+#: digits); a webhook-timestamp likewise, and without leading zeros.
+_LENGTH = re.compile(r"[0-9]+")
+_TIMESTAMP = re.compile(r"0|[1-9][0-9]*")
 
 StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
@@ -103,14 +109,14 @@ class _Gateway:
             else:
                 status, headers, body = self._webhook(method, environ)
         except Exception as exc:  # the gateway must answer even when something breaks
-            log.error("gateway: %s %s failed: %s: %s", method, path, type(exc).__name__,
-                      redact_text(str(exc)))
+            log.error("gateway: %s %s failed: %s: %s", method, printable(path),
+                      type(exc).__name__, printable(redact_text(str(exc))))
             status, headers, body = 500, {}, {"status": "error", "reason": "internal error"}
         payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
         out = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
         out.extend(headers.items())
         start_response(f"{status} {HTTPStatus(status).phrase}", out)
-        log.debug("gateway: %s %s -> %d", method, path, status)
+        log.debug("gateway: %s %s -> %d", method, printable(path), status)
         return [b"" if method == "HEAD" else payload]
 
     # -- routes -------------------------------------------------------------------------------
@@ -167,12 +173,11 @@ class _Gateway:
         signatures = environ.get("HTTP_WEBHOOK_SIGNATURE", "")
         if not (msg_id and stamp and signatures):
             return "missing webhook-id, webhook-timestamp or webhook-signature"
+        if not _TIMESTAMP.fullmatch(stamp):
+            return "webhook-timestamp is not an integer in ASCII digits"
         try:
-            sent_at = int(stamp)
-            skew = abs(self.clock.now() - sent_at)  # OverflowError: too large for a float
-        except ValueError:
-            return "webhook-timestamp is not an integer"
-        except OverflowError:
+            skew = abs(self.clock.now() - int(stamp))  # OverflowError: too large for a float
+        except (ValueError, OverflowError):  # ValueError: more digits than int() converts
             return "webhook-timestamp outside the tolerance window"
         if skew > self.tolerance_s:
             return "webhook-timestamp outside the tolerance window"
@@ -222,12 +227,11 @@ def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[
     stream = environ["wsgi.input"]
     declared = environ.get("CONTENT_LENGTH", "")
     if declared:
-        try:
-            length = int(declared)
-        except ValueError:
-            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
-        if length < 0:
-            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
+        if not _LENGTH.fullmatch(declared):
+            # also two Content-Length headers, which a server joins with a comma
+            return b"", (400, {}, {"status": "bad_request",
+                                   "reason": "Content-Length must be one number in ASCII digits"})
+        length = int(declared)
         if length > limit:
             return b"", _too_large(limit)
         wanted = length

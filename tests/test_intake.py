@@ -355,3 +355,18 @@ def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
     assert len(body["submissions"]) == 50 and body["submission_count"] == 60
 
 
+
+
+def test_a_reason_naming_a_body_key_with_a_line_break_is_stored_and_logged_escaped(ledger,
+                                                                                   clock, caplog):
+    """An invalid body whose error names a key holding a line break cannot forge a log line,
+    and its dead letter's reason is escaped too."""
+    data = json.loads(BODY)
+    data["feature"]["attachments"] = {"photo\n2026 INFO intake: forged": [{"id": 1}]}
+    caplog.set_level(logging.DEBUG)
+    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
+                      now=clock.now())
+    assert decision.status_code == 400 and "forged" in decision.body["reason"]
+    assert "\n" not in decision.body["reason"]
+    assert "\n" not in ledger.get(decision.body["dead_letter"]).payload["reason"]
+    assert not [r for r in caplog.records if len(r.getMessage().splitlines()) > 1]

@@ -531,3 +531,13 @@ def test_every_photo_of_a_record_carries_the_records_attributes():
     repeat = [s for s in subs if s.layer_url.endswith("/1")]
     assert [s.attributes["severity"] for s in repeat] == ["high", "low"]
     assert [s.asset_type for s in repeat] == ["valve", "valve-box"]
+
+
+def test_the_delivery_id_is_kept_with_control_characters_escaped():
+    """A delivery id carrying a line break or a terminal escape is kept visibly escaped,
+    bounded after escaping."""
+    from fme_ai_resilience.survey123 import delivery_id_of
+
+    assert delivery_id_of({"X-Survey123-Delivery": " d-1\r\nforged\x1b "}) == \
+        "d-1\\x0d\\x0aforged\\x1b"
+    assert len(delivery_id_of({"X-Survey123-Delivery": "x\n" * 500})) == 128

@@ -47,6 +47,7 @@ from ..checks import count
 from ..errors import FailureClass, InvalidPayload, StoreUnavailable
 from ..keys import body_key
 from ..ledger import OverloadMode, RegisterOutcome, Registration
+from ..printable import printable
 from ..redact import excerpt, redact_text
 from ..settings import Settings
 from ..store.base import Store
@@ -211,7 +212,7 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
     """400, with the evidence kept as a dead letter keyed by the body's hash."""
     raw = body_bytes(body)
     token = _token_of(raw, settings.intake.max_body_bytes)
-    reason = redact_text(str(exc), [token])
+    reason = printable(redact_text(str(exc), [token]))  # it names body keys, as sent
     key = body_key(raw)
     delivery = delivery_id_of(headers)
     payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
