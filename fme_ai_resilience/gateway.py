@@ -7,8 +7,8 @@ reachable. Before the body reaches the parser it checks, in order: the method (4
 limit + 1 bytes; 411 without a length), and, when configured, a shared-secret header or a
 Standard Webhooks signature (401, constant-time comparison). Every answer is JSON.
 
-Run it with ``fme-ai-resilience serve`` (stdlib ``wsgiref``) or under any WSGI server (see
-docs/intake.md).
+Run it with ``fme-ai-resilience serve`` (waitress, :mod:`fme_ai_resilience.cli.httpserver`) or
+under any WSGI server (see docs/intake.md).
 """
 from __future__ import annotations
 
