@@ -370,3 +370,50 @@ def test_a_reason_naming_a_body_key_with_a_line_break_is_stored_and_logged_escap
     assert "\n" not in decision.body["reason"]
     assert "\n" not in ledger.get(decision.body["dead_letter"]).payload["reason"]
     assert not [r for r in caplog.records if len(r.getMessage().splitlines()) > 1]
+
+
+# -- the dead letter of an unparseable body keeps no token -------------------------------------
+
+_T = TOKEN.encode()
+UNPARSEABLE_WITH_TOKEN = {
+    "truncated, the token echoed in a note first": (
+        b'{"feature": {"attributes": {"note": "sent with ' + _T + b'"}}, '
+        b'"portalInfo": {"url": "https://www.arcgis.com", "token": "' + _T + b'", "ur'),
+    "cut inside the token": b'{"feature": {"attributes": {}}, "portalInfo": {"token": "' + _T[:20],
+    "escaped member name, truncated": (
+        b'{"portalInfo": {"\\u0074oken": "' + _T + b'"}, "feature": {"note": "' + _T + b'"'),
+    "escaped member name, valid JSON": b'{"portalInfo": {"\\u0074ok\\u0065n": "' + _T + b'"}, '
+                                       b'"feature": 7}',
+    "an escape inside the token": (
+        b'{"portalInfo": {"token": "' + _T[:12] + b'\\"' + _T[12:] + b'"}, "feature": {'),
+    "form-encoded with the token in free text": (
+        b"f=json&token=" + _T + b"&note=please+check+" + _T + b"+again"),
+    "a header pasted as text": b"Authorization: Bearer " + _T + b"\nbody lost; it was " + _T,
+    "fmetoken": b"X-Auth: fmetoken token=" + _T + b"; copy " + _T,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNPARSEABLE_WITH_TOKEN))
+def test_the_dead_letter_of_an_unparseable_body_keeps_no_token(ledger, clock, caplog, name):
+    """Truncated, non-JSON, escaped-name and escaped-value bodies: the stored excerpt and the
+    log hold no part of the portal token (scrubbed by pattern and by every value it took)."""
+    raw = UNPARSEABLE_WITH_TOKEN[name]
+    caplog.set_level(logging.DEBUG)
+    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    assert decision.status_code == 400
+    record = ledger.get(decision.body["dead_letter"])
+    stored = json.dumps(record.payload) + (record.last_error or "")
+    pieces = {TOKEN[i:i + 10] for i in range(len(TOKEN) - 9)}
+    assert not [p for p in pieces if p in stored], record.payload["excerpt"]
+    assert not [p for p in pieces if p in caplog.text]
+    assert "[REDACTED]" in record.payload["excerpt"]
+
+
+def test_a_long_unparseable_body_learns_the_token_beyond_the_excerpt(ledger, clock):
+    """The token's value is learnt from the whole body, so a mention inside the excerpt is
+    scrubbed even when the token member itself lies past the excerpt's end."""
+    raw = (b'{"feature": {"attributes": {"note": "' + _T + b'"}, "pad": "' + b"x" * 20000
+           + b'"}, "portalInfo": {"token": "' + _T + b'"}, "cut')
+    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    excerpt = ledger.get(decision.body["dead_letter"]).payload["excerpt"]
+    assert TOKEN[:10] not in excerpt and '"note": "[REDACTED]"' in excerpt

@@ -48,7 +48,7 @@ from ..errors import FailureClass, InvalidPayload, StoreUnavailable
 from ..keys import body_key
 from ..ledger import OverloadMode, RegisterOutcome, Registration
 from ..printable import printable
-from ..redact import excerpt, redact_text
+from ..redact import excerpt, redact_raw, redact_text, token_values
 from ..settings import Settings
 from ..store.base import Store
 from ..submission import Submission
@@ -211,18 +211,22 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
              settings: Settings, *, store: Store, now: float) -> IntakeAnswer:
     """400, with the evidence kept as a dead letter keyed by the body's hash."""
     raw = body_bytes(body)
-    token = _token_of(raw, settings.intake.max_body_bytes)
-    reason = printable(redact_text(str(exc), [token]))  # it names body keys, as sent
+    # The token of a body that did not parse cannot be read from it: learn every value it
+    # reveals from the whole body, then scrub the excerpt by those values and by pattern.
+    secrets = token_values(raw[:settings.intake.max_body_bytes].decode("utf-8", "replace"))
+    reason = printable(redact_text(str(exc), secrets))  # it names body keys, as sent
     key = body_key(raw)
     delivery = delivery_id_of(headers)
+    window = raw[:EXCERPT_CHARS * 4].decode("utf-8", "replace")
     payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
-               "excerpt": excerpt(raw, EXCERPT_CHARS, [token]).replace("\x00", "\ufffd")}
+               "excerpt": excerpt(redact_raw(window, secrets),
+                                  EXCERPT_CHARS).replace("\x00", "\ufffd")}
     try:
         stored = store.record_dead_letter(key, payload, FailureClass.INVALID_PAYLOAD, reason,
                                           now=now, trace_id=key[-16:])
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
-                  reason, redact_text(str(err), [token]))
+                  reason, redact_text(str(err), secrets))
         return _unavailable(settings, "ledger unreachable", [], [])
     log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
                 "" if stored else " (already recorded)")
@@ -264,18 +268,6 @@ def _read_health(source: FlowHealthSource) -> Any:
     except Exception as exc:  # a health probe must never turn intake away
         log.warning("intake: FME Flow health check failed (%s); ignoring it", type(exc).__name__)
         return None
-
-
-def _token_of(raw: bytes, max_bytes: int) -> Optional[str]:
-    """The portal token of a body that failed validation, if it can still be found."""
-    if len(raw) > max_bytes or b"token" not in raw:
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-        token = data["portalInfo"]["token"]
-    except Exception:  # noqa: BLE001 - any failure just means "no token to scrub"
-        return None
-    return token if isinstance(token, str) else None
 
 
 def _safe(exc: BaseException, submissions: Sequence[Submission]) -> str:
