@@ -43,11 +43,15 @@ def test_db_init_without_a_url_explains(monkeypatch, capsys):
 
 
 def test_db_init_unreachable_server_fails_cleanly(capsys):
-    """A database that cannot be reached: exit 1, a one-line error without the password."""
+    """A database that cannot be reached: exit 1, the ledger line then a one-line error, both
+    without the password."""
     pytest.importorskip("psycopg2")
     assert main(["db", "init", "--db", "postgresql://fair:pw-SECRET-1@127.0.0.1:1/x"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "pw-SECRET-1" not in err and "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[0] == "ledger: postgresql host=127.0.0.1 port=1 database=x user=fair"
+    assert len(lines) == 2 and lines[1].startswith("error:")
+    assert "pw-SECRET-1" not in err and "Traceback" not in err
 
 
 def test_db_needs_an_action(capsys):

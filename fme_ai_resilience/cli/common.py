@@ -24,8 +24,8 @@ from ..errors import ConfigurationError, ResilienceError, StoreError
 from ..settings import Settings
 from ..store import SqlStore, display_url, open_store
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "add_db_option", "command",
-           "ledger", "open_from_args", "settings_for", "settings_from_args"]
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "add_db_option", "announce",
+           "command", "ledger", "open_from_args", "settings_for", "settings_from_args"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -68,7 +68,14 @@ def open_from_args(args: argparse.Namespace, *, create: bool = False) -> SqlStor
     malformed."""
     if not args.db:
         raise ConfigurationError("--db", "", f"no ledger given: pass --db URL or set {DB_ENV}")
-    return open_store(args.db, create=create)
+    store = open_store(args.db, create=create)
+    announce(store=store)
+    return store
+
+
+def announce(*, store: SqlStore) -> None:
+    """Say on stderr which ledger the command works on (never with its password)."""
+    print(f"ledger: {store.describe()}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

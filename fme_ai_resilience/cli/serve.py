@@ -16,13 +16,14 @@ import signal
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..clock import SystemClock
 from ..errors import ConfigurationError
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, command, settings_from_args
+from .common import DB_ENV, EXIT_FAILED, EXIT_OK, announce, command, settings_from_args
 from .httpserver import DEFAULT_BACKLOG, GatewayServer
 
 __all__ = ["add_parser", "build_server"]
@@ -108,8 +109,10 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     flow = None
     if args.flow_url:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
-    store = open_store(args.db, init_schema=True)
+    store = open_store(args.db)
+    announce(store=store)
     try:
+        store.init_schema(now=SystemClock().now())
         live = LiveSettings(settings, store=store, ttl_s=args.config_ttl_seconds)
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),

@@ -45,6 +45,10 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
 
+    def describe(self) -> str:
+        """Which database this is (dialect, host, port, database, user; or the file), for
+        messages: never a password."""
+
     # -- intake ------------------------------------------------------------------------------
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,

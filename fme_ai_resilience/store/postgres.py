@@ -17,7 +17,7 @@ import select
 import threading
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Type
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import ConfigurationError, StoreError, StoreUnavailable
 from ..redact import redact_url
 from .sqlbase import Result, SqlStore, T, Tx, status_of_new_task, translate
 from .text import clean_value
@@ -95,6 +95,7 @@ class PostgresStore(SqlStore):
         if psycopg2 is None:
             raise StoreError("PostgreSQL needs psycopg2: pip install 'fme-ai-resilience[postgres]'")
         super().__init__()
+        self._target = _target_of(url)
         self.url = url
         self.connect_timeout_s = connect_timeout_s
         self.application_name = application_name
@@ -111,6 +112,10 @@ class PostgresStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
+
+    def describe(self) -> str:
+        """``postgresql host=... port=... database=... user=...``: never the password."""
+        return "postgresql " + " ".join(f"{k}={v}" for k, v in self._target.items() if v)
 
     def _connect(self) -> Any:
         if self._conn is not None and not self._conn.closed and self._pid == os.getpid():
@@ -252,6 +257,29 @@ class PostgresStore(SqlStore):
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
         return self._statement("claim", params).rows
 
+
+
+def _target_of(url: str) -> Dict[str, str]:
+    """Host, port, database and user a URL names, read as libpq reads it (query parameters
+    such as ``?host=`` included). Raises ConfigurationError when the URL does not parse or
+    leaves the host or the database to libpq's defaults (the environment, the user's name):
+    the ledger is never a database nobody named."""
+    shown = redact_url(url)
+    try:
+        params = psycopg2.extensions.parse_dsn(url)
+    except (psycopg2.Error, ValueError):  # ValueError: a NUL in the URL
+        raise ConfigurationError("store URL", shown, "is not a PostgreSQL URL: write "
+                                 "postgresql://user@host:5432/database") from None
+    if not params.get("dbname"):
+        raise ConfigurationError("store URL", shown, "names no database: write "
+                                 "postgresql://user@host:5432/DATABASE")
+    host = params.get("host") or params.get("hostaddr")
+    if not host:
+        raise ConfigurationError("store URL", shown, "names no host: write "
+                                 "postgresql://user@HOST:5432/database (a Unix socket: "
+                                 "postgresql:///database?host=/var/run/postgresql)")
+    return {"host": host, "port": params.get("port") or "5432", "database": params["dbname"],
+            "user": params.get("user", "")}
 
 
 def _rolled_back(exc: BaseException) -> bool:

@@ -162,6 +162,10 @@ class SqlStore(BreakerLadderOps, abc.ABC):
     def close(self) -> None:
         """Release the connection (a later operation opens a new one)."""
 
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Which database this is, for messages: never a password."""
+
     def __enter__(self) -> "SqlStore":
         return self
 

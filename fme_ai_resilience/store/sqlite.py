@@ -70,6 +70,12 @@ class SQLiteStore(SqlStore):
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
+    def describe(self) -> str:
+        """``sqlite file=<absolute path>`` (or ``sqlite :memory:``)."""
+        if self.path == ":memory:":
+            return "sqlite :memory:"
+        return f"sqlite file={os.path.abspath(self.path)}"
+
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
