@@ -27,7 +27,7 @@ from .clock import Clock, SystemClock
 from .errors import ConfigurationError, StoreError
 from .printable import printable
 from .redact import redact_text
-from .services.intake import decide
+from .services.intake import decide, ledger_retry_after_s
 from .services.live_settings import LiveSettings
 from .settings import Settings
 from .store import Store
@@ -124,15 +124,19 @@ class _Gateway:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
         body: Dict[str, Any] = {}
-        intake = self._settings_now().intake
+        headers: Dict[str, str] = {}
+        settings = self._settings_now()
+        intake = settings.intake
         try:
             # Cheap at any ledger size: counts in-progress rows through their index, capped.
             body["backlog"] = self.store.backlog(intake.park_ceiling + 1)
             body["watermark"] = intake.capacity.watermark
             body["ledger"] = "reachable"
         except StoreError as exc:
-            log.warning("gateway: health check: ledger unreachable: %s", redact_text(str(exc)))
-            body["ledger"] = "unreachable"
+            reason = printable(redact_text(str(exc)))
+            log.warning("gateway: health check: ledger unreachable: %s", reason)
+            body.update(ledger="unreachable", reason=reason)
+            headers["Retry-After"] = str(ledger_retry_after_s(settings))
         if self.flow_health is not None:
             try:
                 health = self.flow_health()
@@ -141,7 +145,7 @@ class _Gateway:
                                 "busy_engines": health.busy_engines}
             except Exception as exc:  # a failing probe is reported, not raised
                 body["flow"] = {"reachable": False, "error": type(exc).__name__}
-        return (200 if body["ledger"] == "reachable" else 503), {}, body
+        return (200 if body["ledger"] == "reachable" else 503), headers, body
 
     def _webhook(self, method: str, environ: Dict[str, Any]) -> Answer:
         if method != "POST":

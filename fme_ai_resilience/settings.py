@@ -31,7 +31,7 @@ from .timeouts import TimeoutBudget
 
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
-           "ENV_PREFIX", "MAX_COUNT"]
+           "DatabaseSettings", "ENV_PREFIX", "MAX_COUNT"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -303,6 +303,34 @@ class AlertSettings:
 
 
 @dataclass(frozen=True)
+class DatabaseSettings:
+    """How long one ledger operation may wait, applied to every connection a store opens.
+
+    PostgreSQL: ``connect_timeout_s`` to connect; ``statement_timeout_s`` for any statement and
+    ``lock_timeout_s`` for any lock wait (a row or table another session holds), past which the
+    operation is StoreUnavailable (intake answers 503 + Retry-After); TCP keepalives find a
+    server that vanished in ``keepalives_idle_s + keepalives_count x keepalives_interval_s``.
+    Migrations (``db init``) run without the statement limit. SQLite: ``busy_timeout_s`` is how
+    long a writer waits for another process's write lock. Read when a store is opened (from
+    ``FAIR_DATABASE_*``, ``--set`` or published parameters; not from ``resilience_config``, which
+    lives in the store).
+    """
+
+    connect_timeout_s: float = 5.0
+    statement_timeout_s: float = 10.0
+    lock_timeout_s: float = 3.0
+    keepalives_idle_s: float = 15.0
+    keepalives_interval_s: float = 5.0
+    keepalives_count: int = 3
+    busy_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("database", self, "connect_timeout_s", "statement_timeout_s", "lock_timeout_s",
+                  "keepalives_idle_s", "keepalives_interval_s", "keepalives_count",
+                  "busy_timeout_s")
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings, grouped. Build variants with :meth:`with_values` or ``dataclasses.replace``."""
 
@@ -315,6 +343,7 @@ class Settings:
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     download: DownloadSettings = field(default_factory=DownloadSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], prefix: str = "") -> "Settings":

@@ -103,3 +103,14 @@ DELETE FROM resilience_config;
 -- them, a bitmap scan never does and would revisit every dead row until VACUUM. None of the
 -- ledger's queries needs a bitmap scan.
 SET enable_bitmapscan = off
+
+-- session_limits --
+-- Run once per connection, after session_setup: no statement runs, and no lock is waited for,
+-- longer than the store's settings allow (either cancellation is StoreUnavailable)
+SELECT set_config('statement_timeout', %(statement_timeout)s, false),
+       set_config('lock_timeout', %(lock_timeout)s, false)
+
+-- migration_limits --
+-- A migration may build an index over a large table: no statement limit for its transaction
+-- (its lock waits stay limited: a migration queued behind a long transaction gives up)
+SET LOCAL statement_timeout = 0

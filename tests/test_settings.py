@@ -145,6 +145,13 @@ INVALID = [
     ("download.max_redirects", "-1", "download.max_redirects"),
     ("alerts.anomaly_rate", "2", "alerts.anomaly_rate"),
     ("alerts.e2e_p95_warning_ratio", "-1", "alerts.e2e_p95_warning_ratio"),
+    ("database.connect_timeout_s", "0", "database.connect_timeout_s"),
+    ("database.statement_timeout_s", "0", "database.statement_timeout_s"),
+    ("database.lock_timeout_s", "-1", "database.lock_timeout_s"),
+    ("database.keepalives_idle_s", "0", "database.keepalives_idle_s"),
+    ("database.keepalives_interval_s", "inf", "database.keepalives_interval_s"),
+    ("database.keepalives_count", "0", "database.keepalives_count"),
+    ("database.busy_timeout_s", "0", "database.busy_timeout_s"),
     # a rate of 0 inverts the breaker: it would trip a healthy service, close a dead one
     ("breaker.failure_rate", "0", "breaker.failure_rate"),
     ("breaker.slow_call_rate", "0", "breaker.slow_call_rate"),

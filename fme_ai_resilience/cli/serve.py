@@ -109,7 +109,7 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     flow = None
     if args.flow_url:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
-    store = open_store(args.db)
+    store = open_store(args.db, settings=settings.database)
     announce(store=store)
     try:
         store.init_schema(now=SystemClock().now())

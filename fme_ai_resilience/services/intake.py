@@ -55,7 +55,7 @@ from ..submission import Submission
 from ..survey123 import delivery_id_of, parse_webhook
 from ..untrusted_json import Body, body_bytes
 
-__all__ = ["IntakeAnswer", "decide", "EXCERPT_CHARS", "MAX_LISTED"]
+__all__ = ["IntakeAnswer", "decide", "ledger_retry_after_s", "EXCERPT_CHARS", "MAX_LISTED"]
 
 log = logging.getLogger("fme_ai_resilience.intake")
 
@@ -234,10 +234,16 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
                                   "dead_letter": key, "delivery_id": delivery})
 
 
+def ledger_retry_after_s(settings: Settings) -> int:
+    """The Retry-After of a 503 while the ledger cannot answer: there is no backlog to
+    measure, so one mean processing time (whole seconds, at least 1)."""
+    return max(1, math.ceil(settings.intake.mean_processing_s))
+
+
 def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
                  registrations: Sequence[Registration]) -> IntakeAnswer:
     """503 while the ledger is down: no backlog to measure, so one mean processing time."""
-    retry_after = max(1, math.ceil(settings.intake.mean_processing_s))
+    retry_after = ledger_retry_after_s(settings)
     return IntakeAnswer(503, {"Retry-After": str(retry_after)},
                         {"status": "unavailable", "reason": reason, "stored": list(stored),
                          "retry_after_s": retry_after}, registrations)

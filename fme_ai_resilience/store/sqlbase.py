@@ -187,6 +187,8 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         bootstrap, migrations = sqlfiles.schema(self.dialect)
 
         def work(tx: Tx) -> List[int]:
+            if "migration_limits" in self._queries:
+                tx.run("migration_limits")
             if "schema_lock" in self._queries:
                 tx.run("schema_lock")
             tx.script(sqlfiles.split_statements(bootstrap))
