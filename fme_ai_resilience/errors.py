@@ -11,7 +11,9 @@ Exception tree::
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
     ├── FlowError                        FME Flow did not answer a request usefully
     └── StoreError                       the ledger could not do what was asked
-        └── StoreUnavailable             the database cannot be reached at all
+        └── StoreUnavailable             the database cannot serve us now (unreachable,
+            │                            locked, past a time limit)
+            └── SchemaMissing            the database has no ledger tables: run db init
 
 Remote failures of the Vision AI service are *not* exceptions: they come back as outcomes
 carrying an :class:`ErrorClass`, which ``fme_ai_resilience.classification`` maps to what the
@@ -24,7 +26,10 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
            "DownloadError", "CircuitOpenError", "FlowError", "StoreError", "StoreUnavailable",
-           "ErrorClass", "FailureClass"]
+           "SchemaMissing", "SCHEMA_MISSING", "ErrorClass", "FailureClass"]
+
+#: What a ledger without its tables says (in answers, /healthz and the command line).
+SCHEMA_MISSING = "schema missing: run db init"
 
 
 class ResilienceError(Exception):
@@ -123,6 +128,14 @@ class StoreError(ResilienceError):
 
 class StoreUnavailable(StoreError):
     """The ledger database cannot be reached."""
+
+
+class SchemaMissing(StoreUnavailable):
+    """The ledger database has no tables: run `fme-ai-resilience db init`.
+
+    A StoreUnavailable: intake answers 503 with Retry-After, and the work succeeds once an
+    operator has run ``db init`` (PostgreSQL never creates its schema by itself).
+    """
 
 
 class ErrorClass(str, enum.Enum):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from .checks import finite
 from .clock import Clock, SystemClock
-from .errors import ConfigurationError, StoreError
+from .errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
 from .printable import printable
 from .redact import redact_text
 from .services.intake import decide, ledger_retry_after_s
@@ -135,7 +135,10 @@ class _Gateway:
         except StoreError as exc:
             reason = printable(redact_text(str(exc)))
             log.warning("gateway: health check: ledger unreachable: %s", reason)
-            body.update(ledger="unreachable", reason=reason)
+            if isinstance(exc, SchemaMissing):
+                body.update(ledger="schema_missing", reason=SCHEMA_MISSING)
+            else:
+                body.update(ledger="unreachable", reason=reason)
             headers["Retry-After"] = str(ledger_retry_after_s(settings))
         if self.flow_health is not None:
             try:

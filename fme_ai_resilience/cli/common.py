@@ -64,11 +64,15 @@ def settings_for(*, store: SqlStore) -> Settings:
 
 def open_from_args(args: argparse.Namespace, *, create: bool = False) -> SqlStore:
     """The store named by ``--db``, limited by the ``database.*`` settings of the ``FAIR_*``
-    variables; only ``create=True`` (``db init``) may bring a new SQLite file into existence.
+    variables; only ``create=True`` (``db init``) may bring a new SQLite file (and its
+    directory) into existence.
     Raises :class:`ConfigurationError` when ``--db`` is missing or malformed."""
     if not args.db:
         raise ConfigurationError("--db", "", f"no ledger given: pass --db URL or set {DB_ENV}")
-    store = open_store(args.db, create=create, settings=Settings.from_env(os.environ).database)
+    # db init/upgrade (create=True) also makes a new SQLite file's directory, and migrates
+    # explicitly, reporting what it applied: the store does not do it on opening then.
+    store = open_store(args.db, create=create, create_parents=create, auto_schema=not create,
+                       settings=Settings.from_env(os.environ).database)
     announce(store=store)
     return store
 

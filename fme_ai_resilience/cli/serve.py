@@ -16,8 +16,7 @@ import signal
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..clock import SystemClock
-from ..errors import ConfigurationError
+from ..errors import SCHEMA_MISSING, ConfigurationError
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
 from ..redact import redact_url
 from ..services.flow import FlowClient
@@ -112,7 +111,7 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     store = open_store(args.db, settings=settings.database)
     announce(store=store)
     try:
-        store.init_schema(now=SystemClock().now())
+        _check_schema(store=store)
         live = LiveSettings(settings, store=store, ttl_s=args.config_ttl_seconds)
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
@@ -129,6 +128,20 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
         store.close()
         raise
     return server, store
+
+
+def _check_schema(*, store: Any) -> None:
+    """A SQLite ledger brings its schema up to date as it connects; a PostgreSQL one is only
+    checked (it never creates its schema by itself): serving starts either way, and intake
+    answers 503 "schema missing: run db init" until an operator has run it."""
+    version = store.schema_version()
+    latest = store.latest_schema_version(store.dialect)
+    if version == 0:
+        log.warning("gateway: ledger %s: %s; intake answers 503 until then", store.describe(),
+                    SCHEMA_MISSING)
+    elif version < latest:
+        log.warning("gateway: ledger %s: schema at version %d, this release expects %d: run "
+                    "db upgrade", store.describe(), version, latest)
 
 
 def _on_stop_signals(stop: Callable[[], None]) -> Dict[int, Any]:

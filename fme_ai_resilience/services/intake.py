@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
 from ..checks import count
-from ..errors import FailureClass, InvalidPayload, StoreUnavailable
+from ..errors import SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing, StoreUnavailable
 from ..keys import body_key
 from ..ledger import OverloadMode, RegisterOutcome, Registration
 from ..printable import printable
@@ -135,7 +135,7 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
         log.error("intake: ledger unreachable after %d of %d photo(s) of %s: %s", len(stored),
                   len(submissions), submissions[0].feature_global_id, _safe(exc, submissions))
-        return _unavailable(settings, "ledger unreachable", stored, registrations)
+        return _unavailable(settings, _why_unavailable(exc), stored, registrations)
     return _answer(submissions, registrations, settings, plan, health, no_capacity,
                    store=store, now=now)
 
@@ -227,11 +227,16 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
                   reason, redact_text(str(err), secrets))
-        return _unavailable(settings, "ledger unreachable", [], [])
+        return _unavailable(settings, _why_unavailable(err), [], [])
     log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
                 "" if stored else " (already recorded)")
     return IntakeAnswer(400, {}, {"status": "invalid", "reason": reason,
                                   "dead_letter": key, "delivery_id": delivery})
+
+
+def _why_unavailable(exc: StoreUnavailable) -> str:
+    """The reason a 503 gives: what an operator must do about a ledger without tables."""
+    return SCHEMA_MISSING if isinstance(exc, SchemaMissing) else "ledger unreachable"
 
 
 def ledger_retry_after_s(settings: Settings) -> int:

@@ -19,7 +19,10 @@ from typing import (
 )
 
 from ..checks import count, finite, name
-from ..errors import ConfigurationError, ErrorClass, FailureClass, StoreError, StoreUnavailable
+from ..errors import (
+    SCHEMA_MISSING, ConfigurationError, ErrorClass, FailureClass, SchemaMissing, StoreError,
+    StoreUnavailable,
+)
 from ..ledger import (
     CallRecord,
     CallWindow,
@@ -53,7 +56,8 @@ EXCERPT_LIMIT = 8192
 #: ``park_ceiling=None`` parks without limit; this stands in for "no limit" in SQL.
 _NO_LIMIT = 2 ** 62
 
-_MISSING_SCHEMA = "the ledger tables do not exist: run `fme-ai-resilience db init --db URL`"
+#: SQLSTATE undefined_table: a query named a table the database does not have.
+_UNDEFINED_TABLE = "42P01"
 
 
 class Result(NamedTuple):
@@ -106,7 +110,8 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     """The library exception for a driver exception (most specific mapped class wins).
 
     ``unavailable(exc)`` upgrades a mapped :class:`StoreError` to :class:`StoreUnavailable`
-    when the driver says the database cannot be reached (connection lost, file locked).
+    when the driver says the database cannot be reached (connection lost, file locked). A
+    query on a table the database does not have is :class:`SchemaMissing`.
     """
     target: Type[StoreError] = StoreError
     for klass in type(exc).__mro__:
@@ -116,10 +121,10 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     if target is StoreError and unavailable(exc):
         target = StoreUnavailable
     first = (str(exc).strip().splitlines() or [""])[0]
-    lowered = first.lower()
-    if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
-        first = f"{_MISSING_SCHEMA} ({first})"
-    return target(f"{type(exc).__name__}: {redact_text(first)}")
+    detail = f"{type(exc).__name__}: {redact_text(first)}"
+    if getattr(exc, "pgcode", None) == _UNDEFINED_TABLE or "no such table" in first.lower():
+        return SchemaMissing(f"{SCHEMA_MISSING} (`fme-ai-resilience db init --db URL`): {detail}")
+    return target(detail)
 
 
 def _limit(field: str, value: Any, minimum: int) -> int:
