@@ -14,7 +14,11 @@ from typing import Any, Mapping, Optional
 from .errors import FailureClass
 
 __all__ = ["Status", "TaskOutcome", "RegisterOutcome", "OverloadMode", "Stage", "Registration",
-           "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly"]
+           "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
+           "DeadLetterOutcome", "INVALID_NOT_KEPT"]
+
+#: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
+INVALID_NOT_KEPT = "invalid_not_kept"
 
 
 class Status(str, enum.Enum):
@@ -49,6 +53,14 @@ class RegisterOutcome(str, enum.Enum):
     DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
     OVER_BACKLOG = "OVER_BACKLOG"   # reject mode: nothing stored, answer 429
     PARKED = "PARKED"               # park mode: stored as DEFERRED, answer 202
+
+
+class DeadLetterOutcome(str, enum.Enum):
+    """What ``Store.keep_invalid_body`` did with the evidence of a body that is no submission."""
+
+    KEPT = "KEPT"                   # a new DEAD row (INVALID_PAYLOAD)
+    ALREADY_KEPT = "ALREADY_KEPT"   # the same body was kept before: nothing changed
+    NOT_KEPT = "NOT_KEPT"           # past the bounds: nothing stored, only counted
 
 
 class OverloadMode(str, enum.Enum):

@@ -187,7 +187,9 @@ class IntakeSettings:
     In ``park`` mode (the default: Survey123 never retries a refused webhook) submissions past
     the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
     Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
-    ``drain_min_completions`` tasks finished in it, the planned rate before that.
+    ``drain_min_completions`` tasks finished in it, the planned rate before that. The dead
+    letters of invalid bodies are kept at most ``max_invalid_per_minute`` a minute and
+    ``max_invalid_total`` in all (past them a body is answered 400 and only counted).
     """
 
     engines: int = 8
@@ -202,11 +204,15 @@ class IntakeSettings:
     max_attachments: int = 200
     drain_window_s: float = 300.0
     drain_min_completions: int = 10
+    max_invalid_per_minute: int = 120
+    max_invalid_total: int = 10_000
 
     def __post_init__(self) -> None:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
                   "drain_min_completions")
+        _positive("intake", self, "max_invalid_per_minute", "max_invalid_total",
+                  allow_zero=True)
         _positive("intake", self, "watermark", allow_zero=True)
         _ratio("intake", self, "backpressure_ratio")
         _enum("intake", self, "overload_mode", OverloadMode)

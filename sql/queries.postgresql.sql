@@ -96,6 +96,7 @@ DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
+DELETE FROM intake_counter;
 
 -- session_setup --
 -- Run once per connection. The in-progress partial indexes churn (every task passes through

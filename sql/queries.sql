@@ -153,8 +153,33 @@ SELECT failure_class, count(*) AS n FROM ai_task_registry
 WHERE status = 'DEAD' GROUP BY failure_class
 
 -- completed_since --
--- Tasks finished (SUCCEEDED or DEAD) at or after a time: the measured drain
-SELECT count(*) AS n FROM ai_task_registry WHERE completed_at >= %(since)s
+-- Tasks an engine finished (SUCCEEDED or DEAD) at or after a time: the measured drain. A row
+-- no engine ever held (lease_token 0: the dead letter of an invalid body) is no drained work
+SELECT count(*) AS n FROM ai_task_registry
+WHERE completed_at >= %(since)s AND lease_token > 0
+
+-- invalid_recent --
+-- Dead letters of invalid bodies kept since a time, counted through their index up to a limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD' AND created_at >= %(since)s
+    LIMIT %(count_limit)s) AS capped
+
+-- invalid_total --
+-- Dead letters of invalid bodies kept in all, counted through their index up to a limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD'
+    LIMIT %(count_limit)s) AS capped
+
+-- bump_counter --
+-- Count one more of something intake could not keep
+INSERT INTO intake_counter (name, n, first_at, last_at) VALUES (%(name)s, 1, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET n = intake_counter.n + 1, last_at = excluded.last_at
+
+-- intake_counters --
+-- What intake could not keep, by name
+SELECT name, n, first_at, last_at FROM intake_counter
 
 -- record_call --
 -- One outbound call

@@ -21,3 +21,4 @@ DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
+DELETE FROM intake_counter;

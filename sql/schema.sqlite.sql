@@ -125,6 +125,19 @@ CREATE TABLE IF NOT EXISTS resilience_config (
     updated_at           REAL NOT NULL
 );
 
+-- migration_0002 --
+-- Intake's bounded records: dead letters of invalid bodies are counted per minute and in all
+-- through their own partial index, and what intake could not keep is counted by name.
+CREATE INDEX IF NOT EXISTS ai_task_registry_invalid_idx
+    ON ai_task_registry (created_at)
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD';
+CREATE TABLE IF NOT EXISTS intake_counter (
+    name                 TEXT PRIMARY KEY,
+    n                    INTEGER NOT NULL DEFAULT 0,
+    first_at             REAL NOT NULL,
+    last_at              REAL NOT NULL
+);
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -24,6 +24,7 @@ def test_status_json_on_an_empty_ledger(shared_ledger_url, capsys):
     assert report["dead_letters"] == {f.value: 0 for f in FailureClass}
     assert (report["total"], report["in_progress"], report["completed_last_hour"]) == (0, 0, 0)
     assert report["schema_version"] >= 1
+    assert report["intake"]["invalid_not_kept"] == 0
 
 
 def test_status_json_on_a_busy_ledger(shared_ledger_url, capsys):
@@ -41,7 +42,8 @@ def test_status_json_on_a_busy_ledger(shared_ledger_url, capsys):
                                 "DEFERRED": 0, "DEAD": 2}
     assert report["dead_letters"]["FORMAT"] == 1
     assert report["dead_letters"]["INVALID_PAYLOAD"] == 1
-    assert (report["total"], report["in_progress"], report["completed_last_hour"]) == (8, 5, 3)
+    # the invalid body's dead letter is no finished work: 1 completed + 1 buried
+    assert (report["total"], report["in_progress"], report["completed_last_hour"]) == (8, 5, 2)
 
 
 def test_status_text_table(shared_ledger_url, capsys):
@@ -70,3 +72,15 @@ def test_status_of_a_blank_sqlite_file_creates_the_schema(tmp_path, capsys):
     assert main(["status", "--db", f"sqlite:///{target}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["total"] == 0 and report["schema_version"] >= 1
+
+
+def test_status_counts_the_invalid_bodies_intake_did_not_keep(shared_ledger_url, capsys):
+    """Bodies past the dead-letter bounds are counted in status, JSON and text."""
+    now = time.time()
+    with open_store(shared_ledger_url) as store:
+        for i in range(3):
+            store.keep_invalid_body(f"body:{i}", {}, "bad", now=now, per_minute=1, limit=10)
+    assert _json_status(shared_ledger_url, capsys)["intake"]["invalid_not_kept"] == 2
+    assert main(["status", "--db", shared_ledger_url]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if "not kept" in ln]
+    assert line and line[0].split()[4] == "2"

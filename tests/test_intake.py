@@ -417,3 +417,43 @@ def test_a_long_unparseable_body_learns_the_token_beyond_the_excerpt(ledger, clo
     decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
     excerpt = ledger.get(decision.body["dead_letter"]).payload["excerpt"]
     assert TOKEN[:10] not in excerpt and '"note": "[REDACTED]"' in excerpt
+
+
+
+# -- junk bodies cannot fill the disk or fake a drain --------------------------------------------
+
+def junk(i: int) -> bytes:
+    return b'{"feature": {"attributes": {"globalid": "not-a-guid-%d"}}}' % i
+
+
+def test_invalid_bodies_are_no_drained_work_for_retry_after(ledger, clock):
+    """A flood of distinct invalid bodies leaves Retry-After where the real drain puts it: the
+    dead letters are not counted as finished tasks."""
+    now = clock.now()
+    fill(ledger, 100, now)
+    config = settings(watermark=2, overload_mode="reject", drain_window_s=10,
+                      drain_min_completions=10)
+    before = decide(BODY, hdr("r1"), config, store=ledger, now=now)
+    assert before.status_code == 429 and before.retry_after_s == 245  # (100 - 2) / 0.4
+    for i in range(60):
+        assert decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=now).status_code == 400
+    after = decide(BODY, hdr("r2"), config, store=ledger, now=now)
+    assert after.status_code == 429 and after.retry_after_s == 245
+
+
+def test_past_the_dead_letter_bounds_junk_is_still_400_and_counted(ledger, clock):
+    """Past intake.max_invalid_per_minute (or max_invalid_total) the sender still gets 400,
+    nothing is stored, and the counter says how many bodies were not kept."""
+    config = settings(max_invalid_per_minute=4, max_invalid_total=6)
+    answers = [decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=clock.now())
+               for i in range(7)]
+    assert [a.status_code for a in answers] == [400] * 7
+    assert [a.body["kept"] for a in answers] == [True] * 4 + [False] * 3
+    assert answers[0].body["dead_letter"] == body_key(junk(0))
+    assert answers[-1].body["dead_letter"] is None
+    clock.advance(61)
+    again = [decide(junk(i), hdr(f"k{i}"), config, store=ledger, now=clock.now())
+             for i in range(7, 11)]
+    assert [a.body["kept"] for a in again] == [True, True, False, False]
+    assert ledger.counts()["DEAD"] == 6
+    assert ledger.intake_counters()["invalid_not_kept"] == 5

@@ -135,6 +135,8 @@ INVALID = [
     ("intake.max_attachments", "many", "intake.max_attachments"),
     ("intake.drain_window_s", "0", "intake.drain_window_s"),
     ("intake.drain_min_completions", "1.5", "intake.drain_min_completions"),
+    ("intake.max_invalid_per_minute", "-1", "intake.max_invalid_per_minute"),
+    ("intake.max_invalid_total", "1e3", "intake.max_invalid_total"),
     ("processing.lease_s", "0", "processing.lease_s"),
     ("processing.claim_limit", "0", "processing.claim_limit"),
     ("validation.confidence_threshold", "1.5", "validation.confidence_threshold"),

@@ -1,7 +1,8 @@
 """``fme-ai-resilience status --db URL [--json]``: the ledger's water level and dead letters.
 
 The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, dead
-letters by cause, and how many tasks finished in the last hour (the measured drain).
+letters by cause, how many tasks engines finished in the last hour (the measured drain), and
+what intake could not keep (invalid bodies past the dead-letter bounds).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 from typing import Any, Dict
 
 from ..clock import Clock, SystemClock
-from ..ledger import Status
+from ..ledger import INVALID_NOT_KEPT, Status
 from ..store import SqlStore, display_url
 from .common import EXIT_OK, add_db_option, command, open_from_args
 
@@ -29,6 +30,7 @@ def ledger_status(*, store: SqlStore, clock: Clock) -> Dict[str, Any]:
         "in_progress": sum(n for s, n in counts.items() if Status(s).in_progress),
         "dead_letters": store.dead_letters(),
         "completed_last_hour": store.completed_since(clock.now() - DRAIN_WINDOW_S),
+        "intake": {"invalid_not_kept": store.intake_counters()[INVALID_NOT_KEPT]},
     }
 
 
@@ -40,6 +42,10 @@ def render(where: str, report: Dict[str, Any]) -> str:
                  f"finished in the last hour {report['completed_last_hour']}")
     lines.append("Dead letters by cause")
     lines += [f"  {cause:<16}{n:>10}" for cause, n in report["dead_letters"].items()]
+    intake = report["intake"]
+    lines.append("Intake")
+    lines.append(f"  {'invalid bodies not kept':<28}{intake['invalid_not_kept']:>10}   (answered "
+                 f"400, past intake.max_invalid_per_minute or max_invalid_total)")
     return "\n".join(lines)
 
 

@@ -44,9 +44,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
 from ..checks import count
-from ..errors import SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing, StoreUnavailable
+from ..errors import SCHEMA_MISSING, InvalidPayload, SchemaMissing, StoreUnavailable
 from ..keys import body_key
-from ..ledger import OverloadMode, RegisterOutcome, Registration
+from ..ledger import DeadLetterOutcome, OverloadMode, RegisterOutcome, Registration
 from ..printable import printable
 from ..redact import excerpt, redact_raw, redact_text, token_values
 from ..settings import Settings
@@ -221,17 +221,26 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
     payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
                "excerpt": excerpt(redact_raw(window, secrets),
                                   EXCERPT_CHARS).replace("\x00", "\ufffd")}
+    intake = settings.intake
     try:
-        stored = store.record_dead_letter(key, payload, FailureClass.INVALID_PAYLOAD, reason,
-                                          now=now, trace_id=key[-16:])
+        kept = store.keep_invalid_body(key, payload, reason, now=now,
+                                       per_minute=intake.max_invalid_per_minute,
+                                       limit=intake.max_invalid_total, trace_id=key[-16:])
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
                   reason, redact_text(str(err), secrets))
         return _unavailable(settings, _why_unavailable(err), [], [])
-    log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
-                "" if stored else " (already recorded)")
+    if kept is DeadLetterOutcome.NOT_KEPT:
+        log.warning("intake: invalid body %s (delivery %s) not kept, only counted: past %d "
+                    "dead letters of invalid bodies a minute or %d in all: %s", key, delivery,
+                    intake.max_invalid_per_minute, intake.max_invalid_total, reason)
+    else:
+        log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
+                    "" if kept is DeadLetterOutcome.KEPT else " (already recorded)")
+    held = kept is not DeadLetterOutcome.NOT_KEPT
     return IntakeAnswer(400, {}, {"status": "invalid", "reason": reason,
-                                  "dead_letter": key, "delivery_id": delivery})
+                                  "dead_letter": key if held else None, "kept": held,
+                                  "delivery_id": delivery})
 
 
 def _why_unavailable(exc: StoreUnavailable) -> str:

@@ -14,6 +14,7 @@ from ..errors import ErrorClass, FailureClass
 from ..ledger import (
     CallRecord,
     CallWindow,
+    DeadLetterOutcome,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
@@ -70,6 +71,16 @@ class Store(Protocol):
         Returns False when ``key`` already exists (the evidence is kept once).
         """
 
+    def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
+                          now: float, per_minute: int, limit: int,
+                          trace_id: str = "") -> DeadLetterOutcome:
+        """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, at most
+        ``per_minute`` in the last 60 s and ``limit`` in all; past either, store nothing and
+        count it (``invalid_not_kept``). ALREADY_KEPT when ``key`` exists."""
+
+    def intake_counters(self) -> Dict[str, int]:
+        """What intake could not keep, by name (``invalid_not_kept`` ...)."""
+
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come)."""
@@ -122,7 +133,8 @@ class Store(Protocol):
         """``{failure_class: n}`` over DEAD rows."""
 
     def completed_since(self, since: float) -> int:
-        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+        """Tasks an engine took to SUCCEEDED or DEAD at or after ``since`` (the measured
+        drain): dead letters of bodies that never became tasks are not counted."""
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:

@@ -24,8 +24,10 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..ledger import (
+    INVALID_NOT_KEPT,
     CallRecord,
     CallWindow,
+    DeadLetterOutcome,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
@@ -280,6 +282,47 @@ class SqlStore(BreakerLadderOps, abc.ABC):
                   "trace_id": trace_id, "source": source}
         return self._statement("insert_dead_letter", params).rowcount == 1
 
+    def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
+                          now: float, per_minute: int, limit: int,
+                          trace_id: str = "") -> DeadLetterOutcome:
+        """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, within bounds.
+
+        At most ``per_minute`` are kept in the 60 s before ``now`` and ``limit`` in all (a
+        watermark: concurrent callers may pass it by a few); past either nothing is stored and
+        the ``invalid_not_kept`` counter counts the body. A key already kept is left as it is.
+        Counted through the dead letters' own index, never past the bounds.
+        """
+        now = finite("now", now)
+        per_minute = _limit("per_minute", per_minute, 0)
+        limit = _limit("limit", limit, 0)
+        params = {"key": name("key", key),
+                  "payload": to_json(redact_mapping(payload), "payload"),
+                  "failure_class": FailureClass.INVALID_PAYLOAD.value,
+                  "error": excerpt(error, ERROR_LIMIT), "now": now, "trace_id": trace_id,
+                  "source": "survey123"}
+
+        def work(tx: Tx) -> DeadLetterOutcome:
+            if tx.run("existing", params).rows:
+                return DeadLetterOutcome.ALREADY_KEPT
+            recent = tx.run("invalid_recent", {"since": now - 60.0,
+                                               "count_limit": per_minute}).rows[0]["n"]
+            if int(recent) >= per_minute or int(tx.run("invalid_total", {
+                    "count_limit": limit}).rows[0]["n"]) >= limit:
+                tx.run("bump_counter", {"name": INVALID_NOT_KEPT, "now": now})
+                return DeadLetterOutcome.NOT_KEPT
+            kept = tx.run("insert_dead_letter", params).rowcount == 1
+            return DeadLetterOutcome.KEPT if kept else DeadLetterOutcome.ALREADY_KEPT
+
+        return self._transact(work)
+
+    def intake_counters(self) -> Dict[str, int]:
+        """What intake could not keep, by name (``invalid_not_kept`` ...); every name this
+        release counts is present."""
+        out = {INVALID_NOT_KEPT: 0}
+        for row in self._statement("intake_counters", write=False).rows:
+            out[row["name"]] = int(row["n"])
+        return out
+
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
@@ -412,7 +455,8 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         return out
 
     def completed_since(self, since: float) -> int:
-        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+        """Tasks an engine took to SUCCEEDED or DEAD at or after ``since`` (the measured
+        drain); the dead letter of a body that never became a task is no drained work."""
         rows = self._statement("completed_since", {"since": finite("since", since)},
                                write=False).rows
         return int(rows[0]["n"])
