@@ -31,7 +31,7 @@ from .timeouts import TimeoutBudget
 
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
-           "DatabaseSettings", "ENV_PREFIX", "MAX_COUNT"]
+           "DatabaseSettings", "ENV_PREFIX", "MAX_COUNT", "RETIRED"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -39,8 +39,11 @@ ENV_PREFIX = "FAIR_"
 MAX_COUNT = 2 ** 31 - 1
 #: Tighter maxima of particular counts: a half-open round creates one ledger row per probe.
 MAX_COUNTS = {"half_open_probes": 1000}
-#: The largest ``intake.park_ceiling_factor``: the park ceiling is this x the watermark.
-MAX_PARK_CEILING_FACTOR = 1000.0
+#: Settings that no longer exist, with what replaced them (a deployment still naming one is
+#: told what to write instead).
+RETIRED = {"intake.park_ceiling_factor": "was replaced by intake.park_ceiling, a number of "
+                                         "rows (default 100000): the park ceiling is a storage "
+                                         "limit, not a multiple of the engine watermark"}
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
@@ -185,7 +188,10 @@ class IntakeSettings:
 
     ``watermark`` 0 means "derive it": engines x latency promise / mean processing time.
     In ``park`` mode (the default: Survey123 never retries a refused webhook) submissions past
-    the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
+    the watermark are stored DEFERRED up to ``park_ceiling`` unfinished tasks: a storage limit
+    (rows), far above any burst a field crew sends, not an engine limit. A delivery refused
+    anyway (429/503 with photos not stored) leaves a refusal record for reconciliation, at most
+    ``max_refusal_records`` of them (past it they are logged and counted).
     Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
     ``drain_min_completions`` tasks finished in it, the planned rate before that. The dead
     letters of invalid bodies are kept at most ``max_invalid_per_minute`` a minute and
@@ -198,7 +204,7 @@ class IntakeSettings:
     watermark: int = 0
     backpressure_ratio: float = 0.8
     overload_mode: OverloadMode = OverloadMode.PARK
-    park_ceiling_factor: float = 10.0
+    park_ceiling: int = 100_000
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_attachments: int = 200
@@ -206,25 +212,25 @@ class IntakeSettings:
     drain_min_completions: int = 10
     max_invalid_per_minute: int = 120
     max_invalid_total: int = 10_000
+    max_refusal_records: int = 100_000
 
     def __post_init__(self) -> None:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
                   "drain_min_completions")
         _positive("intake", self, "max_invalid_per_minute", "max_invalid_total",
-                  allow_zero=True)
-        _positive("intake", self, "watermark", allow_zero=True)
+                  "max_refusal_records", "watermark", allow_zero=True)
+        _positive("intake", self, "park_ceiling")
         _ratio("intake", self, "backpressure_ratio")
         _enum("intake", self, "overload_mode", OverloadMode)
-        _check("intake", "park_ceiling_factor", self.park_ceiling_factor,
-               _number(self.park_ceiling_factor)
-               and 1 <= self.park_ceiling_factor <= MAX_PARK_CEILING_FACTOR,
-               f"must be >= 1 and <= {MAX_PARK_CEILING_FACTOR:g}")
         if self.watermark == 0:
             derived = self.engines * self.latency_promise_s / self.mean_processing_s
             _check("intake", "watermark", self.watermark, derived <= MAX_COUNT,
                    f"derived from engines x latency_promise_s / mean_processing_s it would "
                    f"exceed {MAX_COUNT}: set it")
+        watermark = self.capacity.watermark
+        _check("intake", "park_ceiling", self.park_ceiling, self.park_ceiling >= watermark,
+               f"must be >= the watermark ({watermark} tasks)")
 
     @functools.cached_property
     def capacity(self) -> CapacityPlan:
@@ -232,13 +238,6 @@ class IntakeSettings:
         ``watermark`` in place of the derived one when it is set (48 by default)."""
         plan = plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
         return dataclasses.replace(plan, watermark=self.watermark) if self.watermark else plan
-
-    @functools.cached_property
-    def park_ceiling(self) -> int:
-        """The most unfinished tasks ``park`` mode stores: ``park_ceiling_factor`` x the
-        watermark, never below it."""
-        watermark = self.capacity.watermark
-        return max(watermark, math.ceil(watermark * self.park_ceiling_factor))
 
 
 @dataclass(frozen=True)
@@ -422,7 +421,8 @@ def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
     group, attr = _split(name)
     if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
         return group, attr
-    raise ConfigurationError(str(original), raw, "is not a known setting")
+    raise ConfigurationError(str(original), raw,
+                             RETIRED.get(f"{group}.{attr}", "is not a known setting"))
 
 
 def _convert(group: str, attr: str, raw: Any) -> Any:

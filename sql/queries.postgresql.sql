@@ -97,6 +97,7 @@ DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
 DELETE FROM intake_counter;
+DELETE FROM intake_refusal;
 
 -- session_setup --
 -- Run once per connection. The in-progress partial indexes churn (every task passes through

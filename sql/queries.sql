@@ -172,6 +172,40 @@ SELECT count(*) AS n FROM (
     WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD'
     LIMIT %(count_limit)s) AS capped
 
+-- refusal_seen_again --
+-- A refused body delivered again: count the delivery on its record
+UPDATE intake_refusal
+SET refusals = refusals + 1, last_refused_at = %(now)s, delivery_id = %(delivery_id)s,
+    reason = %(reason)s, status_code = %(status_code)s, photos_refused = %(photos_refused)s,
+    photos_stored = %(photos_stored)s
+WHERE refusal_key = %(key)s
+
+-- refusal_total --
+-- Refusal records, counted up to a limit
+SELECT count(*) AS n FROM (SELECT 1 FROM intake_refusal LIMIT %(count_limit)s) AS capped
+
+-- insert_refusal --
+-- The record of a refused body (a concurrent insert of the same body wins, this one counts)
+INSERT INTO intake_refusal (refusal_key, reason, status_code, feature_global_id, service_url,
+    layer_url, delivery_id, event_type, records, photos_refused, photos_stored, refusals,
+    first_refused_at, last_refused_at)
+VALUES (%(key)s, %(reason)s, %(status_code)s, %(feature_global_id)s, %(service_url)s,
+    %(layer_url)s, %(delivery_id)s, %(event_type)s, %(records)s, %(photos_refused)s,
+    %(photos_stored)s, 1, %(now)s, %(now)s)
+ON CONFLICT (refusal_key) DO UPDATE SET refusals = intake_refusal.refusals + 1,
+    last_refused_at = excluded.last_refused_at, delivery_id = excluded.delivery_id
+
+-- refusals_since --
+-- Refusal records whose last delivery is at or after a time, newest first (reconciliation)
+SELECT * FROM intake_refusal WHERE last_refused_at >= %(since)s
+ORDER BY last_refused_at DESC, refusal_key
+LIMIT %(limit)s
+
+-- refusal_counts --
+-- Refused bodies and deliveries by reason
+SELECT reason, count(*) AS bodies, sum(refusals) AS deliveries FROM intake_refusal
+GROUP BY reason
+
 -- bump_counter --
 -- Count one more of something intake could not keep
 INSERT INTO intake_counter (name, n, first_at, last_at) VALUES (%(name)s, 1, %(now)s, %(now)s)

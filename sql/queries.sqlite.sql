@@ -22,3 +22,4 @@ DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
 DELETE FROM intake_counter;
+DELETE FROM intake_refusal;

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from fme_ai_resilience.cli import main
@@ -84,3 +85,24 @@ def test_status_counts_the_invalid_bodies_intake_did_not_keep(shared_ledger_url,
     assert main(["status", "--db", shared_ledger_url]) == 0
     line = [ln for ln in capsys.readouterr().out.splitlines() if "not kept" in ln]
     assert line and line[0].split()[4] == "2"
+
+
+def test_status_counts_refusals_by_reason(shared_ledger_url, capsys):
+    """Refused bodies and deliveries are counted by reason, in JSON and in the table."""
+    from fme_ai_resilience.ledger import Refusal
+
+    now = time.time()
+    with open_store(shared_ledger_url) as store:
+        for key, reason in (("body:a", "over_backlog"), ("body:a", "over_backlog"),
+                            ("body:b", "no_engine_capacity")):
+            store.record_refusal(Refusal(key=key, reason=reason, status_code=429,
+                                         feature_global_id="f", refused_at=now,
+                                         photos_refused=1), limit=10)
+    report = _json_status(shared_ledger_url, capsys)
+    assert report["intake"]["refusals"] == {
+        "over_backlog": {"bodies": 1, "deliveries": 2},
+        "no_engine_capacity": {"bodies": 1, "deliveries": 1}}
+    assert report["intake"]["refusals_not_recorded"] == 0
+    assert main(["status", "--db", shared_ledger_url]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"refused over_backlog\s+1 bodies, 2 deliveries", out)

@@ -164,7 +164,7 @@ def test_healthz_reports_the_ledger(clock):
     up = Up()
     status, _, body = call(make_app(store=up, clock=clock), method="GET", path="/healthz")
     assert status == 200 and body == {"ledger": "reachable", "backlog": 2, "watermark": 48}
-    assert up.limits == [481]  # never counts past the park ceiling (48 x 10) + 1
+    assert up.limits == [100_001]  # never counts past the park ceiling (100,000 rows) + 1
     status, _, body = call(make_app(store=DownStore(), clock=clock), method="GET", path="/healthz")
     assert status == 503 and body["ledger"] == "unreachable"
     assert call(make_app(store=Up(), clock=clock), method="POST", path="/healthz")[0] == 405

@@ -188,10 +188,10 @@ def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
 
 
 def test_park_mode_over_the_ceiling_is_429(ledger, clock):
-    """Past watermark x park_ceiling_factor even park mode answers 429 with Retry-After."""
+    """Past the park ceiling (rows) even park mode answers 429 with Retry-After."""
     now = clock.now()
     fill(ledger, 6, now)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling_factor=3), store=ledger,
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling=6), store=ledger,
                       now=now)
     assert decision.status_code == 429 and ledger.get(KEY) is None
     assert decision.retry_after_s == 10  # (6 - 2) / 0.4
@@ -340,7 +340,7 @@ def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
     decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
     decision = decide(body_with_photos(2), hdr("d2"),
-                      settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
+                      settings(watermark=2, park_ceiling=2, max_attachments=3,
                                overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 429 and decision.body["stored"] is True
     assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG
@@ -457,3 +457,91 @@ def test_past_the_dead_letter_bounds_junk_is_still_400_and_counted(ledger, clock
     assert [a.body["kept"] for a in again] == [True, True, False, False]
     assert ledger.counts()["DEAD"] == 6
     assert ledger.intake_counters()["invalid_not_kept"] == 5
+
+
+
+# -- bursts are parked, refusals leave what reconciliation needs ---------------------------------
+
+def feature_gid(i: int) -> str:
+    return "{%08X-2222-4333-8444-555555555555}" % i
+
+
+def test_the_headline_burst_is_stored_whole_with_the_default_settings(ledger, clock):
+    """300 phones syncing three-photo surveys at once, default settings: every body is
+    answered 202 and all 900 photos are stored (PENDING up to the watermark, DEFERRED after)."""
+    answers = [decide(body_with_photos(3, feature_gid(i)), hdr(f"sync-{i}"), Settings(),
+                      store=ledger, now=clock.now()) for i in range(300)]
+    assert {a.status_code for a in answers} == {202}
+    counts = ledger.counts()
+    assert counts["PENDING"] == 48 and counts["DEFERRED"] == 852
+    assert ledger.refusal_counts() == {}
+
+
+def test_the_park_ceiling_is_a_number_of_rows_by_default_100000():
+    """The park ceiling is a storage limit in rows, not a multiple of the engine watermark."""
+    intake = IntakeSettings()
+    assert intake.park_ceiling == 100_000 and intake.capacity.watermark == 48
+    assert IntakeSettings(engines=80).park_ceiling == 100_000
+
+
+def test_a_refused_body_leaves_a_record_reconciliation_can_use(ledger, clock, caplog):
+    """A 429 that stored nothing leaves a refusal record (feature GlobalID, service and layer
+    URL, delivery id, time, reason) and a log line with the same; never the token. A
+    redelivery of the same body is counted on the same record."""
+    fill(ledger, 5, clock.now())
+    config = settings(watermark=2, overload_mode="reject")
+    caplog.set_level(logging.INFO)
+    first = decide(BODY, hdr("d-first"), config, store=ledger, now=clock.now())
+    clock.advance(30)
+    again = decide(BODY, hdr("d-again"), config, store=ledger, now=clock.now())
+    assert first.status_code == again.status_code == 429
+    (refusal,) = ledger.refusals(since=0)
+    assert refusal.key == body_key(BODY) and refusal.reason == "over_backlog"
+    assert (refusal.status_code, refusal.photos_refused, refusal.photos_stored) == (429, 1, 0)
+    assert refusal.feature_global_id == FEATURE and refusal.delivery_id == "d-again"
+    assert refusal.service_url.endswith("/FeatureServer") and refusal.layer_url.endswith("/0")
+    assert refusal.records == ((refusal.layer_url, FEATURE),)
+    assert (refusal.refusals, refusal.first_refused_at, refusal.refused_at) == (
+        2, clock.now() - 30, clock.now())
+    assert ledger.refusal_counts() == {"over_backlog": {"bodies": 1, "deliveries": 2}}
+    assert TOKEN not in repr(refusal) and TOKEN not in caplog.text
+    assert any(FEATURE in r.getMessage() and "d-first" in r.getMessage()
+               and "FeatureServer/0" in r.getMessage() for r in caplog.records)
+
+
+def test_no_engine_capacity_in_reject_mode_leaves_a_refusal_record(ledger, clock):
+    """A 503 for lack of engines that stored nothing is recorded too, with its reason."""
+    health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
+    answer = decide(BODY, hdr("d1"), settings(overload_mode="reject"), store=ledger,
+                    now=clock.now(), flow_health=health)
+    assert answer.status_code == 503
+    (refusal,) = ledger.refusals(since=0)
+    assert (refusal.reason, refusal.status_code) == ("no_engine_capacity", 503)
+
+
+def test_photos_refused_past_the_hard_ceiling_are_recorded(ledger, clock):
+    """A body partly stored, its rest refused past the hard ceiling: the record counts both."""
+    now = clock.now()
+    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
+    fill(ledger, 10, now)
+    answer = decide(body_with_photos(3), hdr("d2"),
+                    settings(watermark=2, park_ceiling=2, max_attachments=3,
+                             overload_mode="reject"), store=ledger, now=now)
+    assert answer.status_code == 429 and answer.body["stored"] is True
+    (refusal,) = ledger.refusals(since=0)
+    assert (refusal.photos_refused, refusal.photos_stored) == (2, 1)
+
+
+def test_refusal_records_are_bounded_and_the_rest_counted(ledger, clock):
+    """Past intake.max_refusal_records distinct refused bodies, refusals are logged and counted,
+    not recorded; the records already there keep counting their redeliveries."""
+    fill(ledger, 5, clock.now())
+    config = settings(watermark=2, overload_mode="reject", max_refusal_records=2)
+    for i in range(4):
+        assert decide(body_with_photos(1, feature_gid(i)), hdr(f"d{i}"), config, store=ledger,
+                      now=clock.now()).status_code == 429
+    decide(body_with_photos(1, feature_gid(0)), hdr("again"), config, store=ledger,
+           now=clock.now())
+    assert len(ledger.refusals(since=0)) == 2
+    assert ledger.intake_counters()["refusals_not_recorded"] == 2
+    assert ledger.refusal_counts()["over_backlog"] == {"bodies": 2, "deliveries": 3}

@@ -2,7 +2,8 @@
 
 The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, dead
 letters by cause, how many tasks engines finished in the last hour (the measured drain), and
-what intake could not keep (invalid bodies past the dead-letter bounds).
+the deliveries intake refused without storing them (counted by reason), and what it could not
+keep (refusals past their bound, invalid bodies past the dead-letter bounds).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 from typing import Any, Dict
 
 from ..clock import Clock, SystemClock
-from ..ledger import INVALID_NOT_KEPT, Status
+from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
 from ..store import SqlStore, display_url
 from .common import EXIT_OK, add_db_option, command, open_from_args
 
@@ -23,6 +24,7 @@ DRAIN_WINDOW_S = 3600.0
 def ledger_status(*, store: SqlStore, clock: Clock) -> Dict[str, Any]:
     """The numbers ``status`` shows, as one JSON-ready dict."""
     counts = store.counts()
+    counters = store.intake_counters()
     return {
         "schema_version": store.schema_version(),
         "ledger": counts,
@@ -30,7 +32,9 @@ def ledger_status(*, store: SqlStore, clock: Clock) -> Dict[str, Any]:
         "in_progress": sum(n for s, n in counts.items() if Status(s).in_progress),
         "dead_letters": store.dead_letters(),
         "completed_last_hour": store.completed_since(clock.now() - DRAIN_WINDOW_S),
-        "intake": {"invalid_not_kept": store.intake_counters()[INVALID_NOT_KEPT]},
+        "intake": {"refusals": store.refusal_counts(),
+                   "refusals_not_recorded": counters[REFUSALS_NOT_RECORDED],
+                   "invalid_not_kept": counters[INVALID_NOT_KEPT]},
     }
 
 
@@ -43,8 +47,16 @@ def render(where: str, report: Dict[str, Any]) -> str:
     lines.append("Dead letters by cause")
     lines += [f"  {cause:<16}{n:>10}" for cause, n in report["dead_letters"].items()]
     intake = report["intake"]
-    lines.append("Intake")
-    lines.append(f"  {'invalid bodies not kept':<28}{intake['invalid_not_kept']:>10}   (answered "
+    lines.append("Intake: deliveries refused 429/503 with photos not stored (refusal records "
+                 "for reconciliation)")
+    for reason, n in sorted(intake["refusals"].items()):
+        lines.append(f"  refused {reason:<22}{n['bodies']:>8} bodies, {n['deliveries']} "
+                     f"deliveries")
+    if not intake["refusals"]:
+        lines.append(f"  {'refused':<30}{0:>8}")
+    lines.append(f"  {'refusals not recorded':<30}{intake['refusals_not_recorded']:>8}   (past "
+                 f"intake.max_refusal_records: only in the log)")
+    lines.append(f"  {'invalid bodies not kept':<30}{intake['invalid_not_kept']:>8}   (answered "
                  f"400, past intake.max_invalid_per_minute or max_invalid_total)")
     return "\n".join(lines)
 

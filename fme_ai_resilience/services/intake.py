@@ -44,11 +44,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
 from ..checks import count
-from ..errors import SCHEMA_MISSING, InvalidPayload, SchemaMissing, StoreUnavailable
+from ..errors import SCHEMA_MISSING, InvalidPayload, SchemaMissing, StoreError, StoreUnavailable
 from ..keys import body_key
-from ..ledger import DeadLetterOutcome, OverloadMode, RegisterOutcome, Registration
+from ..ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
 from ..printable import printable
-from ..redact import excerpt, redact_raw, redact_text, token_values
+from ..redact import excerpt, redact_raw, redact_text, redact_url, token_values
 from ..settings import Settings
 from ..store.base import Store
 from ..submission import Submission
@@ -133,11 +133,15 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
                         store=store, now=now)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
+        # Nothing can be recorded: the log line is what reconciliation has to go on.
         log.error("intake: ledger unreachable after %d of %d photo(s) of %s: %s", len(stored),
-                  len(submissions), submissions[0].feature_global_id, _safe(exc, submissions))
+                  len(submissions), _where(submissions[0]), _safe(exc, submissions))
         return _unavailable(settings, _why_unavailable(exc), stored, registrations)
-    return _answer(submissions, registrations, settings, plan, health, no_capacity,
-                   store=store, now=now)
+    answer = _answer(submissions, registrations, settings, plan, health, no_capacity,
+                     store=store, now=now)
+    if any(r.outcome is RegisterOutcome.OVER_BACKLOG for r in registrations):
+        _record_refusal(body, submissions, answer, settings, store=store, now=now)
+    return answer
 
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
@@ -184,9 +188,8 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
             status, state = 429, "over_backlog"
         retry_after = plan.retry_after_s(backlog, rate)
         stored = any(o is not RegisterOutcome.OVER_BACKLOG for o in outcomes)
-        log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
-                    "Retry-After %ds", state, first.feature_global_id, first.trace_id,
-                    first.delivery_id, len(outcomes),
+        log.warning("intake: %s for %s (trace %s): %d photo(s), %s, Retry-After %ds", state,
+                    _where(first), first.trace_id, len(outcomes),
                     "some stored" if stored else "nothing stored", retry_after)
         return IntakeAnswer(status, {"Retry-After": str(retry_after)},
                             dict(context, status=state, stored=stored,
@@ -205,6 +208,45 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
                                               zip(registrations[:MAX_LISTED], submissions)),
                  f" and {more} more" if more > 0 else "")
     return IntakeAnswer(status, {}, dict(context, status=state, stored=True), registrations)
+
+
+def _where(first: Submission) -> str:
+    """A submission as reconciliation finds it: feature, delivery, layer and service."""
+    return (f"feature {first.feature_global_id} (delivery {first.delivery_id}, layer "
+            f"{redact_url(first.layer_url or '-')}, service {redact_url(first.service_url or '-')})")
+
+
+def _record_refusal(body: Body, submissions: Sequence[Submission], answer: IntakeAnswer,
+                    settings: Settings, *, store: Store, now: float) -> None:
+    """Leave what reconciliation needs of a delivery whose photos were not all stored (a
+    refusal record, bounded); a record that cannot be written is logged in full instead."""
+    refused = [s for s, r in zip(submissions, answer.registrations)
+               if r.outcome is RegisterOutcome.OVER_BACKLOG]
+    first = submissions[0]
+    refusal = Refusal(
+        key=body_key(body_bytes(body)), reason=str(answer.body["status"]),
+        status_code=answer.status_code, feature_global_id=first.feature_global_id,
+        refused_at=now, photos_refused=len(refused),
+        photos_stored=len(submissions) - len(refused), service_url=first.service_url,
+        layer_url=first.layer_url, delivery_id=first.delivery_id, event_type=first.event_type,
+        records=tuple(dict.fromkeys((s.layer_url, s.feature_global_id) for s in refused)))
+    try:
+        if store.record_refusal(refusal, limit=settings.intake.max_refusal_records):
+            return
+        log.error("intake: refusal of %s not recorded (past %d refusal records): reconcile "
+                  "from this line: %s", refusal.key, settings.intake.max_refusal_records,
+                  _refusal_text(refusal))
+    except StoreError as exc:
+        log.error("intake: refusal of %s could not be recorded (%s): reconcile from this "
+                  "line: %s", refusal.key, _safe(exc, submissions), _refusal_text(refusal))
+
+
+def _refusal_text(refusal: Refusal) -> str:
+    return (f"{refusal.reason} {refusal.status_code} at {refusal.refused_at:.3f}, feature "
+            f"{refusal.feature_global_id}, delivery {refusal.delivery_id}, layer "
+            f"{redact_url(refusal.layer_url or '-')}, service "
+            f"{redact_url(refusal.service_url or '-')}, records "
+            f"{[gid for _, gid in refusal.records]}, {refusal.photos_refused} photo(s) refused")
 
 
 def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPayload,

@@ -18,6 +18,7 @@ from ..ledger import (
     FormatAnomaly,
     OverloadMode,
     ReapResult,
+    Refusal,
     Registration,
     Stage,
     Task,
@@ -78,8 +79,20 @@ class Store(Protocol):
         ``per_minute`` in the last 60 s and ``limit`` in all; past either, store nothing and
         count it (``invalid_not_kept``). ALREADY_KEPT when ``key`` exists."""
 
+    def record_refusal(self, refusal: Refusal, *, limit: int) -> bool:
+        """Keep the record of a delivery refused 429/503, at most ``limit`` records; a body
+        already recorded counts the delivery on its record. False past the limit (counted as
+        ``refusals_not_recorded``)."""
+
+    def refusals(self, since: float, limit: int = 1000) -> List[Refusal]:
+        """Refusal records whose last delivery is at or after ``since``, newest first."""
+
+    def refusal_counts(self) -> Dict[str, Dict[str, int]]:
+        """``{reason: {"bodies": n, "deliveries": n}}`` over the refusal records."""
+
     def intake_counters(self) -> Dict[str, int]:
-        """What intake could not keep, by name (``invalid_not_kept`` ...)."""
+        """What intake could not keep, by name (``invalid_not_kept``,
+        ``refusals_not_recorded``)."""
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:

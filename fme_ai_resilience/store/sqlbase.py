@@ -24,10 +24,8 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..ledger import (
-    INVALID_NOT_KEPT,
     CallRecord,
     CallWindow,
-    DeadLetterOutcome,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
@@ -43,7 +41,10 @@ from ..redact import excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
-from .rows import from_json, optional, record_of, task_of, to_json
+from .intake_records import IntakeRecordOps
+from .rows import (
+    ERROR_LIMIT, NO_LIMIT, from_json, limit_of, optional, record_of, task_of, to_json,
+)
 from .text import clean_params
 
 __all__ = ["SqlStore", "Tx", "Result", "translate", "status_of_new_task", "ERROR_LIMIT",
@@ -51,13 +52,8 @@ __all__ = ["SqlStore", "Tx", "Result", "translate", "status_of_new_task", "ERROR
 
 T = TypeVar("T")
 
-#: Longest error text kept in ``last_error`` (it is redacted first).
-ERROR_LIMIT = 2000
 #: Longest raw excerpt kept in ``format_anomaly.excerpt``.
 EXCERPT_LIMIT = 8192
-#: ``park_ceiling=None`` parks without limit; this stands in for "no limit" in SQL.
-_NO_LIMIT = 2 ** 62
-
 #: SQLSTATE undefined_table: a query named a table the database does not have.
 _UNDEFINED_TABLE = "42P01"
 
@@ -129,11 +125,6 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(detail)
 
 
-def _limit(field: str, value: Any, minimum: int) -> int:
-    """A count used as a limit or ceiling; past ``_NO_LIMIT`` it means "no limit"."""
-    return min(count(field, value, minimum=minimum), _NO_LIMIT)
-
-
 def status_of_new_task(backlog: int, ceiling: int, park: bool,
                        park_ceiling: int) -> Optional[Status]:
     """The status a new registration gets at ``backlog``, or None when it is refused."""
@@ -144,7 +135,7 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, abc.ABC):
+class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -239,11 +230,11 @@ class SqlStore(BreakerLadderOps, abc.ABC):
             raise ConfigurationError("submission", type(submission).__name__,
                                      "must be a Submission")
         now = finite("now", now)
-        ceiling = _limit("backlog_ceiling", backlog_ceiling, 0)
+        ceiling = limit_of("backlog_ceiling", backlog_ceiling, 0)
         park = OverloadMode(overload_mode) is OverloadMode.PARK
         if park_ceiling is not None and count("park_ceiling", park_ceiling) < ceiling:
             raise ConfigurationError("park_ceiling", park_ceiling, "must be >= backlog_ceiling")
-        limit = min(park_ceiling, _NO_LIMIT) if (park and park_ceiling is not None) else ceiling
+        limit = min(park_ceiling, NO_LIMIT) if (park and park_ceiling is not None) else ceiling
         payload = submission.to_payload()
         row = self._register_row({
             "key": submission.idempotency_key, "source": submission.source,
@@ -252,7 +243,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
             "event_type": submission.event_type, "payload": to_json(payload, "payload"),
             "now": now, "due_at": now if due_at is None else finite("due_at", due_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
-            "park_ceiling": _NO_LIMIT if park_ceiling is None else min(park_ceiling, _NO_LIMIT),
+            "park_ceiling": NO_LIMIT if park_ceiling is None else min(park_ceiling, NO_LIMIT),
         })
         backlog = int(row["backlog"])
         key = submission.idempotency_key
@@ -282,47 +273,6 @@ class SqlStore(BreakerLadderOps, abc.ABC):
                   "trace_id": trace_id, "source": source}
         return self._statement("insert_dead_letter", params).rowcount == 1
 
-    def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
-                          now: float, per_minute: int, limit: int,
-                          trace_id: str = "") -> DeadLetterOutcome:
-        """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, within bounds.
-
-        At most ``per_minute`` are kept in the 60 s before ``now`` and ``limit`` in all (a
-        watermark: concurrent callers may pass it by a few); past either nothing is stored and
-        the ``invalid_not_kept`` counter counts the body. A key already kept is left as it is.
-        Counted through the dead letters' own index, never past the bounds.
-        """
-        now = finite("now", now)
-        per_minute = _limit("per_minute", per_minute, 0)
-        limit = _limit("limit", limit, 0)
-        params = {"key": name("key", key),
-                  "payload": to_json(redact_mapping(payload), "payload"),
-                  "failure_class": FailureClass.INVALID_PAYLOAD.value,
-                  "error": excerpt(error, ERROR_LIMIT), "now": now, "trace_id": trace_id,
-                  "source": "survey123"}
-
-        def work(tx: Tx) -> DeadLetterOutcome:
-            if tx.run("existing", params).rows:
-                return DeadLetterOutcome.ALREADY_KEPT
-            recent = tx.run("invalid_recent", {"since": now - 60.0,
-                                               "count_limit": per_minute}).rows[0]["n"]
-            if int(recent) >= per_minute or int(tx.run("invalid_total", {
-                    "count_limit": limit}).rows[0]["n"]) >= limit:
-                tx.run("bump_counter", {"name": INVALID_NOT_KEPT, "now": now})
-                return DeadLetterOutcome.NOT_KEPT
-            kept = tx.run("insert_dead_letter", params).rowcount == 1
-            return DeadLetterOutcome.KEPT if kept else DeadLetterOutcome.ALREADY_KEPT
-
-        return self._transact(work)
-
-    def intake_counters(self) -> Dict[str, int]:
-        """What intake could not keep, by name (``invalid_not_kept`` ...); every name this
-        release counts is present."""
-        out = {INVALID_NOT_KEPT: 0}
-        for row in self._statement("intake_counters", write=False).rows:
-            out[row["name"]] = int(row["n"])
-        return out
-
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
         """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come).
@@ -334,7 +284,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         now = finite("now", now)
         lease_s = finite("lease_s", lease_s, above=0)
         rows = self._claim_rows({"owner": name("owner", owner),
-                                 "limit": _limit("limit", limit, 1),
+                                 "limit": limit_of("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
         rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
@@ -382,7 +332,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         failure class BUDGET instead.
         """
         params = {"now": finite("now", now),
-                  "max_attempts": _limit("max_attempts", max_attempts, 1)}
+                  "max_attempts": limit_of("max_attempts", max_attempts, 1)}
 
         def work(tx: Tx) -> ReapResult:
             buried = tx.run("reap_bury", params).rowcount
@@ -443,7 +393,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
         cheap at any table size, unlike :meth:`counts`. Raises ConfigurationError for a negative
         limit.
         """
-        cap = _NO_LIMIT if limit is None else _limit("limit", limit, 0)
+        cap = NO_LIMIT if limit is None else limit_of("limit", limit, 0)
         rows = self._statement("backlog", {"count_limit": cap}, write=False).rows
         return int(rows[0]["n"])
 
@@ -497,7 +447,7 @@ class SqlStore(BreakerLadderOps, abc.ABC):
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
         rows = self._statement("recent_anomalies", {"since": finite("since", since),
-                                                    "limit": _limit("limit", limit, 1)},
+                                                    "limit": limit_of("limit", limit, 1)},
                                write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
                               errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],
