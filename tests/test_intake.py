@@ -334,14 +334,19 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
     assert ledger.counts().get("PENDING", 0) == 0 and ledger.counts()["DEAD"] == 1
 
 
-def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
-    """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
-    now = clock.now()
+def past_the_hard_ceiling(ledger, now: float, photos: int) -> IntakeAnswer:
+    """A body of ``photos`` photos whose first one is already in a ledger past the hard
+    ceiling (park ceiling 2 + max_attachments 3, with 11 unfinished tasks)."""
     decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"),
-                      settings(watermark=2, park_ceiling=2, max_attachments=3,
-                               overload_mode="reject"), store=ledger, now=now)
+    return decide(body_with_photos(photos), hdr("d2"),
+                  settings(watermark=2, park_ceiling=2, max_attachments=3,
+                           overload_mode="reject"), store=ledger, now=now)
+
+
+def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
+    """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
+    decision = past_the_hard_ceiling(ledger, clock.now(), 2)
     assert decision.status_code == 429 and decision.body["stored"] is True
     assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG
     assert ledger.get(decision.registrations[1].key) is None
@@ -521,12 +526,7 @@ def test_no_engine_capacity_in_reject_mode_leaves_a_refusal_record(ledger, clock
 
 def test_photos_refused_past_the_hard_ceiling_are_recorded(ledger, clock):
     """A body partly stored, its rest refused past the hard ceiling: the record counts both."""
-    now = clock.now()
-    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
-    fill(ledger, 10, now)
-    answer = decide(body_with_photos(3), hdr("d2"),
-                    settings(watermark=2, park_ceiling=2, max_attachments=3,
-                             overload_mode="reject"), store=ledger, now=now)
+    answer = past_the_hard_ceiling(ledger, clock.now(), 3)
     assert answer.status_code == 429 and answer.body["stored"] is True
     (refusal,) = ledger.refusals(since=0)
     assert (refusal.photos_refused, refusal.photos_stored) == (2, 1)

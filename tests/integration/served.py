@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +44,24 @@ def post(port: int, body: bytes, delivery_id: str, timeout_s: float = 30.0) -> i
         return response.status
     finally:
         conn.close()
+
+
+def exchange(port: int, head: bytes, body: bytes = b"") -> bytes:
+    """Send one raw request (``head`` then a blank line and ``body``) and read the answer
+    until the server closes the connection or the answer is complete."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(head + b"\r\n" + body)
+        data = b""
+        while True:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+            head_part, sep, rest = data.partition(b"\r\n\r\n")
+            for line in head_part.split(b"\r\n") if sep else ():
+                name, _, value = line.partition(b":")
+                if name.lower() == b"content-length" and len(rest) >= int(value):
+                    return data
 
 
 class Served:

@@ -6,31 +6,11 @@ import json
 import pytest
 
 from fme_ai_resilience.store import open_store
-from tests.integration.served import Served, delivery
+from tests.integration.served import Served, delivery, exchange
 
 pytestmark = pytest.mark.integration
 
 SECRET = "s3cret-value-4411"
-
-
-def exchange(port: int, head: bytes, body: bytes = b"") -> bytes:
-    """Send one raw request and read the answer until the server closes or it is complete."""
-    import socket
-
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        conn.sendall(head + b"\r\n" + body)
-        data = b""
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-            head_part, sep, rest = data.partition(b"\r\n\r\n")
-            if sep:
-                for line in head_part.split(b"\r\n"):
-                    name, _, value = line.partition(b":")
-                    if name.lower() == b"content-length" and len(rest) >= int(value):
-                        return data
 
 
 def request(headers, body: bytes) -> bytes:

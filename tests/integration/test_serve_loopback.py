@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -13,6 +12,7 @@ import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server
+from tests.integration.served import exchange
 
 BODY = (Path(__file__).resolve().parent.parent / "data" / "survey123_add.json").read_bytes()
 
@@ -50,17 +50,6 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         store.close()
 
 
-def raw_exchange(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(request)
-        data = b""
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
-
-
 @pytest.mark.integration
 def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
         tmp_path, caplog):
@@ -74,9 +63,9 @@ def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
     thread.start()
     try:
         port = server.address[1]
-        answer = raw_exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n\r\n")
+        answer = exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n")
         assert b"400" in answer
-        answer = raw_exchange(port, b"GET /healthz FOO/1.1\r\n\r\n")
+        answer = exchange(port, b"GET /healthz FOO/1.1\r\n")
         assert b"400" in answer
     finally:
         server.stop()
