@@ -43,6 +43,9 @@ _JSON = ("application/json", "text/json")
 #: digits); a webhook-timestamp likewise, and without leading zeros.
 _LENGTH = re.compile(r"[0-9]+")
 _TIMESTAMP = re.compile(r"0|[1-9][0-9]*")
+#: A header name the secret may travel in: letters, digits and dashes. An underscore would
+#: collide with the dash in the WSGI environ (X_A and X-A are both HTTP_X_A).
+_HEADER_NAME = re.compile(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*")
 
 StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
@@ -82,6 +85,11 @@ class _Gateway:
                  health_path: str, *, store: Store, clock: Clock) -> None:
         if shared_secret is not None and not shared_secret:
             raise ConfigurationError("shared_secret", "", "must not be empty")
+        if not _HEADER_NAME.fullmatch(secret_header):
+            raise ConfigurationError("secret_header", secret_header,
+                                     "must be letters, digits and dashes: a server maps '_' and "
+                                     "'-' to the same name, so the secret would be accepted "
+                                     "from another header")
         finite("signature_tolerance_s", tolerance_s, above=0)
         self.store = store
         self.settings = settings

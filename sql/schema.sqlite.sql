@@ -156,6 +156,10 @@ CREATE TABLE IF NOT EXISTS intake_counter (
     first_at             REAL NOT NULL,
     last_at              REAL NOT NULL
 );
+-- intake.park_ceiling_factor is retired (the park ceiling is a number of rows now): a row still
+-- naming it would keep every other row of resilience_config out of force.
+DELETE FROM resilience_config
+WHERE lower(name) IN ('intake.park_ceiling_factor', 'intake_park_ceiling_factor');
 
 -- schema_version --
 -- Created before any migration; one row per applied migration.

@@ -361,3 +361,12 @@ def test_a_path_with_control_characters_is_logged_escaped(clock, caplog):
     status, _, _ = call(make_app(store=Broken(), clock=clock), path="/hook\n2026 INFO forged")
     assert status == 500
     assert not [r for r in caplog.records if len(r.getMessage().splitlines()) > 1]
+
+
+@pytest.mark.parametrize("name", ["X_FAIR_Secret", "X-FAIR Secret", "", "X-FAIR-Secret:"])
+def test_a_secret_header_name_a_server_cannot_keep_apart_is_refused(name):
+    """A WSGI server maps X_FAIR_Secret and X-FAIR-Secret to the same key: a secret header
+    named with an underscore (or anything but a plain header name) is a configuration error."""
+    with pytest.raises(ValueError) as info:
+        make_app(store=UntouchedStore(), shared_secret="s3cret-value", secret_header=name)
+    assert "secret_header" in str(info.value)

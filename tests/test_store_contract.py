@@ -573,3 +573,13 @@ def test_config_upserts(store):
     store.set_config({"breaker.failure_rate": "0.5", "retry.task_attempts": 6}, now=T0)
     store.set_config({"breaker.failure_rate": "0.4"}, now=T0 + 1)
     assert store.get_config() == {"breaker.failure_rate": "0.4", "retry.task_attempts": "6"}
+
+
+def test_the_upgrade_drops_a_retired_setting_row_and_keeps_the_others(store):
+    """A resilience_config row naming the retired intake.park_ceiling_factor is removed by the
+    migration that retires it, so it cannot keep the other rows out of force."""
+    store.set_config({"intake.park_ceiling_factor": "10", "INTAKE_PARK_CEILING_FACTOR": "5",
+                      "intake.watermark": "60"}, now=T0)
+    store._transact(lambda tx: tx.execute("DELETE FROM schema_version WHERE version = 2"))
+    assert store.init_schema(now=T0) == [2]
+    assert store.get_config() == {"intake.watermark": "60"}
