@@ -48,6 +48,9 @@ log = logging.getLogger("fme_ai_resilience.gateway")
 DEFAULT_BACKLOG = 2048
 #: How long one turn of the I/O loop may wait; a stop is noticed within it.
 _TICK_S = 0.2
+#: While stopping, a connection is closed as idle only after this long without a byte: one
+#: that has just connected (or just been answered) may be sending a delivery right now.
+_IDLE_GRACE_S = 1.0
 _TIMEOUT_BODY = b'{"reason":"the request was not received in time","status":"request_timeout"}'
 _TIMEOUT_ANSWER = (b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
                    b"Content-Type: application/json\r\nContent-Length: "
@@ -214,6 +217,8 @@ class GatewayServer:
                 if len(self._map) == before:
                     break
             wasyncore.dispatcher.close(server)  # the listening socket; its trigger stays
+        # read what has already arrived before telling busy connections from idle ones
+        wasyncore.loop(timeout=0.05, use_poll=self._poll, map=self._map, count=1)
         busy = self._busy()
         log.info("gateway: stopping: no longer accepting; finishing %d request(s) in progress "
                  "(at most %gs)", busy, self.shutdown_timeout_s)
@@ -229,12 +234,14 @@ class GatewayServer:
             log.info("gateway: stopped; every request in progress was answered")
 
     def _busy(self) -> int:
-        """Connections with a request being received, processed or answered; the idle ones
-        are marked to close at the next turn of the loop."""
+        """Connections with a request being received, processed or answered, or too recently
+        active to call idle; the idle ones are marked to close at the next turn of the loop."""
         busy = 0
+        quiet_since = time.time() - _IDLE_GRACE_S  # waitress stamps activity with time.time()
         for server in self._servers:
             for channel in list(server.active_channels.values()):
-                if channel.requests or channel.request is not None or channel.total_outbufs_len:
+                if (channel.requests or channel.request is not None or channel.total_outbufs_len
+                        or (channel.last_activity > quiet_since and not channel.will_close)):
                     busy += 1
                 elif not channel.will_close:
                     channel.will_close = True

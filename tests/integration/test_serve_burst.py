@@ -132,3 +132,35 @@ def test_deadlines_cut_off_trickling_requests_and_idle_connections(tmp_path):
     assert b'"status":"request_timeout"' in answer
     assert closed == b""
     assert code == 0, output
+
+
+def test_deliveries_sent_just_before_sigterm_are_all_answered_and_stored(tmp_path):
+    """Deliveries whose bytes were all sent the moment SIGTERM arrives (some still in the
+    listen backlog, some unread) are accepted, answered 202 and stored; exit 0."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    served = Served(["--db", url])
+    conns = []
+    try:
+        for i in range(20):
+            body = delivery(100 + i)
+            conn = socket.create_connection(("127.0.0.1", served.port), timeout=30)
+            conn.sendall(f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+                         f"\r\nContent-Length: {len(body)}\r\n\r\n".encode("ascii") + body)
+            conns.append(conn)
+        served.terminate()
+        answers = []
+        for conn in conns:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            answers.append(data.split(b" ", 2)[1] if data else b"closed")
+            conn.close()
+    finally:
+        code, output = served.finish()
+    assert answers == [b"202"] * 20, output[-20:]
+    assert code == 0, output
+    with open_store(url) as store:
+        assert store.counts()["PENDING"] == 20
