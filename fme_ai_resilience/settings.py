@@ -315,7 +315,7 @@ class DatabaseSettings:
     ``lock_timeout_s`` for any lock wait (a row or table another session holds), past which the
     operation is StoreUnavailable (intake answers 503 + Retry-After); TCP keepalives find a
     server that vanished in ``keepalives_idle_s + keepalives_count x keepalives_interval_s``.
-    Migrations (``db init``) run without the statement limit. SQLite: ``busy_timeout_s`` is how
+    Migrations (``db init``) run without these two limits. SQLite: ``busy_timeout_s`` is how
     long a writer waits for another process's write lock. Read when a store is opened (from
     ``FAIR_DATABASE_*``, ``--set`` or published parameters; not from ``resilience_config``, which
     lives in the store).

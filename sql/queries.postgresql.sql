@@ -113,6 +113,7 @@ SELECT set_config('statement_timeout', %(statement_timeout)s, false),
        set_config('lock_timeout', %(lock_timeout)s, false)
 
 -- migration_limits --
--- A migration may build an index over a large table: no statement limit for its transaction
--- (its lock waits stay limited: a migration queued behind a long transaction gives up)
-SET LOCAL statement_timeout = 0
+-- A migration may build an index over a large table and waits its turn behind a concurrent
+-- initialisation (the advisory schema_lock): no time limits for its transaction. The
+-- operations queued behind its locks still give up at their own lock_timeout.
+SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true)
