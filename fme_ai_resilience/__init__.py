@@ -23,8 +23,8 @@ _EXPORTS: Dict[str, str] = {
     # the exception tree and the failure vocabulary
     **{name: f"{_P}.errors" for name in (
         "ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
-        "DownloadError", "CircuitOpenError", "FlowError", "StoreError", "StoreUnavailable",
-        "SchemaMissing", "ErrorClass", "FailureClass")},
+        "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
+        "StoreError", "StoreUnavailable", "SchemaMissing", "ErrorClass", "FailureClass")},
     "CLASSIFICATION": f"{_P}.classification", "classify_status": f"{_P}.classification",
     # settings, budgets and capacity
     "Settings": f"{_P}.settings", "TimeoutBudget": f"{_P}.timeouts",
@@ -55,6 +55,11 @@ _EXPORTS: Dict[str, str] = {
     **{name: f"{_P}.services.vision" for name in (
         "VisionClient", "VisionOutcome", "Credentials", "Assessment", "normalize",
         "fetch_photo", "check_url", "DownloadPolicy", "Photo", "AwsCredentials", "PROVIDERS")},
+    # ArcGIS: the feature layer and the processor's credential
+    "FeatureLayer": f"{_P}.services.arcgis",
+    **{name: f"{_P}.services.credentials" for name in (
+        "TokenProvider", "StaticToken", "OAuthAppToken", "UserToken", "FmeWebConnectionToken",
+        "token_provider_from_settings")},
     # secrets
     "redact_text": f"{_P}.redact", "redact_url": f"{_P}.redact",
 }

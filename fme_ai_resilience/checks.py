@@ -2,21 +2,32 @@
 
 Every check raises :class:`~fme_ai_resilience.errors.ConfigurationError` naming the field and
 the value, whether the value came from a setting, a published parameter or a function argument.
-Booleans are not numbers here (``True`` is not a count), NaN is never finite, and a check
-returns the value so that callers can write ``self.x = finite("x", x, minimum=0)``.
+Booleans are not numbers here (``True`` is not a count), NaN is never finite (every check
+refuses ``inf`` and ``nan`` with "must be finite"), and a check returns the value so that
+callers can write ``self.x = finite("x", x, minimum=0)``.
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Optional
 
 from .errors import ConfigurationError
 
-__all__ = ["finite", "count", "ratio", "name"]
+__all__ = ["finite", "count", "ratio", "name", "read_number", "read_count"]
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
+                      re.IGNORECASE)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _refuse_non_finite(field: str, value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigurationError(field, value, "must be finite")
 
 
 def finite(field: str, value: Any, *, minimum: Optional[float] = None,
@@ -28,8 +39,7 @@ def finite(field: str, value: Any, *, minimum: Optional[float] = None,
     """
     if not _is_number(value):
         raise ConfigurationError(field, value, "must be a number")
-    if not math.isfinite(value):
-        raise ConfigurationError(field, value, "must be finite")
+    _refuse_non_finite(field, float(value))
     if minimum is not None and value < minimum:
         raise ConfigurationError(field, value, f"must be >= {minimum:g}")
     if above is not None and not value > above:
@@ -41,6 +51,7 @@ def finite(field: str, value: Any, *, minimum: Optional[float] = None,
 
 def count(field: str, value: Any, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
     """``value`` when it is a whole number (an ``int``, not a bool) within the bounds."""
+    _refuse_non_finite(field, value)
     if not (isinstance(value, int) and not isinstance(value, bool)):
         raise ConfigurationError(field, value, "must be a whole number")
     if value < minimum:
@@ -52,6 +63,7 @@ def count(field: str, value: Any, *, minimum: int = 0, maximum: Optional[int] = 
 
 def ratio(field: str, value: Any, *, allow_zero: bool = True) -> float:
     """``value`` when it is a number between 0 and 1 (0 itself only with ``allow_zero``)."""
+    _refuse_non_finite(field, value)
     if not _is_number(value) or not (0.0 <= value <= 1.0) or (value == 0 and not allow_zero):
         raise ConfigurationError(field, value, "must be between 0 and 1" if allow_zero
                                  else "must be > 0 and <= 1")
@@ -63,3 +75,25 @@ def name(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigurationError(field, value, "must be a non-empty string")
     return value
+
+
+def read_number(field: str, text: str) -> float:
+    """``text`` read as a finite number written in ASCII digits (``15``, ``0.25``, ``1e3``).
+
+    ``float`` alone also takes ``1_0`` and other scripts' digits; this refuses them, and
+    ``inf``/``nan`` with "must be finite".
+    """
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise ConfigurationError(field, text, f"not a number in ASCII digits: {stripped!r}")
+    return finite(field, float(stripped))
+
+
+def read_count(field: str, text: str) -> int:
+    """``text`` read as a whole number written in ASCII digits (``inf``: "must be finite")."""
+    stripped = text.strip()
+    if _DECIMAL.fullmatch(stripped) and not math.isfinite(float(stripped)):
+        raise ConfigurationError(field, text, "must be finite")
+    if not _WHOLE.fullmatch(stripped):
+        raise ConfigurationError(field, text, "must be a whole number in ASCII digits")
+    return int(stripped)

@@ -89,10 +89,16 @@ class Signals:
     @classmethod
     def measured(cls, backlog: int, watermark: int, window: CallWindow,
                  primary: CircuitState = CircuitState.CLOSED,
-                 fallback: Optional[CircuitState] = None) -> "Signals":
-        """Signals from a backlog count, the watermark and the primary's call window."""
+                 fallback: Optional[CircuitState] = None, min_calls: int = 1) -> "Signals":
+        """Signals from a backlog count, the watermark and the primary's call window.
+
+        A window of fewer than ``min_calls`` calls says nothing about the error rate (one
+        failed call is not a 100 % failure rate): it counts as 0, as the breaker reads it.
+        """
         count("watermark", watermark, minimum=1)
-        return cls(backlog_ratio=max(0, backlog) / watermark, error_rate=window.failure_rate,
+        count("min_calls", min_calls, minimum=1)
+        rate = window.failure_rate if window.calls >= min_calls else 0.0
+        return cls(backlog_ratio=max(0, backlog) / watermark, error_rate=rate,
                    primary=primary, fallback=fallback)
 
 

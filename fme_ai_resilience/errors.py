@@ -10,6 +10,8 @@ Exception tree::
     ├── DownloadError                    a photo could not be fetched; carries its ErrorClass
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
     ├── FlowError                        FME Flow did not answer a request usefully
+    ├── ArcGISError                      an ArcGIS REST call failed; carries its ErrorClass
+    │   └── TokenError                   the portal issued no token (credentials, outage)
     └── StoreError                       the ledger could not do what was asked
         └── StoreUnavailable             the database cannot serve us now (unreachable,
             │                            locked, past a time limit)
@@ -25,8 +27,9 @@ import enum
 from typing import Any, Optional, Sequence
 
 __all__ = ["ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
-           "DownloadError", "CircuitOpenError", "FlowError", "StoreError", "StoreUnavailable",
-           "SchemaMissing", "SCHEMA_MISSING", "ErrorClass", "FailureClass"]
+           "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
+           "StoreError", "StoreUnavailable", "SchemaMissing", "SCHEMA_MISSING", "ErrorClass",
+           "FailureClass"]
 
 #: What a ledger without its tables says (in answers, /healthz and the command line).
 SCHEMA_MISSING = "schema missing: run db init"
@@ -120,6 +123,35 @@ class CircuitOpenError(ResilienceError):
 
 class FlowError(ResilienceError):
     """FME Flow did not answer a request usefully (status, network or shape)."""
+
+
+class ArcGISError(ResilienceError):
+    """An ArcGIS REST call failed: no answer, an HTTP error, or an error inside an HTTP 200 body.
+
+    ``error_class`` and ``retry_after_s`` make it usable as an attempt outcome; ``code`` is
+    ArcGIS's own error code (498 invalid token, 400 ...) when the answer carried one, and
+    ``status_code`` the HTTP status. ``reason`` is already free of secrets.
+    """
+
+    def __init__(self, error_class: "ErrorClass", reason: str, *, operation: str = "",
+                 status_code: Optional[int] = None, code: Optional[int] = None,
+                 retry_after_s: Optional[float] = None) -> None:
+        self.error_class = ErrorClass(error_class)
+        self.reason = reason
+        self.operation = operation
+        self.status_code = status_code
+        self.code = code
+        self.retry_after_s = retry_after_s
+        where = f"ArcGIS {operation}" if operation else "ArcGIS call"
+        said = [f"HTTP {status_code}"] if status_code is not None else []
+        if code is not None and code != status_code:
+            said.append(f"code {code}")
+        status = f" ({', '.join(said)})" if said else ""
+        super().__init__(f"{where} failed{status}: {self.error_class.value}: {reason}")
+
+
+class TokenError(ArcGISError):
+    """The portal issued no token: AUTH for refused credentials, a transient class for an outage."""
 
 
 class StoreError(ResilienceError):

@@ -1,11 +1,12 @@
 """The intake gateway: a WSGI application that gives Survey123 webhooks the full status contract.
 
 ``make_app(store=store)`` answers ``POST`` (any path but the health path) with the answer of
-:func:`fme_ai_resilience.services.intake.decide`, and ``GET /healthz`` with whether the ledger is
-reachable. Before the body reaches the parser it checks, in order: the method (405 with
-``Allow``), the content type (415 unless JSON), the length (413 over the limit, reading at most
-limit + 1 bytes; 411 without a length), and, when configured, a shared-secret header or a
-Standard Webhooks signature (401, constant-time comparison). Every answer is JSON.
+:func:`fme_ai_resilience.services.intake.decide`, ``GET /healthz`` with whether the ledger is
+reachable, and ``GET /metrics`` with the golden signals in the Prometheus text format. Before
+the body reaches the parser it checks, in order: the method (405 with ``Allow``), the content
+type (415 unless JSON), the length (413 over the limit, reading at most limit + 1 bytes; 411
+without a length), and, when configured, a shared-secret header or a Standard Webhooks
+signature (401, constant-time comparison). Every answer but the metrics is JSON.
 
 Run it with ``fme-ai-resilience serve`` (waitress, :mod:`fme_ai_resilience.cli.httpserver`) or
 under any WSGI server (see docs/intake.md).
@@ -29,7 +30,9 @@ from .printable import printable
 from .redact import redact_text
 from .services.intake import decide, ledger_retry_after_s
 from .services.live_settings import LiveSettings
+from .services.observe import read_signals
 from .settings import Settings
+from .signals import prometheus_text
 from .store import Store
 
 __all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER"]
@@ -102,6 +105,7 @@ class _Gateway:
         self._signing_key = signing_key
         self.tolerance_s = tolerance_s
         self.health_path = health_path
+        self.metrics_path = "/metrics"
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
@@ -111,6 +115,8 @@ class _Gateway:
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
+        if path == self.metrics_path and method in ("GET", "HEAD"):
+            return self._metrics(method, start_response)
         try:
             if path == self.health_path:
                 status, headers, body = self._health(method)
@@ -128,6 +134,21 @@ class _Gateway:
         return [b"" if method == "HEAD" else payload]
 
     # -- routes -------------------------------------------------------------------------------
+    def _metrics(self, method: str, start_response: StartResponse) -> List[bytes]:
+        """The golden signals in the Prometheus text format (503 while the ledger is down)."""
+        try:
+            text = prometheus_text(read_signals(self._settings_now(), store=self.store,
+                                                now=self.clock.now()))
+            status = 200
+        except StoreError as exc:
+            log.warning("gateway: metrics: ledger unreachable: %s", redact_text(str(exc)))
+            text, status = "# the ledger is unreachable\n", 503
+        payload = text.encode("utf-8")
+        start_response(f"{status} {HTTPStatus(status).phrase}",
+                       [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                        ("Content-Length", str(len(payload)))])
+        return [b"" if method == "HEAD" else payload]
+
     def _health(self, method: str) -> Answer:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}

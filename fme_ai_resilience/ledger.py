@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple
 
-from .errors import FailureClass
+from .errors import ErrorClass, FailureClass
 
 __all__ = ["Status", "TaskOutcome", "RegisterOutcome", "OverloadMode", "Stage", "Registration",
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
-           "DeadLetterOutcome", "Refusal", "INVALID_NOT_KEPT", "REFUSALS_NOT_RECORDED"]
+           "AssetRow", "Notification", "PruneResult", "CallSample", "CompletionSample",
+           "RegistrationSample", "DeadLetterOutcome", "Refusal", "INVALID_NOT_KEPT",
+           "REFUSALS_NOT_RECORDED"]
 
 #: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
 INVALID_NOT_KEPT = "invalid_not_kept"
@@ -109,6 +111,8 @@ class Task:
     created_at: float
     checkpoints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     failure_class: Optional[FailureClass] = None
+    error_class: Optional[ErrorClass] = None
+    requeue_count: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "payload", MappingProxyType(dict(self.payload)))
@@ -117,6 +121,10 @@ class Task:
     def done(self, stage: Stage) -> bool:
         """Whether ``stage`` already has a checkpoint (do not redo it)."""
         return self.checkpoints.get(Stage(stage).value) is not None
+
+    def checkpoint(self, stage: Stage) -> Any:
+        """The data ``stage`` recorded (None when it has not finished)."""
+        return self.checkpoints.get(Stage(stage).value)
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,9 @@ class TaskRecord:
     checkpoints: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     result: Optional[Mapping[str, Any]] = None
     completed_at: Optional[float] = None
+    error_class: Optional[ErrorClass] = None
+    requeue_count: int = 0
+    received_at: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,76 @@ class FormatAnomaly:
     model_version: Optional[str] = None
     task_key: Optional[str] = None
     trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class AssetRow:
+    """One ``asset_condition`` row: the conclusion about one photo's asset, written in the same
+    transaction as its task's completion (so the asset is never updated with the task left
+    unfinished, nor the task finished with the asset not updated)."""
+
+    task_key: str
+    feature_global_id: str
+    outcome: TaskOutcome
+    attachment_global_id: Optional[str] = None
+    asset_type: Optional[str] = None
+    condition: Optional[str] = None
+    confidence: Optional[float] = None
+    model_version: Optional[str] = None
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class Notification:
+    """A ``notification`` row: something people must hear about (a photo that is gone, say),
+    handed to FME's Emailer by the compensator's PythonCaller."""
+
+    id: int
+    kind: str
+    task_key: Optional[str]
+    subject: str
+    body: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a retention pass removed: call-log rows and format anomalies."""
+
+    calls: int
+    anomalies: int
+
+
+@dataclass(frozen=True)
+class CallSample:
+    """One ``ai_call_log`` row as the golden signals read it."""
+
+    service: str
+    started_at: float
+    duration_s: float
+    error_class: Optional[str]
+    retry: bool
+
+
+@dataclass(frozen=True)
+class CompletionSample:
+    """One finished task as the golden signals read it (``reused``: its analysis was reused)."""
+
+    created_at: float
+    completed_at: float
+    status: Status
+    outcome: Optional[TaskOutcome]
+    failure_class: Optional[FailureClass]
+    reused: bool
+
+
+@dataclass(frozen=True)
+class RegistrationSample:
+    """One registration as the golden signals read it (``received_at``: the webhook's arrival)."""
+
+    created_at: float
+    received_at: Optional[float]
+    source: str
 
 
 @dataclass(frozen=True)

@@ -195,10 +195,11 @@ def excerpt(text: Any, limit: int = 2048, secrets: Iterable[Optional[str]] = ())
 
 #: A JSON member with a string value, as written: a name such as a secret has (letters,
 #: digits, ``_`` and ``-``, any of them possibly written as ``\\uXXXX``; at most 40) and the
-#: value up to its closing quote or, in a body cut short, the end. Every character of the name
+#: value up to its closing quote or, in a body cut short, the end (even in the middle of an
+#: escape). Every character of the name
 #: matches one way only, so no body makes the scan backtrack far.
-_MEMBER = re.compile(r'"((?:[A-Za-z0-9_-]|\\u[0-9A-Fa-f]{4}){1,40})"\s*:\s*"((?:[^"\\]|\\.)*)("|\Z)',
-                     re.S)
+_MEMBER = re.compile(r'"((?:[A-Za-z0-9_-]|\\u[0-9A-Fa-f]{4}){1,40})"\s*:\s*'
+                     r'"((?:[^"\\]|\\.)*(?:\\\Z)?)("|\Z)', re.S)
 #: Credentials in free text whose value is worth learning: token=..., Bearer ..., fmetoken ...
 _CREDENTIAL = re.compile(
     r"(?i)(?:(?<![a-z0-9_-])(?:access[_-]?token|token)=|\b(?:bearer|fmetoken)\s+(?:token=)?)"
@@ -267,9 +268,9 @@ def redact_raw(text: str, secrets: Iterable[Optional[str]] = ()) -> str:
     out = _MEMBER.sub(member, text)
     for secret in known:
         out = out.replace(secret, REDACTED)
-    for secret in known:  # a secret cut by the end of the text
-        for size in range(min(len(secret) - 1, len(out)), 3, -1):
-            if out.endswith(secret[:size]):
-                out = out[:-size] + REDACTED
-                break
+    cut = max((size for secret in known  # the longest start of a secret ending the text
+               for size in range(min(len(secret) - 1, len(out)), 3, -1)
+               if out.endswith(secret[:size])), default=0)
+    if cut:
+        out = out[:-cut] + REDACTED
     return redact_text(out)

@@ -29,7 +29,7 @@ from .checks import count, finite
 from .classification import CLASSIFICATION, ClassRule
 from .clock import Deadline
 from .errors import ConfigurationError, ErrorClass, FailureClass
-from .settings import Settings
+from .settings import RetrySettings, Settings
 from .task_budget import task_budget_s
 
 __all__ = ["Outcome", "RetryGate", "DecisionKind", "AttemptRecord", "RetryHistory",
@@ -163,8 +163,8 @@ class RetryPolicy:
     an engine, not just its waits. ``rules`` is the classification table.
     """
 
-    max_attempts: int = 6
-    max_inline_wait_s: float = 5.0
+    max_attempts: int = RetrySettings.task_attempts
+    max_inline_wait_s: float = RetrySettings.max_inline_wait_s
     backoff: Backoff = field(default_factory=Backoff)
     deadline_s: Optional[float] = None
     attempt_s: Optional[float] = None

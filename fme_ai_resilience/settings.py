@@ -7,16 +7,16 @@ boundary; every bad value raises :class:`ConfigurationError` naming the field an
 Names: ``group.field`` (``breaker.failure_rate``) or ``GROUP_FIELD`` (``BREAKER_FAILURE_RATE``);
 environment variables and published parameters carry the ``FAIR_`` prefix
 (``FAIR_BREAKER_FAILURE_RATE``). An empty string means "not set" (an optional FME parameter
-left blank) and keeps the default.
+left blank) and keeps the default; an unknown name is an error even when its value is empty.
 """
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import enum
 import functools
 import math
-import re
 import typing
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -24,14 +24,19 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
-from .checks import count, finite, ratio
+from .checks import count, finite, ratio, read_count, read_number
 from .errors import ConfigurationError
 from .ledger import OverloadMode
+from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
+                                CostSettings, VisionSettings, WritebackSettings)
+from .redact import REDACTED
 from .timeouts import TimeoutBudget
 
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
-           "DatabaseSettings", "ENV_PREFIX", "MAX_COUNT", "RETIRED"]
+           "VisionSettings", "ArcGISSettings", "WritebackSettings", "CompensationSettings",
+           "CostSettings", "DatabaseSettings", "SECRET_SETTINGS", "ENV_PREFIX", "MAX_COUNT",
+           "RETIRED"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -45,9 +50,6 @@ RETIRED = {"intake.park_ceiling_factor": "was replaced by intake.park_ceiling, a
                                          "rows (default 100000): the park ceiling is a storage "
                                          "limit, not a multiple of the engine watermark"}
 
-_WHOLE = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
-                      re.IGNORECASE)
 
 
 def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
@@ -99,12 +101,17 @@ def _names(group: str, obj: Any, *names: str) -> None:
 
 @dataclass(frozen=True)
 class RetrySettings:
-    """Backoff and attempt budgets (seed section 4)."""
+    """Backoff and attempt budgets (seed section 4).
+
+    ``task_attempts`` is 5 so that the defaults fit their own task budget: five attempts of
+    the 30 s per-call limit and four inline waits of 5 s take 170 s of the 180 s budget
+    (docs/retries.md explains the choice).
+    """
 
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
     jitter: Jitter = Jitter.FULL
-    task_attempts: int = 6
+    task_attempts: int = 5
     max_inline_wait_s: float = 5.0
     fleet_retry_ratio: float = 0.1
     fleet_retry_floor_per_s: float = 0.2
@@ -143,9 +150,7 @@ class BreakerSettings:
         _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
                   "cooldown_max_s", "half_open_probes", "probe_timeout_s")
         _positive("breaker", self, "cache_ttl_s", allow_zero=True)
-        _check("breaker", "cooldown_factor", self.cooldown_factor,
-               _number(self.cooldown_factor) and 1 <= self.cooldown_factor < math.inf,
-               "must be >= 1")
+        finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
         _check("breaker", "cooldown_max_s", self.cooldown_max_s,
                self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
         _check("breaker", "cache_ttl_s", self.cache_ttl_s, self.cache_ttl_s <= 1.0,
@@ -242,13 +247,21 @@ class IntakeSettings:
 
 @dataclass(frozen=True)
 class ProcessingSettings:
-    """How the processor takes work from the ledger."""
+    """How the processor takes work from the ledger.
+
+    A batch claims at most ``claim_limit`` tasks, each leased for ``lease_s`` (renewed while
+    its worker lives). ``job_runtime_limit_s`` is the FME job's runtime limit (``tm_ttc``;
+    0: none): a batch stops claiming when what is left of it cannot fit another worst-case
+    task.
+    """
 
     lease_s: float = 300.0
     claim_limit: int = 10
+    job_runtime_limit_s: float = 0.0
 
     def __post_init__(self) -> None:
         _positive("processing", self, "lease_s", "claim_limit")
+        _positive("processing", self, "job_runtime_limit_s", allow_zero=True)
 
 
 @dataclass(frozen=True)
@@ -289,22 +302,31 @@ class DownloadSettings:
     max_redirects: int = 3
     allowed_hosts: Tuple[str, ...] = ()
     allow_http_hosts: Tuple[str, ...] = ()
+    allow_private_hosts: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _positive("download", self, "max_photo_bytes")
         _positive("download", self, "max_redirects", allow_zero=True)
-        _names("download", self, "allowed_hosts", "allow_http_hosts")
+        _names("download", self, "allowed_hosts", "allow_http_hosts", "allow_private_hosts")
 
 
 @dataclass(frozen=True)
 class AlertSettings:
-    """When ``check`` turns a signal into an alert."""
+    """When ``check`` turns a signal into an alert (seed section 9.1), over ``window_s``.
+
+    Format anomalies above ``anomaly_rate`` of the AI calls: alert; the end-to-end P95 above
+    ``e2e_p95_warning_ratio`` of the latency promise: warn; the backlog above
+    ``backlog_ratio`` of the watermark: backpressure (warn).
+    """
 
     anomaly_rate: float = 0.05
     e2e_p95_warning_ratio: float = 0.8
+    backlog_ratio: float = 0.8
+    window_s: float = 900.0
 
     def __post_init__(self) -> None:
-        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio")
+        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio")
+        _positive("alerts", self, "window_s")
 
 
 @dataclass(frozen=True)
@@ -348,6 +370,11 @@ class Settings:
     validation: ValidationSettings = field(default_factory=ValidationSettings)
     download: DownloadSettings = field(default_factory=DownloadSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    vision: VisionSettings = field(default_factory=VisionSettings)
+    arcgis: ArcGISSettings = field(default_factory=ArcGISSettings)
+    writeback: WritebackSettings = field(default_factory=WritebackSettings)
+    compensation: CompensationSettings = field(default_factory=CompensationSettings)
+    cost: CostSettings = field(default_factory=CostSettings)
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     @classmethod
@@ -370,39 +397,49 @@ class Settings:
 
         With a ``prefix``, names whose group is not a settings group (``FAIR_TEST_PG_URL``)
         belong to something else and are skipped; a known group with an unknown field is a typo
-        and raises :class:`ConfigurationError`.
+        and raises :class:`ConfigurationError`, whatever its value (an empty value too). An
+        empty value or None for a real setting means "not set" and keeps the current value.
         """
         changes: Dict[str, Dict[str, Any]] = {}
         known_groups = _groups()
         for key, raw in values.items():
-            name = str(key)
+            name, written_prefix = str(key), ""
             if prefix:
                 if not name.upper().startswith(prefix.upper()):
                     continue
-                name = name[len(prefix):]
+                written_prefix, name = name[:len(prefix)], name[len(prefix):]
                 if _split(name)[0] not in known_groups:
                     continue
-            if raw is None or (isinstance(raw, str) and raw.strip() == ""):
-                continue
-            group, attr = _resolve(name, key, raw)
+            blank = raw is None or (isinstance(raw, str) and raw.strip() == "")
+            if blank and "%s.%s" % _split(name) in RETIRED:
+                continue   # a retired parameter an older workspace still publishes, left blank
+            group, attr = _resolve(name, key, raw, prefix=written_prefix)
+            if blank:
+                continue   # a real setting left blank keeps its value; a typo raised above
             changes.setdefault(group, {})[attr] = _convert(group, attr, raw)
         groups = {}
         for group, attrs in changes.items():
             groups[group] = dataclasses.replace(getattr(self, group), **attrs)
         return dataclasses.replace(self, **groups)
 
-    def as_flat_dict(self) -> Dict[str, Any]:
-        """Every setting as ``{"group.field": value}``, for display and the config table."""
+    def as_flat_dict(self, *, reveal_secrets: bool = False) -> Dict[str, Any]:
+        """Every setting as ``{"group.field": value}``, for display and the config table.
+
+        A secret setting that is set shows as ``[REDACTED]`` unless ``reveal_secrets``.
+        """
         out: Dict[str, Any] = {}
         for g in dataclasses.fields(self):
             group = getattr(self, g.name)
             for f in dataclasses.fields(group):
+                name = f"{g.name}.{f.name}"
                 value = getattr(group, f.name)
                 if isinstance(value, Mapping):
                     value = dict(value)
                 elif isinstance(value, enum.Enum):
                     value = value.value
-                out[f"{g.name}.{f.name}"] = value
+                elif name in SECRET_SETTINGS and value and not reveal_secrets:
+                    value = REDACTED
+                out[name] = value
         return out
 
 
@@ -416,27 +453,44 @@ def _split(name: str) -> Tuple[str, str]:
     return group.lower(), attr.lower()
 
 
-def _resolve(name: str, original: Any, raw: Any) -> Tuple[str, str]:
+def _resolve(name: str, original: Any, raw: Any, prefix: str = "") -> Tuple[str, str]:
     groups = _groups()
     group, attr = _split(name)
     if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
         return group, attr
-    raise ConfigurationError(str(original), raw,
-                             RETIRED.get(f"{group}.{attr}", "is not a known setting"))
+    if f"{group}.{attr}" in RETIRED:
+        raise ConfigurationError(str(original), raw, RETIRED[f"{group}.{attr}"])
+    known = [f"{g}.{f.name}" for g, kind in groups.items() for f in dataclasses.fields(kind)]
+    close = difflib.get_close_matches(f"{group}.{attr}", known, n=1, cutoff=0.8)
+    hint = f" (did you mean {prefix}{_spelled_like(name, close[0])}?)" if close else ""
+    # A misspelt secret is still a secret: no value of a group holding one reaches a message.
+    secret = any(s.startswith(f"{group}.") for s in SECRET_SETTINGS) or (
+        close and close[0] in SECRET_SETTINGS)
+    raise ConfigurationError(str(original), REDACTED if secret else raw,
+                             f"is not a known setting{hint}")
+
+
+def _spelled_like(name: str, setting: str) -> str:
+    """``setting`` (``group.field``) written the way ``name`` is: dotted, or GROUP_FIELD."""
+    if "." in name:
+        return setting
+    flat = setting.replace(".", "_")
+    return flat.upper() if name.isupper() else flat
 
 
 def _convert(group: str, attr: str, raw: Any) -> Any:
     hint = typing.get_type_hints(_groups()[group])[attr]
     label = f"{group}.{attr}"
+    shown = REDACTED if label in SECRET_SETTINGS else raw  # a secret never reaches a message
     if not isinstance(raw, str):
         if hint is int and isinstance(raw, float) and raw.is_integer():
             return int(raw)
-        _check(group, attr, raw, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
+        _check(group, attr, shown, _typed_ok(hint, raw), f"cannot be a {type(raw).__name__}")
         return raw
     text = raw.strip()
 
     def bad(reason: str) -> ConfigurationError:
-        return ConfigurationError(label, raw, reason)
+        return ConfigurationError(label, shown, reason)
 
     if hint is bool:
         lowered = text.lower()
@@ -446,16 +500,9 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
             return False
         raise bad("expected true/false")
     if hint is int:
-        if not _WHOLE.fullmatch(text):
-            raise bad("must be a whole number in ASCII digits")
-        return int(text)
+        return read_count(label, raw)
     if hint is float:
-        value = _decimal(text)
-        if value is None:
-            raise bad(f"not a number in ASCII digits: {text!r}")
-        if not math.isfinite(value):
-            raise bad("must be finite")
-        return value
+        return read_number(label, raw)
     if hint is str:
         return text
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
@@ -470,20 +517,11 @@ def _convert(group: str, attr: str, raw: Any) -> Any:
         pairs = {}
         for part in filter(None, (p.strip() for p in text.split(","))):
             k, sep, v = part.partition("=")
-            number = _decimal(v.strip()) if sep else None
             if not sep or not k.strip():
                 raise bad(f"expected name=value pairs, got {part!r}")
-            if number is None:
-                raise bad(f"not a number in ASCII digits: {v.strip()!r}")
-            pairs[k.strip()] = number
+            pairs[k.strip()] = read_number(label, v)
         return pairs
     raise bad(f"cannot read a value of type {hint}")  # pragma: no cover
-
-
-def _decimal(text: str) -> Optional[float]:
-    """A number written in ASCII digits, or None (``float`` alone also takes ``1_0`` and other
-    scripts' digits)."""
-    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 def _typed_ok(hint: Any, raw: Any) -> bool:

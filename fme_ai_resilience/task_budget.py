@@ -2,8 +2,8 @@
 
 The task budget is 1.5 x the business latency promise (seed section 3.2).
 :func:`worst_case_task_s` is the longest a task can take under a retry policy and per-call
-timeouts; :func:`check_budget` compares it with the task budget and with FME's job runtime
-limit (``tm_ttc``).
+timeouts; :func:`check_budget` compares it with the task budget, with the lease a claim takes
+(``processing.lease_s``) and with FME's job runtime limit (``tm_ttc``).
 """
 from __future__ import annotations
 
@@ -55,10 +55,11 @@ def worst_case_task_s(policy: "RetryPolicy", timeouts: TimeoutBudget,
 
 @dataclass(frozen=True)
 class BudgetCheck:
-    """Whether a retry policy fits the task budget and the FME job runtime limit.
+    """Whether a retry policy fits the task budget, the lease and the FME job runtime limit.
 
     ``inline_attempts`` is how many attempts fit the task budget in the worst case (the deadline
-    parks the task before the rest). ``fits_job_limit`` is None when no limit was given.
+    parks the task before the rest). ``fits_lease`` and ``fits_job_limit`` are None when no
+    lease or limit was given.
     """
 
     task_budget_s: float
@@ -68,10 +69,16 @@ class BudgetCheck:
     inline_attempts: int
     job_limit_s: Optional[float]
     tasks_per_job: int
+    lease_s: Optional[float] = None
 
     @property
     def fits_task_budget(self) -> bool:
         return self.worst_case_s <= self.task_budget_s
+
+    @property
+    def fits_lease(self) -> Optional[bool]:
+        """Whether the lease covers the worst-case task time (None: no lease given)."""
+        return None if self.lease_s is None else self.lease_s >= self.worst_case_s
 
     @property
     def fits_job_limit(self) -> Optional[bool]:
@@ -81,7 +88,8 @@ class BudgetCheck:
 
     @property
     def fits(self) -> bool:
-        return self.fits_task_budget and self.fits_job_limit is not False
+        return (self.fits_task_budget and self.fits_lease is not False
+                and self.fits_job_limit is not False)
 
     def problems(self) -> Tuple[str, ...]:
         """One sentence per thing that does not fit (empty when everything does)."""
@@ -90,6 +98,10 @@ class BudgetCheck:
             out.append(f"worst-case task time {self.worst_case_s:.1f}s exceeds the task budget "
                        f"{self.task_budget_s:.1f}s: only {self.inline_attempts} of "
                        f"{self.attempts} attempts fit before the deadline parks the task")
+        if self.fits_lease is False:
+            out.append(f"processing.lease_s {self.lease_s:g}s is shorter than the worst-case "
+                       f"task time {self.worst_case_s:.1f}s: the lease can lapse while an "
+                       f"engine still works on the task, and another engine claims it")
         if self.fits_job_limit is False:
             out.append(f"FME job runtime limit (tm_ttc) {self.job_limit_s:g}s does not exceed "
                        f"{self.tasks_per_job} x worst-case task time "
@@ -98,19 +110,24 @@ class BudgetCheck:
 
 
 def check_budget(policy: "RetryPolicy", timeouts: TimeoutBudget, latency_promise_s: float,
-                 job_limit_s: Optional[float] = None, tasks_per_job: int = 1) -> BudgetCheck:
-    """Check ``policy`` with ``timeouts`` against the task budget and FME's ``tm_ttc``.
+                 job_limit_s: Optional[float] = None, tasks_per_job: int = 1,
+                 lease_s: Optional[float] = None) -> BudgetCheck:
+    """Check ``policy`` with ``timeouts`` against the task budget, the lease and FME's ``tm_ttc``.
 
     ``job_limit_s`` is the job runtime limit in seconds (None: not checked); ``tasks_per_job``
-    is how many tasks one job works through (the processor's claim limit).
+    is how many tasks one job works through (the processor's claim limit); ``lease_s`` is the
+    lease a claim takes (``processing.lease_s``; None: not checked), which must be at least the
+    worst-case task time.
     """
     budget = task_budget_s(latency_promise_s)
     if job_limit_s is not None:
         finite("job_limit_s", job_limit_s, above=0)
-    count("processing.claim_limit", tasks_per_job, minimum=1)
+    if lease_s is not None:
+        finite("lease_s", lease_s, above=0)
+    count("tasks_per_job", tasks_per_job, minimum=1)
     inline = 0
     while inline < policy.max_attempts and \
             worst_case_task_s(policy, timeouts, inline + 1) <= budget:
         inline += 1
     return BudgetCheck(budget, worst_case_task_s(policy, timeouts), timeouts.total_s,
-                       policy.max_attempts, inline, job_limit_s, tasks_per_job)
+                       policy.max_attempts, inline, job_limit_s, tasks_per_job, lease_s)

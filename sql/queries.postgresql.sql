@@ -21,11 +21,13 @@ WITH backlog AS (
     FROM backlog
 ), inserted AS (
     INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
-        attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at)
+        attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at,
+        received_at)
     SELECT %(key)s::text, decision.status, p.doc ->> 'source', p.doc ->> 'trace_id',
         p.doc ->> 'feature_global_id', p.doc ->> 'attachment_global_id',
         p.doc ->> 'event_type', p.doc, %(due_at)s::double precision,
-        %(now)s::double precision, %(now)s::double precision
+        %(now)s::double precision, %(now)s::double precision,
+        %(received_at)s::double precision
     FROM decision, (SELECT %(payload)s::jsonb AS doc) AS p
     WHERE decision.status IS NOT NULL
     ON CONFLICT (task_key) DO NOTHING
@@ -56,7 +58,8 @@ SET status = 'PROCESSING', lease_token = t.lease_token + 1, lease_owner = %(owne
 FROM picked
 WHERE t.task_key = picked.task_key
 RETURNING t.task_key, t.lease_token, t.lease_expires_at, t.attempt_count, t.payload,
-    t.trace_id, t.source, t.created_at, t.failure_class, t.downloaded, t.analyzed, t.written,
+    t.trace_id, t.source, t.created_at, t.failure_class, t.error_class, t.requeue_count,
+    t.downloaded, t.analyzed, t.written,
     (SELECT p.due FROM picked AS p WHERE p.task_key = t.task_key) AS due
 
 -- probe_claim --
@@ -96,6 +99,9 @@ DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
+DELETE FROM analysis_cache;
+DELETE FROM notification;
+DELETE FROM asset_condition;
 DELETE FROM intake_counter;
 DELETE FROM intake_refusal;
 
@@ -106,6 +112,19 @@ DELETE FROM intake_refusal;
 -- ledger's queries needs a bitmap scan.
 SET enable_bitmapscan = off
 
+-- completed_since_rows --
+-- Tasks finished since a time: end-to-end times and whether the analysis was reused
+SELECT created_at, completed_at, status, outcome, failure_class,
+       coalesce((result ->> 'reused')::boolean, false) AS reused
+FROM ai_task_registry
+WHERE completed_at >= %(since)s
+ORDER BY completed_at DESC
+LIMIT %(limit)s
+
+-- existing_keys --
+-- Which of the given keys (a JSON array) the ledger holds
+SELECT task_key FROM ai_task_registry
+WHERE task_key IN (SELECT jsonb_array_elements_text(%(keys)s::jsonb))
 -- session_limits --
 -- Run once per connection, after session_setup: no statement runs, and no lock is waited for,
 -- longer than the store's settings allow (either cancellation is StoreUnavailable)

@@ -29,9 +29,11 @@ SELECT count(*) AS n FROM (
 -- insert_task --
 -- A new task (SQLite registration; the PostgreSQL one is a single statement)
 INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
-    attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at)
+    attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at,
+    received_at)
 VALUES (%(key)s, %(status)s, %(source)s, %(trace_id)s, %(feature_global_id)s,
-    %(attachment_global_id)s, %(event_type)s, %(payload)s, %(due_at)s, %(now)s, %(now)s)
+    %(attachment_global_id)s, %(event_type)s, %(payload)s, %(due_at)s, %(now)s, %(now)s,
+    %(received_at)s)
 
 -- insert_dead_letter --
 -- Evidence of something that never became a task, kept once per key
@@ -83,9 +85,9 @@ SET status = 'SUCCEEDED', outcome = %(outcome)s, result = %(result)s, completed_
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 
 -- fail --
--- PROCESSING -> FAILED, due again at retry_at; counts an attempt
+-- PROCESSING -> FAILED, due again at retry_at; counts the attempts that failed
 UPDATE ai_task_registry
-SET status = 'FAILED', attempt_count = attempt_count + 1, error_class = %(error_class)s,
+SET status = 'FAILED', attempt_count = attempt_count + %(attempts)s, error_class = %(error_class)s,
     last_error = %(error)s, next_attempt_at = %(retry_at)s, lease_expires_at = NULL,
     updated_at = %(now)s
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
@@ -330,3 +332,104 @@ UPDATE degradation_state
 SET level = %(level)s, override_level = %(override)s, generation = %(generation)s,
     changed_at = %(changed_at)s, calm_since = %(calm_since)s, updated_at = %(now)s
 WHERE scope = 'fleet' AND generation = %(expected)s
+
+-- renew --
+-- Extend a live lease (fenced): the holder is still working, nobody may claim the task
+UPDATE ai_task_registry
+SET lease_expires_at = %(expires_at)s, next_attempt_at = %(expires_at)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- asset_upsert --
+-- The asset-condition row of one task (same transaction as its completion)
+INSERT INTO asset_condition (task_key, feature_global_id, attachment_global_id, asset_type,
+    condition, confidence, outcome, model_version, trace_id, assessed_at)
+VALUES (%(key)s, %(feature_global_id)s, %(attachment_global_id)s, %(asset_type)s,
+    %(condition)s, %(confidence)s, %(outcome)s, %(model_version)s, %(trace_id)s, %(now)s)
+ON CONFLICT (task_key) DO UPDATE SET condition = excluded.condition,
+    confidence = excluded.confidence, outcome = excluded.outcome,
+    model_version = excluded.model_version, trace_id = excluded.trace_id,
+    assessed_at = excluded.assessed_at
+
+-- asset_get --
+-- One asset-condition row
+SELECT * FROM asset_condition WHERE task_key = %(key)s
+
+-- analysis_get --
+-- The validated result already paid for, for one photo content and model configuration
+SELECT result FROM analysis_cache WHERE fingerprint = %(fingerprint)s
+
+-- analysis_put --
+-- Remember a validated result (the first one stays)
+INSERT INTO analysis_cache (fingerprint, result, created_at, last_used_at)
+VALUES (%(fingerprint)s, %(result)s, %(now)s, %(now)s)
+ON CONFLICT (fingerprint) DO NOTHING
+
+-- analysis_reused --
+-- Count one reuse of a remembered result
+UPDATE analysis_cache SET reused = reused + 1, last_used_at = %(now)s
+WHERE fingerprint = %(fingerprint)s
+
+-- notify --
+-- A notification for people (FME's Emailer), kept once per kind and task
+INSERT INTO notification (kind, task_key, subject, body, created_at)
+VALUES (%(kind)s, %(key)s, %(subject)s, %(body)s, %(now)s)
+ON CONFLICT (kind, task_key) DO NOTHING
+
+-- notifications_pending --
+-- Notifications not yet handed over, oldest first
+SELECT id, kind, task_key, subject, body, created_at FROM notification
+WHERE sent_at IS NULL ORDER BY created_at, id LIMIT %(limit)s
+
+-- notification_sent --
+-- A notification handed over (to FME's Emailer)
+UPDATE notification SET sent_at = %(now)s WHERE id = %(id)s AND sent_at IS NULL
+
+-- prune_calls --
+-- Call-log rows older than the retention
+DELETE FROM ai_call_log WHERE started_at < %(before)s
+
+-- prune_anomalies --
+-- Format anomalies older than the retention
+DELETE FROM format_anomaly WHERE observed_at < %(before)s
+
+-- dead_letter_rows --
+-- Dead letters, newest first, optionally of one failure class
+SELECT * FROM ai_task_registry
+WHERE status = 'DEAD' AND (failure_class = %(failure_class)s OR %(any_class)s)
+ORDER BY completed_at DESC, task_key
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- requeue_candidates --
+-- Dead letters of one class whose requeue budget is not spent, oldest first
+SELECT task_key, requeue_count FROM ai_task_registry
+WHERE status = 'DEAD' AND failure_class = %(failure_class)s
+  AND requeue_count < %(max_requeues)s
+ORDER BY completed_at, task_key
+LIMIT %(limit)s
+
+-- requeue_later --
+-- One dead letter back to PENDING, due at a later time, spending one requeue of its budget
+UPDATE ai_task_registry
+SET status = 'PENDING', attempt_count = 0, failure_class = NULL, outcome = NULL,
+    error_class = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+    completed_at = NULL, requeue_count = requeue_count + 1, next_attempt_at = %(due_at)s,
+    updated_at = %(now)s
+WHERE task_key = %(key)s AND status = 'DEAD' AND requeue_count = %(requeue_count)s
+
+-- calls_since --
+-- Outbound calls since a time, newest first (golden signals)
+SELECT service, started_at, duration_s, error_class, retry FROM ai_call_log
+WHERE started_at >= %(since)s
+ORDER BY started_at DESC
+LIMIT %(limit)s
+
+-- registered_since --
+-- Tasks registered since a time with their intake times (golden signals)
+SELECT created_at, received_at, source FROM ai_task_registry
+WHERE created_at >= %(since)s
+ORDER BY created_at DESC
+LIMIT %(limit)s
+
+-- anomalies_since --
+-- How many format anomalies were observed since a time
+SELECT count(*) AS n FROM format_anomaly WHERE observed_at >= %(since)s

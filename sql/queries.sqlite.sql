@@ -21,5 +21,21 @@ DELETE FROM degradation_state;
 DELETE FROM ai_call_log;
 DELETE FROM format_anomaly;
 DELETE FROM resilience_config;
+DELETE FROM analysis_cache;
+DELETE FROM notification;
+DELETE FROM asset_condition;
 DELETE FROM intake_counter;
 DELETE FROM intake_refusal;
+
+-- completed_since_rows --
+-- Tasks finished since a time: end-to-end times and whether the analysis was reused
+SELECT created_at, completed_at, status, outcome, failure_class,
+       coalesce(json_extract(result, '$.reused'), 0) AS reused
+FROM ai_task_registry
+WHERE completed_at >= %(since)s
+ORDER BY completed_at DESC
+LIMIT %(limit)s
+
+-- existing_keys --
+-- Which of the given keys (a JSON array) the ledger holds
+SELECT task_key FROM ai_task_registry WHERE task_key IN (SELECT value FROM json_each(%(keys)s))

@@ -126,6 +126,45 @@ CREATE TABLE IF NOT EXISTS resilience_config (
 );
 
 -- migration_0002 --
+-- The pipeline: requeue budgets and intake times on the ledger, the analysis cache (one
+-- validated AI result per photo content and model configuration), notifications for FME's
+-- Emailer, and the asset-condition table a sink writes in the completion's own transaction.
+ALTER TABLE ai_task_registry ADD COLUMN IF NOT EXISTS requeue_count integer NOT NULL DEFAULT 0;
+ALTER TABLE ai_task_registry ADD COLUMN IF NOT EXISTS received_at double precision;
+CREATE INDEX IF NOT EXISTS ai_task_registry_created_idx ON ai_task_registry (created_at);
+CREATE TABLE IF NOT EXISTS analysis_cache (
+    fingerprint          text PRIMARY KEY,
+    result               jsonb NOT NULL,
+    created_at           double precision NOT NULL,
+    reused               integer NOT NULL DEFAULT 0,
+    last_used_at         double precision NOT NULL
+);
+CREATE TABLE IF NOT EXISTS notification (
+    id                   bigserial PRIMARY KEY,
+    kind                 text NOT NULL,
+    task_key             text,
+    subject              text NOT NULL,
+    body                 text NOT NULL,
+    created_at           double precision NOT NULL,
+    sent_at              double precision
+);
+CREATE UNIQUE INDEX IF NOT EXISTS notification_once_idx ON notification (kind, task_key);
+CREATE INDEX IF NOT EXISTS notification_pending_idx ON notification (created_at)
+    WHERE sent_at IS NULL;
+CREATE TABLE IF NOT EXISTS asset_condition (
+    task_key             text PRIMARY KEY,
+    feature_global_id    text NOT NULL,
+    attachment_global_id text,
+    asset_type           text,
+    condition            text,
+    confidence           double precision,
+    outcome              text NOT NULL,
+    model_version        text,
+    trace_id             text NOT NULL DEFAULT '',
+    assessed_at          double precision NOT NULL
+);
+
+-- migration_0003 --
 -- Intake's bounded records: dead letters of invalid bodies are counted per minute and in all
 -- through their own partial index; a delivery refused 429/503 leaves what reconciliation needs
 -- (one row per refused body, its redeliveries counted on it); what intake could not keep is

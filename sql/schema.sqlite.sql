@@ -126,6 +126,45 @@ CREATE TABLE IF NOT EXISTS resilience_config (
 );
 
 -- migration_0002 --
+-- The pipeline: requeue budgets and intake times on the ledger, the analysis cache (one
+-- validated AI result per photo content and model configuration), notifications for FME's
+-- Emailer, and the asset-condition table a sink writes in the completion's own transaction.
+ALTER TABLE ai_task_registry ADD COLUMN requeue_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ai_task_registry ADD COLUMN received_at REAL;
+CREATE INDEX IF NOT EXISTS ai_task_registry_created_idx ON ai_task_registry (created_at);
+CREATE TABLE IF NOT EXISTS analysis_cache (
+    fingerprint          TEXT PRIMARY KEY,
+    result               TEXT NOT NULL,
+    created_at           REAL NOT NULL,
+    reused               INTEGER NOT NULL DEFAULT 0,
+    last_used_at         REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS notification (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind                 TEXT NOT NULL,
+    task_key             TEXT,
+    subject              TEXT NOT NULL,
+    body                 TEXT NOT NULL,
+    created_at           REAL NOT NULL,
+    sent_at              REAL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS notification_once_idx ON notification (kind, task_key);
+CREATE INDEX IF NOT EXISTS notification_pending_idx ON notification (created_at)
+    WHERE sent_at IS NULL;
+CREATE TABLE IF NOT EXISTS asset_condition (
+    task_key             TEXT PRIMARY KEY,
+    feature_global_id    TEXT NOT NULL,
+    attachment_global_id TEXT,
+    asset_type           TEXT,
+    condition            TEXT,
+    confidence           REAL,
+    outcome              TEXT NOT NULL,
+    model_version        TEXT,
+    trace_id             TEXT NOT NULL DEFAULT '',
+    assessed_at          REAL NOT NULL
+);
+
+-- migration_0003 --
 -- Intake's bounded records: dead letters of invalid bodies are counted per minute and in all
 -- through their own partial index; a delivery refused 429/503 leaves what reconciliation needs
 -- (one row per refused body, its redeliveries counted on it); what intake could not keep is

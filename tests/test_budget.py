@@ -14,6 +14,7 @@ from fme_ai_resilience.task_budget import check_budget, task_budget_s, worst_cas
 from fme_ai_resilience.classification import CLASSIFICATION
 from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.retry import RetryPolicy
+from fme_ai_resilience.settings import Settings
 
 
 def test_timeout_defaults_are_the_seeds():
@@ -122,12 +123,33 @@ def test_worst_case_without_retry_after_uses_the_longest_backoff_profile():
     assert worst_case_task_s(short, TimeoutBudget()) == pytest.approx(3 * 30 + 0.4 + 0.8)
 
 
-def test_default_policy_overruns_the_task_budget_and_says_how_many_attempts_fit():
-    """Six 30 s attempts plus waits exceed 180 s: five fit, and the check says so."""
+def test_the_default_policy_fits_the_default_task_budget():
+    """Out of the box five 30 s attempts and four 5 s waits take 170 s of the 180 s budget."""
     check = check_budget(RetryPolicy(), TimeoutBudget(), 120)
+    assert check.task_budget_s == 180 and check.worst_case_s == pytest.approx(170)
+    assert check.fits_task_budget and check.inline_attempts == 5 and check.fits
+    assert RetryPolicy().max_attempts == RetryPolicy.from_settings(Settings()).max_attempts == 5
+
+
+def test_a_policy_overrunning_the_task_budget_says_how_many_attempts_fit():
+    """Six 30 s attempts plus waits exceed 180 s: five fit, and the check says so."""
+    check = check_budget(RetryPolicy(max_attempts=6), TimeoutBudget(), 120)
     assert check.task_budget_s == 180 and check.worst_case_s == pytest.approx(205)
     assert not check.fits_task_budget and check.inline_attempts == 5
     assert "5 of 6 attempts" in check.problems()[0]
+
+
+def test_a_lease_shorter_than_the_worst_case_does_not_fit():
+    """processing.lease_s must cover the worst-case task time, or a second engine may claim it."""
+    short = check_budget(RetryPolicy(), TimeoutBudget(), 120, lease_s=150)
+    assert short.fits_task_budget and short.fits_lease is False and not short.fits
+    assert short.problems() == ("processing.lease_s 150s is shorter than the worst-case task "
+                                "time 170.0s: the lease can lapse while an engine still works "
+                                "on the task, and another engine claims it",)
+    assert check_budget(RetryPolicy(), TimeoutBudget(), 120, lease_s=170).fits_lease is True
+    assert check_budget(RetryPolicy(), TimeoutBudget(), 120).fits_lease is None
+    with pytest.raises(ConfigurationError, match="lease_s"):
+        check_budget(RetryPolicy(), TimeoutBudget(), 120, lease_s=float("inf"))
 
 
 def test_a_smaller_policy_fits_and_the_job_limit_is_checked():

@@ -5,6 +5,7 @@ import pytest
 
 from fme_ai_resilience.breaker import BreakerPolicy, should_trip
 from fme_ai_resilience.calibrate import percentile, suggest
+from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.ledger import CallWindow
 
 
@@ -46,3 +47,14 @@ def test_suggestion_capped_and_exported_as_settings():
     assert advice.failure_rate == 0.95 and advice.slow_call_rate == 0.95
     assert advice.as_settings() == {"breaker.failure_rate": "0.950",
                                     "breaker.slow_call_rate": "0.950"}
+
+
+def test_a_history_without_one_full_bucket_suggests_nothing_to_store():
+    """Under min_calls in every bucket nothing is learned: the defaults, and as_settings refuses."""
+    buckets = [CallWindow(calls=4, failures=0, slow=0, retries=0),
+               CallWindow(calls=3, failures=1, slow=0, retries=0)]
+    advice = suggest(buckets, margin=0.1, min_calls=20)
+    assert (advice.buckets, advice.calls, advice.calls_seen, advice.busiest_bucket) == (0, 0, 7, 4)
+    assert (advice.failure_rate, advice.slow_call_rate, advice.min_calls) == (0.5, 0.8, 20)
+    with pytest.raises(ConfigurationError, match="needs at least 20 calls in an hour"):
+        advice.as_settings()

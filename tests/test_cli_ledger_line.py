@@ -32,8 +32,27 @@ def test_each_command_names_its_postgresql_ledger_without_the_password(pg_store_
     assert "pw-SECRET-5" not in err
 
 
-def test_serve_names_its_ledger_before_anything_else(capsys):
-    """serve says which ledger it opens, also when it cannot open it."""
-    assert main(["serve", "--db", "sqlite:////nonexistent-dir/l.db", "--port", "0"]) == 1
-    err = capsys.readouterr().err.splitlines()
-    assert err[0] == "ledger: sqlite file=/nonexistent-dir/l.db" and err[1].startswith("error:")
+def test_serve_names_its_ledger_before_anything_else(tmp_path, capsys):
+    """serve says which ledger it opened before it serves; an unreachable one is a single
+    error line naming it."""
+    from fme_ai_resilience.cli import build_parser
+    from fme_ai_resilience.cli.serve import build_server
+
+    path = tmp_path / "ledger.db"
+    server, store = build_server(build_parser().parse_args(
+        ["serve", "--db", f"sqlite:///{path}", "--port", "0"]))
+    server.close()
+    store.close()
+    assert capsys.readouterr().err.splitlines()[0] == f"ledger: sqlite file={path}"
+    assert main(["serve", "--db", "postgresql://fair:pw-SECRET-5@127.0.0.1:1/x",
+                 "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ledger postgresql://127.0.0.1:1/x: ") and err.count("\n") == 1
+    assert "pw-SECRET-5" not in err
+
+
+def test_a_ledger_that_cannot_be_reached_is_one_error_line_naming_it(capsys):
+    """Before a ledger answers, nothing but the error names it: one line, no password."""
+    assert main(["status", "--db", "postgresql://fair:pw-SECRET-5@127.0.0.1:1/x"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ledger postgresql://127.0.0.1:1/x: ") and err.count("\n") == 1

@@ -29,8 +29,8 @@ def test_plan_reports_watermark_48_and_task_budget_180(capsys):
     out = capsys.readouterr().out
     assert re.search(r"watermark:\s+48 tasks", out)
     assert re.search(r"task budget:\s+180 s", out)
-    assert re.search(r"worst-case task time:\s+205 s", out)
-    assert re.search(r"fits task budget:\s+no", out)
+    assert re.search(r"worst-case task time:\s+170 s", out)
+    assert re.search(r"fits task budget:\s+yes", out)
 
 
 def test_plan_json(capsys):
@@ -39,8 +39,33 @@ def test_plan_json(capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["watermark"] == 48 and plan["task_budget_s"] == 180.0
     assert plan["drain_rate_per_s"] == pytest.approx(0.4)
-    assert plan["worst_case_task_s"] == pytest.approx(205.0)
-    assert plan["inline_attempts"] == 5 and plan["fits"] is False
+    assert plan["worst_case_task_s"] == pytest.approx(170.0)
+    assert plan["inline_attempts"] == 5 and plan["fits"] is True
+    assert (plan["lease_s"], plan["fits_lease"]) == (300.0, True)
+
+
+def test_the_defaults_fit(capsys):
+    """Out of the box plan --check passes: the defaults fit their own task budget and lease."""
+    assert main(["plan", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"fits task budget:\s+yes", out)
+    assert re.search(r"fits lease:\s+yes \(processing.lease_s 300 s\)", out)
+    assert "!" not in out
+
+
+def test_plan_check_fails_when_the_task_budget_is_exceeded(capsys):
+    """Six attempts of 30 s overrun the 180 s budget: --check exits 1 and says how many fit."""
+    assert main(SEED + ["--attempts", "6", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"fits task budget:\s+no", out) and "only 5 of 6 attempts fit" in out
+
+
+def test_plan_check_fails_when_the_lease_is_shorter_than_the_worst_case(capsys):
+    """A lease of 150 s under a 170 s worst case: --check exits 1 and the output says why."""
+    assert main(SEED + ["--set", "processing.lease_s=150", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"fits lease:\s+no \(processing.lease_s 150 s\)", out)
+    assert "! processing.lease_s 150s is shorter than the worst-case task time 170.0s" in out
 
 
 def test_plan_fits_with_shorter_timeouts_and_checks_the_job_limit(capsys):

@@ -18,11 +18,14 @@ def test_unreachable_ledger_fails_at_start(capsys):
     assert code == 1 and "error: ledger sqlite:////nonexistent-dir/l.db" in capsys.readouterr().err
 
 
-def test_db_defaults_to_the_fair_db_url_variable(monkeypatch):
-    """Without --db, serve uses $FAIR_DB_URL like every other ledger command."""
+def test_db_defaults_to_the_fair_db_url_variable(monkeypatch, capsys):
+    """Without --db, serve uses $FAIR_DB_URL like every other ledger command, and without
+    either it refuses (exit 2) instead of serving a ledger `status` would not find."""
     from fme_ai_resilience.cli import build_parser
 
     monkeypatch.setenv("FAIR_DB_URL", "postgresql://postgres@127.0.0.1:5432/ledger")
     assert build_parser().parse_args(["serve"]).db == "postgresql://postgres@127.0.0.1:5432/ledger"
     monkeypatch.delenv("FAIR_DB_URL")
-    assert build_parser().parse_args(["serve"]).db == "sqlite:///fme_ai_resilience.db"
+    assert build_parser().parse_args(["serve"]).db is None
+    assert main(["serve", "--port", "0"]) == 2
+    assert "no ledger given" in capsys.readouterr().err

@@ -197,12 +197,17 @@ def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
         for i in range(10):
             store.record_call(CallRecord("vision", clock.now(), 0.1,
                                          "SERVER_ERROR" if i < 4 else None))
-        primary = CircuitBreaker("vision", BreakerPolicy(), store=store, clock=clock)
+        primary = CircuitBreaker("vision", BreakerPolicy(min_calls=10), store=store,
+                                 clock=clock)
         fallback = CircuitBreaker("vision-lite", BreakerPolicy(), store=store, clock=clock)
         fallback.command(Manual.FORCE_OPEN)
         signals = gather_signals(IntakeSettings(watermark=20), primary, fallback, store=store,
                                  now=clock.now())
+        few = gather_signals(IntakeSettings(watermark=20),
+                             CircuitBreaker("vision", BreakerPolicy(min_calls=11), store=store,
+                                            clock=clock), store=store, now=clock.now())
     assert signals.backlog_ratio == 1.5 and signals.error_rate == 0.4
+    assert few.error_rate == 0.0   # 10 calls are too few to speak of a rate (min_calls 11)
     assert signals.primary is CircuitState.CLOSED and signals.fallback is CircuitState.OPEN
     assert target_level(S, signals) is Level.SAMPLE         # no usable fallback to switch to
     assert target_level(S, replace(signals, fallback=CircuitState.CLOSED)) is Level.FALLBACK

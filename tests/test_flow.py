@@ -11,7 +11,7 @@ import responses
 from responses import matchers
 
 from fme_ai_resilience.services.flow import Engine, FlowClient, FlowHealth
-from fme_ai_resilience.errors import FlowError
+from fme_ai_resilience.errors import ConfigurationError, FlowError
 
 BASE = "https://flow.example.com"
 TOKEN = "fmetoken-secret-4b1d9e"
@@ -185,3 +185,97 @@ def test_max_stale_s_is_validated():
     """A negative max_stale_s is refused."""
     with pytest.raises(ValueError, match="max_stale_s"):
         FlowClient(BASE, TOKEN, max_stale_s=-1)
+
+
+# --- deployment ------------------------------------------------------------------------------
+
+def _job(**changes):
+    from fme_ai_resilience.deployment import processor_job
+    from fme_ai_resilience.settings import Settings
+
+    return processor_job("fair", Settings(), db_url="postgresql://u:pw-77@h/ledger", **changes)
+
+
+@responses.activate
+def test_an_existing_repository_is_not_created_again(clock):
+    """ensure_repository lists first and posts nothing when the repository is there."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", match=[AUTH],
+                  json={"items": [{"name": "fair"}], "totalCount": 1})
+    assert FlowClient(BASE, TOKEN, clock=clock).ensure_repository("fair") is False
+    assert [c.request.method for c in responses.calls] == ["GET"]
+
+
+@responses.activate
+def test_a_repository_created_meanwhile_counts_as_existing(clock):
+    """A 409 on creation (another deploy won the race) is not an error."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.post(f"{BASE}/fmeapiv4/repositories", status=409, json={"message": "exists"})
+    assert FlowClient(BASE, TOKEN, clock=clock).ensure_repository("fair") is False
+
+
+@responses.activate
+def test_upload_quotes_names_and_refuses_odd_files(clock):
+    """A repository name is one percent-encoded path segment; a file name must be NAME.fmw
+    and the content bytes."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.post(f"{BASE}/fmeapiv4/repositories/my%20repo/items", status=201, json={})
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    assert client.upload_workspace("my repo", "WS-01_intake.fmw", b"x") == "created"
+    for name, content in (("../x.fmw", b"x"), ("x.txt", b"x"), ('a".fmw', b"x"),
+                          ("x.fmw", "text")):
+        with pytest.raises(ConfigurationError):
+            client.upload_workspace("fair", name, content)
+
+
+@responses.activate
+def test_schedules_begin_by_the_injected_clock(clock):
+    """A new schedule's begin is the client's clock, in UTC."""
+    from fme_ai_resilience.deployment import Schedule
+
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.get(f"{BASE}/fmeapiv4/schedules/c/n", status=404, json={})
+    responses.post(f"{BASE}/fmeapiv4/schedules", status=201, json={})
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    assert client.put_schedule(Schedule("n", "c", "0 * * * * ?", _job())) == "created"
+    body = json.loads(responses.calls[-1].request.body)
+    assert body["begin"] == "2026-09-21T14:13:20"  # FakeClock's 1_790_000_000
+
+
+@responses.activate
+def test_a_job_answer_without_an_id_is_an_error(clock):
+    """submit_job returns the id FME Flow gave; an answer without one raises FlowError."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.post(f"{BASE}/fmeapiv4/jobs", status=202, json={"id": 7})
+    client = FlowClient(BASE, TOKEN, clock=clock)
+    assert client.submit_job(_job()) == 7
+    responses.replace(responses.POST, f"{BASE}/fmeapiv4/jobs", status=202, json={"x": 1})
+    with pytest.raises(FlowError, match="no job id"):
+        client.submit_job(_job())
+    with pytest.raises(ConfigurationError):
+        client.submit_job({"workspace": "x"})
+
+
+@responses.activate
+def test_write_errors_name_the_request_and_hide_the_secrets(clock, caplog):
+    """A refused write raises FlowError with method, path, status and FME Flow's message,
+    scrubbed of the token and of the job's secret parameter values."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.post(f"{BASE}/fmeapiv4/jobs", status=422, json={
+        "message": f"FAIR_DB=postgresql://u:pw-77@h/ledger rejected for token {TOKEN}"})
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(FlowError) as info:
+        FlowClient(BASE, TOKEN, clock=clock).submit_job(_job())
+    message = str(info.value)
+    assert message.startswith("POST /fmeapiv4/jobs: HTTP 422: FAIR_DB=")
+    assert "pw-77" not in message and TOKEN not in message and TOKEN not in caplog.text
+
+
+@responses.activate
+def test_a_network_failure_on_a_write_hides_the_token(clock):
+    """A connection error during a write becomes a FlowError without the token."""
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.post(f"{BASE}/fmeapiv4/repositories",
+                   body=requests.ConnectionError(f"reset; header fmetoken token={TOKEN}"))
+    with pytest.raises(FlowError, match="ConnectionError") as info:
+        FlowClient(BASE, TOKEN, clock=clock).ensure_repository("fair")
+    assert TOKEN not in str(info.value)

@@ -193,3 +193,22 @@ def test_a_body_cut_anywhere_after_its_token_member_keeps_no_piece_of_the_token(
     text = raw[:max(cut, begun)]
     out = redact_raw(text, token_values(text))
     assert not [token[i:i + 8] for i in range(len(token) - 7) if token[i:i + 8] in out], out
+
+
+def test_a_body_cut_inside_an_escape_of_its_token_keeps_no_piece_of_it():
+    """A body cut right after the backslash of an escape inside the token's value still has
+    the value hidden (found by the property above)."""
+    from fme_ai_resilience.redact import redact_raw, token_values
+
+    text = '{"portalInfo": {"\\u0074oken": "00000000\\'
+    assert "00000000" not in redact_raw(text, token_values(text))
+
+
+def test_the_longest_start_of_any_token_form_is_hidden_at_the_end():
+    """Where a token's written and decoded forms both start the cut-off end of a text, the
+    longer match is hidden (found by the property above)."""
+    from fme_ai_resilience.redact import redact_raw
+
+    written, decoded = "0000\\u00300000000000", "0000000000000000"
+    out = redact_raw("note: sent with 000000000000", [written, decoded])
+    assert out == "note: sent with [REDACTED]"

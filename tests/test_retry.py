@@ -53,7 +53,8 @@ class Gate:
         return self.allow
 
 
-ROOMY = RetryPolicy(max_inline_wait_s=1000.0)  # waits never park: only budgets stop
+#: Waits never park: only the budgets (six attempts) stop.
+ROOMY = RetryPolicy(max_attempts=6, max_inline_wait_s=1000.0)
 
 
 def engine(clock, rng, policy=ROOMY, **kw) -> Retrying:
@@ -235,7 +236,8 @@ def test_a_retry_whose_attempt_would_overrun_the_deadline_parks(rng):
 def test_the_engine_never_holds_a_task_past_its_deadline(clock, rng):
     """Every attempt timing out at its full 30 s budget: the run parks before the 180 s deadline."""
     settings = Settings.from_mapping({"retry.backoff_base_s": "0.01",
-                                      "retry.backoff_cap_s": "0.05"})
+                                      "retry.backoff_cap_s": "0.05",
+                                      "retry.task_attempts": "6"})  # more than fit
     policy = RetryPolicy.from_settings(settings)
     promised = check_budget(policy, settings.timeouts,
                             settings.intake.latency_promise_s).inline_attempts

@@ -14,7 +14,7 @@ def test_defaults_are_the_seeds_thresholds():
     s = Settings()
     assert (s.timeouts.connect_s, s.timeouts.tls_s, s.timeouts.ttfb_s, s.timeouts.body_s) == (
         3, 3, 20, 4)
-    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 6)
+    assert (s.retry.backoff_base_s, s.retry.backoff_cap_s, s.retry.task_attempts) == (1, 60, 5)
     assert (s.breaker.failure_rate, s.breaker.min_calls, s.breaker.cooldown_s,
             s.breaker.half_open_probes, s.breaker.close_ratio) == (0.5, 20, 60, 5, 0.8)
     assert s.validation.confidence_threshold == 0.75
@@ -82,13 +82,17 @@ def test_with_values_returns_a_new_value():
 def test_flat_dict_names_every_setting():
     """as_flat_dict lists group.field names that from_mapping reads back unchanged."""
     flat = Settings().as_flat_dict()
-    assert flat["retry.task_attempts"] == 6 and flat["validation.thresholds"] == {}
+    assert flat["retry.task_attempts"] == 5 and flat["validation.thresholds"] == {}
     assert Settings.from_mapping({k: v for k, v in flat.items()
                                   if not isinstance(v, dict)}) == Settings()
 
 
 UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts",
-                 "degrade.critical_types"}
+                 "download.allow_private_hosts", "degrade.critical_types",
+                 # free text: a model name, a prompt, a credential, a currency, a boolean
+                 "vision.key", "vision.model", "vision.fallback_model", "vision.prompt",
+                 "arcgis.token", "arcgis.web_connection", "compensation.reconcile_backfill",
+                 "cost.currency"}
 
 INVALID = [
     ("timeouts.connect_s", "0", "timeouts.connect_s"),
@@ -147,6 +151,41 @@ INVALID = [
     ("download.max_redirects", "-1", "download.max_redirects"),
     ("alerts.anomaly_rate", "2", "alerts.anomaly_rate"),
     ("alerts.e2e_p95_warning_ratio", "-1", "alerts.e2e_p95_warning_ratio"),
+    ("alerts.backlog_ratio", "1.5", "alerts.backlog_ratio"),
+    ("alerts.window_s", "0", "alerts.window_s"),
+    ("processing.job_runtime_limit_s", "-5", "processing.job_runtime_limit_s"),
+    ("vision.provider", "bing", "vision.provider"),
+    ("vision.endpoint", "ftp://vision", "vision.endpoint"),
+    ("vision.fallback_endpoint", "vision.local", "vision.fallback_endpoint"),
+    ("vision.service", "vision ai", "vision.service"),
+    ("vision.max_response_bytes", "0", "vision.max_response_bytes"),
+    ("arcgis.portal_url", "portal", "arcgis.portal_url"),
+    ("arcgis.client_id", "app-1", "arcgis.client_secret"),
+    ("arcgis.client_secret", "s3cret", "arcgis.client_id"),
+    ("arcgis.username", "field_user", "arcgis.password"),
+    ("arcgis.password", "pw", "arcgis.username"),
+    ("arcgis.token_refresh_margin_s", "-1", "arcgis.token_refresh_margin_s"),
+    ("arcgis.request_timeout_s", "0", "arcgis.request_timeout_s"),
+    ("writeback.sink", "email", "writeback.sink"),
+    ("writeback.layer_url", "layer/0", "writeback.layer_url"),
+    ("writeback.table_url", "table/1", "writeback.table_url"),
+    ("writeback.parent_field", "ai condition", "writeback.parent_field"),
+    ("writeback.photo_field", "ai condition", "writeback.photo_field"),
+    ("writeback.condition_field", "ai condition", "writeback.condition_field"),
+    ("writeback.confidence_field", "ai condition", "writeback.confidence_field"),
+    ("writeback.outcome_field", "ai condition", "writeback.outcome_field"),
+    ("writeback.model_field", "ai condition", "writeback.model_field"),
+    ("writeback.trace_field", "ai condition", "writeback.trace_field"),
+    ("writeback.assessed_at_field", "ai condition", "writeback.assessed_at_field"),
+    ("compensation.requeue_budget", "-1", "compensation.requeue_budget"),
+    ("compensation.requeue_backoff_s", "0", "compensation.requeue_backoff_s"),
+    ("compensation.requeue_backoff_cap_s", "10", "compensation.requeue_backoff_cap_s"),
+    ("compensation.batch", "0", "compensation.batch"),
+    ("compensation.retention_days", "0", "compensation.retention_days"),
+    ("compensation.reconcile_window_s", "0", "compensation.reconcile_window_s"),
+    ("compensation.date_field", "ai condition", "compensation.date_field"),
+    ("compensation.crew_field", "ai condition", "compensation.crew_field"),
+    ("cost.per_call", "-0.01", "cost.per_call"),
     ("database.connect_timeout_s", "0", "database.connect_timeout_s"),
     ("database.statement_timeout_s", "0", "database.statement_timeout_s"),
     ("database.lock_timeout_s", "-1", "database.lock_timeout_s"),
@@ -245,3 +284,82 @@ def test_a_derived_watermark_beyond_the_largest_count_is_refused():
     assert info.value.field == "intake.watermark"
     assert Settings().with_values({"intake.engines": str(2 ** 31 - 1),
                                    "intake.watermark": "48"}).intake.watermark == 48
+
+
+SECRETS = {"vision.key": "sk-live-0123456789abcdef", "arcgis.token": "tok-abcdef-123456",
+           "arcgis.client_secret": "cs-ABCDEF-987654", "arcgis.password": "pw-Secret-42"}
+
+
+def test_secret_settings_never_show_in_repr_display_or_errors():
+    """API keys, tokens and passwords stay out of repr, as_flat_dict and error messages."""
+    s = Settings.from_mapping({**SECRETS, "arcgis.client_id": "app", "arcgis.username": "u"})
+    shown = repr(s) + repr(s.vision) + repr(s.arcgis) + str(s.as_flat_dict())
+    assert not [v for v in SECRETS.values() if v in shown]
+    assert s.as_flat_dict()["vision.key"] == "[REDACTED]"
+    assert s.as_flat_dict(reveal_secrets=True)["vision.key"] == SECRETS["vision.key"]
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"vision.key": 12345678901234567})
+    assert "12345678901234567" not in str(info.value)
+
+
+@pytest.mark.parametrize("load", [
+    lambda: Settings().with_values({"retry.task_attempt": ""}),
+    lambda: Settings().with_values({"retry.task_attempt": None}),
+    lambda: Settings().with_values({"nonsense": "  "}),
+    lambda: Settings.from_env({"FAIR_RETRY_TASK_ATTEMPT": ""}),
+    lambda: Settings.from_mapping({"FAIR_BREAKER_FAILURE_RAT": " "}, prefix="FAIR_"),
+], ids=["dotted", "none", "no-group", "env", "macro"])
+def test_an_unknown_name_fails_even_with_an_empty_value(load):
+    """Blank means "not set" only for a real setting: a typo with a blank value still raises."""
+    with pytest.raises(ConfigurationError, match="is not a known setting"):
+        load()
+
+
+def test_other_tools_fair_variables_are_skipped_even_when_empty():
+    """FAIR_DB_URL and FAIR_TEST_PG_URL belong to other tools: empty or not, they are skipped."""
+    assert Settings.from_env({"FAIR_DB_URL": "", "FAIR_TEST_PG_URL": "",
+                              "FAIR_RETRY_JITTER": ""}) == Settings()
+
+
+@pytest.mark.parametrize("name, suggested", [
+    ("FAIR_RETRY_TASK_ATTEMPT", "FAIR_RETRY_TASK_ATTEMPTS"),
+    ("retry.task_attempt", "retry.task_attempts"),
+    ("BREAKER_FAILURE_RAT", "BREAKER_FAILURE_RATE"),
+])
+def test_an_unknown_field_names_the_setting_it_resembles(name, suggested):
+    """A typo in a known group names the real setting, written the way the typo was."""
+    prefix = "FAIR_" if name.startswith("FAIR_") else ""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({name: "5"}, prefix=prefix)
+    assert info.value.field == name
+    assert str(info.value) == f"{name}='5': is not a known setting (did you mean {suggested}?)"
+
+
+NUMBERS = [name for name, value in Settings().as_flat_dict().items()
+           if isinstance(value, (int, float)) and not isinstance(value, bool)]
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", float("inf"), float("nan")],
+                         ids=["inf", "-inf", "nan", "float-inf", "float-nan"])
+@pytest.mark.parametrize("name", NUMBERS)
+def test_every_number_refuses_a_non_finite_value_saying_so(name, value):
+    """inf and nan, as text or as floats, are refused by every number with "must be finite"."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({name: value})
+    assert (info.value.field, info.value.reason) == (name, "must be finite")
+
+
+def test_a_non_finite_per_asset_threshold_says_must_be_finite():
+    """A per-asset-type threshold of inf is refused with "must be finite" too."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({"validation.thresholds": "hydrant=inf"})
+    assert info.value.reason == "must be finite"
+
+
+@pytest.mark.parametrize("name", ["FAIR_VISION_KYE", "FAIR_ARCGIS_TOKN", "FAIR_VISION_APIKEY"])
+def test_a_misspelt_secret_setting_keeps_its_value_out_of_the_error(name):
+    """A typo in a group holding a secret is refused without echoing the value it was given."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({name: "sk-live-0123456789abcdef"})
+    assert "sk-live-0123456789abcdef" not in str(info.value) + repr(info.value.value)
+    assert "is not a known setting" in str(info.value)

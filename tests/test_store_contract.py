@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fme_ai_resilience.errors import ErrorClass, FailureClass
+from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FailureClass
 from fme_ai_resilience.ledger import (
     CallRecord,
     DeadLetterOutcome,
@@ -17,6 +17,7 @@ from fme_ai_resilience.ledger import (
     Status,
     TaskOutcome,
 )
+from fme_ai_resilience.pipeline_settings import SECRET_SETTINGS
 from fme_ai_resilience.store import SqlStore
 from fme_ai_resilience.submission import Submission
 
@@ -575,11 +576,19 @@ def test_config_upserts(store):
     assert store.get_config() == {"breaker.failure_rate": "0.4", "retry.task_attempts": "6"}
 
 
+@pytest.mark.parametrize("secret", sorted(SECRET_SETTINGS))
+def test_a_secret_setting_is_never_stored(store, secret):
+    """The config table refuses secrets (all or none), and the refusal does not show the value."""
+    with pytest.raises(ConfigurationError) as info:
+        store.set_config({"breaker.failure_rate": "0.4", secret: "sk-live-0123456789"}, now=T0)
+    assert "sk-live-0123456789" not in str(info.value) and store.get_config() == {}
+
+
 def test_the_upgrade_drops_a_retired_setting_row_and_keeps_the_others(store):
     """A resilience_config row naming the retired intake.park_ceiling_factor is removed by the
     migration that retires it, so it cannot keep the other rows out of force."""
     store.set_config({"intake.park_ceiling_factor": "10", "INTAKE_PARK_CEILING_FACTOR": "5",
                       "intake.watermark": "60"}, now=T0)
-    store._transact(lambda tx: tx.execute("DELETE FROM schema_version WHERE version = 2"))
-    assert store.init_schema(now=T0) == [2]
+    store._transact(lambda tx: tx.execute("DELETE FROM schema_version WHERE version = 3"))
+    assert store.init_schema(now=T0) == [3]
     assert store.get_config() == {"intake.watermark": "60"}

@@ -66,7 +66,8 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
     for name, params in (
             ("register", {"key": "x", "source": "s", "trace_id": "t", "feature_global_id": "f",
                           "attachment_global_id": None, "event_type": "addData",
-                          "payload": "{}", "now": T0, "due_at": T0, "ceiling": 10,
+                          "payload": "{}", "now": T0, "due_at": T0, "received_at": None,
+                          "ceiling": 10,
                           "park": True, "count_limit": 11, "park_ceiling": 100}),
             ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60}),
             ("backlog", {"count_limit": 2 ** 62}), ("backlog", {"count_limit": 35000})):

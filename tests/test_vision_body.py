@@ -66,6 +66,13 @@ def test_read_failures_are_classified(clock, exc, field):
     assert getattr(read, field) and read.body == b"{"
 
 
+
+def test_a_stream_closed_before_the_read_ends_it_with_what_came(clock):
+    """A closed stream (requests already read a redirect's body) ends the read, not raises."""
+    read = read_body(FakeRaw([b"{", ValueError("I/O operation on closed file.")]),
+                     clock.monotonic() + 1, 100, clock=clock)
+    assert read.body == b"{" and not (read.timed_out or read.reset or read.oversize)
+
 def test_timed_session_mounts_the_phase_adapter(clock):
     """The default session measures connects and ignores proxy environment variables."""
     session = timed_session(clock=clock)

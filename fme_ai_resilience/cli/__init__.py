@@ -11,7 +11,7 @@ import sys
 from typing import List, Optional
 
 from .. import __version__
-from .common import EXIT_USAGE
+from .common import EXIT_USAGE, exit_codes
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -23,6 +23,10 @@ COMMANDS = (
     "serve",
     "breaker",
     "degrade",
+    "dlq",
+    "check",
+    "workspaces",
+    "flow",
 )
 
 
@@ -30,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``fme-ai-resilience`` parser with every command group."""
     parser = argparse.ArgumentParser(
         prog="fme-ai-resilience",
-        description="Keep a Survey123 -> FME Flow -> Vision AI pipeline whole.")
+        description="Keep a Survey123 -> FME Flow -> Vision AI pipeline whole: the ledger, the "
+                    "intake gateway, the capacity plan, the shared breakers and the "
+                    "degradation ladder. Each command has its own --help.",
+        epilog=exit_codes("a check failed, a configuration does not fit or the ledger could "
+                          "not do it"))
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

@@ -9,9 +9,11 @@ from typing import Any
 
 from ..clock import SystemClock
 from ..store import display_url
-from .common import EXIT_OK, add_db_option, command, open_from_args
+from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args
 
 __all__ = ["add_parser"]
+
+CANNOT = "the ledger could not be reached, created or upgraded"
 
 
 @command
@@ -30,11 +32,16 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("db", help="create or upgrade the ledger schema",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "db", help="create or upgrade the ledger schema",
+        description="Create or upgrade the ledger schema. Both actions are idempotent: run "
+                    "one at every deployment.", epilog=exit_codes(CANNOT))
     actions = parser.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     for name, text in (("init", "create the ledger tables (harmless when they exist)"),
                        ("upgrade", "apply the migrations a database does not have yet")):
-        action = actions.add_parser(name, help=text, description=text)
+        action = actions.add_parser(
+            name, help=text, epilog=exit_codes(CANNOT),
+            description=f"{text[0].upper()}{text[1:]}. Creates a new SQLite file; PostgreSQL "
+                        f"databases must exist.")
         add_db_option(action)
         action.set_defaults(func=_migrate)

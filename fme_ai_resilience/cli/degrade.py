@@ -8,25 +8,35 @@ from typing import Any
 from ..clock import SystemClock
 from ..degrade import LadderState, Level, model_for
 from ..services.shared_ladder import Degradation
-from .common import EXIT_OK, add_db_option, command, ledger
+from .common import EXIT_OK, add_db_option, command, exit_codes, ledger
 
 __all__ = ["add_parser", "describe"]
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser("degrade", help="show or override the degradation ladder L0-L4",
-                              description=__doc__.splitlines()[0])
+    p = subparsers.add_parser(
+        "degrade", help="show or override the degradation ladder L0-L4",
+        description="Show the degradation ladder every engine shares, hold it at a level or "
+                    "release it.", epilog=exit_codes())
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    show = actions.add_parser("show", help="the level in force and why")
+    text = "the level in force, the computed level, any override and the model in use"
+    show = actions.add_parser("show", help="the level in force and why", epilog=exit_codes(),
+                              description=f"Show {text}.")
     show.add_argument("--json", action="store_true", help="print JSON")
     add_db_option(show)
     show.set_defaults(func=run, level=None, clear=False)
-    put = actions.add_parser("set", help="hold the ladder at LEVEL until 'degrade auto'")
+    put = actions.add_parser("set", help="hold the ladder at LEVEL until 'degrade auto'",
+                             epilog=exit_codes(),
+                             description="Hold the ladder at LEVEL for every engine until "
+                                         "'degrade auto' clears the override.")
     put.add_argument("level", help="L0-L4, 0-4 or a name (normal, sample, fallback, "
                                    "critical_only, paused)")
     add_db_option(put)
     put.set_defaults(func=run, json=False, clear=False)
-    auto = actions.add_parser("auto", help="clear the override: back to the computed level")
+    auto = actions.add_parser("auto", help="clear the override: back to the computed level",
+                              epilog=exit_codes(),
+                              description="Clear the override: every engine returns to the "
+                                          "level the signals call for.")
     add_db_option(auto)
     auto.set_defaults(func=run, json=False, level=None, clear=True)
 

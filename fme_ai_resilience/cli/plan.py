@@ -5,8 +5,9 @@ of ``--photos-per-submission`` photos; with ``--burst N``, what a burst of N sub
 (its tasks, how many are parked past the watermark, whether it fits under the park ceiling and
 how long the parked backlog takes to drain at the planned rate); the task budget (1.5 x the
 latency promise), the worst-case task time of the retry policy and whether it fits the task
-budget and FME's job runtime limit (``tm_ttc``). Settings come from ``FAIR_*`` environment
-variables, then ``--set group.field=value``, then the explicit options.
+budget, the lease (``processing.lease_s``) and FME's job runtime limit (``tm_ttc``). Settings
+come from ``FAIR_*`` environment variables, then ``--set group.field=value``, then the
+explicit options.
 """
 from __future__ import annotations
 
@@ -19,31 +20,49 @@ from ..checks import count
 from ..retry import RetryPolicy
 from ..settings import Settings
 from ..task_budget import check_budget
-from .common import EXIT_FAILED, EXIT_OK, command, settings_from_args
+from .common import (EXIT_FAILED, EXIT_OK, command, exit_codes, number, setting_default,
+                     settings_from_args, whole)
 
 __all__ = ["add_parser", "build_plan", "format_plan"]
+
+
+#: The options that set a setting: ``(option, setting, type, help)``. Only the form of a value
+#: is checked when parsing; its range is the setting's, whose message names it.
+SETTING_OPTIONS = (
+    ("--engines", "intake.engines", whole, "FME engines processing tasks"),
+    ("--mean-seconds", "intake.mean_processing_s", number, "mean processing time of one task"),
+    ("--latency-seconds", "intake.latency_promise_s", number, "the business latency promise"),
+    ("--attempts", "retry.task_attempts", whole, "task-wide attempt budget"),
+    ("--job-limit-seconds", "processing.job_runtime_limit_s", number,
+     "FME's job runtime limit tm_ttc, 0 for none (not checked)"),
+    ("--tasks-per-job", "processing.claim_limit", whole,
+     "tasks one processor job works through, for the job limit"),
+)
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plan", help="capacity and time-budget calculator",
-        description="Watermark, task budget, worst-case task time and whether the "
-                    "configuration fits (seed sections 3.2 and 5.3).")
-    p.add_argument("--engines", type=int, help="FME engines processing tasks")
-    p.add_argument("--mean-seconds", type=float, help="mean processing time of one task (s)")
-    p.add_argument("--latency-seconds", type=float, help="the business latency promise (s)")
-    p.add_argument("--attempts", type=int, help="task-wide attempt budget")
-    p.add_argument("--job-limit-seconds", type=float,
-                   help="FME job runtime limit tm_ttc (s); checked when given")
-    p.add_argument("--tasks-per-job", type=int,
-                   help="tasks one processor job works through (default: processing.claim_limit)")
-    p.add_argument("--photos-per-submission", type=int, default=1, metavar="N",
-                   help="photos one survey submission carries: each is a task (default 1)")
-    p.add_argument("--burst", type=int, metavar="SUBMISSIONS",
+        description="The backlog watermark (Little's law) and the park ceiling, a burst's "
+                    "parked tasks and drain time (--burst, --photos-per-submission), the task "
+                    "budget (1.5 x the latency promise), the worst-case task time of the retry "
+                    "policy, and whether it fits the task budget, the lease (processing.lease_s) "
+                    "and FME's job runtime limit. Settings come from FAIR_* environment "
+                    "variables, then --set, then the options below. The ledger is not read.",
+        epilog=exit_codes("with --check, the configuration does not fit",
+                          usage="a bad option or setting"))
+    for option, setting, kind, text in SETTING_OPTIONS:
+        p.add_argument(option, dest=setting, type=kind(), metavar="N" if kind is whole else "S",
+                       help=f"{text} {setting_default(setting)}")
+    p.add_argument("--photos-per-submission", type=whole(minimum=1), default=1, metavar="N",
+                   help="photos one survey submission carries: each is a task (default: 1)")
+    p.add_argument("--burst", type=whole(minimum=1), metavar="SUBMISSIONS",
                    help="size a burst of this many submissions arriving at once (a crew "
-                        "syncing after an offline day): parked tasks, park ceiling, drain time")
+                        "syncing after an offline day): parked tasks, park ceiling, drain time "
+                        "(default: none)")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting, e.g. --set timeouts.ttfb_s=15 (repeatable)")
+                   help="any setting, e.g. --set timeouts.ttfb_s=15; repeatable (default: "
+                        "none)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--check", action="store_true",
                    help="exit 1 when the configuration does not fit")
@@ -51,22 +70,28 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return settings_from_args(args.values, {
-        "intake.engines": args.engines, "intake.mean_processing_s": args.mean_seconds,
-        "intake.latency_promise_s": args.latency_seconds, "retry.task_attempts": args.attempts})
+    return settings_from_args(args.values, {setting: getattr(args, setting)
+                                            for _, setting, _, _ in SETTING_OPTIONS})
 
 
 def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
                tasks_per_job: Optional[int] = None, photos_per_submission: int = 1,
                burst: Optional[int] = None) -> Dict[str, Any]:
-    """The plan as a JSON-ready dict (what ``--json`` prints); ``burst`` submissions of
-    ``photos_per_submission`` photos each are sized when given."""
+    """The plan as a JSON-ready dict (what ``--json`` prints).
+
+    ``job_limit_s`` and ``tasks_per_job`` default to ``processing.job_runtime_limit_s`` (0: the
+    job limit is not checked) and ``processing.claim_limit``; ``burst`` submissions of
+    ``photos_per_submission`` photos each are sized when given.
+    """
     photos = count("--photos-per-submission", photos_per_submission, minimum=1)
     intake, timeouts = settings.intake, settings.timeouts
     capacity = intake.capacity
     policy = RetryPolicy.from_settings(settings)
+    if job_limit_s is None:
+        job_limit_s = settings.processing.job_runtime_limit_s or None
     per_job = tasks_per_job if tasks_per_job is not None else settings.processing.claim_limit
-    check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job)
+    check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job,
+                         lease_s=settings.processing.lease_s)
     watermark = capacity.watermark
     sized = None if burst is None else _burst(count("--burst", burst, minimum=1), photos,
                                               watermark, intake.park_ceiling,
@@ -99,6 +124,8 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
         "worst_case_task_s": round(check.worst_case_s, 3),
         "inline_attempts": check.inline_attempts,
         "fits_task_budget": check.fits_task_budget,
+        "lease_s": check.lease_s,
+        "fits_lease": check.fits_lease,
         "job_limit_s": check.job_limit_s,
         "tasks_per_job": check.tasks_per_job,
         "fits_job_limit": check.fits_job_limit,
@@ -157,6 +184,8 @@ def format_plan(plan: Dict[str, Any]) -> str:
         f"  worst-case task time: {plan['worst_case_task_s']:g} s ({plan['task_attempts']} "
         f"attempts, inline waits up to {plan['max_inline_wait_s']:g} s)",
         f"  fits task budget:     {_yes_no(plan['fits_task_budget'])}",
+        f"  fits lease:           {_yes_no(plan['fits_lease'])} "
+        f"(processing.lease_s {plan['lease_s']:g} s)",
         f"  fits FME job limit:   {_yes_no(plan['fits_job_limit'])}"
         + (f" (tm_ttc {plan['job_limit_s']:g} s, {plan['tasks_per_job']} tasks per job)"
            if plan["job_limit_s"] is not None else ""),
@@ -187,7 +216,7 @@ def _in_submissions(plan: Dict[str, Any], submissions: int) -> str:
 
 @command
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(_settings(args), args.job_limit_seconds, args.tasks_per_job,
-                      args.photos_per_submission, args.burst)
+    plan = build_plan(_settings(args), photos_per_submission=args.photos_per_submission,
+                      burst=args.burst)
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else format_plan(plan))
     return EXIT_FAILED if args.check and not plan["fits"] else EXIT_OK

@@ -22,7 +22,8 @@ from ..redact import redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import DB_ENV, EXIT_FAILED, EXIT_OK, announce, command, settings_from_args
+from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
+                     number, port, setting_default, settings_from_args, whole)
 from .httpserver import DEFAULT_BACKLOG, GatewayServer
 
 __all__ = ["add_parser", "build_server"]
@@ -38,51 +39,59 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 
 def add_parser(subparsers: Any) -> None:
-    from ..store import DEFAULT_URL
-
     p = subparsers.add_parser(
         "serve", help="run the intake gateway (WSGI on waitress)",
         description="Answer Survey123 webhooks with the full status contract, writing into the "
-                    "ledger. Secrets are read from environment variables, never from options.")
-    p.add_argument("--db", default=os.environ.get(DB_ENV) or DEFAULT_URL,
-                   help=f"ledger URL (default: ${DB_ENV}, else {DEFAULT_URL})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks one)")
+                    "ledger (a SQLite ledger's schema is created or upgraded at start; a "
+                    "PostgreSQL one needs db init). Secrets are read from "
+                    "environment variables, never from options. Settings come from FAIR_* "
+                    "environment variables, then --set, then the options; the resilience_config "
+                    "table applies over all of them.",
+        epilog=exit_codes("the ledger could not be opened or the address is taken"))
+    add_db_option(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=port, default=8080, metavar="N",
+                   help="port, 0 to 65535; 0 picks a free one (default: 8080)")
     p.add_argument("--overload-mode", choices=("park", "reject"),
-                   help="past the watermark: park (store DEFERRED, default) or reject (429)")
+                   help="past the watermark: park (store DEFERRED) or reject (429) "
+                        f"{setting_default('intake.overload_mode')}")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
-                   help="any setting, e.g. --set intake.watermark=200 (repeatable)")
-    p.add_argument("--config-ttl-seconds", type=float, default=30.0, metavar="S",
-                   help="re-read the resilience_config table at most every S seconds; its "
-                        "rows apply over the options (default 30)")
+                   help="any setting, e.g. --set intake.watermark=200; repeatable (default: "
+                        "none)")
+    p.add_argument("--config-ttl-seconds", type=number(minimum=0), default=30.0, metavar="S",
+                   help="re-read the resilience_config table at most every S seconds "
+                        "(default: 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
-                   help=f"require header {DEFAULT_SECRET_HEADER} to equal ${{VAR}} "
-                        f"(e.g. {SECRET_ENV})")
-    p.add_argument("--secret-header", default=DEFAULT_SECRET_HEADER,
-                   help="the header carrying the shared secret")
+                   help=f"require header --secret-header to equal ${{VAR}}, e.g. {SECRET_ENV} "
+                        f"(default: none, no shared secret)")
+    p.add_argument("--secret-header", default=DEFAULT_SECRET_HEADER, metavar="NAME",
+                   help=f"the header carrying the shared secret (default: "
+                        f"{DEFAULT_SECRET_HEADER})")
     p.add_argument("--signing-secret-env", default=None, metavar="VAR",
                    help=f"require a Standard Webhooks signature with the whsec_ secret in "
-                        f"${{VAR}} (e.g. {SIGNING_ENV})")
-    p.add_argument("--threads", type=int, default=8,
-                   help="worker threads running the gateway (default 8)")
-    p.add_argument("--backlog", type=int, default=DEFAULT_BACKLOG,
-                   help=f"listen backlog: connections the kernel holds for a burst (default "
-                        f"{DEFAULT_BACKLOG}; Linux caps it at net.core.somaxconn)")
-    p.add_argument("--connection-limit", type=int, default=500,
-                   help="open connections at most; more wait in the backlog (default 500)")
-    p.add_argument("--idle-timeout-seconds", type=float, default=30.0, metavar="S",
+                        f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
+    p.add_argument("--threads", type=whole(minimum=1, maximum=1000), default=8, metavar="N",
+                   help="worker threads running the gateway (default: 8)")
+    p.add_argument("--backlog", type=whole(minimum=1), default=DEFAULT_BACKLOG, metavar="N",
+                   help=f"listen backlog: connections the kernel holds for a burst; Linux caps "
+                        f"it at net.core.somaxconn (default: {DEFAULT_BACKLOG})")
+    p.add_argument("--connection-limit", type=whole(minimum=1), default=500, metavar="N",
+                   help="open connections at most; more wait in the backlog (default: 500)")
+    p.add_argument("--idle-timeout-seconds", type=number(above=0), default=30.0, metavar="S",
                    help="close a connection with no request in progress after S seconds "
-                        "(default 30)")
-    p.add_argument("--read-timeout-seconds", type=float, default=60.0, metavar="S",
+                        "(default: 30)")
+    p.add_argument("--read-timeout-seconds", type=number(above=0), default=60.0, metavar="S",
                    help="answer 408 to a request not received in full S seconds after its "
-                        "first byte (default 60)")
-    p.add_argument("--shutdown-timeout-seconds", type=float, default=20.0, metavar="S",
-                   help="on SIGTERM or Ctrl-C, wait at most S seconds for the requests in "
-                        "flight (default 20)")
-    p.add_argument("--flow-url", help="FME Flow base URL: answer 503 when it has no engine "
-                                      "capacity")
+                        "first byte (default: 60)")
+    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0), default=20.0,
+                   metavar="S", help="on SIGTERM or Ctrl-C, wait at most S seconds for the "
+                                     "requests in flight (default: 20)")
+    p.add_argument("--flow-url", metavar="URL",
+                   help="FME Flow base URL: answer 503 when it has no engine capacity "
+                        "(default: none, no capacity check)")
     p.add_argument("--flow-token-env", default=FLOW_TOKEN_ENV, metavar="VAR",
-                   help=f"environment variable holding the FME Flow token (default "
+                   help=f"environment variable holding the FME Flow token (default: "
                         f"{FLOW_TOKEN_ENV})")
     p.set_defaults(func=run)
 
@@ -109,9 +118,9 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     if args.flow_url:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
     store = open_store(args.db, settings=settings.database)
-    announce(store=store)
     try:
-        _check_schema(store=store)
+        _check_schema(store=store)  # the first read: an unreachable ledger stops serve here
+        announce(store=store)
         live = LiveSettings(settings, store=store, ttl_s=args.config_ttl_seconds)
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),

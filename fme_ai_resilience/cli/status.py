@@ -9,23 +9,28 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from ..clock import Clock, SystemClock
 from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
+from ..services.observe import read_signals
 from ..store import SqlStore, display_url
-from .common import EXIT_OK, add_db_option, command, open_from_args
+from ..settings import Settings
+from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args, settings_for
 
 __all__ = ["add_parser", "ledger_status", "render"]
 
 DRAIN_WINDOW_S = 3600.0
 
 
-def ledger_status(*, store: SqlStore, clock: Clock) -> Dict[str, Any]:
-    """The numbers ``status`` shows, as one JSON-ready dict."""
+def ledger_status(*, store: SqlStore, clock: Clock,
+                  settings: Optional[Settings] = None) -> Dict[str, Any]:
+    """The numbers ``status`` shows, as one JSON-ready dict (with the golden signals)."""
     counts = store.counts()
     counters = store.intake_counters()
+    signals = read_signals(settings or Settings(), store=store, now=clock.now())
     return {
+        "signals": signals.as_dict(),
         "schema_version": store.schema_version(),
         "ledger": counts,
         "total": sum(counts.values()),
@@ -58,13 +63,37 @@ def render(where: str, report: Dict[str, Any]) -> str:
                  f"intake.max_refusal_records: only in the log)")
     lines.append(f"  {'invalid bodies not kept':<30}{intake['invalid_not_kept']:>8}   (answered "
                  f"400, past intake.max_invalid_per_minute or max_invalid_total)")
+    lines += _render_signals(report["signals"])
     return "\n".join(lines)
+
+
+def _render_signals(s: Dict[str, Any]) -> List[str]:
+    def sec(value: Optional[float]) -> str:
+        return "n/a" if value is None else f"{value:.2f} s"
+
+    latency, traffic, sat = s["latency_p95_s"], s["traffic"], s["saturation"]
+    lines = [f"Golden signals, last {s['window_s']:g} s: {s['level']}",
+             f"  latency P95         intake {sec(latency['intake'])}, AI call "
+             f"{sec(latency['ai_call'])}, end to end {sec(latency['end_to_end'])}",
+             f"  traffic             {traffic['webhooks_per_min']:.1f} webhooks/min, "
+             f"{traffic['ai_calls_per_min']:.1f} AI calls/min, "
+             f"{traffic['reused_analyses']} analyses reused",
+             f"  errors              " + (", ".join(
+                 f"{k} {v}" for k, v in s["errors"]["by_class"].items()) or "none"),
+             f"  saturation          backlog {sat['backlog']} of watermark {sat['watermark']} "
+             f"({sat['backlog_ratio']:.0%})",
+             f"  format anomalies    {s['format_anomalies']['count']} "
+             f"({s['format_anomalies']['rate']:.0%} of AI calls)",
+             f"  AI spend            {s['spend']['amount']:.2f} {s['spend']['currency']}"]
+    lines += [f"  ! {a['level']}: {a['message']}" for a in s["alerts"]]
+    return lines
 
 
 @command
 def _status(args: argparse.Namespace) -> int:
     with open_from_args(args) as store:
-        report = ledger_status(store=store, clock=SystemClock())
+        report = ledger_status(store=store, clock=SystemClock(),
+                               settings=settings_for(store=store))
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -73,8 +102,12 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("status", help="the ledger by status, dead letters by cause",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "status", help="the ledger by status, dead letters by cause",
+        description="The ledger's water level: tasks by status, dead letters by cause, the "
+                    "tasks finished in the last hour and the golden signals. Never creates a "
+                    "SQLite file.",
+        epilog=exit_codes())
     add_db_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=_status)

@@ -1,8 +1,15 @@
-"""FME Flow REST: queued/running job counts and engine occupancy, as a cached health probe.
+"""FME Flow REST: job counts and engine occupancy as a cached health probe, and deployment.
 
 ``FlowClient`` speaks REST v4 (``/fmeapiv4``) and falls back to v3 (``/fmerest/v3``, deprecated
 since FME Flow 2025.1) when v4 answers 404. The token travels only in the
-``Authorization: fmetoken token=<token>`` header and never appears in reprs, logs or errors.
+``Authorization: fmetoken token=<token>`` header and never appears in reprs, logs or errors;
+neither do the values of secret published parameters (the ledger URL).
+
+Deployment: :meth:`FlowClient.ensure_repository`, :meth:`FlowClient.upload_workspace`,
+:meth:`FlowClient.put_schedule` and :meth:`FlowClient.submit_job`, with the request bodies of
+:mod:`fme_ai_resilience.deployment`. The job submission (v4 body, v3 path) and the v3 upload
+are in shared/reference/fme.md; the other request shapes are modelled on Safe's documentation
+and unverified against a live FME Flow (docs/fme-flow.md lists them).
 
 Intake uses :meth:`FlowClient.health` to answer 503 + Retry-After when FME Flow has no engine
 capacity. A probe that fails (Flow unreachable, bad answer) reports ``reachable=False`` and
@@ -16,25 +23,30 @@ stale, wait for the probe in flight rather than starting their own (one probe at
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import math
+import re
 import threading
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Iterable, List, Mapping, Optional, Tuple
+from urllib.parse import quote
 
 import requests
 
 from ..checks import count, finite
 from ..clock import Clock, SystemClock
+from ..deployment import V3, V4, JobRequest, Schedule, job_body, schedule_body
 from ..errors import ConfigurationError, FlowError
-from ..redact import redact_text
+from ..redact import excerpt, redact_text
 
 __all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4"]
 
 log = logging.getLogger("fme_ai_resilience.flow")
 
-V4 = "v4"
-V3 = "v3"
+_ITEM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.fmw")
+#: The service a v3 workspace must be registered with to be submitted or scheduled (modelled).
+V3_JOB_SUBMITTER = "fmejobsubmitter"
 
 
 @dataclass(frozen=True)
@@ -168,7 +180,125 @@ class FlowClient:
                           running=running, engines=total, busy_engines=busy,
                           api_version=self.api_version, checked_at=now)
 
+    # -- deployment ---------------------------------------------------------------------------
+    def repositories(self) -> List[str]:
+        """The names of every repository the token can see. Raises :class:`FlowError`."""
+        body = self._read(("/fmeapiv4/repositories", {"limit": -1}),
+                          ("/fmerest/v3/repositories", {"limit": -1}))
+        return [str(item.get("name")) for item in _items(body) if item.get("name")]
+
+    def ensure_repository(self, name: str, description: str = "") -> bool:
+        """Create repository ``name`` unless it exists; True when this call created it.
+
+        v4 ``POST /fmeapiv4/repositories`` with JSON, v3 ``POST /fmerest/v3/repositories``
+        with a form (both modelled); a 409 (created meanwhile) counts as existing.
+        """
+        if name in self.repositories():
+            return False
+        fields = {"name": name, "description": description}
+        if self._api() == V4:
+            response = self._send("POST", "/fmeapiv4/repositories", ok=(200, 201, 409),
+                                  json=fields)
+        else:
+            response = self._send("POST", "/fmerest/v3/repositories", ok=(200, 201, 409),
+                                  data=fields)
+        return response.status_code != 409
+
+    def upload_workspace(self, repository: str, filename: str, content: bytes) -> str:
+        """Put the workspace file into ``repository``: ``"created"`` or ``"replaced"``.
+
+        ``POST .../repositories/{repository}/items`` with the file as the body
+        (``Content-Disposition: attachment; filename="..."``, fme.md for v3); an item that
+        exists (409) is replaced with ``PUT .../items/{filename}``. On v3 the workspace is
+        then registered with the job submitter service (modelled).
+        """
+        if not isinstance(filename, str) or not _ITEM_NAME.fullmatch(filename):
+            raise ConfigurationError("filename", filename, "must be a plain NAME.fmw")
+        if not isinstance(content, bytes):
+            raise ConfigurationError("content", type(content).__name__, "must be bytes")
+        items = f"{self._root()}/repositories/{_segment(repository)}/items"
+        headers = {"Content-Type": "application/octet-stream",
+                   "Content-Disposition": f'attachment; filename="{filename}"'}
+        response = self._send("POST", items, ok=(200, 201, 409), data=content, headers=headers)
+        outcome = "created"
+        if response.status_code == 409:
+            self._send("PUT", f"{items}/{_segment(filename)}", ok=(200, 201, 204),
+                       data=content, headers=headers)
+            outcome = "replaced"
+        if self._api() == V3:
+            self._send("PUT", f"{items}/{_segment(filename)}/services", ok=(200, 201, 204),
+                       data={"services": V3_JOB_SUBMITTER})
+        return outcome
+
+    def put_schedule(self, schedule: Schedule) -> str:
+        """Create ``schedule`` or replace the one with its category and name: ``"created"`` or
+        ``"updated"`` (``GET``, then ``PUT`` or ``POST`` under ``.../schedules``, modelled).
+        It begins now, by this client's clock, in UTC."""
+        if not isinstance(schedule, Schedule):
+            raise ConfigurationError("schedule", schedule, "must be a Schedule")
+        api = self._api()
+        begin = datetime.datetime.fromtimestamp(self._clock.now(), datetime.timezone.utc)
+        body = schedule_body(schedule, api, begin=begin.strftime("%Y-%m-%dT%H:%M:%S"))
+        secrets = schedule.job.secret_values
+        one = (f"{self._root()}/schedules/{_segment(schedule.category)}/"
+               f"{_segment(schedule.name)}")
+        found = self._send("GET", one, ok=(200, 404), secrets=secrets)
+        if found.status_code == 200:
+            self._send("PUT", one, ok=(200, 201, 204), json=body, secrets=secrets)
+            return "updated"
+        self._send("POST", f"{self._root()}/schedules", ok=(200, 201), json=body,
+                   secrets=secrets)
+        return "created"
+
+    def submit_job(self, job: JobRequest) -> int:
+        """Submit ``job`` now and return its job id: v4 ``POST /fmeapiv4/jobs``, v3 ``POST
+        /fmerest/v3/transformations/submit/{repository}/{workspace}`` (fme.md)."""
+        if not isinstance(job, JobRequest):
+            raise ConfigurationError("job", job, "must be a JobRequest")
+        api = self._api()
+        path = "/fmeapiv4/jobs" if api == V4 else (
+            f"/fmerest/v3/transformations/submit/{_segment(job.repository)}/"
+            f"{_segment(job.workspace)}")
+        response = self._send("POST", path, ok=(200, 201, 202), json=job_body(job, api),
+                              secrets=job.secret_values)
+        try:
+            job_id = response.json().get("id")
+        except (ValueError, AttributeError):
+            job_id = None
+        if not isinstance(job_id, int) or isinstance(job_id, bool):
+            raise FlowError(f"POST {path}: the answer carries no job id")
+        return job_id
+
+    def _api(self) -> str:
+        """The REST version, found out by listing repositories when not known yet."""
+        if self.api_version is None:
+            self.repositories()
+        return self.api_version or V4
+
+    def _root(self) -> str:
+        return "/fmeapiv4" if self._api() == V4 else "/fmerest/v3"
+
     # -- HTTP ---------------------------------------------------------------------------------
+    def _send(self, method: str, path: str, *, ok: Tuple[int, ...], json: Any = None,
+              data: Any = None, headers: Optional[Mapping[str, str]] = None,
+              secrets: Iterable[str] = ()) -> requests.Response:
+        """One write (or existence check) with the token; any status outside ``ok`` raises
+        :class:`FlowError` naming the path, the status and FME Flow's own message, scrubbed
+        of the token and of ``secrets``."""
+        all_headers = {"Authorization": f"fmetoken token={self._token}",
+                       "Accept": "application/json", **(headers or {})}
+        try:
+            response = self._session.request(method, self.base_url + path, json=json, data=data,
+                                             headers=all_headers, timeout=self.timeout_s,
+                                             allow_redirects=False)
+        except requests.RequestException as exc:
+            raise FlowError(self._clean(f"{method} {path}: {type(exc).__name__}: {exc}",
+                                        secrets)) from None
+        if response.status_code not in ok:
+            raise FlowError(self._clean(f"{method} {path}: HTTP {response.status_code}"
+                                        f"{_server_message(response)}", secrets))
+        return response
+
     def _read(self, v4: Tuple[str, Optional[Mapping[str, Any]]],
               v3: Tuple[str, Optional[Mapping[str, Any]]]) -> Any:
         """GET on v4; the first 404 from v4 switches this client to v3 for good (older Flow)."""
@@ -192,7 +322,8 @@ class FlowClient:
         if response.status_code == 404 and fallback_on_404:
             raise _NotThere()
         if response.status_code != 200:
-            raise FlowError(f"GET {path}: HTTP {response.status_code}")
+            raise FlowError(self._clean(f"GET {path}: HTTP {response.status_code}"
+                                        f"{_server_message(response)}"))
         try:
             body = response.json()
         except ValueError:
@@ -201,12 +332,29 @@ class FlowClient:
             self.api_version = V4 if path.startswith("/fmeapiv4") else V3
         return body
 
-    def _clean(self, text: str) -> str:
-        return redact_text(text, [self._token])
+    def _clean(self, text: str, secrets: Iterable[str] = ()) -> str:
+        return redact_text(text, [self._token, *secrets])
 
 
 class _NotThere(FlowError):
     """A v4 endpoint answered 404 (the client then switches to v3)."""
+
+
+def _segment(value: str) -> str:
+    """One path segment, percent-encoded (a repository or schedule name with a space)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError("name", value, "must be a non-empty string")
+    return quote(value, safe="")
+
+
+def _server_message(response: requests.Response) -> str:
+    """FME Flow's own explanation of a refusal, short (``: Queue 'x' does not exist``)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    message = body.get("message") if isinstance(body, Mapping) else None
+    return f": {excerpt(message, 200)}" if isinstance(message, str) and message else ""
 
 
 def _items(body: Any) -> List[Mapping[str, Any]]:

@@ -23,13 +23,21 @@ from ..ledger import CallRecord
 from ..store.base import Store
 from .calibration import calibrate
 
-__all__ = ["CircuitBreaker"]
+__all__ = ["CircuitBreaker", "known_service"]
 
 log = logging.getLogger("fme_ai_resilience.breaker")
 
 #: The token of a slot's first claim (the store starts tokens at 0 and adds 1 per claim); a
 #: claim with a later token took over a slot whose probe went silent past ``probe_timeout_s``.
 _FIRST_CLAIM = 1
+
+
+def known_service(service: str, *, store: Store) -> bool:
+    """Whether some engine uses ``service``: it has a ``circuit_state`` row or calls in
+    ``ai_call_log`` (what operators may steer without creating a circuit by a typo)."""
+    if service in store.breaker_list():
+        return True
+    return store.call_window(service, 0.0, BreakerPolicy().slow_call_s).calls > 0
 
 
 class CircuitBreaker:

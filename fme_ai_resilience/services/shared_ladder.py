@@ -38,7 +38,8 @@ def gather_signals(intake: IntakeSettings, primary: CircuitBreaker,
     return Signals.measured(
         backlog, intake.capacity.watermark, window,
         primary=effective_state(primary.state()),
-        fallback=None if fallback is None else effective_state(fallback.state()))
+        fallback=None if fallback is None else effective_state(fallback.state()),
+        min_calls=policy.min_calls)
 
 
 class Degradation:

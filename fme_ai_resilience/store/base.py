@@ -6,13 +6,19 @@ Token-carrying writes return whether they took effect: a stale lease token chang
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 from ..breaker import BreakerState
 from ..degrade import LadderState
 from ..errors import ErrorClass, FailureClass
 from ..ledger import (
+    AssetRow,
     CallRecord,
+    CallSample,
+    CompletionSample,
+    Notification,
+    PruneResult,
+    RegistrationSample,
     CallWindow,
     DeadLetterOutcome,
     FormatAnomaly,
@@ -55,13 +61,14 @@ class Store(Protocol):
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
-                 now: float) -> Registration:
+                 now: float, received_at: Optional[float] = None) -> Registration:
         """Insert-or-report-existing plus the backlog check, in one round trip.
 
         Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
         OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling`` (None:
         no limit), past which it too returns OVER_BACKLOG. A duplicate key is reported whatever
-        the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable.
+        the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable;
+        ``received_at`` when the webhook that carried it arrived (the intake latency signal).
         """
 
     def record_dead_letter(self, key: str, payload: Mapping[str, Any],
@@ -106,8 +113,8 @@ class Store(Protocol):
         """PROCESSING -> SUCCEEDED with the outcome and result."""
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, *, now: float) -> bool:
-        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+             retry_at: float, *, now: float, attempts: int = 1) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; adds ``attempts`` to the count."""
 
     def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
@@ -115,6 +122,14 @@ class Store(Protocol):
     def bury(self, key: str, token: int, failure_class: FailureClass, error: str, *,
              now: float) -> bool:
         """PROCESSING -> DEAD with a failure class (a dead letter)."""
+
+    def renew(self, key: str, token: int, lease_s: float, *, now: float) -> bool:
+        """Extend a live lease to ``now + lease_s``; False when the lease was lost."""
+
+    def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,
+                            result: Optional[Mapping[str, Any]], asset: AssetRow, *,
+                            now: float) -> bool:
+        """:meth:`complete` and the task's ``asset_condition`` row in one transaction."""
 
     # -- compensation ------------------------------------------------------------------------
     def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
@@ -161,6 +176,61 @@ class Store(Protocol):
 
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first."""
+
+    # -- analysis cache, notifications, retention, reconciliation, signals ----------------------
+    def cached_analysis(self, fingerprint: str) -> Optional[Dict[str, Any]]:
+        """The validated result remembered for a photo content and model configuration."""
+
+    def remember_analysis(self, fingerprint: str, result: Mapping[str, Any], *,
+                          now: float) -> bool:
+        """Keep a validated result; False when one was kept already (the first stays)."""
+
+    def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
+        """Count one reuse of a remembered result."""
+
+    def asset_condition(self, task_key: str) -> Optional[Dict[str, Any]]:
+        """The ``asset_condition`` row of one task, or None."""
+
+    def notify(self, kind: str, subject: str, body: str, task_key: Optional[str] = None, *,
+               now: float) -> bool:
+        """Queue a notification for people; kept once per kind and task."""
+
+    def pending_notifications(self, limit: int = 100) -> List[Notification]:
+        """Notifications not handed over yet, oldest first."""
+
+    def mark_notified(self, ids: Iterable[int], *, now: float) -> int:
+        """Mark notifications handed over; returns how many were pending."""
+
+    def prune(self, calls_before: float, anomalies_before: float) -> PruneResult:
+        """Delete call-log rows and format anomalies older than the given times."""
+
+    def dead_letter_records(self, failure_class: Optional[FailureClass] = None,
+                            limit: int = 50, offset: int = 0) -> List[TaskRecord]:
+        """Dead letters, newest first."""
+
+    def requeue_candidates(self, failure_class: FailureClass, max_requeues: int,
+                           limit: int) -> List[Tuple[str, int]]:
+        """``(key, requeue_count)`` of dead letters of a class with requeues left."""
+
+    def requeue_later(self, key: str, requeue_count: int, due_at: float, *,
+                      now: float) -> bool:
+        """A dead letter back to PENDING at ``due_at``, spending one requeue (compare-and-set)."""
+
+    def existing_keys(self, keys: Sequence[str]) -> Set[str]:
+        """Which of ``keys`` the ledger holds."""
+
+    def call_samples(self, since: float, limit: int = ...) -> List[CallSample]:
+        """Outbound calls since a time, newest first."""
+
+    def completion_samples(self, since: float, limit: int = ...) -> List[CompletionSample]:
+        """Tasks finished since a time, newest first."""
+
+    def registration_samples(self, since: float,
+                             limit: int = ...) -> List[RegistrationSample]:
+        """Tasks registered since a time, newest first."""
+
+    def anomalies_since(self, since: float) -> int:
+        """How many format anomalies were observed since a time."""
 
     def get_config(self) -> Dict[str, str]:
         """The ``resilience_config`` table as ``{name: value}`` (strings, as stored)."""

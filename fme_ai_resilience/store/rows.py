@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict, Mapping, Optional
 
 from ..checks import count
-from ..errors import ConfigurationError, FailureClass
+from ..errors import ConfigurationError, ErrorClass, FailureClass
 from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
 from .text import clean_json, needs_cleaning
 
@@ -78,7 +78,9 @@ def task_of(row: Mapping[str, Any]) -> Task:
         attempt_count=int(row["attempt_count"]), payload=from_json(row["payload"]) or {},
         trace_id=row["trace_id"], source=row["source"], created_at=float(row["created_at"]),
         checkpoints=checkpoints_of(row),
-        failure_class=optional(FailureClass, row["failure_class"]))
+        failure_class=optional(FailureClass, row["failure_class"]),
+        error_class=optional(ErrorClass, row.get("error_class")),
+        requeue_count=int(row.get("requeue_count") or 0))
 
 
 def record_of(row: Mapping[str, Any]) -> TaskRecord:
@@ -92,4 +94,6 @@ def record_of(row: Mapping[str, Any]) -> TaskRecord:
         last_error=row["last_error"], next_attempt_at=row["next_attempt_at"],
         lease_owner=row["lease_owner"], lease_expires_at=row["lease_expires_at"],
         lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
-        result=from_json(row["result"]), completed_at=row["completed_at"])
+        result=from_json(row["result"]), completed_at=row["completed_at"],
+        error_class=optional(ErrorClass, row.get("error_class")),
+        requeue_count=int(row.get("requeue_count") or 0), received_at=row.get("received_at"))

@@ -24,6 +24,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..ledger import (
+    AssetRow,
     CallRecord,
     CallWindow,
     FormatAnomaly,
@@ -37,11 +38,13 @@ from ..ledger import (
     TaskOutcome,
     TaskRecord,
 )
-from ..redact import excerpt, redact_mapping, redact_text
+from ..pipeline_settings import SECRET_SETTINGS
+from ..redact import REDACTED, excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
 from .intake_records import IntakeRecordOps
+from .pipeline_rows import PipelineRowOps
 from .rows import (
     ERROR_LIMIT, NO_LIMIT, from_json, limit_of, optional, record_of, task_of, to_json,
 )
@@ -125,6 +128,10 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     return target(detail)
 
 
+class _Stale(StoreError):
+    """A fenced write inside a transaction found no row: roll the transaction back."""
+
+
 def status_of_new_task(backlog: int, ceiling: int, park: bool,
                        park_ceiling: int) -> Optional[Status]:
     """The status a new registration gets at ``backlog``, or None when it is refused."""
@@ -135,7 +142,7 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
+class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -223,7 +230,7 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
-                 now: float) -> Registration:
+                 now: float, received_at: Optional[float] = None) -> Registration:
         """:meth:`Store.register <fme_ai_resilience.store.base.Store.register>`, in one round
         trip. The ceiling is a watermark: concurrent registrations may pass it by a few rows."""
         if not isinstance(submission, Submission):
@@ -242,6 +249,7 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
             "attachment_global_id": submission.attachment_global_id,
             "event_type": submission.event_type, "payload": to_json(payload, "payload"),
             "now": now, "due_at": now if due_at is None else finite("due_at", due_at),
+            "received_at": None if received_at is None else finite("received_at", received_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
             "park_ceiling": NO_LIMIT if park_ceiling is None else min(park_ceiling, NO_LIMIT),
         })
@@ -306,12 +314,14 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
                             result=to_json(result, "result"))
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
-             retry_at: float, *, now: float) -> bool:
-        """PROCESSING -> FAILED, due again at ``retry_at``; counts an attempt."""
+             retry_at: float, *, now: float, attempts: int = 1) -> bool:
+        """PROCESSING -> FAILED, due again at ``retry_at``; ``attempts`` (the failed attempts
+        of this run, inline retries included) are added to the task's attempt count."""
         return self._fenced("fail", key, token, now=now,
                             error_class=ErrorClass(error_class).value,
                             error=excerpt(error, ERROR_LIMIT),
-                            retry_at=finite("retry_at", retry_at))
+                            retry_at=finite("retry_at", retry_at),
+                            attempts=count("attempts", attempts, minimum=1))
 
     def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
         """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
@@ -323,6 +333,44 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
         return self._fenced("bury", key, token, now=now,
                             failure_class=FailureClass(failure_class).value,
                             error=excerpt(error, ERROR_LIMIT))
+
+    def renew(self, key: str, token: int, lease_s: float, *, now: float) -> bool:
+        """Extend a live lease to ``now + lease_s`` (fenced: False when the lease was lost)."""
+        now = finite("now", now)
+        return self._fenced("renew", key, token, now=now,
+                            expires_at=now + finite("lease_s", lease_s, above=0))
+
+    def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,
+                            result: Optional[Mapping[str, Any]], asset: AssetRow, *,
+                            now: float) -> bool:
+        """:meth:`complete` and the task's ``asset_condition`` row in one transaction.
+
+        Either both are written or neither: a stale token (the lease was lost) writes no asset
+        row, and a failure between the two statements rolls both back. Returns whether the
+        task was completed.
+        """
+        params = {"key": key, "token": count("token", token), "now": finite("now", now),
+                  "outcome": TaskOutcome(outcome).value, "result": to_json(result, "result")}
+        row = {"key": name("asset.task_key", asset.task_key),
+               "feature_global_id": name("asset.feature_global_id", asset.feature_global_id),
+               "attachment_global_id": asset.attachment_global_id,
+               "asset_type": asset.asset_type, "condition": asset.condition,
+               "confidence": None if asset.confidence is None else finite(
+                   "asset.confidence", asset.confidence, minimum=0, maximum=1),
+               "outcome": TaskOutcome(asset.outcome).value,
+               "model_version": asset.model_version, "trace_id": asset.trace_id,
+               "now": params["now"]}
+
+        def work(tx: Tx) -> bool:
+            tx.run("asset_upsert", row)
+            if tx.run("complete", params).rowcount == 1:
+                return True
+            raise _Stale()
+
+        try:
+            return self._transact(work)
+        except _Stale:
+            return False
 
     # -- compensation ------------------------------------------------------------------------
     def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
@@ -459,9 +507,16 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, abc.ABC):
         return {r["name"]: r["value"] for r in self._statement("get_config", write=False).rows}
 
     def set_config(self, values: Mapping[str, str], *, now: float) -> None:
-        """Upsert settings into ``resilience_config`` (all or none)."""
+        """Upsert settings into ``resilience_config`` (all or none). A secret setting
+        (``vision.key``, ``arcgis.client_secret``...) is refused: secrets never reach the
+        ledger."""
         now = finite("now", now)
         items: List[Tuple[str, str]] = [(name("name", k), str(v)) for k, v in values.items()]
+        for setting, _ in items:
+            if setting.strip().lower() in SECRET_SETTINGS:
+                raise ConfigurationError(setting, REDACTED, "is a secret and is never stored in "
+                                         "the ledger: give it as a FAIR_* variable or a "
+                                         "published parameter")
 
         def work(tx: Tx) -> None:
             for setting, value in items:

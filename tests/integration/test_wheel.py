@@ -46,3 +46,28 @@ def test_db_init_runs_from_the_installed_wheel(wheel, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "schema version 0 ->" in done.stdout
     assert db.exists()
+
+
+def test_the_drill_stand_ins_run_from_the_installed_wheel(wheel, tmp_path):
+    """The stand-ins ship in the wheel: the Vision AI stand-in answers from a plain install."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    env = dict(os.environ, PYTHONPATH=str(target))
+    script = (
+        "import http.client, json\n"
+        "from fme_ai_resilience.drill.standins import VisionStandIn, PhotoHost\n"
+        "with PhotoHost() as photos, VisionStandIn() as vision:\n"
+        "    photos.add('a.jpg')\n"
+        "    conn = http.client.HTTPConnection('127.0.0.1', vision.port, timeout=5)\n"
+        "    conn.request('POST', '/analyze', photos.data('a.jpg'),\n"
+        "                 {'Content-Type': 'application/octet-stream'})\n"
+        "    answer = json.loads(conn.getresponse().read())\n"
+        "    print(answer['condition'] == vision.truth(photos.data('a.jpg'))[0])\n"
+        "import fme_ai_resilience\n"
+        "print(fme_ai_resilience.__file__)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, text=True,
+                          capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "True"
+    assert done.stdout.splitlines()[1].startswith(str(target))

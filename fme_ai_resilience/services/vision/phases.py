@@ -363,6 +363,8 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
             return BodyRead(b"".join(chunks), timed_out=True, detail="body read timed out")
         except OSError as exc:
             return BodyRead(b"".join(chunks), reset=True, detail=type(exc).__name__)
+        except ValueError:   # a closed stream: requests reads a redirect's body itself
+            return BodyRead(b"".join(chunks))
         if not chunk:
             return BodyRead(b"".join(chunks))
         chunks.append(chunk)

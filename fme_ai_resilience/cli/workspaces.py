@@ -1,0 +1,138 @@
+"""``fme-ai-resilience workspaces build|check``: generate the FME workspaces and check them.
+
+``build`` writes ``WS-01_intake.fmw``, ``WS-02_processor.fmw`` and ``WS-03_compensator.fmw``
+from the ``.py`` scripts beside them (the source of truth) and the published parameters of
+:mod:`fme_ai_resilience.parameters`; a file whose text would not change is not touched.
+``check`` checks any ``.fmw`` (by default the three in ``--dir``): the rules of
+:mod:`fme_ai_resilience.fmw_check`, and, for a template with its script beside it, that the
+file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
+Exit codes: 0 every file passes, 1 a problem (one line each on stdout, ``FILE: rule:
+what``), 2 a usage error (a missing directory, script or file).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, List, Optional, Sequence
+
+from ..fmw import WorkspaceSpec, render_workspace
+from ..fmw_check import Problem, check_workspace
+from ..parameters import WORKSPACES, parameters_for
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
+
+__all__ = ["add_parser", "render_template", "check_file"]
+
+DEFAULT_DIR = "workspaces"
+
+
+def add_parser(subparsers: Any) -> None:
+    codes = exit_codes("a file has a problem (one line each on stdout)",
+                       usage="a missing directory, script or file")
+    p = subparsers.add_parser(
+        "workspaces", help="generate and check the FME workspaces", epilog=codes,
+        description="Generate the FME workspaces WS-01, WS-02 and WS-03 from their .py scripts "
+                    "and check any .fmw file.")
+    actions = p.add_subparsers(dest="workspaces_command", metavar="ACTION", required=True)
+    build = actions.add_parser(
+        "build", help="write the .fmw files from their .py scripts",
+        epilog=exit_codes("a script cannot be turned into a workspace",
+                          usage="a missing directory or script"),
+        description="Write WS-01_intake.fmw, WS-02_processor.fmw and WS-03_compensator.fmw "
+                    "from the .py scripts beside them; a file whose text would not change is "
+                    "not touched.")
+    build.add_argument("--dir", default=DEFAULT_DIR,
+                       help=f"the directory holding the scripts (default: {DEFAULT_DIR})")
+    build.set_defaults(func=run_build)
+    check = actions.add_parser(
+        "check", help="check .fmw files (default: the templates)", epilog=codes,
+        description="Check .fmw files against the rules FME 2025.0 saves by; a template with "
+                    "its script beside it must also run exactly that script and be what "
+                    "'workspaces build' writes.")
+    check.add_argument("files", nargs="*", metavar="FILE", help="workspace files to check")
+    check.add_argument("--dir", default=DEFAULT_DIR,
+                       help=f"where the templates are when no FILE is given "
+                            f"(default: {DEFAULT_DIR})")
+    check.set_defaults(func=run_check)
+
+
+def render_template(name: str, script: str) -> str:
+    """The ``.fmw`` text of the template ``name`` (one of :data:`WORKSPACES`) for ``script``."""
+    return render_workspace(WorkspaceSpec(name, script, parameters_for(name)))
+
+
+def _read(path: Path) -> str:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+@command
+def run_build(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        print(f"error: {directory} is not a directory", file=sys.stderr)
+        return EXIT_USAGE
+    missing = [f"{name}.py" for name in WORKSPACES if not (directory / f"{name}.py").is_file()]
+    if missing:
+        print(f"error: {directory} lacks {', '.join(missing)}", file=sys.stderr)
+        return EXIT_USAGE
+    rendered = {name: render_template(name, _read(directory / f"{name}.py"))
+                for name in WORKSPACES}  # every script is valid before any file is written
+    for name, text in rendered.items():
+        target = directory / f"{name}.fmw"
+        if target.is_file() and _read(target) == text:
+            print(f"{target}: unchanged")
+            continue
+        with open(target, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        print(f"{target}: written")
+    return EXIT_OK
+
+
+def check_file(path: Path) -> List[Problem]:
+    """The problems of one workspace file, with the template rules when it is a template."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [Problem("text", f"is not UTF-8: {exc.reason} at byte {exc.start}")]
+    script_path = path.with_suffix(".py")
+    name = path.stem
+    if name not in WORKSPACES or not script_path.is_file():
+        return check_workspace(text)
+    script = _read(script_path)
+    params = parameters_for(name)
+    problems = check_workspace(text, expected_script=script,
+                               expected_parameters={p.name: p.default for p in params})
+    if not problems and text != render_template(name, script):
+        problems.append(Problem("stale", f"is not what 'workspaces build' writes from "
+                                         f"{script_path.name}: run it again"))
+    return problems
+
+
+def _targets(args: argparse.Namespace) -> Optional[Sequence[Path]]:
+    if args.files:
+        return [Path(f) for f in args.files]
+    directory = Path(args.dir)
+    found = [directory / f"{name}.fmw" for name in WORKSPACES
+             if (directory / f"{name}.fmw").is_file()]
+    return found or None
+
+
+@command
+def run_check(args: argparse.Namespace) -> int:
+    targets = _targets(args)
+    if targets is None:
+        print(f"error: no FILE given and no template .fmw in {args.dir}", file=sys.stderr)
+        return EXIT_USAGE
+    unreadable = [str(p) for p in targets if not p.is_file()]
+    if unreadable:
+        print(f"error: no such file: {', '.join(unreadable)}", file=sys.stderr)
+        return EXIT_USAGE
+    failed = 0
+    for path in targets:
+        problems = check_file(path)
+        for problem in problems:
+            print(f"{path}: {problem}")
+        failed += bool(problems)
+    print(f"{len(targets)} file(s) checked, {failed} with problems", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK

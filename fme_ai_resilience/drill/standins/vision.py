@@ -1,0 +1,408 @@
+"""A fault-injecting Vision AI service on loopback that speaks the library's ``generic`` provider.
+
+It takes what ``build_request("generic", ...)`` sends: a POST of the image bytes
+(``application/octet-stream``) or of JSON ``{"image_url": ...}`` (the stand-in fetches the
+URL, which must be on loopback). A successful answer is what ``normalize("generic", payload)``
+reads with the default ``GenericMapping``::
+
+    {"condition": "fair", "confidence": 0.8123,
+     "labels": [{"name": "fair", "confidence": 0.8123}, ...three labels...],
+     "model_version": "standin-vision-1.0"}
+
+The condition and confidence of a photo are its ground truth, :meth:`VisionStandIn.truth`: a
+function of the image's SHA-256 and the seed only, so a photo always gets the same answer.
+
+Faults come from a :class:`FaultSchedule`, in schedule seconds (see ``server``), checked in
+this order for each call:
+
+1. a wrong or missing bearer token (when ``token`` is set): 401, outcome ``unauthorized``;
+2. an outage window: 503 with a JSON error body (the listener stays up: refusing connections
+   on a schedule would mean closing the listening socket and re-binding the same port later,
+   which another process can take in between; ``stop()`` then ``start()`` does refuse
+   connections, on the same port, when a test wants that), outcome ``outage``;
+3. the token bucket (``rate_limit_per_s``): 429 with ``Retry-After`` in whole schedule seconds
+   (at least 1), outcome ``rate_limited``;
+4. an unreadable request (no image, not an image, a URL that cannot be fetched): 400,
+   outcome ``bad_request``;
+5. the model's latency (``latency_s`` plus a uniform draw up to ``latency_jitter_s``), then one
+   draw against the rates: ``server_error`` (500 or 503, JSON error), ``html_502`` (a proxy's
+   ``text/html`` page), ``truncated`` (half the JSON: either the connection closes after a
+   ``Content-Length`` that promised all of it, or a ``Content-Length`` that matches the cut);
+6. otherwise an answer: ``drift`` from ``drift_from_s`` on (``confidence`` renamed ``score``
+   everywhere, model version 2.0), else ``constant`` from ``constant_confidence_from_s`` on
+   (the answer and every label at :data:`CONSTANT_CONFIDENCE`), else ``ok``.
+
+The draws for a photo's n-th call that reaches the model come from
+``random.Random(f"{seed}:{sha256}:{n}")``, so they do not depend on how calls for different
+photos interleave. Latency is waited in real time (``latency_s * time_scale``).
+"""
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from urllib.parse import urlsplit
+
+from ...checks import finite, name, ratio
+from ...errors import ConfigurationError
+from .server import LOOPBACK_HOSTS, Reply, Request, StandInServer
+
+__all__ = ["FaultSchedule", "VisionStandIn", "OUTCOMES", "ANALYSED_OUTCOMES", "MODEL_VERSION",
+           "DRIFTED_MODEL_VERSION", "CONSTANT_CONFIDENCE", "HTML_502_PAGE", "TRUNCATION_MODES"]
+
+#: Every outcome a call can have, as counted in ``snapshot()["by_outcome"]``.
+OUTCOMES = ("ok", "server_error", "html_502", "truncated", "rate_limited", "outage", "drift",
+            "constant", "bad_request", "unauthorized")
+#: The outcomes where the model produced a whole answer (a call a real service would bill).
+ANALYSED_OUTCOMES = ("ok", "drift", "constant")
+MODEL_VERSION = "standin-vision-1.0"
+DRIFTED_MODEL_VERSION = "standin-vision-2.0"
+#: The one confidence every label and answer carries once the constant-confidence bug is on.
+CONSTANT_CONFIDENCE = 0.9
+HTML_502_PAGE = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+                 b"<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+                 b"</body>\r\n</html>\r\n")
+TRUNCATION_MODES = ("close", "short", "either")
+
+_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_FETCH_TIMEOUT_S = 5.0
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM")
+_LABELS = ("utility asset", "outdoor scene")
+
+Window = Tuple[float, float]
+
+
+@dataclass(frozen=True)
+class FaultSchedule:
+    """What goes wrong, and when; every time in schedule seconds since ``start()``.
+
+    ``error_rate``, ``html_502_rate`` and ``truncated_rate`` are probabilities per call that
+    reaches the model (their sum at most 1). ``rate_limit_per_s`` refills a token bucket of
+    ``rate_limit_burst`` tokens (default: one second's worth, at least 1); None: no limit.
+    ``outages`` are ``(start_s, end_s)`` windows, start inclusive, end exclusive.
+    ``truncated_mode`` is ``close``, ``short`` or ``either`` (drawn per call).
+    ``drift_rate`` is the share of photos whose every answer drifts (drawn once per photo:
+    the model changed its JSON for a kind of image), besides everything after ``drift_from_s``.
+    Raises ConfigurationError naming the bad field.
+    """
+
+    latency_s: float = 0.0
+    latency_jitter_s: float = 0.0
+    error_rate: float = 0.0
+    html_502_rate: float = 0.0
+    truncated_rate: float = 0.0
+    truncated_mode: str = "either"
+    rate_limit_per_s: Optional[float] = None
+    rate_limit_burst: Optional[int] = None
+    outages: Sequence[Window] = ()
+    drift_from_s: Optional[float] = None
+    drift_rate: float = 0.0
+    constant_confidence_from_s: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        finite("latency_s", self.latency_s, minimum=0)
+        ratio("drift_rate", self.drift_rate)
+        finite("latency_jitter_s", self.latency_jitter_s, minimum=0)
+        rates = [ratio(n, getattr(self, n)) for n in ("error_rate", "html_502_rate",
+                                                      "truncated_rate")]
+        if sum(rates) > 1.0 + 1e-9:
+            raise ConfigurationError("error_rate", self.error_rate,
+                                     "error_rate + html_502_rate + truncated_rate must be <= 1")
+        if self.truncated_mode not in TRUNCATION_MODES:
+            raise ConfigurationError("truncated_mode", self.truncated_mode,
+                                     f"must be one of {list(TRUNCATION_MODES)}")
+        if self.rate_limit_per_s is not None:
+            finite("rate_limit_per_s", self.rate_limit_per_s, above=0)
+        if self.rate_limit_burst is not None:
+            if not (isinstance(self.rate_limit_burst, int)
+                    and not isinstance(self.rate_limit_burst, bool)
+                    and self.rate_limit_burst >= 1):
+                raise ConfigurationError("rate_limit_burst", self.rate_limit_burst,
+                                         "must be a whole number >= 1")
+        for field_name in ("drift_from_s", "constant_confidence_from_s"):
+            if getattr(self, field_name) is not None:
+                finite(field_name, getattr(self, field_name), minimum=0)
+        windows = []
+        for i, window in enumerate(self.outages):
+            try:
+                start, end = window
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"outages[{i}]", window,
+                                         "must be a (start_s, end_s) pair") from None
+            start = finite(f"outages[{i}].start_s", start, minimum=0)
+            end = finite(f"outages[{i}].end_s", end, above=start)
+            windows.append((start, end))
+        object.__setattr__(self, "outages", tuple(windows))
+
+    @property
+    def burst(self) -> int:
+        """The token bucket's size (0 when there is no rate limit)."""
+        if self.rate_limit_per_s is None:
+            return 0
+        if self.rate_limit_burst is not None:
+            return self.rate_limit_burst
+        return max(1, int(self.rate_limit_per_s))
+
+    def outage_at(self, at_s: float) -> Optional[int]:
+        """The index of the outage window holding ``at_s``, else None."""
+        for i, (start, end) in enumerate(self.outages):
+            if start <= at_s < end:
+                return i
+        return None
+
+
+class _Bucket:
+    """A token bucket on schedule time."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = float(burst)
+        self.last = 0.0
+
+    def take(self, at_s: float) -> Optional[float]:
+        """None when a token was taken, else the schedule seconds until one is there."""
+        if at_s > self.last:
+            self.tokens = min(float(self.burst), self.tokens + (at_s - self.last) * self.rate)
+            self.last = at_s
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return None
+        return (1.0 - self.tokens) / self.rate
+
+
+def _error(status: int, code: Union[int, str], message: str,
+           headers: Tuple[Tuple[str, str], ...] = (), delay_s: float = 0.0) -> Reply:
+    return Reply.json(status, {"error": {"code": code, "message": message}}, headers, delay_s)
+
+
+class VisionStandIn(StandInServer):
+    """A Vision AI service on 127.0.0.1 that fails on a :class:`FaultSchedule` and counts calls.
+
+    ``conditions`` are the answers it gives (the ground truth picks one per photo); ``token``,
+    when set, is the bearer token every call must carry (``Authorization: Bearer <token>``);
+    ``url_field`` is the JSON field of an image URL. Post to :attr:`endpoint` (any path works).
+    """
+
+    kind = "vision"
+
+    def __init__(self, schedule: Optional[FaultSchedule] = None, *, seed: int = 0,
+                 conditions: Sequence[str] = ("good", "fair", "damaged"),
+                 time_scale: float = 1.0, port: int = 0, token: Optional[str] = None,
+                 url_field: str = "image_url") -> None:
+        super().__init__(port=port, time_scale=time_scale)
+        if schedule is None:
+            schedule = FaultSchedule()
+        if not isinstance(schedule, FaultSchedule):
+            raise ConfigurationError("schedule", schedule, "must be a FaultSchedule")
+        self.schedule = schedule
+        self.seed = seed
+        self.conditions = tuple(name("conditions", c) for c in conditions)
+        if not self.conditions:
+            raise ConfigurationError("conditions", conditions, "must name at least one")
+        self.token = token
+        self.url_field = name("url_field", url_field)
+        self._clear()
+
+    @property
+    def endpoint(self) -> str:
+        """The URL to post images to."""
+        return f"{self.url}/analyze"
+
+    def truth(self, image: bytes) -> Tuple[str, float]:
+        """The photo's ground truth: ``(condition, confidence)``, from its SHA-256 and the seed."""
+        return self._truth(hashlib.sha256(bytes(image)).hexdigest())
+
+    def _truth(self, sha: str) -> Tuple[str, float]:
+        digest = hashlib.sha256(f"truth:{self.seed}:{sha}".encode("ascii")).digest()
+        condition = self.conditions[int.from_bytes(digest[:4], "big") % len(self.conditions)]
+        confidence = 0.55 + 0.44 * int.from_bytes(digest[4:8], "big") / 0xFFFFFFFF
+        return condition, round(confidence, 4)
+
+    # --- counters --------------------------------------------------------------------------
+
+    def _clear(self) -> None:
+        self._total = 0
+        self._by_outcome: Counter = Counter({o: 0 for o in OUTCOMES})
+        self._by_sha: Counter = Counter()
+        self._analysed: Counter = Counter()
+        self._draws: Counter = Counter()
+        self._outage_calls = [0] * len(self.schedule.outages)
+        self._log: List[Tuple[float, Optional[str], str]] = []
+        self._bucket = (_Bucket(float(self.schedule.rate_limit_per_s), self.schedule.burst)
+                        if self.schedule.rate_limit_per_s is not None else None)
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The counters: ``total``; ``by_outcome`` (every outcome of :data:`OUTCOMES`);
+        ``by_sha256`` (every call per image SHA-256, refusals included); ``analysed_by_sha256``
+        (calls that got a whole answer, :data:`ANALYSED_OUTCOMES`; a JSON ``image_url`` call
+        refused before its URL was fetched has no SHA-256); ``outages`` (per window:
+        ``start_s``, ``end_s`` and the ``calls`` that arrived inside it); ``log``, the
+        time-ordered ``(schedule_s, sha256 or None, outcome)`` of every call."""
+        with self.lock:
+            return {
+                "total": self._total,
+                "by_outcome": dict(self._by_outcome),
+                "by_sha256": dict(self._by_sha),
+                "analysed_by_sha256": dict(self._analysed),
+                "outages": [{"start_s": s, "end_s": e, "calls": n} for (s, e), n in
+                            zip(self.schedule.outages, self._outage_calls)],
+                "log": sorted(self._log, key=lambda entry: entry[0]),
+            }
+
+    def reset(self) -> None:
+        """Counters to zero, the bucket full, every photo's draws from the start, and schedule
+        time back to 0 (the next run gets the same answers as the first)."""
+        with self.lock:
+            self._clear()
+            self.restart_schedule()
+
+    def _record(self, at_s: float, sha: Optional[str], outcome: str) -> None:
+        with self.lock:
+            self._total += 1
+            self._by_outcome[outcome] += 1
+            if sha is not None:
+                self._by_sha[sha] += 1
+                if outcome in ANALYSED_OUTCOMES:
+                    self._analysed[sha] += 1
+            self._log.append((at_s, sha, outcome))
+
+    # --- answering -------------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Reply:
+        at_s = self.schedule_time()
+        raw_sha = (hashlib.sha256(request.body).hexdigest()
+                   if request.body and "json" not in request.content_type else None)
+        if request.method != "POST":
+            self._record(at_s, None, "bad_request")
+            return _error(405, "MethodNotAllowed", "POST an image")
+        if self.token is not None and request.header("authorization") != f"Bearer {self.token}":
+            self._record(at_s, raw_sha, "unauthorized")
+            return _error(401, "Unauthorized", "Access denied due to invalid subscription key.")
+        with self.lock:
+            window = self.schedule.outage_at(at_s)
+            if window is not None:
+                self._outage_calls[window] += 1
+                self._record(at_s, raw_sha, "outage")
+                return _error(503, 503, "Service Unavailable")
+            wait_s = self._bucket.take(at_s) if self._bucket is not None else None
+            if wait_s is not None:
+                self._record(at_s, raw_sha, "rate_limited")
+                seconds = max(1, math.ceil(wait_s - 1e-9))
+                return _error(429, "429", f"Rate limit is exceeded. Try again in {seconds} "
+                              f"seconds.", headers=(("Retry-After", str(seconds)),))
+        image, problem = self._image(request)
+        if image is None:
+            self._record(at_s, raw_sha, "bad_request")
+            return _error(400, problem[0], problem[1])
+        sha = hashlib.sha256(image).hexdigest()
+        with self.lock:
+            nth = self._draws[sha]
+            self._draws[sha] += 1
+        rng = random.Random(f"{self.seed}:{sha}:{nth}")
+        schedule = self.schedule
+        delay = self.real_seconds(schedule.latency_s + rng.uniform(0, schedule.latency_jitter_s))
+        draw, pick = rng.random(), rng.random()
+        if draw < schedule.error_rate:
+            self._record(at_s, sha, "server_error")
+            status = 500 if pick < 0.5 else 503
+            return _error(status, status, "The server had an error while processing the "
+                          "request.", delay_s=delay)
+        draw -= schedule.error_rate
+        if draw < schedule.html_502_rate:
+            self._record(at_s, sha, "html_502")
+            return Reply(502, HTML_502_PAGE, "text/html", delay_s=delay)
+        draw -= schedule.html_502_rate
+        if draw < schedule.truncated_rate:
+            self._record(at_s, sha, "truncated")
+            whole = self._answer_bytes(sha, "ok")
+            cut = max(1, len(whole) // 2)
+            mode = schedule.truncated_mode
+            if mode == "either":
+                mode = "close" if pick < 0.5 else "short"
+            if mode == "close":
+                return Reply(200, whole, "application/json", delay_s=delay, send_bytes=cut)
+            return Reply(200, whole[:cut], "application/json", delay_s=delay)
+        outcome = "ok"
+        if (schedule.drift_from_s is not None and at_s >= schedule.drift_from_s) or \
+                self._drifts(sha):
+            outcome = "drift"
+        elif (schedule.constant_confidence_from_s is not None
+              and at_s >= schedule.constant_confidence_from_s):
+            outcome = "constant"
+        self._record(at_s, sha, outcome)
+        return Reply(200, self._answer_bytes(sha, outcome), "application/json", delay_s=delay)
+
+    def drifts(self, image: bytes) -> bool:
+        """Whether every answer for this photo drifts (its draw under ``drift_rate``)."""
+        return self._drifts(hashlib.sha256(image).hexdigest())
+
+    def _drifts(self, sha: str) -> bool:
+        rate = self.schedule.drift_rate
+        return bool(rate) and random.Random(f"{self.seed}:{sha}:drift").random() < rate
+
+    def _answer_bytes(self, sha: str, outcome: str) -> bytes:
+        condition, confidence = self._truth(sha)
+        if outcome == "constant":
+            confidence = CONSTANT_CONFIDENCE
+            scores = [confidence] * (1 + len(_LABELS))
+        else:
+            scores = [confidence] + [round(confidence * f, 4) for f in (0.8, 0.6)]
+        key = "score" if outcome == "drift" else "confidence"
+        labels = [{"name": n, key: c} for n, c in zip((condition,) + _LABELS, scores)]
+        payload = {"condition": condition, key: confidence, "labels": labels,
+                   "model_version": DRIFTED_MODEL_VERSION if outcome == "drift"
+                   else MODEL_VERSION}
+        return json.dumps(payload, separators=(",", ":")).encode("utf-8")
+
+    def _image(self, request: Request) -> Tuple[Optional[bytes], Tuple[str, str]]:
+        """The image bytes a request carries, else None and ``(error code, message)``."""
+        if "json" in request.content_type:
+            try:
+                data = json.loads(request.body.decode("utf-8"))
+            except ValueError:
+                return None, ("InvalidRequest", "The body is not JSON.")
+            url = data.get(self.url_field) if isinstance(data, dict) else None
+            if not isinstance(url, str) or not url:
+                return None, ("InvalidRequest", f"The JSON body has no {self.url_field}.")
+            image, problem = _fetch(url)
+            if image is None:
+                return None, ("InvalidImageUrl", problem)
+        else:
+            image = request.body
+        if not image:
+            return None, ("InvalidRequest", "The body is empty.")
+        if len(image) > _MAX_IMAGE_BYTES:
+            return None, ("InvalidImageSize", "The image is over 20 MB.")
+        if not image.startswith(_IMAGE_MAGIC) and not (image[:4] == b"RIFF"
+                                                       and image[8:12] == b"WEBP"):
+            return None, ("InvalidImageFormat", "The data is not an image.")
+        return image, ("", "")
+
+
+def _fetch(url: str) -> Tuple[Optional[bytes], str]:
+    """The bytes at a loopback ``url``, else None and why (no proxy, no redirect followed)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or (parts.hostname or "") not in LOOPBACK_HOSTS:
+        return None, "The stand-in fetches only http:// URLs on loopback."
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port or 80,
+                                      timeout=_FETCH_TIMEOUT_S)
+    try:
+        conn.request("GET", target)
+        answer = conn.getresponse()
+        body = answer.read(_MAX_IMAGE_BYTES + 1)
+    except (http.client.HTTPException, OSError) as exc:
+        return None, f"Fetching the image failed: {exc}."
+    finally:
+        conn.close()
+    if answer.status != 200:
+        return None, f"Fetching the image answered HTTP {answer.status}."
+    return body, ""

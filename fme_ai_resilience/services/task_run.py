@@ -1,0 +1,341 @@
+"""One claimed task's pass through the processor's stages, with its task-wide attempt budget.
+
+:class:`TaskRun` is what :class:`~fme_ai_resilience.services.processor.Processor` runs per task:
+admission (ladder and breaker), the photo list of a webhook that carried none, download,
+analysis (the analysis cache or one Vision AI call, validated), and the sink's write-back and
+completion. Each stage runs under the retry engine; a stage that cannot finish now ends the
+task's work by moving its row (parked FAILED or DEFERRED, or buried DEAD) and raising
+:class:`Parked`, which the processor turns into the task's :class:`TaskResult`.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
+
+from ..classification import CLASSIFICATION
+from ..clock import Deadline
+from ..degrade import Model
+from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
+                      UnsafeURL)
+from ..ledger import CallRecord, Stage, Status, Task, TaskOutcome
+from ..redact import redact_text
+from ..retry import DecisionKind, RetryDecision, RetryHistory
+from ..settings import MAX_COUNT
+from ..validate import VerdictKind, validate
+from .retrying import Retrying, classify_exception
+from .sinks import Conclusion
+from .vision import Photo, VisionOutcome
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .processor import Processor, VisionRoute
+
+__all__ = ["TaskRun", "TaskResult", "Parked", "analysis_fingerprint"]
+
+
+def analysis_fingerprint(photo_sha256: str, model: str) -> str:
+    """The analysis-cache key: the photo's content and the model configuration."""
+    return f"{photo_sha256}|{model}"
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What became of one claimed task in a batch (the FME adapter emits one feature each).
+
+    ``status`` is the task's status afterwards (SUCCEEDED, FAILED, DEFERRED, DEAD, or PENDING
+    for a task handed back unstarted); ``retry_at`` when a parked task is due again.
+    """
+
+    key: str
+    status: Status
+    trace_id: str
+    outcome: Optional[TaskOutcome] = None
+    condition: Optional[str] = None
+    confidence: Optional[float] = None
+    error_class: Optional[ErrorClass] = None
+    failure_class: Optional[FailureClass] = None
+    retry_at: Optional[float] = None
+    reused: bool = False
+    reason: str = ""
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready: enums by value, unset fields left out."""
+        out: Dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value is None or value == "":
+                continue
+            out[name] = value.value if isinstance(value, enum.Enum) else value
+        return out
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A failed attempt of a stage, as the retry engine reads outcomes."""
+
+    error_class: ErrorClass
+    detail: str
+    retry_after_s: Optional[float] = None
+
+
+class Parked(ResilienceError):
+    """Ends the work on a task: its row was already moved (parked, deferred or buried)."""
+
+    def __init__(self, result: TaskResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+class TaskRun:
+    """One task's pass through the stages, with its task-wide attempt budget."""
+
+    def __init__(self, processor: "Processor", task: Task) -> None:
+        self.p = processor
+        self.task = task
+        self.failures = 0   # failed attempts in this run (inline retries included)
+        self.started = processor.clock.now()
+        self.deadline = None if processor.policy.deadline_s is None else Deadline(
+            self.started, processor.policy.deadline_s)
+        self.calls: Dict[str, int] = {}   # Vision AI calls this run made, per service
+        self.retrying = Retrying(processor.policy, clock=processor.clock, rng=processor.rng,
+                                 classifier=_classify, gate=processor.gate)
+
+    # -- stages ----------------------------------------------------------------------------------
+    def through(self) -> TaskResult:
+        p, task = self.p, self.task
+        payload = task.payload
+        if payload.get("attachments_unknown"):
+            return self._expand()
+        level_model = self._admission()
+        if level_model is None:
+            return self._skip("not analysed at this degradation level (manual review)")
+        analyzed = task.checkpoint(Stage.ANALYZED)
+        if analyzed is None:
+            photo = self._stage("download", self._fetch)
+            analyzed = self._analysis(photo, p.routes[level_model])
+        return self._finish(analyzed)
+
+    def _admission(self) -> Optional[Model]:
+        """The model to call, or None to skip; defers the task when the ladder pauses or the
+        breaker of the model refuses."""
+        p, task = self.p, self.task
+        if task.done(Stage.ANALYZED):
+            return Model.PRIMARY   # nothing left to ask: only the write-back remains
+        ladder = p.ladder
+        if ladder.paused():
+            self._defer(p.settings.breaker.cooldown_s, "analysis paused (degradation L4)")
+        if not ladder.should_analyze(task.payload.get("asset_type"), task.key):
+            return None
+        model = ladder.model()
+        breaker = p.breakers[p.routes[model].service]
+        refusal = breaker.allow()
+        if not refusal:
+            self._defer(refusal.retry_after_s, f"circuit of {breaker.service} is open")
+        return model
+
+    def _fetch(self) -> Any:
+        p, task = self.p, self.task
+        url = task.payload.get("attachment_url")
+        if not url:
+            return _Failed(ErrorClass.NOT_FOUND, "the submission names no photo URL")
+        now = p.clock.now()
+        token = p._token(now) if p._token else None
+        started, mono = now, p.clock.monotonic()
+        try:
+            photo = p._download(url, token)
+        except (DownloadError, UnsafeURL) as exc:
+            self._log_call("photos", started, p.clock.monotonic() - mono, exc.error_class,
+                           getattr(exc, "status_code", None))
+            raise
+        self._log_call("photos", started, p.clock.monotonic() - mono, None, 200)
+        digest = hashlib.sha256(photo.content).hexdigest()
+        p.store.checkpoint(task.key, task.lease_token, Stage.DOWNLOADED,
+                           {"sha256": digest, "size": len(photo.content),
+                            "content_type": photo.content_type}, now=p.clock.now())
+        return (photo, digest)
+
+    def _analysis(self, fetched: Tuple[Photo, str],
+                  route: "VisionRoute") -> Mapping[str, Any]:
+        p, task = self.p, self.task
+        photo, digest = fetched
+        fingerprint = analysis_fingerprint(digest, route.model)
+        cached = p.store.cached_analysis(fingerprint)
+        if cached is not None:
+            p.store.note_analysis_reused(fingerprint, now=p.clock.now())
+            assessment = cached["assessment"]
+            reused = True
+        else:
+            outcome = self._stage("analysis", lambda: self._ask(route, photo.content))
+            assessment = outcome.assessment.to_dict()
+            p.store.remember_analysis(fingerprint, {"assessment": assessment,
+                                                    "service": route.service},
+                                      now=p.clock.now())
+            reused = False
+        verdict = validate(assessment, p.settings.validation, task.payload.get("asset_type"))
+        analyzed = {"assessment": assessment, "verdict": verdict.kind.value,
+                    "reasons": list(verdict.reasons), "fingerprint": fingerprint,
+                    "sha256": digest, "reused": reused, "service": route.service}
+        p.store.checkpoint(task.key, task.lease_token, Stage.ANALYZED, analyzed,
+                           now=p.clock.now())
+        return analyzed
+
+    def _ask(self, route: "VisionRoute", image: bytes) -> Any:
+        """One Vision AI call under the breaker: logged, judged, its anomaly recorded."""
+        p, task = self.p, self.task
+        breaker = p.breakers[route.service]
+        permit = breaker.allow()
+        if not permit:
+            return _Failed(ErrorClass.CIRCUIT_OPEN, f"circuit of {route.service} is open",
+                           permit.retry_after_s)
+        started = p.clock.now()
+        outcome: VisionOutcome = route.client.analyze(image, task.trace_id)
+        retry = bool(task.attempt_count or self.calls.get(route.service))
+        self.calls[route.service] = self.calls.get(route.service, 0) + 1
+        breaker.record(permit, outcome.to_call_record(route.service, started, retry=retry,
+                                                      task_key=task.key))
+        if outcome.error_class is ErrorClass.BAD_FORMAT:
+            anomaly = outcome.format_anomaly(p.clock.now(), task.key)
+            if anomaly is not None:
+                p.store.record_anomaly(anomaly)
+            return outcome
+        if not outcome.ok:
+            return outcome
+        verdict = validate(outcome.assessment, p.settings.validation,
+                           task.payload.get("asset_type"))
+        if verdict.invalid:
+            anomaly = verdict.anomaly(provider=outcome.provider, observed_at=p.clock.now(),
+                                      excerpt=outcome.excerpt,
+                                      model_version=outcome.model_version, task_key=task.key,
+                                      trace_id=task.trace_id)
+            p.store.record_anomaly(anomaly)  # type: ignore[arg-type]
+            return _Failed(ErrorClass.BAD_FORMAT, "; ".join(verdict.reasons))
+        return outcome
+
+    def _finish(self, analyzed: Mapping[str, Any]) -> TaskResult:
+        assessment = analyzed["assessment"]
+        outcome = TaskOutcome.ACCEPTED if analyzed["verdict"] == VerdictKind.ACCEPTED.value \
+            else TaskOutcome.REVIEW
+        result = {"condition": assessment["condition"],
+                  "confidence": assessment["confidence"], "labels": assessment.get("labels"),
+                  "model_version": assessment.get("model_version"),
+                  "provider": assessment.get("provider"), "verdict": analyzed["verdict"],
+                  "reasons": analyzed["reasons"], "reused": analyzed["reused"],
+                  "sha256": analyzed["sha256"], "outcome": outcome.value}
+        return self._complete(outcome, result)
+
+    def _skip(self, reason: str) -> TaskResult:
+        return self._complete(TaskOutcome.SKIPPED, {"outcome": TaskOutcome.SKIPPED.value,
+                                                    "reason": reason, "reused": False})
+
+    def _complete(self, outcome: TaskOutcome, result: Dict[str, Any]) -> TaskResult:
+        task = self.task
+        conclusion = Conclusion(task, outcome, result)
+        done = self._stage("write-back", lambda: self._deliver(conclusion))
+        status = Status.SUCCEEDED if done else Status.PROCESSING
+        return TaskResult(task.key, status, task.trace_id, outcome=outcome,
+                          condition=result.get("condition"),
+                          confidence=result.get("confidence"), reused=bool(result["reused"]),
+                          reason="" if done else "lease lost before completion")
+
+    def _deliver(self, conclusion: Conclusion) -> Any:
+        return self.p.sink.finish(conclusion, store=self.p.store, now=self.p.clock.now())
+
+    def _expand(self) -> TaskResult:
+        """A webhook without a photo list: list the feature's photos, one task each."""
+        p, task = self.p, self.task
+        if p._lister is None:
+            return self._bury(FailureClass.BAD_REQUEST,
+                              "the webhook carried no photo list and no layer lister is set")
+        listed = self._stage("photo list", lambda: list(p._lister(task)))  # type: ignore[misc]
+        # Photos of a task already accepted: stored whatever the backlog (never refused).
+        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now()).key
+                      for sub in listed]
+        return self._complete(TaskOutcome.SKIPPED, {
+            "outcome": TaskOutcome.SKIPPED.value, "reused": False,
+            "reason": f"the feature's {len(registered)} photo(s) registered as their own tasks",
+            "expanded": registered})
+
+
+    # -- the retry engine around a stage ---------------------------------------------------------
+    def _stage(self, name: str, attempt: Callable[[], Any]) -> Any:
+        """Run one stage's attempt under the policy; returns its value, or ends the task."""
+        history = RetryHistory(prior_attempts=self.task.attempt_count + self.failures,
+                               prior_by_class=_prior(self.task))
+        run = self.retrying.run(_guarded, attempt, history=history, deadline=self.deadline)
+        self.failures += sum(1 for a in run.decision.history.attempts
+                             if a.error_class is not None
+                             and CLASSIFICATION[a.error_class].counts_attempt)
+        if run.ok:
+            return run.value
+        decision = run.decision
+        detail = f"{name}: {getattr(run.value, 'detail', decision.reason)}"
+        if decision.kind is DecisionKind.GIVE_UP:
+            return self._bury(decision.failure_class or FailureClass.BUDGET, detail, decision)
+        return self._park(decision, detail)
+
+    def _park(self, decision: RetryDecision, detail: str) -> TaskResult:
+        p, task = self.p, self.task
+        until = decision.until if decision.until is not None else p.clock.now()
+        error_class = decision.error_class or ErrorClass.SERVER_ERROR
+        if CLASSIFICATION[error_class].counts_attempt and self.failures:
+            p.store.fail(task.key, task.lease_token, error_class, detail, until,
+                         now=p.clock.now(), attempts=self.failures)
+            status = Status.FAILED
+        else:
+            p.store.defer(task.key, task.lease_token, until, now=p.clock.now())
+            status = Status.DEFERRED
+        raise Parked(TaskResult(task.key, status, task.trace_id, error_class=error_class,
+                                 retry_at=until, reason=detail))
+
+    def _defer(self, wait_s: float, reason: str) -> None:
+        p, task = self.p, self.task
+        until = p.clock.now() + max(0.0, wait_s)
+        p.store.defer(task.key, task.lease_token, until, now=p.clock.now())
+        raise Parked(TaskResult(task.key, Status.DEFERRED, task.trace_id,
+                                 error_class=ErrorClass.CIRCUIT_OPEN, retry_at=until,
+                                 reason=reason))
+
+    def _bury(self, failure_class: FailureClass, detail: str,
+              decision: Optional[RetryDecision] = None) -> TaskResult:
+        p, task = self.p, self.task
+        p.store.bury(task.key, task.lease_token, failure_class, detail, now=p.clock.now())
+        raise Parked(TaskResult(task.key, Status.DEAD, task.trace_id,
+                                 error_class=decision.error_class if decision else None,
+                                 failure_class=failure_class, reason=detail))
+
+    def _log_call(self, service: str, started: float, duration_s: float,
+                  error_class: Optional[ErrorClass], status: Optional[int]) -> None:
+        self.p.store.record_call(CallRecord(
+            service=service, started_at=started, duration_s=max(0.0, duration_s),
+            error_class=None if error_class is None else ErrorClass(error_class).value,
+            status_code=status, retry=bool(self.task.attempt_count or self.failures),
+            trace_id=self.task.trace_id, task_key=self.task.key))
+
+
+def _guarded(attempt: Callable[[], Any]) -> Any:
+    """``attempt()``, with the failures a stage can have turned into outcomes: an error that
+    carries its class (a download, ArcGIS or token failure) or a transport exception. The
+    ledger's own errors and anything unknown propagate."""
+    try:
+        return attempt()
+    except StoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - classified below, re-raised when unknown
+        error_class = _classify(exc)
+        if error_class is None:
+            raise
+        return _Failed(error_class, redact_text(str(exc)), getattr(exc, "retry_after_s", None))
+
+
+def _prior(task: Task) -> Mapping[ErrorClass, int]:
+    """What the ledger knows of earlier runs per class: the last error class, once."""
+    return {task.error_class: 1} if task.error_class is not None and task.attempt_count else {}
+
+
+def _classify(exc: BaseException) -> Optional[ErrorClass]:
+    """The library's errors carry their class; everything else as the retry engine knows it."""
+    error_class = getattr(exc, "error_class", None)
+    if isinstance(exc, ResilienceError) and error_class is not None:
+        return ErrorClass(error_class)
+    return classify_exception(exc)

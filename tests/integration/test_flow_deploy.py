@@ -1,0 +1,221 @@
+"""``fme-ai-resilience flow deploy`` against a stand-in of FME Flow's REST API on 127.0.0.1:
+the exact requests it makes on v4 and on the v3 fallback, and no token or ledger URL shown."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fme_ai_resilience.cli import main
+from tests.integration.flow_standin import start
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+WORKSPACES = ROOT / "workspaces"
+FILES = ("WS-01_intake.fmw", "WS-02_processor.fmw", "WS-03_compensator.fmw")
+TOKEN = "fmetoken-0b7c-5ecret-a1"
+DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"
+BEGIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
+V4_JOB = {"FAIR_DB": DB}
+
+
+@pytest.fixture
+def flow():
+    servers = []
+
+    def run(mode="v4", token=TOKEN, **kwargs):
+        server = start(token, mode, **kwargs)
+        servers.append(server)
+        return server
+
+    yield run
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def environment(monkeypatch):
+    monkeypatch.setenv("FLOW_TOKEN_TEST", TOKEN)
+    monkeypatch.setenv("LEDGER_URL_TEST", DB)
+    for name in [n for n in os.environ if n.startswith("FAIR_")]:
+        monkeypatch.delenv(name)
+
+
+def deploy(server, *extra, directory=WORKSPACES):
+    return main(["flow", "deploy", "--url", server.url, "--token-env", "FLOW_TOKEN_TEST",
+                 "--repository", "fair", "--dir", str(directory), "--db-env",
+                 "LEDGER_URL_TEST", *extra])
+
+
+def assert_nothing_secret(*texts):
+    for text in texts:
+        assert TOKEN not in text and "ledger-pw-77" not in text
+
+
+def schedule_v4(name, cron, extra):
+    return {"name": name, "category": "fme-ai-resilience", "enabled": True,
+            "recurrence": "cron", "cron": cron, "repository": "fair",
+            "workspace": f"{name}.fmw", "publishedParameters": V4_JOB, **extra}
+
+
+def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
+    """Repository listed then created, three uploads, two schedules looked up then created,
+    every request with the fmetoken header; the bodies are the modelled v4 shapes."""
+    server = flow()
+    assert deploy(server) == 0
+    state = server.state
+    assert state.calls() == [
+        ("GET", "/fmeapiv4/repositories"),
+        ("POST", "/fmeapiv4/repositories"),
+        ("POST", "/fmeapiv4/repositories/fair/items"),
+        ("POST", "/fmeapiv4/repositories/fair/items"),
+        ("POST", "/fmeapiv4/repositories/fair/items"),
+        ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
+        ("POST", "/fmeapiv4/schedules"),
+        ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
+        ("POST", "/fmeapiv4/schedules"),
+    ]
+    requests = state.requests
+    assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
+    assert requests[0].query == {"limit": ["-1"]}
+    assert requests[1].json() == {"name": "fair", "description": "fme-ai-resilience workspaces"}
+    for upload, name in zip(requests[2:5], FILES):
+        assert upload.headers["content-type"] == "application/octet-stream"
+        assert upload.headers["content-disposition"] == f'attachment; filename="{name}"'
+        assert upload.body == (WORKSPACES / name).read_bytes()
+    processor, compensator = requests[6].json(), requests[8].json()
+    assert BEGIN.fullmatch(processor.pop("begin")) and BEGIN.fullmatch(compensator.pop("begin"))
+    assert processor.pop("description") and compensator.pop("description")
+    assert processor == schedule_v4("WS-02_processor", "0 * * * * ?", {
+        "queue": "fair_processor", "maxJobRuntime": 2160, "maxTimeInQueue": 60})
+    assert compensator == schedule_v4("WS-03_compensator", "0 0/10 * * * ?", {
+        "maxJobRuntime": 600, "maxTimeInQueue": 600})
+    out = capsys.readouterr()
+    assert "REST v4" in out.out and "repository fair: created" in out.out
+    assert_nothing_secret(out.out, out.err)
+
+
+def test_a_second_deploy_replaces_the_files_and_updates_the_schedules(flow, capsys):
+    """Run again, nothing is created twice: uploads answer 409 and are replaced with PUT, the
+    schedules are found and replaced with PUT."""
+    server = flow()
+    assert deploy(server) == 0
+    first = len(server.state.requests)
+    assert deploy(server) == 0
+    assert server.state.calls()[first:] == [
+        ("GET", "/fmeapiv4/repositories"),
+        *[c for name in FILES for c in (
+            ("POST", "/fmeapiv4/repositories/fair/items"),
+            ("PUT", f"/fmeapiv4/repositories/fair/items/{name}"))],
+        ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
+        ("PUT", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
+        ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
+        ("PUT", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
+    ]
+    assert len(server.state.schedules) == 2
+    assert "repository fair: exists" in capsys.readouterr().out
+
+
+def test_submit_sends_the_processor_job_with_its_directives(flow, capsys):
+    """--submit starts one WS-02 job: v4 body with the queue and limits; a setting changed
+    with --set travels as a published parameter and raises the runtime limit."""
+    server = flow()
+    assert deploy(server, "--submit", "--set", "processing.claim_limit=20",
+                  "--queue", "ai_queue") == 0
+    method, path = server.state.calls()[-1]
+    assert (method, path) == ("POST", "/fmeapiv4/jobs")
+    assert server.state.requests[-1].json() == {
+        "repository": "fair", "workspace": "WS-02_processor.fmw",
+        "publishedParameters": {"FAIR_DB": DB, "FAIR_PROCESSING_CLAIM_LIMIT": "20"},
+        "queue": "ai_queue", "maxJobRuntime": 20 * (180 + 30) + 60, "maxTimeInQueue": 60}
+    out = capsys.readouterr().out
+    assert "job 42: WS-02_processor.fmw submitted" in out
+    assert_nothing_secret(out)
+
+
+def test_deploy_falls_back_to_v3_when_v4_answers_404(flow, capsys):
+    """On a Flow without /fmeapiv4 every request goes to /fmerest/v3: a form to create the
+    repository, uploads registered with the job submitter, v3 schedule and submit bodies."""
+    server = flow(mode="v3")
+    assert deploy(server, "--submit") == 0
+    state = server.state
+    assert state.calls() == [
+        ("GET", "/fmeapiv4/repositories"),
+        ("GET", "/fmerest/v3/repositories"),
+        ("POST", "/fmerest/v3/repositories"),
+        *[c for name in FILES for c in (
+            ("POST", "/fmerest/v3/repositories/fair/items"),
+            ("PUT", f"/fmerest/v3/repositories/fair/items/{name}/services"))],
+        ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-02_processor"),
+        ("POST", "/fmerest/v3/schedules"),
+        ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-03_compensator"),
+        ("POST", "/fmerest/v3/schedules"),
+        ("POST", "/fmerest/v3/transformations/submit/fair/WS-02_processor.fmw"),
+    ]
+    requests = state.requests
+    assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
+    assert requests[2].form() == {"name": ["fair"], "description": ["fme-ai-resilience workspaces"]}
+    assert requests[4].form() == {"services": ["fmejobsubmitter"]}
+    schedule = next(r for r in requests if r.path == "/fmerest/v3/schedules").json()
+    assert schedule["request"] == {
+        "publishedParameters": [{"name": "FAIR_DB", "value": DB}],
+        "TMDirectives": {"tag": "fair_processor", "ttc": 2160, "ttl": 60}}
+    assert (schedule["recurrence"], schedule["cron"], schedule["workspace"]) == (
+        "cron", "0 * * * * ?", "WS-02_processor.fmw")
+    assert requests[-1].json() == schedule["request"]
+    assert set(state.services) == {("fair", name) for name in FILES}
+    out = capsys.readouterr()
+    assert "REST v3" in out.out
+    assert_nothing_secret(out.out, out.err)
+
+
+def test_a_refused_token_is_never_shown(flow, capsys):
+    """A 401 whose message repeats the token exits 1 naming the path and status, without it."""
+    server = flow(token="another-token")
+    assert deploy(server) == 1
+    out = capsys.readouterr()
+    assert "GET /fmeapiv4/repositories: HTTP 401: Authorization fmetoken token=[REDACTED]" \
+        in out.err
+    assert_nothing_secret(out.out, out.err)
+
+
+def test_a_server_that_repeats_the_ledger_url_does_not_leak_it(flow, capsys):
+    """A schedule refused with a message quoting the ledger URL exits 1 with FME Flow's
+    message scrubbed of the URL."""
+    server = flow(fail={("POST", "/fmeapiv4/schedules"): (
+        400, {"message": f"Invalid published parameter FAIR_DB={DB}"})})
+    assert deploy(server) == 1
+    out = capsys.readouterr()
+    assert "POST /fmeapiv4/schedules: HTTP 400: Invalid published parameter" in out.err
+    assert_nothing_secret(out.out, out.err)
+
+
+def test_nothing_is_sent_when_a_workspace_fails_its_check(flow, tmp_path, capsys):
+    """A workspace that fails 'workspaces check' stops the deployment before any request."""
+    for name in FILES:
+        shutil.copy(WORKSPACES / name, tmp_path / name)
+        shutil.copy(WORKSPACES / name.replace(".fmw", ".py"), tmp_path / name.replace(".fmw",
+                                                                                     ".py"))
+    broken = tmp_path / "WS-02_processor.fmw"
+    broken.write_text(broken.read_text(encoding="utf-8").replace(
+        'FME_BUILD_NUM="25241"', 'FME_BUILD_NUM="25835"'), encoding="utf-8")
+    server = flow()
+    assert deploy(server, directory=tmp_path) == 1
+    assert server.state.requests == []
+    out = capsys.readouterr()
+    assert "WS-02_processor.fmw: build: " in out.out and "nothing was deployed" in out.err
+
+
+@pytest.mark.parametrize("unset", ["FLOW_TOKEN_TEST", "LEDGER_URL_TEST"])
+def test_a_missing_secret_variable_is_a_usage_error(flow, monkeypatch, capsys, unset):
+    """Without the token or the ledger URL in the environment, deploy exits 2 and sends
+    nothing."""
+    monkeypatch.delenv(unset)
+    server = flow()
+    assert deploy(server) == 2
+    assert server.state.requests == []
+    assert unset in capsys.readouterr().err

@@ -1,0 +1,310 @@
+"""The processor (WS-02) on a real ledger, a Vision service behind ``responses`` and a fake clock:
+stages, checkpoints, the analysis cache, retries, parking, dead letters and the job limit."""
+from __future__ import annotations
+
+import hashlib
+import random
+
+import pytest
+import requests
+import responses
+
+from fme_ai_resilience.breaker import Manual
+from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
+from fme_ai_resilience.keys import trace_id_for
+from fme_ai_resilience.ledger import Stage, Status, TaskOutcome
+from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute
+from fme_ai_resilience.services.shared_breaker import CircuitBreaker
+from fme_ai_resilience.services.shared_ladder import Degradation
+from fme_ai_resilience.services.sinks import CollectingSink, PostgresTableSink
+from fme_ai_resilience.services.vision import Photo, VisionClient
+from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.store import open_store
+from fme_ai_resilience.submission import Submission
+
+VISION = "http://vision.test/analyze"
+T0 = 1_790_000_000.0
+
+
+def answer(condition="damaged", confidence=0.9):
+    return {"condition": condition, "confidence": confidence,
+            "labels": [{"name": "rust", "confidence": confidence}], "model_version": "m-1"}
+
+
+class Photos:
+    """A downloader that serves fixed bytes per URL and counts downloads."""
+
+    def __init__(self, **by_url):
+        self.by_url = by_url
+        self.calls = []
+
+    def __call__(self, url, token):
+        self.calls.append((url, token))
+        data = self.by_url.get(url, b"\xff\xd8\xff" + url.encode())
+        if isinstance(data, Exception):
+            raise data
+        return Photo(data, "image/jpeg", url)
+
+
+def submission(key, photo="p", asset_type="hydrant", **extra):
+    return Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                      trace_id=trace_id_for(key), attachment_url=f"https://photos.test/{photo}",
+                      attachment_global_id=f"A-{key}", asset_type=asset_type, **extra)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True)
+    yield store
+    store.close()
+
+
+def make(ledger, clock, *, settings=None, photos=None, sink=None, **kwargs):
+    settings = settings or Settings()
+    client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
+                          session=requests.Session(), clock=clock, rng=random.Random(1))
+    return Processor(settings, VisionRoute.of(client, "vision"), sink or CollectingSink(),
+                     store=ledger, download=photos or Photos(), clock=clock,
+                     rng=random.Random(2), **kwargs)
+
+
+def register(ledger, *subs, now=T0):
+    for s in subs:
+        ledger.register(s, 1000, now=now)
+
+
+@pytest.fixture
+def clock():
+    return FakeClock(T0)
+
+
+@responses.activate
+def test_a_task_goes_through_every_stage_and_succeeds(ledger, clock):
+    """Download, one Vision call, checkpoints, ACCEPTED, calls logged for photos and vision."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("k"))
+    sink = CollectingSink()
+    report = make(ledger, clock, sink=sink).run_batch()
+    (result,) = report.results
+    assert (result.status, result.outcome, result.condition) == (
+        Status.SUCCEEDED, TaskOutcome.ACCEPTED, "damaged")
+    record = ledger.get("k")
+    assert record.status is Status.SUCCEEDED and record.result["reused"] is False
+    assert set(record.checkpoints) == {"downloaded", "analyzed"}
+    assert record.checkpoints["downloaded"]["sha256"] == hashlib.sha256(
+        b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
+    assert [c.task.key for c in sink.take()] == ["k"]
+    assert ledger.call_window("vision", 0, 20).calls == 1
+    assert ledger.call_window("photos", 0, 20).calls == 1
+
+
+@responses.activate
+def test_an_analyzed_task_never_calls_the_vision_service_again(ledger, clock):
+    """A task resumed after its analysis only writes back: no download, no Vision call."""
+    register(ledger, submission("k"))
+    (task,) = ledger.claim("crashed", 1, 1, now=T0)
+    ledger.checkpoint("k", task.lease_token, Stage.ANALYZED, {
+        "assessment": answer("fair", 0.8) | {"provider": "generic"}, "verdict": "ACCEPTED",
+        "reasons": [], "fingerprint": "x|y", "sha256": "x", "reused": False,
+        "service": "vision"}, now=T0)
+    ledger.reap_expired(6, now=T0 + 2)
+    photos = Photos()
+    clock.advance(3)
+    (result,) = make(ledger, clock, photos=photos).run_batch().results
+    assert result.status is Status.SUCCEEDED and result.condition == "fair"
+    assert len(responses.calls) == 0 and photos.calls == []
+
+
+@responses.activate
+def test_the_same_photo_under_two_globalids_costs_one_call(ledger, clock):
+    """Survey123 re-created the feature: the second task reuses the first one's analysis."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("a", photo="same"), submission("b", photo="same"))
+    results = make(ledger, clock).run_batch().results
+    assert [r.status for r in results] == [Status.SUCCEEDED, Status.SUCCEEDED]
+    assert [r.reused for r in results] == [False, True]
+    assert len(responses.calls) == 1
+    assert ledger.get("b").result["reused"] is True
+
+
+@responses.activate
+def test_a_transient_error_is_retried_inline_then_succeeds(ledger, clock):
+    """A 503 is retried after a short jittered wait on the clock, within the deadline."""
+    responses.add(responses.POST, VISION, status=503, json={"error": {"message": "busy"}})
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock).run_batch().results
+    assert result.status is Status.SUCCEEDED and len(responses.calls) == 2
+    assert len(clock.sleeps) == 1 and clock.sleeps[0] <= 5
+    window = ledger.call_window("vision", 0, 20)
+    assert (window.calls, window.failures, window.retries) == (2, 1, 1)
+
+
+@responses.activate
+def test_a_long_retry_after_parks_the_task_instead_of_sleeping(ledger, clock):
+    """429 with Retry-After 120 s: FAILED until then, one attempt counted, no sleep."""
+    responses.add(responses.POST, VISION, status=429, headers={"Retry-After": "120"},
+                  json={"error": {"message": "slow down"}})
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock).run_batch().results
+    assert (result.status, result.error_class, result.retry_at) == (
+        Status.FAILED, ErrorClass.RATE_LIMITED, T0 + 120)
+    record = ledger.get("k")
+    assert (record.attempt_count, record.next_attempt_at) == (1, T0 + 120)
+    assert clock.sleeps == []
+
+
+@responses.activate
+def test_an_auth_error_is_a_dead_letter_at_once(ledger, clock):
+    """401: never retried, DEAD with failure class AUTH."""
+    responses.add(responses.POST, VISION, status=401, json={"error": {"message": "bad key"}})
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock).run_batch().results
+    assert (result.status, result.failure_class) == (Status.DEAD, FailureClass.AUTH)
+    assert ledger.get("k").failure_class is FailureClass.AUTH and len(responses.calls) == 1
+
+
+@responses.activate
+def test_drift_is_retried_once_then_buried_as_format_with_anomalies(ledger, clock):
+    """A renamed confidence field: one retry, then DEAD/FORMAT and a format anomaly per answer."""
+    drifted = {"condition": "good", "score": 0.9, "labels": []}
+    responses.add(responses.POST, VISION, json=drifted)
+    responses.add(responses.POST, VISION, json=drifted)
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock).run_batch().results
+    assert (result.status, result.failure_class) == (Status.DEAD, FailureClass.FORMAT)
+    assert len(responses.calls) == 2
+    assert len(ledger.recent_anomalies(0)) == 2
+
+
+@responses.activate
+def test_an_answer_out_of_the_configured_domain_is_a_format_anomaly(ledger, clock):
+    """A condition the deployment does not know fails validation like drift."""
+    responses.add(responses.POST, VISION, json=answer("excellent"))
+    responses.add(responses.POST, VISION, json=answer("excellent"))
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock).run_batch().results
+    assert result.failure_class is FailureClass.FORMAT
+    assert "excellent" in ledger.recent_anomalies(0)[0].errors[0]
+
+
+@responses.activate
+def test_an_open_circuit_defers_without_counting_an_attempt(ledger, clock):
+    """Breaker forced open: DEFERRED, attempt count unchanged, no call."""
+    register(ledger, submission("k"))
+    CircuitBreaker("vision", store=ledger, clock=clock).command(Manual.FORCE_OPEN)
+    (result,) = make(ledger, clock).run_batch().results
+    assert result.status is Status.DEFERRED and ledger.get("k").attempt_count == 0
+    assert len(responses.calls) == 0
+
+
+@responses.activate
+def test_a_paused_ladder_defers_and_a_sampling_one_skips(ledger, clock):
+    """L4 keeps the photo for later; L3 skips non-critical assets (SKIPPED: manual review)."""
+    register(ledger, submission("paused"))
+    ladder = Degradation(store=ledger, clock=clock)
+    ladder.set_override("L4")
+    (paused,) = make(ledger, clock).run_batch().results
+    assert paused.status is Status.DEFERRED
+    ladder.set_override("L3")
+    clock.advance(3600)
+    (skipped,) = make(ledger, clock).run_batch().results
+    assert (skipped.status, skipped.outcome) == (Status.SUCCEEDED, TaskOutcome.SKIPPED)
+    assert len(responses.calls) == 0
+
+
+@responses.activate
+def test_a_missing_photo_is_a_not_found_dead_letter(ledger, clock):
+    """The photo host answers 404: DEAD/NOT_FOUND, no Vision call."""
+    register(ledger, submission("k", photo="gone"))
+    photos = Photos(**{"https://photos.test/gone": DownloadError(ErrorClass.NOT_FOUND, "404",
+                                                                 status_code=404)})
+    (result,) = make(ledger, clock, photos=photos).run_batch().results
+    assert (result.status, result.failure_class) == (Status.DEAD, FailureClass.NOT_FOUND)
+    assert len(responses.calls) == 0
+    assert ledger.call_window("photos", 0, 20).failures == 1
+
+
+@responses.activate
+def test_a_webhook_without_photo_list_registers_one_task_per_listed_photo(ledger, clock):
+    """The layer's photos become their own tasks; the listing task ends SKIPPED, idempotently."""
+    register(ledger, Submission("F/attachments-unknown", "F", trace_id_for("F"),
+                                attachments_unknown=True))
+    listed = [submission("F/a1", photo="a1"), submission("F/a2", photo="a2")]
+    lister_calls = []
+
+    def lister(task):
+        lister_calls.append(task.key)
+        return listed
+
+    settings = Settings().with_values({"processing.claim_limit": "1"})
+    (result,) = make(ledger, clock, settings=settings, lister=lister).run_batch().results
+    assert (result.status, result.outcome) == (Status.SUCCEEDED, TaskOutcome.SKIPPED)
+    assert ledger.get("F/attachments-unknown").result["expanded"] == ["F/a1", "F/a2"]
+    assert {ledger.get(k).status for k in ("F/a1", "F/a2")} == {Status.PENDING}
+
+
+@responses.activate
+def test_the_batch_stops_claiming_when_the_job_cannot_fit_another_task(ledger, clock):
+    """With less job time left than a worst-case task, the batch claims nothing more."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("a"), submission("b"))
+    settings = Settings().with_values({"processing.job_runtime_limit_s": "100"})
+    processor = make(ledger, clock, settings=settings)
+    report = processor.run_batch()
+    assert report.results == () and report.stopped is Stop.JOB_ENDING
+    assert ledger.counts()["PENDING"] == 2
+
+
+@responses.activate
+def test_a_written_task_is_completed_without_writing_again(ledger, clock):
+    """A task with ``written`` only completes: the sink sees no second write."""
+    register(ledger, submission("k"))
+    (task,) = ledger.claim("crashed", 1, 1, now=T0)
+    ledger.checkpoint("k", task.lease_token, Stage.ANALYZED, {
+        "assessment": {**answer(), "provider": "generic"}, "verdict": "ACCEPTED",
+        "reasons": [], "fingerprint": "x|y", "sha256": "x", "reused": False,
+        "service": "vision"}, now=T0)
+    ledger.checkpoint("k", task.lease_token, Stage.WRITTEN, {"sink": "test"}, now=T0)
+    ledger.reap_expired(6, now=T0 + 2)
+    clock.advance(3)
+    writes = []
+
+    class CountingSink(CollectingSink):
+        def finish(self, conclusion, *, store, now):
+            if not conclusion.task.done(Stage.WRITTEN):
+                writes.append(conclusion.task.key)
+            return super().finish(conclusion, store=store, now=now)
+
+    (result,) = make(ledger, clock, sink=CountingSink()).run_batch().results
+    assert result.status is Status.SUCCEEDED and writes == []
+
+
+@responses.activate
+def test_the_table_sink_writes_the_asset_row_with_the_completion(ledger, clock):
+    """``writeback.sink = table``: the asset row and SUCCEEDED land together."""
+    responses.add(responses.POST, VISION, json=answer("fair", 0.8))
+    register(ledger, submission("k"))
+    (result,) = make(ledger, clock, sink=PostgresTableSink()).run_batch().results
+    assert result.status is Status.SUCCEEDED
+    row = ledger.asset_condition("k")
+    assert (row["condition"], row["outcome"], row["asset_type"]) == ("fair", "ACCEPTED",
+                                                                     "hydrant")
+
+
+@responses.activate
+def test_a_lost_ledger_stops_the_batch_and_reports_it(ledger, clock, monkeypatch):
+    """The ledger going away mid-task ends the batch with a reason, not a traceback."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("a"), submission("b"))
+    processor = make(ledger, clock)
+
+    def down(*args, **kwargs):
+        raise StoreUnavailable("database is locked")
+
+    monkeypatch.setattr(ledger, "checkpoint", down)
+    report = processor.run_batch()
+    assert len(report.results) == 1 and report.stopped is Stop.LEDGER_DOWN
+    assert ledger.get("a").status is Status.PROCESSING  # its lease lapses; the reaper hands it on
+    assert ledger.get("b").status is Status.PENDING

@@ -1,0 +1,27 @@
+from fme_ai_resilience.fme import CompensatorCaller
+
+
+class FeatureProcessor(CompensatorCaller):
+    """WS-03 compensator: puts right what the other two left behind.
+
+    FME Flow runs this workspace every 10 minutes. Each run returns tasks whose lease lapsed
+    (an engine that died mid-task) to the queue, requeues dead letters whose cause is gone,
+    moves the circuit breaker and the degradation ladder on, prunes old call records and
+    raises alerts. It never calls the Vision AI itself.
+
+    Published parameters (blank keeps the library default, or the resilience_config row):
+      FAIR_DB                            the ledger URL (required; the same in all three)
+      FAIR_INTAKE_ENGINES                engines that process tasks, for the watermark
+      FAIR_INTAKE_MEAN_PROCESSING_S      mean time one task takes, for the watermark
+      FAIR_INTAKE_LATENCY_PROMISE_S      the promise the end-to-end alert measures against
+      FAIR_INTAKE_WATERMARK              the backlog the ladder's thresholds multiply
+      FAIR_RETRY_TASK_ATTEMPTS           attempts a task may spend before it is dead
+      FAIR_BREAKER_FAILURE_RATE          failure rate that opens the circuit
+      FAIR_BREAKER_COOLDOWN_S            how long an open circuit stays open
+      FAIR_DEGRADE_SAMPLE_BACKLOG        backlog that starts sampling (L1)
+      FAIR_DEGRADE_CRITICAL_BACKLOG      backlog that keeps only critical types (L3)
+      FAIR_DEGRADE_PAUSE_BACKLOG         backlog that pauses the Vision AI (L4)
+      FAIR_DEGRADE_HOLD_S                calm time before the ladder steps down
+      FAIR_ALERTS_ANOMALY_RATE           share of format anomalies worth an alert
+      FAIR_ALERTS_E2E_P95_WARNING_RATIO  end-to-end P95 warning, x the latency promise
+    """
