@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 from .errors import ConfigurationError
 
-__all__ = ["finite", "count", "ratio", "name", "read_number", "read_count"]
+__all__ = ["finite", "count", "ratio", "name", "read_number", "read_count", "finite_number",
+           "hostname_problem"]
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
@@ -30,6 +31,15 @@ def _refuse_non_finite(field: str, value: Any) -> None:
         raise ConfigurationError(field, value, "must be finite")
 
 
+_FLOAT_MAX = float.fromhex("0x1.fffffffffffffp+1023")
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite number (not a bool). Never raises: an integer too large
+    for a float (``10**400``) is finite here and compares exactly, without OverflowError."""
+    return _is_number(value) and (isinstance(value, int) or math.isfinite(value))
+
+
 def finite(field: str, value: Any, *, minimum: Optional[float] = None,
            above: Optional[float] = None, maximum: Optional[float] = None) -> float:
     """``value`` as a float when it is a finite number within the bounds given.
@@ -39,7 +49,8 @@ def finite(field: str, value: Any, *, minimum: Optional[float] = None,
     """
     if not _is_number(value):
         raise ConfigurationError(field, value, "must be a number")
-    _refuse_non_finite(field, float(value))
+    if not finite_number(value) or abs(value) > _FLOAT_MAX:   # 10**400 would overflow float()
+        raise ConfigurationError(field, value, "must be finite")
     if minimum is not None and value < minimum:
         raise ConfigurationError(field, value, f"must be >= {minimum:g}")
     if above is not None and not value > above:
@@ -97,3 +108,28 @@ def read_count(field: str, text: str) -> int:
     if not _WHOLE.fullmatch(stripped):
         raise ConfigurationError(field, text, "must be a whole number in ASCII digits")
     return int(stripped)
+
+
+_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def hostname_problem(host: str, *, numeric_last_label: bool = False) -> Optional[str]:
+    """Why ``host`` (lower case, no trailing dot) is not a DNS host name, or None.
+
+    The grammar of RFC 1123: labels of 1-63 letters, digits and hyphens (no hyphen first or
+    last), 253 characters in all, and a last label that is not all digits (``10.1``,
+    ``2130706433`` are numbers, not names) unless ``numeric_last_label``. IP literals are the
+    caller's to recognise first.
+    """
+    if not isinstance(host, str) or not host:
+        return "it is empty"
+    if len(host) > 253:
+        return "it is longer than 253 characters"
+    labels = host.split(".")
+    bad = next((label for label in labels if not _LABEL.match(label)), None)
+    if bad is not None:
+        return (f"label {bad[:70]!r} is not 1-63 letters, digits and hyphens "
+                "(no hyphen first or last)")
+    if labels[-1].isdigit() and not numeric_last_label:
+        return "its last label is all digits"
+    return None

@@ -6,6 +6,7 @@ Exception tree::
     ├── InvalidPayload (ValueError)      a webhook body or record that cannot be processed
     ├── ConfigurationError (ValueError)  a setting with a bad value, naming field and value
     ├── FormatError                      a remote answer that does not match its schema (drift)
+    │                                    or reports an error instead of a result
     ├── UnsafeURL                        a photo URL refused by the download policy (SSRF guard)
     ├── DownloadError                    a photo could not be fetched; carries its ErrorClass
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
@@ -73,11 +74,17 @@ class ConfigurationError(ResilienceError, ValueError):
 
 
 class FormatError(ResilienceError):
-    """The remote answer does not have the expected shape."""
+    """The remote answer does not have the expected shape.
 
-    def __init__(self, message: str, *, errors: Sequence[str] = (), provider: str = "") -> None:
+    ``error_class`` makes it usable as an attempt outcome: BAD_FORMAT for drift, or the class
+    of the error an answer reports instead of a result (an error inside an HTTP 200 body).
+    """
+
+    def __init__(self, message: str, *, errors: Sequence[str] = (), provider: str = "",
+                 error_class: Optional["ErrorClass"] = None) -> None:
         self.errors = tuple(errors)
         self.provider = provider
+        self.error_class = ErrorClass.BAD_FORMAT if error_class is None else ErrorClass(error_class)
         super().__init__(message)
 
 
@@ -192,6 +199,7 @@ class FailureClass(str, enum.Enum):
     """Why a task became a dead letter (``ai_task_registry.failure_class``)."""
 
     INVALID_PAYLOAD = "INVALID_PAYLOAD"
+    UNKNOWN_SERVICE = "UNKNOWN_SERVICE"
     BAD_REQUEST = "BAD_REQUEST"
     AUTH = "AUTH"
     NOT_FOUND = "NOT_FOUND"
@@ -202,3 +210,9 @@ class FailureClass(str, enum.Enum):
     def requeue_automatically(self) -> bool:
         """Whether the compensator may requeue it without a person deciding first."""
         return self is FailureClass.BUDGET
+
+    @property
+    def evidence(self) -> bool:
+        """Whether its rows are evidence of a body that never became a task (an unparseable
+        body, a body for a service the deployment does not serve): requeued only by force."""
+        return self in (FailureClass.INVALID_PAYLOAD, FailureClass.UNKNOWN_SERVICE)

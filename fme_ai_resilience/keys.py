@@ -9,6 +9,9 @@ Formats (GlobalIDs lower-case, without braces)::
     <feature>/attachments-unknown             the body carried no photo list for the feature
     <feature>/<attachment>@edit-<fingerprint> the same for an editData submission
     body:sha256:<hex>                         the dead letter of a body that could not be parsed
+
+Each key has one W3C trace id (:func:`trace_id_for`, 32 lowercase hex digits), the same in the
+ledger, every log line and the ``traceparent`` sent to the Vision AI service.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import Any, Mapping, Optional
 from .errors import InvalidPayload
 
 __all__ = ["UNKNOWN_ATTACHMENTS", "normalise_global_id", "edit_marker", "idempotency_key",
-           "compose_key", "body_key", "trace_id_for"]
+           "compose_key", "body_key", "trace_id_for", "as_trace_id"]
 
 #: The stand-in for the attachment GlobalID when the webhook listed no photos.
 UNKNOWN_ATTACHMENTS = "attachments-unknown"
@@ -79,6 +82,30 @@ def body_key(body: bytes) -> str:
     return "body:sha256:" + hashlib.sha256(body).hexdigest()
 
 
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_UUID_HEX = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                       r"[0-9a-fA-F]{12}$")
+_INVALID_TRACE_ID = "0" * 32
+
+
 def trace_id_for(key: str) -> str:
-    """A trace id derived from the key: the same fact keeps one trace across redeliveries."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    """The W3C trace id of a key (32 lowercase hex digits): the first half of its SHA-256.
+
+    Derived from the key, so the same fact keeps one trace across redeliveries; never the
+    all-zero id W3C Trace Context forbids.
+    """
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+    return digest[:32] if digest[:32] != _INVALID_TRACE_ID else digest[32:]
+
+
+def as_trace_id(value: str) -> str:
+    """``value`` as a W3C trace id: as it is when it already is one (32 lowercase hex, not all
+    zeros), the same digits when it is a UUID or upper-case hex, else :func:`trace_id_for`."""
+    text = str(value)
+    if _TRACE_ID.match(text) and text != _INVALID_TRACE_ID:
+        return text
+    if _UUID_HEX.match(text):
+        digits = text.replace("-", "").lower()
+        if digits != _INVALID_TRACE_ID:
+            return digits
+    return trace_id_for(text)

@@ -146,6 +146,8 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
              INTAKE),
     _setting("intake.max_body_bytes", "Largest webhook body, bytes", INTAKE),
     _setting("intake.max_attachments", "Most photos in one body", INTAKE),
+    _setting("intake.feature_services", "FeatureServer URLs served, comma-separated",
+             INTAKE, PROCESSOR),
     # the processor: claiming, retries, time limits, validation, download, breaker
     _setting("processing.claim_limit", "Tasks one job claims", PROCESSOR),
     _setting("processing.lease_s", "Lease on each claimed task, s", PROCESSOR),

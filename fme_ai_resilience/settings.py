@@ -17,14 +17,16 @@ import difflib
 import enum
 import functools
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
 
 from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
-from .checks import count, finite, ratio, read_count, read_number
+from .checks import count, finite, hostname_problem, ratio, read_count, read_number
 from .errors import ConfigurationError
 from .ledger import OverloadMode
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
@@ -201,6 +203,9 @@ class IntakeSettings:
     ``drain_min_completions`` tasks finished in it, the planned rate before that. The dead
     letters of invalid bodies are kept at most ``max_invalid_per_minute`` a minute and
     ``max_invalid_total`` in all (past them a body is answered 400 and only counted).
+    ``feature_services`` are the FeatureServer URLs the deployment serves: when set, a webhook
+    naming any other ``serviceUrl`` is a dead letter (UNKNOWN_SERVICE), and their hosts are
+    the photo hosts a download may reach (with ``download.allowed_hosts``).
     """
 
     engines: int = 8
@@ -218,8 +223,12 @@ class IntakeSettings:
     max_invalid_per_minute: int = 120
     max_invalid_total: int = 10_000
     max_refusal_records: int = 100_000
+    feature_services: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _names("intake", self, "feature_services")
+        object.__setattr__(self, "feature_services", tuple(dict.fromkeys(
+            _feature_service(url) for url in self.feature_services)))
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
                   "drain_min_completions")
@@ -243,6 +252,54 @@ class IntakeSettings:
         ``watermark`` in place of the derived one when it is set (48 by default)."""
         plan = plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
         return dataclasses.replace(plan, watermark=self.watermark) if self.watermark else plan
+
+    def serves(self, service_url: Optional[str]) -> bool:
+        """Whether ``service_url`` is one of ``feature_services`` (scheme and host compared
+        without case, the default port and trailing slashes ignored, the path without case as
+        ArcGIS reads it). False when none is configured."""
+        return service_url is not None and _service_identity(service_url) in self._served
+
+    @functools.cached_property
+    def _served(self) -> FrozenSet[Optional[str]]:
+        return frozenset(_service_identity(url) for url in self.feature_services)
+
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+_LITERAL_V6 = re.compile(r"^[0-9a-f:.]+$")
+
+
+def _service_identity(url: str) -> Optional[str]:
+    """How a feature-service URL is compared: ``scheme://host[:port]/path``, case-folded, the
+    default port and trailing slashes dropped; None when it is not an http(s) URL with a host
+    and without credentials, query or fragment."""
+    try:
+        parts = urlsplit(str(url).strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower().rstrip(".")
+    if scheme not in _DEFAULT_PORTS or not host or parts.query or parts.fragment \
+            or "@" in parts.netloc:
+        return None
+    if ":" in host:
+        if not _LITERAL_V6.match(host):
+            return None
+        host = f"[{host}]"
+    elif hostname_problem(host, numeric_last_label=True):
+        return None
+    where = "" if port in (None, _DEFAULT_PORTS[scheme]) else f":{port}"
+    return f"{scheme}://{host}{where}{parts.path.rstrip('/')}".casefold()
+
+
+def _feature_service(url: str) -> str:
+    """A configured feature-service URL as stored: checked, without a trailing slash."""
+    if _service_identity(url) is None:
+        raise ConfigurationError("intake.feature_services", url,
+                                 "must be an http(s) FeatureServer URL without credentials, "
+                                 "query or fragment")
+    parts = urlsplit(url.strip())
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
 @dataclass(frozen=True)
@@ -296,7 +353,13 @@ class ValidationSettings:
 
 @dataclass(frozen=True)
 class DownloadSettings:
-    """Photo download limits and the host allow-list (beyond the survey's own service host)."""
+    """Photo download limits and the photo hosts beyond those of ``intake.feature_services``.
+
+    ``allowed_hosts`` entries are ``host``, ``.domain`` (its subdomains too) or either with
+    ``:port``; ``allow_http_hosts`` may be fetched over plain http (port 80 unless an
+    ``allowed_hosts`` entry names one); ``allow_private_hosts`` may resolve to private,
+    loopback or link-local addresses (an on-premises ArcGIS Enterprise).
+    """
 
     max_photo_bytes: int = 20 * 1024 * 1024
     max_redirects: int = 3

@@ -24,18 +24,20 @@ the library is reported (the provider adapters use it too).
 from __future__ import annotations
 
 import enum
-import math
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 import jsonschema
 
+from .checks import finite_number
 from .errors import ConfigurationError
 from .ledger import FormatAnomaly
 from .settings import ValidationSettings
+from .untrusted_json import deeper_than
 
 __all__ = ["ASSESSMENT_SCHEMA", "DEFAULT_ALARM_CONDITIONS", "VerdictKind", "Verdict",
-           "schema_errors", "canonical_condition", "domain_errors", "validate"]
+           "schema_errors", "canonical_condition", "domain_errors", "validate",
+           "SCHEMA_MAX_DEPTH", "SCHEMA_MESSAGE_LIMIT"]
 
 #: The shape every provider adapter produces (``Assessment.to_dict()``).
 ASSESSMENT_SCHEMA: Mapping[str, Any] = {
@@ -108,16 +110,36 @@ def _as_mapping(result: Any) -> Any:
 
 
 def _is_unit(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and 0.0 <= value <= 1.0)
+    return finite_number(value) and 0.0 <= value <= 1.0
+
+
+#: Values nested deeper than this are not checked but refused (a hostile answer, not drift).
+SCHEMA_MAX_DEPTH = 64
+#: The longest message kept per violation (a message quotes the offending value).
+SCHEMA_MESSAGE_LIMIT = 300
 
 
 def schema_errors(value: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> List[str]:
     """JSON Schema (2020-12) violations of ``value`` as ``"<path>: <message>"`` strings, sorted;
-    empty when it conforms."""
+    empty when it conforms.
+
+    Never raises for a hostile ``value``: one nested deeper than :data:`SCHEMA_MAX_DEPTH`
+    levels, or one the validator cannot describe, is a single violation saying so. Each
+    message is cut at :data:`SCHEMA_MESSAGE_LIMIT` characters.
+    """
+    if deeper_than(value, SCHEMA_MAX_DEPTH):
+        return [f"(root): nested deeper than {SCHEMA_MAX_DEPTH} levels"]
     validator = jsonschema.Draft202012Validator(schema)
-    return sorted(f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
-                  for e in validator.iter_errors(value))
+    try:
+        found = [(e.absolute_path, e.message) for e in validator.iter_errors(value)]
+    except (RecursionError, ValueError, OverflowError) as exc:
+        return [f"(root): cannot be checked ({type(exc).__name__})"]
+    return sorted(f"{'/'.join(str(p) for p in path) or '(root)'}: "
+                  f"{_cut(message, SCHEMA_MESSAGE_LIMIT)}" for path, message in found)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _folded(text: Any) -> Optional[str]:

@@ -127,14 +127,15 @@ WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
 -- requeue_key --
 -- One dead letter back to PENDING as a fresh task: attempts reset, the last life's error and
 -- lease holder cleared, checkpoints kept (optionally only if of a failure class). Evidence of
--- a body that never parsed (INVALID_PAYLOAD) is no task: it moves only when forced.
+-- a body that never became a task (INVALID_PAYLOAD: it never parsed; UNKNOWN_SERVICE: it named a
+-- service the deployment does not serve) is no task: it moves only when forced.
 UPDATE ai_task_registry
 SET status = 'PENDING', attempt_count = 0, failure_class = NULL, outcome = NULL,
     error_class = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
     completed_at = NULL, next_attempt_at = %(now)s, updated_at = %(now)s
 WHERE task_key = %(key)s AND status = 'DEAD'
   AND (failure_class = %(failure_class)s OR %(any_class)s)
-  AND (coalesce(failure_class, '') <> 'INVALID_PAYLOAD' OR %(force)s)
+  AND (coalesce(failure_class, '') NOT IN ('INVALID_PAYLOAD', 'UNKNOWN_SERVICE') OR %(force)s)
 
 -- requeue_class --
 -- Every dead letter of one failure class back to PENDING, as requeue_key does for one
@@ -143,7 +144,7 @@ SET status = 'PENDING', attempt_count = 0, failure_class = NULL, outcome = NULL,
     error_class = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
     completed_at = NULL, next_attempt_at = %(now)s, updated_at = %(now)s
 WHERE status = 'DEAD' AND failure_class = %(failure_class)s
-  AND (failure_class <> 'INVALID_PAYLOAD' OR %(force)s)
+  AND (failure_class NOT IN ('INVALID_PAYLOAD', 'UNKNOWN_SERVICE') OR %(force)s)
 
 -- counts --
 -- The water level: rows by status

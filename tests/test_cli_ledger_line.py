@@ -56,3 +56,19 @@ def test_a_ledger_that_cannot_be_reached_is_one_error_line_naming_it(capsys):
     assert main(["status", "--db", "postgresql://fair:pw-SECRET-5@127.0.0.1:1/x"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ledger postgresql://127.0.0.1:1/x: ") and err.count("\n") == 1
+
+
+def test_a_command_logging_json_lines_names_its_ledger_in_a_log_record(tmp_path, caplog,
+                                                                       capsys):
+    """Where a command logs JSON lines, the ledger is named in a log record, so stderr stays
+    one JSON object per line."""
+    import logging
+
+    from fme_ai_resilience.cli.common import announce
+    from fme_ai_resilience.store import open_store
+
+    caplog.set_level(logging.INFO)
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}") as store:
+        announce(store=store, json_logs=True)
+    assert capsys.readouterr().err == ""
+    assert [r.getMessage() for r in caplog.records] == [f"ledger: sqlite file={tmp_path / 'l.db'}"]

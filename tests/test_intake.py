@@ -11,7 +11,7 @@ from fme_ai_resilience.errors import FailureClass
 from fme_ai_resilience.services.flow import FlowHealth
 from fme_ai_resilience.services.intake import IntakeAnswer, decide
 from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
-from fme_ai_resilience.keys import body_key
+from fme_ai_resilience.keys import body_key, trace_id_for
 from fme_ai_resilience.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
@@ -71,6 +71,7 @@ def test_first_delivery_is_202_and_pending(store, clock):
     record = store.get(KEY)
     assert record.status is Status.PENDING
     assert record.payload["delivery_id"] == "d1"
+    assert record.trace_id == trace_id_for(KEY) and len(record.trace_id) == 32
     assert TOKEN not in json.dumps(dict(record.payload))
     assert json.loads(decision.body_bytes())["submissions"][0]["key"] == KEY
 
@@ -108,6 +109,7 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     assert record.failure_class is FailureClass.INVALID_PAYLOAD
     assert "no feature" in record.payload["reason"] and record.payload["delivery_id"] == "d9"
     assert "surveyInfo" in record.payload["excerpt"]
+    assert record.trace_id == trace_id_for(body_key(raw))   # a W3C trace id, 32 hex
     assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in (record.last_error or "")
     assert TOKEN not in caplog.text
     # the same garbage again: still 400, the evidence is kept once
@@ -545,3 +547,70 @@ def test_refusal_records_are_bounded_and_the_rest_counted(ledger, clock):
     assert len(ledger.refusals(since=0)) == 2
     assert ledger.intake_counters()["refusals_not_recorded"] == 2
     assert ledger.refusal_counts()["over_backlog"] == {"bodies": 2, "deliveries": 3}
+
+
+SERVICE = "https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer"
+OTHER = "https://gis.example.org/arcgis/rest/services/water/FeatureServer"
+
+
+def serving(*services) -> Settings:
+    return Settings(intake=IntakeSettings(feature_services=services))
+
+
+def test_a_webhook_for_an_unconfigured_service_is_a_422_dead_letter(ledger, clock, caplog):
+    """A body naming a service the deployment does not serve is refused and kept as evidence."""
+    caplog.set_level(logging.DEBUG)
+    decision = decide(BODY, hdr("d1"), serving(OTHER), store=ledger, now=clock.now())
+    assert decision.status_code == 422 and decision.body["status"] == "unknown_service"
+    assert decision.body["dead_letter"] == body_key(BODY) and decision.registrations == ()
+    assert ledger.get(KEY) is None   # never a task, so never a download
+    record = ledger.get(body_key(BODY))
+    assert record.status is Status.DEAD and record.failure_class is FailureClass.UNKNOWN_SERVICE
+    assert record.payload["service_url"] == SERVICE and record.payload["keys"] == [KEY]
+    assert record.trace_id == trace_id_for(body_key(BODY))
+    assert not FailureClass.UNKNOWN_SERVICE.requeue_automatically
+    assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in caplog.text
+    again = decide(BODY, hdr("d2"), serving(OTHER), store=ledger, now=clock.now())
+    assert again.status_code == 422 and ledger.counts()["DEAD"] == 1
+
+
+def test_a_foreign_service_body_cannot_take_the_real_facts_key(ledger, clock):
+    """A body with real GlobalIDs but another serviceUrl leaves the real photo's key free."""
+    data = json.loads(BODY)
+    data["surveyInfo"]["serviceUrl"] = ("https://attacker.example/arcgis/rest/services/x/"
+                                        "FeatureServer")
+    forged = json.dumps(data).encode()
+    assert decide(forged, hdr("x"), serving(SERVICE), store=ledger,
+                  now=clock.now()).status_code == 422
+    real = decide(BODY, hdr("d1"), serving(SERVICE), store=ledger, now=clock.now())
+    assert real.status_code == 202 and real.registrations[0].outcome is RegisterOutcome.NEW
+
+
+def test_a_body_naming_no_service_is_unknown_when_services_are_configured(ledger, clock):
+    """With services configured, a body whose service cannot be told is not registered."""
+    data = json.loads(BODY)
+    del data["surveyInfo"]
+    for photo in data["feature"]["attachments"]["photo"]:
+        photo.pop("url")
+    decision = decide(json.dumps(data), hdr("d1"), serving(SERVICE), store=ledger,
+                      now=clock.now())
+    assert decision.status_code == 422 and ledger.get(KEY) is None
+
+
+def test_a_configured_service_is_registered_in_any_spelling(ledger, clock):
+    """The configured service, case and trailing slash aside, is registered as usual."""
+    decision = decide(BODY, hdr("d1"), serving(SERVICE.upper().replace("HTTPS:", "https:") + "/"),
+                      store=ledger, now=clock.now())
+    assert decision.status_code == 202 and ledger.get(KEY).status is Status.PENDING
+
+
+def test_unknown_service_evidence_is_requeued_only_when_forced(store, clock):
+    """An UNKNOWN_SERVICE dead letter is no task: requeue skips it unless forced (every backend)."""
+    decide(BODY, hdr("d1"), serving(OTHER), store=store, now=clock.now())
+    key = body_key(BODY)
+    assert store.requeue(keys=[key], now=clock.now()) == 0
+    with pytest.raises(ValueError):
+        store.requeue(failure_class=FailureClass.UNKNOWN_SERVICE, now=clock.now())
+    assert store.get(key).status is Status.DEAD
+    assert store.requeue(failure_class=FailureClass.UNKNOWN_SERVICE, force=True,
+                         now=clock.now()) == 1

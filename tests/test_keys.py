@@ -1,6 +1,9 @@
 """Idempotency keys: stable per business fact, blind to delivery details."""
 from __future__ import annotations
 
+import hashlib
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -8,6 +11,7 @@ from hypothesis import strategies as st
 from fme_ai_resilience.errors import InvalidPayload
 from fme_ai_resilience.keys import (
     UNKNOWN_ATTACHMENTS,
+    as_trace_id,
     body_key,
     edit_marker,
     idempotency_key,
@@ -77,11 +81,22 @@ def test_body_key_is_the_sha256_of_the_body():
 
 
 def test_trace_id_is_stable_per_key():
-    """A fact keeps one trace id across redeliveries."""
+    """A fact keeps one trace id across redeliveries, and it is a W3C trace id (32 hex)."""
     key = idempotency_key(FEATURE, PHOTO)
     assert trace_id_for(key) == trace_id_for(key)
     assert trace_id_for(key) != trace_id_for(idempotency_key(FEATURE))
-    assert len(trace_id_for(key)) == 16
+    assert re.fullmatch("[0-9a-f]{32}", trace_id_for(key)) and trace_id_for(key) != "0" * 32
+    assert trace_id_for(key) == hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("4bf92f3577b34da6a3ce929d0e0e4736", "4bf92f3577b34da6a3ce929d0e0e4736"),
+    ("4BF92F35-77B3-4DA6-A3CE-929D0E0E4736", "4bf92f3577b34da6a3ce929d0e0e4736"),
+    ("task:abc", hashlib.sha256(b"task:abc").hexdigest()[:32]),
+    ("0" * 32, hashlib.sha256(b"0" * 32).hexdigest()[:32])])
+def test_as_trace_id_keeps_w3c_ids_and_derives_the_rest(value, expected):
+    """A W3C trace id stays as it is, a UUID keeps its digits, anything else is derived."""
+    assert as_trace_id(value) == expected
 
 
 def _by_pattern(value):

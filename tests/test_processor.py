@@ -308,3 +308,23 @@ def test_a_lost_ledger_stops_the_batch_and_reports_it(ledger, clock, monkeypatch
     assert len(report.results) == 1 and report.stopped is Stop.LEDGER_DOWN
     assert ledger.get("a").status is Status.PROCESSING  # its lease lapses; the reaper hands it on
     assert ledger.get("b").status is Status.PENDING
+
+
+@responses.activate
+def test_a_lease_lost_mid_task_ends_the_work_before_any_call_or_write(ledger, clock):
+    """When another worker took the task over, the first stops at its next checkpoint: no
+    Vision call and no write-back of its own."""
+    register(ledger, submission("k"))
+
+    class TakenOver(Photos):
+        def __call__(self, url, token):
+            ledger.reap_expired(6, now=T0 + 10_000)
+            ledger.claim("other", 1, 300, now=T0 + 10_000)
+            return super().__call__(url, token)
+
+    sink = CollectingSink()
+    (result,) = make(ledger, clock, photos=TakenOver(), sink=sink).run_batch().results
+    assert result.status is Status.PROCESSING and "lease lost" in result.reason
+    assert len(responses.calls) == 0 and sink.take() == []
+    record = ledger.get("k")
+    assert record.lease_owner == "other" and "downloaded" not in record.checkpoints

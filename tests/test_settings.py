@@ -87,6 +87,7 @@ def test_flat_dict_names_every_setting():
                                   if not isinstance(v, dict)}) == Settings()
 
 
+# host entries are checked where the download policy is built (DownloadPolicy.from_settings)
 UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts",
                  "download.allow_private_hosts", "degrade.critical_types",
                  # free text: a model name, a prompt, a credential, a currency, a boolean
@@ -149,6 +150,10 @@ INVALID = [
     ("validation.conditions", ",", "validation.conditions"),
     ("download.max_photo_bytes", "0", "download.max_photo_bytes"),
     ("download.max_redirects", "-1", "download.max_redirects"),
+    ("intake.feature_services", "ftp://gis.example.com/x/FeatureServer",
+     "intake.feature_services"),
+    ("intake.feature_services", "https://gis.example.com/x/FeatureServer?token=abc",
+     "intake.feature_services"),
     ("alerts.anomaly_rate", "2", "alerts.anomaly_rate"),
     ("alerts.e2e_p95_warning_ratio", "-1", "alerts.e2e_p95_warning_ratio"),
     ("alerts.backlog_ratio", "1.5", "alerts.backlog_ratio"),
@@ -363,3 +368,20 @@ def test_a_misspelt_secret_setting_keeps_its_value_out_of_the_error(name):
         Settings.from_env({name: "sk-live-0123456789abcdef"})
     assert "sk-live-0123456789abcdef" not in str(info.value) + repr(info.value.value)
     assert "is not a known setting" in str(info.value)
+
+
+def test_feature_services_are_read_from_text_and_compared_loosely():
+    """A comma-separated list of FeatureServer URLs; case, default port and slash don't count."""
+    s = Settings.from_mapping({"FAIR_INTAKE_FEATURE_SERVICES":
+                               "https://GIS.example.com/arcgis/rest/services/A/FeatureServer/, "
+                               "https://gis.example.com:6443/arcgis/rest/services/B/FeatureServer"},
+                              prefix="FAIR_")
+    assert s.intake.feature_services == (
+        "https://gis.example.com/arcgis/rest/services/A/FeatureServer",
+        "https://gis.example.com:6443/arcgis/rest/services/B/FeatureServer")
+    assert s.intake.serves("https://gis.example.com:443/ArcGIS/rest/services/a/featureserver")
+    assert s.intake.serves("https://gis.example.com:6443/arcgis/rest/services/B/FeatureServer/")
+    assert not s.intake.serves("https://gis.example.com/arcgis/rest/services/B/FeatureServer")
+    assert not s.intake.serves("https://evil.example.com/arcgis/rest/services/A/FeatureServer")
+    assert not s.intake.serves(None) and not Settings().intake.serves(
+        "https://gis.example.com/arcgis/rest/services/A/FeatureServer")

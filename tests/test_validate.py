@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fme_ai_resilience.ledger import FormatAnomaly
 from fme_ai_resilience.settings import ValidationSettings
-from fme_ai_resilience.validate import VerdictKind, Verdict, validate
+from fme_ai_resilience.validate import VerdictKind, Verdict, schema_errors, validate
 from fme_ai_resilience.services.vision.providers import Assessment
 
 
@@ -125,3 +125,24 @@ def test_condition_differing_in_case_or_spaces_is_the_configured_one(condition):
 def test_unknown_condition_stays_invalid(condition):
     """A condition that is not a configured one, even a near synonym, is INVALID."""
     assert validate(result(condition, 0.97)).kind is VerdictKind.INVALID
+
+
+def test_schema_errors_of_a_hostile_value_are_one_violation():
+    """A value nested 100,000 deep is one violation, not a RecursionError."""
+    deep = None
+    for _ in range(100_000):
+        deep = [deep]
+    assert schema_errors({"condition": deep, "confidence": 0.5}) == [
+        "(root): nested deeper than 64 levels"]
+
+
+def test_schema_error_messages_are_cut():
+    """A violation quoting a huge value keeps a short message."""
+    errors = schema_errors({"condition": ["x" * 10_000], "confidence": 0.5})
+    assert len(errors) == 1 and len(errors[0]) <= 320 and errors[0].startswith("condition: ")
+
+
+def test_a_confidence_no_float_holds_is_invalid_not_an_overflow():
+    """validate() of a confidence of 10**400 is an INVALID verdict, never OverflowError."""
+    verdict = validate({"condition": "good", "confidence": 10 ** 400})
+    assert verdict.kind is VerdictKind.INVALID and "confidence" in verdict.reasons[0]

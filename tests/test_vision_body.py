@@ -78,3 +78,47 @@ def test_timed_session_mounts_the_phase_adapter(clock):
     session = timed_session(clock=clock)
     assert isinstance(session.get_adapter("https://vision.example.com"), PhaseAdapter)
     assert session.trust_env is False
+
+
+class HttpClientBody:
+    """http.client's response as urllib3 1.26 holds it: read1 counting down ``length``."""
+
+    def __init__(self, chunks, length):
+        self.chunks, self.length, self.closed = list(chunks), length, False
+
+    def read1(self, amt):
+        if not self.chunks:
+            return b""   # http.client ends a short body quietly: length stays above 0
+        chunk = self.chunks.pop(0)[:amt]
+        self.length -= len(chunk)
+        return chunk
+
+    def close(self):
+        self.closed = True
+
+
+class Urllib3v1Raw:
+    """A urllib3 1.26 response: no read1 of its own, the http.client response in ``_fp``."""
+
+    def __init__(self, fp):
+        self._fp = fp
+        self.released = False
+
+    def release_conn(self):
+        self.released = True
+
+
+def test_a_short_body_is_truncated_under_urllib3_1_26(clock):
+    """On urllib3 1.26 a body ending before its Content-Length is truncated, not complete."""
+    raw = Urllib3v1Raw(HttpClientBody([b'{"condition": "go'], length=40))
+    read = read_body(raw, clock.monotonic() + 1, 1000, clock=clock)
+    assert read.truncated and read.body == b'{"condition": "go' and not raw.released
+
+
+def test_a_whole_body_gives_its_connection_back_under_urllib3_1_26(clock):
+    """On urllib3 1.26 a body read to its end returns the connection to the pool for reuse."""
+    fp = HttpClientBody([b"ab", b"cd"], length=4)
+    raw = Urllib3v1Raw(fp)
+    read = read_body(raw, clock.monotonic() + 1, 1000, clock=clock)
+    assert (read.body, read.truncated) == (b"abcd", False)
+    assert fp.closed and raw.released

@@ -12,23 +12,19 @@ import responses
 
 from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.errors import ErrorClass
+from fme_ai_resilience.keys import as_trace_id
 from fme_ai_resilience.ledger import CallRecord
 from fme_ai_resilience.validate import VerdictKind, validate
 from fme_ai_resilience.services.vision import Credentials, VisionClient, VisionOutcome, traceparent
 from fme_ai_resilience.services.vision.providers import GenericMapping
+from fme_ai_resilience.survey123 import parse_webhook
 from tests import vision_fixtures as fx
 
 API_KEY = "sk-live-ABCDEF0123456789"
 TOKEN = "portal-token-Zx9Yw8Vu7"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
-URLS = {
-    "azure-v4": "https://vision.example.com/computervision/imageanalysis:analyze",
-    "google": "https://vision.example.com/v1/images:annotate",
-    "rekognition": "https://vision.example.com/",
-    "openai": "https://vision.example.com/chat/completions",
-    "generic": "https://vision.example.com",
-}
+URLS = fx.URLS   # where each provider's request goes for endpoint vision.example.com
 MAPPING = GenericMapping(condition="result.asset_condition", confidence="result.score",
                          labels="result.tags", label_name="tag", label_confidence="p",
                          model_version="model.version")
@@ -99,6 +95,31 @@ def test_request_carries_traceparent_from_the_trace_id(clock):
     make_client("google", clock).analyze(b"img", TRACE)
     header = responses.calls[0].request.headers["traceparent"]
     assert re.fullmatch(rf"00-{TRACE}-[0-9a-f]{{16}}-01", header)
+
+
+@responses.activate
+def test_the_ledgers_trace_id_is_sent_verbatim(clock, caplog):
+    """A task's trace id from intake is the traceparent's trace id, the outcome's and the log's."""
+    caplog.set_level(logging.INFO)
+    (sub,) = parse_webhook(json.dumps({
+        "feature": {"attributes": {"globalid": "{5C1E0A2B-9D3F-4E61-8A7B-0F2C3D4E5A6B}"},
+                    "attachments": {"photo": [
+                        {"globalId": "{A0B1C2D3-E4F5-4A6B-8C7D-9E0F1A2B3C4D}", "id": 1}]}}}))
+    responses.add(responses.POST, URLS["google"], json=fx.GOOGLE_OK)
+    out = make_client("google", clock).analyze(b"img", sub.trace_id)
+    header = responses.calls[0].request.headers["traceparent"]
+    assert header.split("-")[1] == sub.trace_id == out.trace_id
+    assert f"trace={sub.trace_id}" in caplog.text
+
+
+@responses.activate
+def test_an_id_that_is_no_trace_id_is_reported_as_the_one_sent(clock):
+    """A caller's own id (not 32 hex) is derived once; outcome and traceparent carry the same."""
+    responses.add(responses.POST, URLS["google"], json=fx.GOOGLE_OK)
+    out = make_client("google", clock).analyze(b"img", "job-17/photo-3")
+    sent = responses.calls[0].request.headers["traceparent"].split("-")[1]
+    assert out.trace_id == sent == as_trace_id("job-17/photo-3")
+    assert out.to_call_record("vision", started_at=1.0).trace_id == sent
 
 
 def test_traceparent_hashes_trace_ids_that_are_not_32_hex():
@@ -241,3 +262,33 @@ def test_secret_straddling_the_excerpt_cut_is_redacted(clock):
                   status=500, content_type="text/plain")
     out = make_client("google", clock).analyze(b"img", TRACE)
     assert len(out.excerpt) <= 2048 and API_KEY[:6] not in out.excerpt
+
+
+@pytest.mark.parametrize("provider, body", [
+    ("google", "[" * 100_000 + "]" * 100_000),
+    ("rekognition", '{"Labels": [{"Name": "Rust", "Confidence": 1' + "0" * 400 + "}]}"),
+    ("rekognition", '{"Labels": [{"Name": "Rust", "Confidence": 1e400}]}'),
+    ("openai", json.dumps(fx.openai_answer("[" * 5000 + "]" * 5000))),
+    ("generic", '{"condition": "good", "confidence": 0.5, "x": ' + "{\"a\": " * 5000 + "1"
+     + "}" * 5001),
+])
+@responses.activate
+def test_hostile_bodies_are_bad_format_outcomes(clock, provider, body):
+    """Deep nesting and numbers no float holds come back as BAD_FORMAT, never as exceptions."""
+    responses.add(responses.POST, URLS[provider], body=body, content_type="application/json")
+    out = make_client(provider, clock).analyze(b"img", TRACE)
+    assert out.error_class is ErrorClass.BAD_FORMAT and out.errors
+
+
+@pytest.mark.parametrize("provider, body, expected", [
+    ("google", {"responses": [{"error": "could not fetch the image"}]}, ErrorClass.SERVER_ERROR),
+    ("generic", {"error": "model overloaded", "result": {"asset_condition": "good",
+                                                         "score": 0.9}}, ErrorClass.SERVER_ERROR),
+    ("openai", {**fx.OPENAI_OK, "error": [{"code": 401, "message": "expired"}]}, ErrorClass.AUTH),
+])
+@responses.activate
+def test_an_error_inside_a_200_body_is_never_an_assessment(clock, provider, body, expected):
+    """Errors in a 200 body, however they are spelled, are failed outcomes of their class."""
+    responses.add(responses.POST, URLS[provider], json=body)
+    out = make_client(provider, clock).analyze(b"img", TRACE)
+    assert not out.ok and out.error_class is expected and out.assessment is None

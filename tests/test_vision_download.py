@@ -8,8 +8,8 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
-from fme_ai_resilience.settings import DownloadSettings
+from fme_ai_resilience.errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL
+from fme_ai_resilience.settings import DownloadSettings, IntakeSettings, Settings
 from fme_ai_resilience.services.vision.download import (DownloadPolicy, check_peer, check_url,
                                                         fetch_photo)
 
@@ -96,8 +96,8 @@ def test_private_address_allowed_when_host_explicitly_allowed():
     assert check_url("https://evil.example.org/p.jpg", pol) == ("evil.example.org", 443)
 
 
-def test_peer_address_check_after_connect():
-    """The post-connect check refuses a private peer unless the host may be private."""
+def test_peer_address_check_before_connect():
+    """The check run before each socket opens refuses a private address unless allowed."""
     check_peer(HOST, "93.184.216.34", policy())
     with pytest.raises(UnsafeURL, match="10.0.0.5"):
         check_peer(HOST, "10.0.0.5", policy())
@@ -113,12 +113,26 @@ def test_public_allowed_host_passes_and_subdomain_entries_work():
                      policy(allowed_hosts=(".example.net",)))[0] == "cdn.example.net"
 
 
-def test_policy_for_service_takes_host_of_service_url():
-    """for_service allows the serviceUrl host plus configured hosts and settings' limits."""
-    pol = DownloadPolicy.for_service(
-        f"https://{HOST}/abc/arcgis/rest/services/inspection/FeatureServer",
-        DownloadSettings(allowed_hosts=("cdn.example.net",), max_photo_bytes=1000))
-    assert pol.allowed_hosts == (HOST, "cdn.example.net") and pol.max_bytes == 1000
+def test_policy_from_settings_takes_the_configured_services_and_hosts():
+    """from_settings allows the configured services' hosts plus configured hosts and limits."""
+    settings = Settings(
+        intake=IntakeSettings(feature_services=(
+            f"https://{HOST}/abc/arcgis/rest/services/inspection/FeatureServer",
+            "https://gis.example.org:6443/arcgis/rest/services/water/FeatureServer")),
+        download=DownloadSettings(allowed_hosts=("cdn.example.net",), max_photo_bytes=1000,
+                                  allow_private_hosts=("gis.example.org",)))
+    pol = DownloadPolicy.from_settings(settings, resolver=resolver)
+    assert pol.allowed_hosts == (HOST, "gis.example.org:6443", "cdn.example.net")
+    assert pol.max_bytes == 1000 and pol.allow_private_hosts == ("gis.example.org",)
+    assert pol.ports_for("gis.example.org", "https") == {6443}
+    assert not hasattr(DownloadPolicy, "for_service")
+
+
+def test_nothing_configured_allows_no_photo_host():
+    """Settings naming no service and no host allow nothing, whatever a webhook names."""
+    pol = DownloadPolicy.from_settings(Settings(), resolver=resolver)
+    with pytest.raises(UnsafeURL, match="allow-list"):
+        check_url(PHOTO, pol)
 
 
 @responses.activate
@@ -297,3 +311,130 @@ def test_refusal_messages_do_not_show_the_token():
     with pytest.raises(UnsafeURL) as info:
         fetch_photo(f"http://{HOST}/{TOKEN}/p.jpg", TOKEN, policy(), session=requests.Session())
     assert TOKEN not in str(info.value) and "plain http" in str(info.value)
+
+
+@pytest.mark.parametrize("body", ["[" * 100_000 + "]" * 100_000,
+                                  '{"error": {"code": 1' + "0" * 400 + "}}",
+                                  '{"error": ' + '{"details": ' * 5000 + "1" + "}" * 5001])
+@responses.activate
+def test_a_photo_host_answering_hostile_json_is_bad_format(body):
+    """Deep JSON or a number no float holds from the photo host is DownloadError BAD_FORMAT."""
+    responses.add(responses.GET, PHOTO, body=body, content_type="application/json")
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(PHOTO, TOKEN, policy(), session=requests.Session())
+    assert info.value.error_class is ErrorClass.BAD_FORMAT
+
+
+PHOTOS = "photos.test"
+AGREE = {PHOTOS: ["93.184.216.34"], "attacker.example": ["93.184.216.35"]}
+
+
+def photos_policy(**kwargs):
+    values = dict(allowed_hosts=("." + PHOTOS, PHOTOS),
+                  resolver=lambda host, port: AGREE.get(host, ["93.184.216.36"]))
+    values.update(kwargs)
+    return DownloadPolicy(**values)
+
+
+@pytest.mark.parametrize("url", [
+    "https://attacker.example\\x.photos.test/p.jpg",
+    "https://attacker.example\\@photos.test/p.jpg",
+    "https://photos.test:443\\@attacker.example/p.jpg",
+    "https://attacker.example%2f.photos.test/p.jpg",
+    "https://attacker.example%5c.photos.test/p.jpg",
+    "https://a b.photos.test/p.jpg",
+    "https://photos.test\t/p.jpg",
+    "https://ph\u200botos.test/p.jpg",
+    "https://x_y.photos.test/p.jpg",
+    "https://-x.photos.test/p.jpg",
+    "https://" + "a" * 64 + ".photos.test/p.jpg",
+])
+def test_a_host_two_parsers_read_differently_or_outside_the_grammar_is_refused(url):
+    """A backslash, a percent sign or any character outside host name grammar is UnsafeURL."""
+    with pytest.raises(UnsafeURL):
+        check_url(url, photos_policy())
+
+
+def test_the_backslash_host_is_refused_before_any_request():
+    """fetch_photo never sends the token to a host urllib3 reads out of a backslash URL."""
+    with responses.RequestsMock() as mock:   # any request at all would fail the test
+        with pytest.raises(UnsafeURL, match="backslash"):
+            fetch_photo("https://attacker.example\\x.photos.test/p.jpg", TOKEN, photos_policy(),
+                        session=requests.Session())
+        assert len(mock.calls) == 0
+
+
+@pytest.mark.parametrize("address, form", [
+    ("2002:7f00:1::", "6to4"), ("2002:a9fe:a9fe::", "6to4"), ("2002:0a00:0005::1", "6to4"),
+    ("fec0::1", "site-local"), ("64:ff9b::7f00:1", "NAT64"), ("64:ff9b::a9fe:a9fe", "NAT64"),
+    ("64:ff9b:1::a00:5", "NAT64"), ("::7f00:1", "IPv4-compatible"),
+    ("::ffff:0:7f00:1", "IPv4-translated"), ("2001:0:4136:e378:8000:63bf:80ff:fffe", "Teredo"),
+    ("2606:4700::5efe:7f00:1", "ISATAP"), ("2606:4700::200:5efe:a9fe:a9fe", "ISATAP"),
+    ("::ffff:127.0.0.1", "IPv4-mapped"), ("100.64.0.1", "not a public"),
+])
+def test_every_embedded_ipv4_form_is_checked(address, form):
+    """6to4, NAT64, Teredo, ISATAP, compatible and translated forms of private IPv4 are refused."""
+    pol = photos_policy(resolver=lambda host, port: [address])
+    with pytest.raises(UnsafeURL, match=form):
+        check_url("https://photos.test/p.jpg", pol)
+    with pytest.raises(UnsafeURL):
+        check_peer(PHOTOS, address, pol)
+
+
+@pytest.mark.parametrize("address", ["2002:5db8:d822::1", "64:ff9b::5db8:d822",
+                                     "2606:2800:220:1:248:1893:25c8:1946", "93.184.216.34"])
+def test_public_addresses_in_embedded_forms_pass(address):
+    """A 6to4 or NAT64 address of a public IPv4 address, and plain public ones, are allowed."""
+    pol = photos_policy(resolver=lambda host, port: [address])
+    assert check_url("https://photos.test/p.jpg", pol) == (PHOTOS, 443)
+
+
+@pytest.mark.parametrize("url, allowed, ok", [
+    ("https://photos.test/p.jpg", (PHOTOS,), True),
+    ("https://photos.test:443/p.jpg", (PHOTOS,), True),
+    ("https://photos.test:8443/p.jpg", (PHOTOS,), False),
+    ("https://photos.test:22/p.jpg", (PHOTOS,), False),
+    ("https://photos.test:80/p.jpg", (PHOTOS,), False),
+    ("https://photos.test:8443/p.jpg", (PHOTOS + ":8443",), True),
+    ("https://photos.test/p.jpg", (PHOTOS + ":8443",), False),
+    ("https://photos.test/p.jpg", (PHOTOS + ":8443", PHOTOS), True),
+    ("https://cdn.photos.test:6443/p.jpg", (".photos.test:6443",), True),
+    ("https://cdn.photos.test:6444/p.jpg", (".photos.test:6443",), False),
+])
+def test_only_the_default_port_unless_one_is_configured(url, allowed, ok):
+    """Port 443 only, unless a host:port entry names another port for the host."""
+    pol = photos_policy(allowed_hosts=allowed)
+    if ok:
+        assert check_url(url, pol)[0].endswith(PHOTOS)
+    else:
+        with pytest.raises(UnsafeURL, match="port"):
+            check_url(url, pol)
+
+
+def test_plain_http_hosts_get_port_80_only():
+    """A host allowed over plain http gets port 80, not any port."""
+    pol = photos_policy(allowed_hosts=(PHOTOS,), allow_http_hosts=(PHOTOS,))
+    assert check_url("http://photos.test/p.jpg", pol) == (PHOTOS, 80)
+    with pytest.raises(UnsafeURL, match="port"):
+        check_url("http://photos.test:8080/p.jpg", pol)
+    pol = photos_policy(allowed_hosts=(PHOTOS + ":8080",), allow_http_hosts=(PHOTOS,))
+    assert check_url("http://photos.test:8080/p.jpg", pol) == (PHOTOS, 8080)
+
+
+@pytest.mark.parametrize("entry", ["photos.test:0", "photos.test:99999", "photos.test:x",
+                                   "photos test", "photos.test/p", "user@photos.test",
+                                   "[::1", "https://photos.test"])
+def test_allow_list_entries_are_checked(entry):
+    """A malformed allow-list entry is a ConfigurationError naming the setting."""
+    with pytest.raises(ConfigurationError, match="download.allowed_hosts"):
+        DownloadPolicy(allowed_hosts=(entry,))
+
+
+def test_allow_list_entries_may_be_ipv6_literals_with_ports():
+    """[v6]:port and a bare v6 literal are both entries."""
+    pol = DownloadPolicy(allowed_hosts=("[2606:2800:220:1::1]:8443", "2606:2800:220:1::2"),
+                         resolver=resolver)
+    assert check_url("https://[2606:2800:220:1::1]:8443/p.jpg", pol)[1] == 8443
+    assert check_url("https://[2606:2800:220:1::2]/p.jpg", pol)[1] == 443
+    with pytest.raises(UnsafeURL, match="port"):
+        check_url("https://[2606:2800:220:1::1]/p.jpg", pol)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -398,3 +399,123 @@ def test_generic_unit_answer_on_percent_scale_is_drift(confidence):
                   mapping=GenericMapping(confidence_scale=100))
     assert normalize("generic", {"condition": "damaged", "confidence": 0},
                      mapping=GenericMapping(confidence_scale=100)).confidence == 0.0
+
+
+def test_azure_requests_only_the_features_the_adapter_reads():
+    """Azure is asked for tags and objects only: caption is offered in some regions alone."""
+    req = build_request("azure-v4", "https://a.example", b"\xff\xd8", Credentials(api_key="k"))
+    query = parse_qs(urlsplit(req.url).query)
+    assert query == {"api-version": ["2023-10-01"], "features": ["tags,objects"]}
+
+
+def test_azure_features_are_configurable_and_checked():
+    """RequestOptions.azure_features chooses the features; tags stays, unknown ones are refused."""
+    options = builders.RequestOptions(azure_features=("tags", "caption"))
+    req = build_request("azure-v4", "https://a.example", b"\xff\xd8", Credentials(), options)
+    assert parse_qs(urlsplit(req.url).query)["features"] == ["tags,caption"]
+    for bad in (("objects",), ("tags", "captions"), ()):
+        with pytest.raises(ConfigurationError, match="azure_features"):
+            builders.RequestOptions(azure_features=bad)
+
+
+def nested(depth, leaf=None):
+    """``depth`` nested one-element arrays around ``leaf``, built without recursion."""
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("provider, payload, error_class", [
+    ("google", fx.GOOGLE_ERROR_200, ErrorClass.SERVER_ERROR),
+    ("google", {"responses": [{"error": "could not fetch the image"}]}, ErrorClass.SERVER_ERROR),
+    ("google", {"responses": [{"error": {"code": 7, "message": "denied"}}]}, ErrorClass.AUTH),
+    ("google", {"responses": [{"labelAnnotations": []}, {"error": {"code": 14}}]},
+     ErrorClass.SERVER_ERROR),
+    ("generic", {"error": "model overloaded", "condition": "good", "confidence": 0.9},
+     ErrorClass.SERVER_ERROR),
+    ("generic", {"error": {"code": 498, "message": "Invalid token."}, "condition": "good",
+                 "confidence": 0.9}, ErrorClass.AUTH),
+    ("azure-v4", {**fx.AZURE_OK, "error": {"code": 429, "message": "slow down"}},
+     ErrorClass.RATE_LIMITED),
+    ("openai", {**fx.OPENAI_OK, "error": {"message": "upstream failed"}}, ErrorClass.SERVER_ERROR),
+    ("rekognition", {**fx.REKOGNITION_OK, "__type": "ThrottlingException"},
+     ErrorClass.RATE_LIMITED),
+])
+def test_an_error_in_a_200_body_never_normalises_to_an_assessment(provider, payload,
+                                                                  error_class):
+    """normalize() called on its own refuses an answer reporting an error, with its class."""
+    with pytest.raises(FormatError) as info:
+        normalize(provider, payload, mapping=None)
+    assert info.value.error_class is error_class
+
+
+def test_drift_keeps_bad_format_as_its_error_class():
+    """A drifted answer's FormatError carries BAD_FORMAT, usable as an attempt outcome."""
+    with pytest.raises(FormatError) as info:
+        normalize("azure-v4", fx.AZURE_DRIFTED)
+    assert info.value.error_class is ErrorClass.BAD_FORMAT
+
+
+@pytest.mark.parametrize("provider, payload, words", [
+    ("azure-v4", {"modelVersion": "2023-10-01", "tagsResult": {"values": []},
+                  "tags": [{"name": "rust", "confidence": 0.93}]}, "tags"),
+    ("azure-v4", {"modelVersion": "2023-10-01", "tagsResult": {"values": []},
+                  "objectsResult": {"values": []}, "objects": [{"object": "hydrant"}]},
+     "objects"),
+    ("rekognition", {"Labels": [], "CustomLabels": [{"Name": "Rust", "Confidence": 93.0}]},
+     "CustomLabels"),
+    ("rekognition", {"Labels": [{"Name": "Rust", "Confidence": 93.0}], "CustomLabels": []},
+     "CustomLabels"),
+    ("rekognition", {"Labels": [], "DetectedLabels": [{"Name": "Rust", "Confidence": 93.0}]},
+     "DetectedLabels"),
+    ("generic", {"condition": "good", "confidence": 0, "confidence_score": 0.93}, "confidence"),
+    ("generic", {"condition": "good", "confidence": 0.0, "labels": [
+        {"name": "rust", "confidence": 0, "score": 0.9}]}, "score"),
+])
+def test_drift_that_would_read_as_good_at_zero_is_a_format_error(provider, payload, words):
+    """Labels moved elsewhere, both Rekognition lists, or a renamed confidence are drift."""
+    with pytest.raises(FormatError, match=words) as info:
+        normalize(provider, payload)
+    assert info.value.error_class is ErrorClass.BAD_FORMAT
+
+
+def test_an_empty_answer_in_the_known_shape_is_still_no_labels():
+    """Azure and Rekognition answers in their own shape with no labels stay good at 0."""
+    azure = normalize("azure-v4", {"modelVersion": "2023-10-01", "tagsResult": {"values": []},
+                                   "metadata": {"width": 10, "height": 10}})
+    rek = normalize("rekognition", {"Labels": [], "LabelModelVersion": "3.0"})
+    assert (azure.condition, azure.confidence) == (rek.condition, rek.confidence) == ("good", 0.0)
+
+
+def test_openai_labels_as_plain_strings_are_read():
+    """A server ignoring strict mode that lists labels as strings gives the same assessment."""
+    content = {"condition": "damaged", "confidence": 0.86, "labels": ["rust", "crack", "pipe"]}
+    a = normalize("openai", fx.openai_answer(content))
+    assert (a.condition, a.confidence) == ("damaged", 0.86)
+    assert a.labels == (("rust", 0.86), ("crack", 0.86), ("pipe", 0.86))
+    mixed = normalize("openai", fx.openai_answer(
+        {"condition": "fair", "confidence": 0.8, "labels": [{"name": "wear", "confidence": 0.9},
+                                                            "paint"]}))
+    assert mixed.labels == (("wear", 0.9), ("paint", 0.8))
+
+
+@pytest.mark.parametrize("provider, payload", [
+    ("rekognition", {"Labels": [{"Name": "Rust", "Confidence": 10 ** 400}]}),
+    ("google", {"responses": [{"labelAnnotations": [{"description": "Rust",
+                                                     "score": -10 ** 400}]}]}),
+    ("azure-v4", {"modelVersion": "m", "tagsResult": {"values": [{"name": "rust",
+                                                                  "confidence": 10 ** 400}]}}),
+    ("generic", {"condition": "good", "confidence": 10 ** 400}),
+    ("openai", fx.openai_answer('{"condition": "good", "confidence": 1' + "0" * 400 + "}")),
+    ("openai", fx.openai_answer('{"condition": "good", "confidence": 1e400}')),
+    ("openai", fx.openai_answer("[" * 5000 + "]" * 5000)),
+    ("openai", fx.openai_answer('{"condition": "good", "confidence": 0.5, "labels": '
+                                + "[" * 5000 + "]" * 5000 + "}")),
+    ("generic", {"condition": "good", "confidence": 0.5, "extra": nested(100_000)}),
+    ("google", {"responses": [{"labelAnnotations": nested(100_000)}]}),
+])
+def test_hostile_payloads_are_format_errors(provider, payload):
+    """Huge numbers and deep nesting raise FormatError, never OverflowError or RecursionError."""
+    with pytest.raises(FormatError):
+        normalize(provider, payload)

@@ -7,6 +7,15 @@ from __future__ import annotations
 import copy
 import json
 
+#: Where each provider's request goes for the endpoint https://vision.example.com.
+URLS = {
+    "azure-v4": "https://vision.example.com/computervision/imageanalysis:analyze",
+    "google": "https://vision.example.com/v1/images:annotate",
+    "rekognition": "https://vision.example.com/",
+    "openai": "https://vision.example.com/chat/completions",
+    "generic": "https://vision.example.com",
+}
+
 AZURE_OK = {
     "modelVersion": "2023-10-01",
     "captionResult": {"text": "a rusty fire hydrant on a sidewalk", "confidence": 0.83},

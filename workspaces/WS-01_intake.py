@@ -22,4 +22,5 @@ class FeatureProcessor(IntakeCaller):
       FAIR_INTAKE_PARK_CEILING         park at most this many unfinished tasks (rows)
       FAIR_INTAKE_MAX_BODY_BYTES       the largest webhook body accepted
       FAIR_INTAKE_MAX_ATTACHMENTS      the most photos one body may carry
+      FAIR_INTAKE_FEATURE_SERVICES     the FeatureServer URLs served; others are refused (422)
     """

@@ -14,6 +14,7 @@ class FeatureProcessor(ProcessorCaller):
     Published parameters (blank keeps the library default, or the resilience_config row):
       FAIR_DB                               the ledger URL (required; the same in all three)
       FAIR_INTAKE_LATENCY_PROMISE_S         the promise; a task's deadline is 1.5 x it
+      FAIR_INTAKE_FEATURE_SERVICES          the FeatureServer URLs served: their hosts give photos
       FAIR_PROCESSING_CLAIM_LIMIT           tasks one run claims
       FAIR_PROCESSING_LEASE_S               how long a claimed task is held
       FAIR_RETRY_TASK_ATTEMPTS              attempts one task may spend
@@ -28,7 +29,7 @@ class FeatureProcessor(ProcessorCaller):
       FAIR_VALIDATION_THRESHOLDS            the same by asset type, hydrant=0.8,valve=0.9
       FAIR_VALIDATION_CONDITIONS            the conditions an answer may conclude
       FAIR_DOWNLOAD_MAX_PHOTO_BYTES         the largest photo read
-      FAIR_DOWNLOAD_ALLOWED_HOSTS           hosts photos may come from besides the survey's
+      FAIR_DOWNLOAD_ALLOWED_HOSTS           more photo hosts (host, .domain, host:port)
       FAIR_BREAKER_FAILURE_RATE             failure rate that opens the circuit
       FAIR_BREAKER_MIN_CALLS                calls the window needs before it can open
       FAIR_BREAKER_SLOW_CALL_S              a call this long counts as slow

@@ -23,6 +23,8 @@ COMMANDS = (
     "serve",
     "breaker",
     "degrade",
+    "process",
+    "compensate",
     "dlq",
     "check",
     "workspaces",

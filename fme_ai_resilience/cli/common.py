@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import os
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..store import SqlStore, display_url, open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
            "add_db_option", "announce", "check_db_url", "command", "exit_codes", "ledger",
-           "ledger_error", "number", "open_from_args", "port", "setting_default",
+           "ledger_error", "number", "open_from_args", "parse_values", "port", "setting_default",
            "settings_for", "settings_from_args", "whole"]
 
 EXIT_OK = 0
@@ -146,18 +147,25 @@ def _missing_sqlite(url: str, *, file_too: bool) -> Optional[str]:
     return None
 
 
+def parse_values(items: Sequence[str]) -> Dict[str, str]:
+    """``--set NAME=VALUE`` items as a mapping; raises :class:`ConfigurationError` for an item
+    without ``=`` (the value is never echoed: it may be a key)."""
+    values: Dict[str, str] = {}
+    for item in items:
+        setting, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigurationError("--set", setting.strip(), "expected NAME=VALUE")
+        values[setting.strip()] = value
+    return values
+
+
 def settings_from_args(items: Sequence[str], explicit: Mapping[str, Any]) -> Settings:
     """Settings from ``FAIR_*`` variables, then ``--set NAME=VALUE`` items, then options.
 
     ``explicit`` maps setting names to option values; None means "not given".
     Raises :class:`ConfigurationError` for an item without ``=`` or a bad value.
     """
-    values: Dict[str, Any] = {}
-    for item in items:
-        setting, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigurationError("--set", item, "expected NAME=VALUE")
-        values[setting.strip()] = value
+    values: Dict[str, Any] = parse_values(items)
     values.update({k: v for k, v in explicit.items() if v is not None})
     return Settings.from_env(os.environ).with_values(values)
 
@@ -189,13 +197,17 @@ def open_from_args(args: argparse.Namespace, *, create: bool = False) -> SqlStor
     except BaseException:
         store.close()
         raise
-    announce(store=store)
+    announce(store=store, json_logs=getattr(args, "log_format", None) == "json")
     return store
 
 
-def announce(*, store: SqlStore) -> None:
-    """Say on stderr which ledger the command works on (never with its password)."""
-    print(f"ledger: {store.describe()}", file=sys.stderr, flush=True)
+def announce(*, store: SqlStore, json_logs: bool = False) -> None:
+    """Say on stderr which ledger the command works on (never with its password): a line of
+    its own, or a log record where the command logs JSON lines (stderr stays JSON)."""
+    if json_logs:
+        logging.getLogger("fme_ai_resilience.cli").info("ledger: %s", store.describe())
+    else:
+        print(f"ledger: {store.describe()}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ def _render_signals(s: Dict[str, Any]) -> List[str]:
              f"  traffic             {traffic['webhooks_per_min']:.1f} webhooks/min, "
              f"{traffic['ai_calls_per_min']:.1f} AI calls/min, "
              f"{traffic['reused_analyses']} analyses reused",
-             f"  errors              " + (", ".join(
+             "  errors              " + (", ".join(
                  f"{k} {v}" for k, v in s["errors"]["by_class"].items()) or "none"),
              f"  saturation          backlog {sat['backlog']} of watermark {sat['watermark']} "
              f"({sat['backlog_ratio']:.0%})",

@@ -12,6 +12,10 @@
         over the park ceiling in ``park`` mode; ``Retry-After`` from Little's law
 400     the body is invalid (or the parser failed on it in any unexpected way); a DEAD row
         keyed by the body's SHA-256 keeps the redacted excerpt and the reason
+422     ``intake.feature_services`` is set and the body names another feature service (or
+        none): nothing is registered (no task, so no download); a DEAD row (UNKNOWN_SERVICE)
+        keyed by the body's SHA-256, never by the photos' keys, which a forged body would
+        otherwise take from the real submission, keeps the evidence. Not retryable.
 503     the ledger is unreachable, or FME Flow reports no engine capacity; ``Retry-After``
 ======  =====================================================================================
 
@@ -44,8 +48,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
 from ..checks import count
-from ..errors import SCHEMA_MISSING, InvalidPayload, SchemaMissing, StoreError, StoreUnavailable
-from ..keys import body_key
+from ..errors import (
+    SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing, StoreError, StoreUnavailable,
+)
+from ..keys import body_key, trace_id_for
 from ..ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
 from ..printable import printable
 from ..redact import excerpt, redact_raw, redact_text, redact_url, token_values
@@ -121,6 +127,11 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
                   type(exc).__name__)
         unreadable = InvalidPayload(f"the body could not be parsed ({type(exc).__name__})")
         return _invalid(body, headers, unreadable, settings, store=store, now=now)
+    if intake.feature_services:
+        foreign = next((s for s in submissions if not intake.serves(s.service_url)), None)
+        if foreign is not None:
+            return _unknown_service(body, headers, submissions, foreign, settings,
+                                    store=store, now=now)
 
     plan, mode, park_ceiling = intake.capacity, intake.overload_mode, intake.park_ceiling
     health = None if flow_health is None else _read_health(flow_health)
@@ -267,7 +278,7 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
     try:
         kept = store.keep_invalid_body(key, payload, reason, now=now,
                                        per_minute=intake.max_invalid_per_minute,
-                                       limit=intake.max_invalid_total, trace_id=key[-16:])
+                                       limit=intake.max_invalid_total, trace_id=trace_id_for(key))
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
                   reason, redact_text(str(err), secrets))
@@ -294,6 +305,35 @@ def ledger_retry_after_s(settings: Settings) -> int:
     """The Retry-After of a 503 while the ledger cannot answer: there is no backlog to
     measure, so one mean processing time (whole seconds, at least 1)."""
     return max(1, math.ceil(settings.intake.mean_processing_s))
+
+
+def _unknown_service(body: Body, headers: Optional[Mapping[str, Any]],
+                     submissions: Sequence[Submission], foreign: Submission,
+                     settings: Settings, *, store: Store, now: float) -> IntakeAnswer:
+    """422 for a body naming a feature service the deployment does not serve: no task (so
+    no download); the evidence is a dead letter keyed by the body's hash, never by the
+    photos' keys, which a forged body would otherwise take from the real submission."""
+    raw, secrets = body_bytes(body), [foreign.portal_token]
+    key = body_key(raw)
+    named = redact_text(foreign.service_url or "(none)", secrets)
+    evidence = {"reason": f"the body names the feature service {named}, which this deployment "
+                          "does not serve (intake.feature_services)",
+                "service_url": named if foreign.service_url else None,
+                "keys": [s.idempotency_key for s in submissions[:MAX_LISTED]],
+                "submission_count": len(submissions), "bytes": len(raw),
+                "delivery_id": delivery_id_of(headers),
+                "excerpt": excerpt(raw, EXCERPT_CHARS, secrets).replace("\x00", "\ufffd")}
+    try:
+        fresh = store.record_dead_letter(key, evidence, FailureClass.UNKNOWN_SERVICE,
+                                         evidence["reason"], now=now, trace_id=trace_id_for(key))
+    except StoreUnavailable as err:
+        log.error("intake: body %s names an unknown service and the ledger is unreachable", key)
+        return _unavailable(settings, _why_unavailable(err), [], [])
+    log.warning("intake: body %s (delivery %s) names %s, not a service of this deployment: "
+                "not registered%s", key, evidence["delivery_id"], named,
+                "" if fresh else " (already recorded)")
+    return IntakeAnswer(422, {}, {"status": "unknown_service", "reason": evidence["reason"],
+                                  "dead_letter": key, "delivery_id": evidence["delivery_id"]})
 
 
 def _unavailable(settings: Settings, reason: str, stored: Sequence[str],

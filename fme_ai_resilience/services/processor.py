@@ -177,12 +177,8 @@ class Processor:
         self.policy = RetryPolicy.from_settings(settings)
         self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)
         self.worst_case_s = worst_case_task_s(self.policy, settings.timeouts)
-        self._policy_download = policy or DownloadPolicy(
-            allowed_hosts=settings.download.allowed_hosts,
-            allow_http_hosts=settings.download.allow_http_hosts,
-            allow_private_hosts=settings.download.allow_private_hosts,
-            max_bytes=settings.download.max_photo_bytes,
-            max_redirects=settings.download.max_redirects)
+        # configuration only: the served feature services' hosts and the photo hosts
+        self._policy_download = policy or DownloadPolicy.from_settings(settings)
         self._download = download or (lambda url, tok: fetch_photo(
             url, tok, self._policy_download, clock=self.clock))
         self._token = token
@@ -256,9 +252,26 @@ class Processor:
             return TaskResult(task.key, Status.PROCESSING, task.trace_id,
                               reason="lease lost before the task started")
         run = TaskRun(self, task)
-        try:
-            with trace(task.trace_id), _Heartbeat(task, lease_s, store=self.store,
-                                                  clock=self.clock):
-                return run.through()
-        except Parked as parked:
-            return parked.result
+        with trace(task.trace_id):
+            try:
+                with _Heartbeat(task, lease_s, store=self.store, clock=self.clock):
+                    result = run.through()
+            except Parked as parked:
+                result = parked.result
+            _log_result(result)
+        return result
+
+
+def _log_result(result: TaskResult) -> None:
+    """One line per task: INFO for a finish or a park, WARNING for a dead letter."""
+    if result.status is Status.DEAD:
+        log.warning("task %s: DEAD (%s): %s", result.key,
+                    result.failure_class.value if result.failure_class else "?",
+                    redact_text(result.reason))
+    elif result.status is Status.SUCCEEDED:
+        log.info("task %s: SUCCEEDED (%s%s)", result.key,
+                 result.outcome.value if result.outcome else "?",
+                 ", reused analysis" if result.reused else "")
+    else:
+        log.info("task %s: %s%s", result.key, result.status.value,
+                 f": {redact_text(result.reason)}" if result.reason else "")

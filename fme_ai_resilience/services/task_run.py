@@ -150,10 +150,17 @@ class TaskRun:
             raise
         self._log_call("photos", started, p.clock.monotonic() - mono, None, 200)
         digest = hashlib.sha256(photo.content).hexdigest()
-        p.store.checkpoint(task.key, task.lease_token, Stage.DOWNLOADED,
-                           {"sha256": digest, "size": len(photo.content),
-                            "content_type": photo.content_type}, now=p.clock.now())
+        self._checkpoint(Stage.DOWNLOADED, {"sha256": digest, "size": len(photo.content),
+                                            "content_type": photo.content_type})
         return (photo, digest)
+
+    def _checkpoint(self, stage: Stage, data: Mapping[str, Any]) -> None:
+        """Record a finished stage; a lease lost meanwhile ends the work here (the task is
+        another worker's now: writing back on would be a second write)."""
+        p, task = self.p, self.task
+        if not p.store.checkpoint(task.key, task.lease_token, stage, data, now=p.clock.now()):
+            raise Parked(TaskResult(task.key, Status.PROCESSING, task.trace_id,
+                                    reason=f"lease lost before the {stage.value} checkpoint"))
 
     def _analysis(self, fetched: Tuple[Photo, str],
                   route: "VisionRoute") -> Mapping[str, Any]:
@@ -176,8 +183,7 @@ class TaskRun:
         analyzed = {"assessment": assessment, "verdict": verdict.kind.value,
                     "reasons": list(verdict.reasons), "fingerprint": fingerprint,
                     "sha256": digest, "reused": reused, "service": route.service}
-        p.store.checkpoint(task.key, task.lease_token, Stage.ANALYZED, analyzed,
-                           now=p.clock.now())
+        self._checkpoint(Stage.ANALYZED, analyzed)
         return analyzed
 
     def _ask(self, route: "VisionRoute", image: bytes) -> Any:

@@ -140,7 +140,8 @@ class Store(Protocol):
                 now: float) -> int:
         """DEAD -> PENDING for the given keys or failure class, as a fresh task; returns how many.
 
-        Attempts, error and lease are reset; INVALID_PAYLOAD evidence moves only with ``force``.
+        Attempts, error and lease are reset; evidence (INVALID_PAYLOAD, UNKNOWN_SERVICE)
+        moves only with ``force``.
         """
 
     # -- reading -----------------------------------------------------------------------------

@@ -395,16 +395,16 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
 
         A requeued task starts a fresh life: attempts reset, the previous error (class and
         text), lease holder and lease expiry cleared; checkpoints are kept (it does not redo
-        finished stages). INVALID_PAYLOAD evidence (a body that never became a submission)
-        is skipped unless ``force=True``. Returns how many rows moved. Raises
-        ConfigurationError when neither keys nor a class is given, or for
-        ``failure_class=INVALID_PAYLOAD`` unforced.
+        finished stages). Evidence (INVALID_PAYLOAD and UNKNOWN_SERVICE: a body that never
+        became a submission) is skipped unless ``force=True``. Returns how many rows moved.
+        Raises ConfigurationError when neither keys nor a class is given, or for an evidence
+        class unforced.
         """
         now = finite("now", now)
         klass = None if failure_class is None else FailureClass(failure_class).value
         force = bool(force)
-        if klass == FailureClass.INVALID_PAYLOAD.value and not force:
-            raise ConfigurationError("failure_class", klass, "INVALID_PAYLOAD dead letters are "
+        if klass is not None and FailureClass(klass).evidence and not force:
+            raise ConfigurationError("failure_class", klass, f"{klass} dead letters are "
                                      "evidence, not tasks: requeue them only with force=True")
         if keys is None:
             if klass is None:

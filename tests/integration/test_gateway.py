@@ -139,6 +139,22 @@ def test_garbage_is_400_with_a_dead_letter(pg):
     assert "no feature" in record.payload["reason"]
 
 
+def test_a_webhook_for_another_feature_service_is_422_over_http(pg):
+    """With feature services configured, a body for another one is 422 and never a task."""
+    data = json.loads(BODY)
+    data["surveyInfo"]["serviceUrl"] = ("https://attacker.example/arcgis/rest/services/x/"
+                                        "FeatureServer")
+    forged = json.dumps(data).encode()
+    served = ("https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer",)
+    with serving(pg, feature_services=served) as url:
+        status, _, body = post(url, forged, "delivery-f")
+        assert status == 422 and body["status"] == "unknown_service"
+        assert pg.get(KEY) is None
+        assert pg.get(body_key(forged)).failure_class.value == "UNKNOWN_SERVICE"
+        status, _, body = post(url, BODY, "delivery-1")
+        assert status == 202 and pg.get(KEY).status is Status.PENDING
+
+
 def test_reject_mode_over_the_watermark_is_429(pg):
     """reject mode past the watermark: 429, an integer Retry-After >= 1, nothing stored."""
     fill(pg, 5, SystemClock().now())

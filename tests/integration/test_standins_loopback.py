@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from typing import List
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -32,9 +33,11 @@ from fme_ai_resilience.timeouts import TimeoutBudget
 
 pytestmark = pytest.mark.integration
 
-POLICY = DownloadPolicy(allowed_hosts=("127.0.0.1",), allow_http_hosts=("127.0.0.1",),
-                        allow_private_hosts=("127.0.0.1",), connect_s=2.0, ttfb_s=2.0,
-                        body_s=2.0)
+def policy_for(url):
+    """Loopback allowed (plain http, private addresses) on the stand-in's port only."""
+    return DownloadPolicy(allowed_hosts=(f"127.0.0.1:{urlsplit(url).port}",),
+                          allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
+                          connect_s=2.0, ttfb_s=2.0, body_s=2.0)
 PHOTOS = [fake_jpeg(f"photo-{i}") for i in range(6)]
 
 
@@ -361,9 +364,9 @@ def test_missing_photos_are_404_and_token_errors_are_http_200_with_498():
         host.token_error("expired.jpg")
         answers = [requests.get(u, timeout=5) for u in (gone, expired, host.url_for("never"))]
         with pytest.raises(DownloadError) as info:
-            fetch_photo(expired, "portal-token", POLICY)
+            fetch_photo(expired, "portal-token", policy_for(expired))
         host.restore("expired.jpg")
-        assert fetch_photo(expired, None, POLICY).content == host.data("expired.jpg")
+        assert fetch_photo(expired, None, policy_for(expired)).content == host.data("expired.jpg")
         counters = host.snapshot()
     assert [a.status_code for a in answers] == [404, 200, 404]
     assert answers[1].json()["error"]["code"] == 498
@@ -378,7 +381,7 @@ def test_a_photo_host_with_a_token_wants_it_in_the_header():
         url = host.add("a.jpg")
         bare = requests.get(url, timeout=5)
         in_query = requests.get(url + "?token=tok-1", timeout=5)
-        photo = fetch_photo(url, "tok-1", POLICY)
+        photo = fetch_photo(url, "tok-1", policy_for(url))
         counters = host.snapshot()
     assert bare.json()["error"]["code"] == 498 and in_query.json()["error"]["code"] == 498
     assert photo.content.startswith(b"\xff\xd8\xff")
@@ -499,11 +502,11 @@ def test_attachments_are_listed_and_downloaded_as_jpeg():
         headers = {"X-Esri-Authorization": "Bearer t"}
         infos = requests.get(f"{record.layer_url}/{record.object_id}/attachments",
                              headers=headers, params={"f": "json"}, timeout=5).json()
-        photo = fetch_photo(record.attachments[1].url, "t", POLICY)
+        photo = fetch_photo(record.attachments[1].url, "t", policy_for(record.attachments[1].url))
         unknown = requests.get(f"{record.layer_url}/{record.object_id}/attachments/999",
                                headers=headers, timeout=5).json()
         with pytest.raises(DownloadError) as info:
-            fetch_photo(record.attachments[0].url, "expired", POLICY)
+            fetch_photo(record.attachments[0].url, "expired", policy_for(record.attachments[0].url))
         counters = layer.snapshot()
     assert [i["id"] for i in infos["attachmentInfos"]] == [a.id for a in record.attachments]
     assert photo.content == PHOTOS[1] and photo.content_type == "image/jpeg"

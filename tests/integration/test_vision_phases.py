@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -14,6 +15,7 @@ from fme_ai_resilience.timeouts import TimeoutBudget
 from fme_ai_resilience.clock import SystemClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.services.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
+from fme_ai_resilience.services.vision.download import check_peer
 from fme_ai_resilience.services.vision.phases import timed_session
 from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
@@ -199,9 +201,11 @@ def test_oversize_body_is_cut_at_the_limit(serve):
     assert sent["bytes"] < 4 * 1024 * 1024
 
 
-LOOPBACK_POLICY = DownloadPolicy(allowed_hosts=("127.0.0.1",), allow_http_hosts=("127.0.0.1",),
-                                 allow_private_hosts=("127.0.0.1",), max_bytes=4096,
-                                 connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+def loopback_policy(*urls):
+    """Loopback allowed (plain http, private addresses) on the ports of ``urls`` only."""
+    return DownloadPolicy(allowed_hosts=tuple(f"127.0.0.1:{urlsplit(u).port}" for u in urls),
+                          allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
+                          max_bytes=4096, connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
 
 
 def test_photo_download_from_explicitly_allowed_loopback(serve):
@@ -214,23 +218,89 @@ def test_photo_download_from_explicitly_allowed_loopback(serve):
         conn.sendall(response(200, jpeg, ["Content-Type: image/jpeg"]))
 
     url = serve(handler).url + "/0/11/attachments/42"
-    assert fetch_photo(url, "tok-123456", LOOPBACK_POLICY).content == jpeg
+    assert fetch_photo(url, "tok-123456", loopback_policy(url)).content == jpeg
+    listed = DownloadPolicy(allowed_hosts=(f"127.0.0.1:{urlsplit(url).port}",),
+                            allow_http_hosts=("127.0.0.1",))
     with pytest.raises(UnsafeURL, match="loopback"):
-        fetch_photo(url, "tok-123456", DownloadPolicy(allowed_hosts=("127.0.0.1",),
-                                                      allow_http_hosts=("127.0.0.1",)))
+        fetch_photo(url, "tok-123456", listed)
 
 
-def test_dns_rebinding_is_caught_at_connect(serve):
-    """A name checked as public but connecting to loopback is refused once connected."""
-    def handler(conn, stop):
-        read_request(conn)
-        conn.sendall(response(200, b"\xff\xd8", ["Content-Type: image/jpeg"]))
+@pytest.fixture
+def connects(monkeypatch):
+    """Every socket connect, recorded; any outside the loopback range refused unsent."""
+    seen = []
+    real = socket.socket.connect
 
-    server = serve(handler)
-    rebinding = DownloadPolicy(allowed_hosts=("localhost",), allow_http_hosts=("localhost",),
-                               resolver=lambda host, port: ["93.184.216.34"])
-    with pytest.raises(UnsafeURL, match="reached 127.0.0.1, a loopback address"):
-        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", rebinding)
+    def connect(sock, address):
+        seen.append(tuple(address[:2]))
+        if not str(address[0]).startswith("127."):
+            raise ConnectionRefusedError(111, "outside loopback: not sent")
+        return real(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    return seen
+
+
+def test_a_rebinding_name_never_reaches_an_internal_port(serve, connects):
+    """A name approved at a public address connects there, not where a second lookup points."""
+    server = serve(lambda conn, stop: conn.sendall(response(200, b"\xff\xd8",
+                                                            ["Content-Type: image/jpeg"])))
+    lookups = []
+
+    def resolver(host, port):
+        lookups.append(host)
+        return ["93.184.216.34"]   # public when checked; the system would say 127.0.0.1
+
+    policy = DownloadPolicy(allowed_hosts=(f"localhost:{server.port}",),
+                            allow_http_hosts=("localhost",), resolver=resolver,
+                            connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+    with pytest.raises(DownloadError) as info:
+        fetch_photo(f"http://localhost:{server.port}/p", "tok-123456", policy)
+    assert info.value.error_class is ErrorClass.CONNECTION_ERROR
+    assert connects == [("93.184.216.34", server.port)] and lookups == ["localhost"]
+
+
+def test_the_connection_uses_the_addresses_the_check_approved(serve):
+    """The name is looked up once: the photo comes from the approved address, not a new one."""
+    jpeg = b"\xff\xd8\xff" + b"\x03" * 64
+    server = serve(lambda conn, stop: (read_request(conn), conn.sendall(
+        response(200, jpeg, ["Content-Type: image/jpeg"]))))
+    internal = socket.socket()
+    internal.bind(("127.0.0.2", server.port))
+    internal.listen(4)
+    internal.setblocking(False)
+    answers = iter([["127.0.0.1"], ["127.0.0.2"], ["127.0.0.2"]])
+
+    def resolver(host, port):
+        return next(answers)
+
+    policy = DownloadPolicy(allowed_hosts=(f"photos.test:{server.port}",),
+                            allow_http_hosts=("photos.test",),
+                            allow_private_hosts=("photos.test",), resolver=resolver,
+                            connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+    try:
+        assert fetch_photo(f"http://photos.test:{server.port}/p.jpg", None,
+                           policy).content == jpeg
+        with pytest.raises(BlockingIOError):
+            internal.accept()   # nothing ever connected to the second answer
+    finally:
+        internal.close()
+
+
+def test_an_address_is_checked_before_its_socket_opens(serve, connects):
+    """An address the session's check refuses opens no socket: no internal port is touched."""
+    server = serve(lambda conn, stop: None)
+    strict = DownloadPolicy()   # no host may be private here
+    session = timed_session(clock=SystemClock(), resolver=lambda host, port: ["127.0.0.1"],
+                            address_check=lambda host, address: check_peer(host, address,
+                                                                           strict))
+    lenient = DownloadPolicy(allowed_hosts=(f"photos.test:{server.port}",),
+                             allow_http_hosts=("photos.test",),
+                             allow_private_hosts=("photos.test",),
+                             resolver=lambda host, port: ["127.0.0.1"])
+    with pytest.raises(UnsafeURL, match="would reach 127.0.0.1, a loopback address"):
+        fetch_photo(f"http://photos.test:{server.port}/p.jpg", None, lenient, session=session)
+    assert connects == []
 
 
 def test_photo_trickle_and_oversize(serve):
@@ -241,11 +311,13 @@ def test_photo_trickle_and_oversize(serve):
         for _ in range(10):
             conn.sendall(b"\x00" * 1024)
 
+    trickled = serve(trickler("image/jpeg", b"\x00")).url + "/p"
     with pytest.raises(DownloadError) as info:
-        fetch_photo(serve(trickler("image/jpeg", b"\x00")).url + "/p", None, LOOPBACK_POLICY)
+        fetch_photo(trickled, None, loopback_policy(trickled))
     assert info.value.error_class is ErrorClass.BODY_TIMEOUT
+    large = serve(endless).url + "/p"
     with pytest.raises(UnsafeURL, match="larger than 4096"):
-        fetch_photo(serve(endless).url + "/p", None, LOOPBACK_POLICY)
+        fetch_photo(large, None, loopback_policy(large))
 
 
 def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
@@ -276,7 +348,8 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
     errors = []
     for handler in (echo(401, "text/plain"), echo(200, "application/json"), slow):
         try:
-            fetch_photo(serve(handler).url + f"/p?token={token}", token, LOOPBACK_POLICY)
+            url = serve(handler).url + f"/p?token={token}"
+            fetch_photo(url, token, loopback_policy(url))
         except (DownloadError, UnsafeURL) as exc:
             errors.append(f"{exc} {exc!r}")
     assert len(errors) == 3
@@ -304,7 +377,8 @@ def test_stalled_tls_handshake_of_a_photo_is_connect_timeout(serve):
     """fetch_photo over https to a server that never speaks TLS: CONNECT_TIMEOUT."""
     server = serve(silent)
     with pytest.raises(DownloadError) as info:
-        fetch_photo(f"https://127.0.0.1:{server.port}/p.jpg", None, LOOPBACK_POLICY)
+        url = f"https://127.0.0.1:{server.port}/p.jpg"
+        fetch_photo(url, None, loopback_policy(url))
     assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
 
 
@@ -337,9 +411,10 @@ def test_trickled_photo_headers_are_ttfb_timeout_within_the_budget(serve):
     url = serve(header_trickler(b"\xff\xd8", "image/jpeg")).url + "/p.jpg"
     start = time.monotonic()
     with pytest.raises(DownloadError) as info:
-        fetch_photo(url, None, LOOPBACK_POLICY)
+        fetch_photo(url, None, loopback_policy(url))
     assert info.value.error_class is ErrorClass.TTFB_TIMEOUT
-    assert time.monotonic() - start <= LOOPBACK_POLICY.connect_s + LOOPBACK_POLICY.ttfb_s + HIGH
+    policy = loopback_policy(url)
+    assert time.monotonic() - start <= policy.connect_s + policy.ttfb_s + HIGH
 
 
 def test_header_watchdog_never_fires_on_a_reused_connection(serve):
@@ -403,3 +478,56 @@ def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
     out = client.analyze(b"img", "t-dns-ok")
     assert out.ok, out
     assert f"host: vision.test:{server.port}".encode() in heads[0].lower()
+
+
+UPLOAD = b"\xff\xd8" + b"\x07" * (6 * 1024 * 1024)   # a 6 MB photo
+UPLOAD_BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=8.0, body_s=BUDGET_S)
+
+
+def slow_reader(bytes_per_s, answer=True):
+    """A handler reading the request body at ``bytes_per_s`` (or never, with rate 0)."""
+    def handler(conn, stop):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        got = len(head.partition(b"\r\n\r\n")[2])
+        while got < length:
+            if stop.wait(65536 / bytes_per_s if bytes_per_s else 30):
+                return
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            got += len(chunk)
+        if answer:
+            conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
+    return handler
+
+
+def small_window(server):
+    """Keep the kernel from buffering the upload for the server (a 64 KB receive window)."""
+    server.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    return server
+
+
+def test_a_slow_image_upload_counts_against_ttfb_not_connect(serve):
+    """A 6 MB upload at 2 MB/s outlasts connect_s but not ttfb_s: the call succeeds."""
+    server = small_window(serve(slow_reader(2 * 1024 * 1024)))
+    client = VisionClient(server.url + "/analyze", "generic", Credentials(api_key=API_KEY),
+                          timeouts=UPLOAD_BUDGET)
+    out = client.analyze(UPLOAD, "t-upload")
+    assert out.ok, out
+    assert out.phases["ttfb"] > out.phases["connect"]
+
+
+def test_a_stalled_image_upload_is_ttfb_timeout(serve):
+    """A server that stops reading the upload leaves the call TTFB_TIMEOUT, not a connect error."""
+    server = small_window(serve(slow_reader(0)))
+    budget = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=1.0, body_s=BUDGET_S)
+    client = VisionClient(server.url + "/analyze", "generic", Credentials(api_key=API_KEY),
+                          timeouts=budget)
+    out = client.analyze(UPLOAD, "t-stall")
+    assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb"), out

@@ -13,9 +13,11 @@ from tests.integration.loopback import read_request, response, serve  # noqa: F4
 pytestmark = pytest.mark.integration
 
 JPEG = b"\xff\xd8\xff" + b"\x02" * 64
-POLICY = DownloadPolicy(allowed_hosts=("127.0.0.1",), allow_http_hosts=("127.0.0.1",),
-                        allow_private_hosts=("127.0.0.1",), connect_s=1.0, ttfb_s=1.0,
-                        body_s=1.0)
+def policy_for(*servers):
+    """Loopback allowed over plain http, on the ports of ``servers`` only (port 80 otherwise)."""
+    return DownloadPolicy(allowed_hosts=tuple(f"127.0.0.1:{s.port}" for s in servers),
+                          allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
+                          connect_s=1.0, ttfb_s=1.0, body_s=1.0)
 SIGNED = ["/blob/p.jpg?sv=2024-01-01&se=2026-12-01&sp=r&sig=SAS%2Bsig%3D",
           "/b/p.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F1%2Fus&"
           "X-Amz-Signature=abc123",
@@ -40,7 +42,8 @@ def test_signed_photo_url_is_requested_with_its_signature(serve, path):
     """SAS, S3, GCS and key= signatures reach the storage byte for byte; shown URLs redact them."""
     seen = []
     server = serve(storage(seen))
-    photo = fetch_photo(server.url + path + "&token=portal-tok-9981", "portal-tok-9981", POLICY)
+    photo = fetch_photo(server.url + path + "&token=portal-tok-9981", "portal-tok-9981",
+                        policy_for(server))
     assert photo.content == JPEG
     assert seen == [f"GET {path} HTTP/1.1"]
     secret = path.rpartition("=")[2]
@@ -56,7 +59,8 @@ def test_signed_url_behind_a_redirect_keeps_its_signature(serve):
         read_request(conn)
         conn.sendall(response(302, headers=[f"Location: {store.url}{SIGNED[1]}"]))
 
-    assert fetch_photo(serve(portal).url + "/a.jpg", None, POLICY).content == JPEG
+    first = serve(portal)
+    assert fetch_photo(first.url + "/a.jpg", None, policy_for(first, store)).content == JPEG
     assert seen == [f"GET {SIGNED[1]} HTTP/1.1"]
 
 
@@ -64,7 +68,7 @@ def test_refused_signed_url_keeps_the_signature_out_of_the_error(serve):
     """A 403 from the storage names the URL with its signature redacted."""
     server = serve(storage([]))
     with pytest.raises(DownloadError) as info:
-        fetch_photo(server.url + "/blob/x.jpg?sig=NotTheRightSig99", None, POLICY)
+        fetch_photo(server.url + "/blob/x.jpg?sig=NotTheRightSig99", None, policy_for(server))
     assert info.value.error_class is ErrorClass.AUTH
     assert "NotTheRightSig99" not in str(info.value)
 
@@ -83,7 +87,9 @@ def test_token_not_sent_to_another_port_of_the_same_host(serve):
         heads.append(read_request(conn).lower())
         conn.sendall(response(302, headers=[f"Location: {second.url}/x.jpg"]))
 
-    assert fetch_photo(serve(first).url + "/a.jpg", "portal-tok-9981", POLICY).content == JPEG
+    origin = serve(first)
+    assert fetch_photo(origin.url + "/a.jpg", "portal-tok-9981",
+                       policy_for(origin, second)).content == JPEG
     assert b"x-esri-authorization: bearer portal-tok-9981" in heads[0]
     assert len(heads) == 2 and b"portal-tok-9981" not in heads[1]
     assert b"authorization" not in heads[1]
@@ -101,7 +107,9 @@ def test_token_sent_again_after_a_redirect_within_the_origin(serve):
         else:
             conn.sendall(response(200, JPEG, ["Content-Type: image/jpeg"]))
 
-    assert fetch_photo(serve(handler).url + "/a.jpg", "portal-tok-9981", POLICY).content == JPEG
+    server = serve(handler)
+    assert fetch_photo(server.url + "/a.jpg", "portal-tok-9981",
+                       policy_for(server)).content == JPEG
     assert all(b"x-esri-authorization: bearer portal-tok-9981" in h for h in heads)
     assert len(heads) == 2
 
@@ -114,7 +122,7 @@ def test_slow_name_lookup_of_a_photo_host_is_connect_timeout():
         release.wait(10)
         return ["127.0.0.1"]
 
-    policy = DownloadPolicy(allowed_hosts=("photos.test",), allow_http_hosts=("photos.test",),
+    policy = DownloadPolicy(allowed_hosts=("photos.test:9",), allow_http_hosts=("photos.test",),
                             allow_private_hosts=("photos.test",), resolver=stuck,
                             connect_s=0.3, ttfb_s=0.3, body_s=0.3)
     start = time.monotonic()

@@ -21,12 +21,21 @@ from .request import VisionRequest
 from .sigv4 import AwsCredentials, rekognition_signer
 
 __all__ = ["Image", "Credentials", "RequestOptions", "VisionRequest", "build_request",
-           "AZURE_PATH", "AZURE_QUERY", "DEFAULT_PROMPT"]
+           "AZURE_PATH", "AZURE_QUERY", "AZURE_FEATURES", "AZURE_KNOWN_FEATURES",
+           "DEFAULT_PROMPT"]
 
 Image = Union[bytes, bytearray, str]
 
 AZURE_PATH = "/computervision/imageanalysis:analyze"
-AZURE_QUERY = "api-version=2023-10-01&features=caption,tags,objects"
+#: The Image Analysis 4.0 features the adapter reads: tags and the tags of detected objects.
+#: ``caption`` and ``denseCaptions`` are offered in some regions only (a 400 elsewhere).
+AZURE_FEATURES = ("tags", "objects")
+#: Every feature Image Analysis 4.0 (api-version 2023-10-01) knows.
+AZURE_KNOWN_FEATURES = ("tags", "objects", "caption", "denseCaptions", "read", "smartCrops",
+                        "people")
+_AZURE_API = "api-version=2023-10-01"
+#: The query of the default request (``RequestOptions.azure_features`` changes the features).
+AZURE_QUERY = f"{_AZURE_API}&features={','.join(AZURE_FEATURES)}"
 DEFAULT_PROMPT = ("Assess the physical condition of the utility asset in this photo. Answer "
                   "with JSON: condition (good, fair or damaged), confidence from 0 to 1, and "
                   "the visual labels you relied on.")
@@ -67,6 +76,9 @@ class RequestOptions:
 
     ``conditions`` are the answers the OpenAI-compatible model may give (the result schema's
     ``enum``; empty: any string); pass ``ValidationSettings.conditions`` when configured.
+    ``azure_features`` are the Image Analysis features requested from Azure: by default only
+    those the adapter reads (it needs ``tags``); every other one costs time and is offered in
+    some regions only. Raises ConfigurationError for an unknown feature or one without tags.
     """
 
     model: str = "gpt-4o-mini"
@@ -77,6 +89,20 @@ class RequestOptions:
     generic_auth_header: str = "Authorization"
     extra: Mapping[str, Any] = field(default_factory=dict)
     conditions: Tuple[str, ...] = ValidationSettings().conditions
+    azure_features: Tuple[str, ...] = AZURE_FEATURES
+
+    def __post_init__(self) -> None:
+        features = self.azure_features
+        if isinstance(features, str) or not all(isinstance(f, str) for f in features):
+            raise ConfigurationError("vision.azure_features", features, "must be a list of names")
+        unknown = [f for f in features if f not in AZURE_KNOWN_FEATURES]
+        if unknown:
+            raise ConfigurationError("vision.azure_features", features,
+                                     f"{unknown[0]!r} is not one of {list(AZURE_KNOWN_FEATURES)}")
+        if "tags" not in features:
+            raise ConfigurationError("vision.azure_features", features,
+                                     "must include 'tags', which the adapter reads")
+        object.__setattr__(self, "azure_features", tuple(dict.fromkeys(features)))
 
 
 def _json(obj: Any) -> bytes:
@@ -102,7 +128,8 @@ def build_request(provider: str, endpoint: str, image: Image, credentials: Crede
     base = endpoint.rstrip("/")
     headers = {"Accept": "application/json", "Accept-Encoding": "identity"}
     if provider == "azure-v4":
-        url = f"{base}{AZURE_PATH}?{AZURE_QUERY}" if "?" not in base else base
+        query = f"{_AZURE_API}&features={','.join(options.azure_features)}"
+        url = f"{base}{AZURE_PATH}?{query}" if "?" not in base else base
         if credentials.api_key:
             headers["Ocp-Apim-Subscription-Key"] = credentials.api_key
         if _is_url(image):

@@ -9,11 +9,8 @@ redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import random
-import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -23,15 +20,17 @@ import requests
 from ...backoff import retry_after_from_headers
 from ...caseless import get_ignoring_case
 from ...clock import Clock, SystemClock
-from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayload
+from ...keys import as_trace_id
 from ...ledger import CallRecord, FormatAnomaly
 from ...redact import excerpt as make_excerpt
 from ...redact import redact_text
 from ...timeouts import TimeoutBudget
+from ...untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
 from .phases import exchange, timed_session
-from .providers import (PROVIDERS, Assessment, ConditionRules, GenericMapping, detect_error,
-                        normalize)
+from .providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules, GenericMapping,
+                        detect_error, normalize)
 
 __all__ = ["VisionClient", "VisionOutcome", "traceparent", "EXCERPT_LIMIT",
            "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -40,7 +39,6 @@ log = logging.getLogger("fme_ai_resilience.vision")
 
 EXCERPT_LIMIT = 2048
 DEFAULT_MAX_RESPONSE_BYTES = 2 * 1024 * 1024
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass(frozen=True)
@@ -101,12 +99,11 @@ class VisionOutcome:
 
 
 def traceparent(trace_id: str, *, rng: random.Random) -> str:
-    """The W3C ``traceparent`` for a task: its trace id as 32 hex (hashed if it is not)."""
-    cleaned = str(trace_id).replace("-", "").lower()
-    if not _HEX32.match(cleaned) or cleaned == "0" * 32:
-        cleaned = hashlib.sha256(str(trace_id).encode("utf-8")).hexdigest()[:32]
+    """The W3C ``traceparent`` for a task: its trace id verbatim when it is a W3C trace id
+    (the ledger's are), else :func:`~fme_ai_resilience.keys.as_trace_id` of it, and a span id
+    drawn from ``rng``."""
     span = f"{rng.getrandbits(64) or 1:016x}"
-    return f"00-{cleaned}-{span}-01"
+    return f"00-{as_trace_id(trace_id)}-{span}-01"
 
 
 class VisionClient:
@@ -164,6 +161,7 @@ class VisionClient:
         request = build_request(self.provider, self.endpoint, image, self.credentials,
                                 self.options)
         headers = dict(request.headers)
+        trace_id = as_trace_id(trace_id)   # the id the vendor sees is the one we log
         headers["traceparent"] = traceparent(trace_id, rng=self._rng)
         connect_s = self.timeouts.connect_s
         if request.url.lower().startswith("https:"):
@@ -196,10 +194,13 @@ class VisionClient:
             return self._fail(ErrorClass.BAD_FORMAT, ex.detail, common,
                               errors=(f"response body larger than {self.max_response_bytes} "
                                       "bytes",))
+        unreadable = ""
         try:
-            payload = json.loads(text) if text.strip() else None
-        except ValueError:
-            payload = None
+            # bounded: no depth of brackets or size of number can escape as an exception
+            payload = decode_value(ex.body, max_bytes=max(1, len(ex.body)),
+                                   max_depth=MAX_DEPTH) if text.strip() else None
+        except InvalidPayload as exc:
+            payload, unreadable = None, exc.reason
         status = int(ex.status_code)
         found = detect_error(self.provider, status, payload)
         if found is not None:
@@ -216,7 +217,8 @@ class VisionClient:
                    f"unexpected HTTP {status}")
             ctype = get_ignoring_case(ex.headers, "Content-Type") or "?"
             return self._fail(ErrorClass.BAD_FORMAT, why, common,
-                              errors=(f"{why} (Content-Type {ctype})",))
+                              errors=(f"{why} (Content-Type {ctype})",)
+                              + ((self._clean(unreadable),) if unreadable else ()))
         try:
             assessment = normalize(self.provider, payload, rules=self.rules,
                                    mapping=self.mapping)
@@ -224,7 +226,7 @@ class VisionClient:
             version = None
             if isinstance(payload, Mapping):
                 version = payload.get("modelVersion") or payload.get("model")
-            return self._fail(ErrorClass.BAD_FORMAT, exc.message, common,
+            return self._fail(exc.error_class, exc.message, common,
                               errors=tuple(self._clean(e) for e in exc.errors),
                               model_version=version if isinstance(version, str) else None)
         return VisionOutcome(ok=True, assessment=assessment,

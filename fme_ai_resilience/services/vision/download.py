@@ -1,107 +1,69 @@
 """Fetch a survey photo without opening an SSRF door.
 
-The photo URL comes from an unauthenticated webhook body, so before any request (and again
-before following each redirect) the URL must pass :func:`check_url` against a
-:class:`DownloadPolicy`:
+Before any request, and again before following each redirect, the URL must pass the guard of
+:mod:`.url_guard` under a :class:`DownloadPolicy` built from configuration only
+(:meth:`DownloadPolicy.from_settings`): https (plain http only for ``allow_http_hosts``), a host
+in the hostname grammar that every URL parser reads the same way, on the allow-list and on an
+allowed port, resolving to public addresses only (unless listed in ``allow_private_hosts``).
 
-- scheme ``https`` (plain ``http`` only for hosts in ``allow_http_hosts``), no credentials in
-  the URL, no non-canonical numeric host (``2130706433``, ``0x7f.1``);
-- the host is on the allow-list (default: the survey's ``serviceUrl`` host plus configured
-  hosts; an entry ``.example.com`` also admits its subdomains);
-- every address the host resolves to is public: loopback, private, link-local, multicast,
-  unspecified, reserved and IPv4-mapped IPv6 addresses are refused unless the host is listed in
-  ``allow_private_hosts`` (an on-premises ArcGIS Enterprise, a loopback test server).
-
-Both the check's lookup and the connection's are bounded by ``connect_s`` (a late one is
-CONNECT_TIMEOUT), the check's time taken off the connect that follows. The default session
-checks each connection's peer address again once connected, so a name
-that resolves differently the second time (DNS rebinding) is refused too. While downloading:
-at most ``max_redirects`` redirects, at most ``max_bytes`` read (enforced
-while streaming), ``Content-Type`` must be ``image/*``. Violations raise
-:class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors, ArcGIS's
-HTTP-200 ``{"error": {"code": 498}}``) raise :class:`~fme_ai_resilience.errors.DownloadError`
-with their ErrorClass. The portal token goes only in ``X-Esri-Authorization: Bearer``, only to
-the first URL's origin (scheme, host and port), never into a URL (the portal-token query
-parameters ``token=`` and ``access_token=`` are stripped before the request), log line or
-exception. Other query
-parameters, including storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS
-``X-Goog-Signature=``, ``key=``), stay in the URL requested, since the storage needs them;
-every secret-looking parameter is still redacted wherever the URL is shown.
+The name is looked up once, within ``connect_s`` (a late lookup is CONNECT_TIMEOUT, its time
+taken off the connect that follows), and the default session connects only to the addresses
+that check approved (Host header, SNI and certificate still the name), each checked again
+before its socket opens: a name answering differently the second time (DNS rebinding) never
+reaches an internal port. While downloading: at most ``max_redirects`` redirects, at most
+``max_bytes`` read (enforced while streaming), ``Content-Type`` must be ``image/*``. Violations
+raise :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors,
+ArcGIS's HTTP-200 ``{"error": {"code": 498}}``, JSON that cannot be read within bounds) raise
+:class:`~fme_ai_resilience.errors.DownloadError` with their ErrorClass. The portal token goes
+only in ``X-Esri-Authorization: Bearer``, only to the first URL's origin (scheme, host and
+port), never into a URL (the portal-token query parameters ``token=`` and ``access_token=``
+are stripped before the request), log line or exception. Other query parameters, including
+storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS ``X-Goog-Signature=``,
+``key=``), stay in the URL requested, since the storage needs them; every secret-looking
+parameter is still redacted wherever the URL is shown.
 """
 from __future__ import annotations
 
-import ipaddress
-import json
 import logging
-import socket
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple
 from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from ...backoff import retry_after_from_headers
-from ...checks import count, finite
 from ...classification import classify_status
 from ...clock import Clock, SystemClock
-from ...errors import DownloadError, ErrorClass, UnsafeURL
+from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
 from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
-from ...settings import DownloadSettings
-from .phases import (LATE_HEADERS, HeaderWatch, Resolver, connect_recorder, read_body,
-                     resolve_within, send_failure, system_resolver, timed_session)
-from .providers import detect_error
+from ...untrusted_json import decode_value
+from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure, \
+    timed_session
+from .providers import MAX_DEPTH, detect_error
+from .url_guard import ApprovedURL, DownloadPolicy, approve_url, check_peer, check_url
 
 __all__ = ["DownloadPolicy", "Photo", "check_url", "check_peer", "fetch_photo",
            "PORTAL_TOKEN_PARAMS"]
 
 log = logging.getLogger("fme_ai_resilience.vision.download")
 
-IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 _JSON_ERROR_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True)
-class DownloadPolicy:
-    """What ``fetch_photo`` may fetch. Sizes in bytes, times in seconds."""
+class _Approved:
+    """The addresses the guard approved, by host: the default session's only name lookup."""
 
-    allowed_hosts: Tuple[str, ...] = ()
-    allow_http_hosts: Tuple[str, ...] = ()
-    max_bytes: int = 20 * 1024 * 1024
-    max_redirects: int = 3
-    resolver: Optional[Resolver] = None
-    allow_private_hosts: Tuple[str, ...] = ()
-    connect_s: float = 5.0
-    ttfb_s: float = 30.0
-    body_s: float = 60.0
+    def __init__(self) -> None:
+        self._by_host: Dict[str, Tuple[str, ...]] = {}
 
-    def __post_init__(self) -> None:
-        for name in ("allowed_hosts", "allow_http_hosts", "allow_private_hosts"):
-            hosts = tuple(h.strip().lower().strip("[]").rstrip(".")
-                          for h in getattr(self, name) if h.strip().rstrip("."))
-            object.__setattr__(self, name, hosts)
-        count("download.max_bytes", self.max_bytes, minimum=1)
-        count("download.max_redirects", self.max_redirects)
-        for name in ("connect_s", "ttfb_s", "body_s"):
-            finite(f"download.{name}", getattr(self, name), above=0)
+    def add(self, approved: ApprovedURL) -> None:
+        self._by_host[approved.host] = approved.addresses
 
-    @classmethod
-    def for_service(cls, service_url: str, settings: Optional[DownloadSettings] = None,
-                    **overrides: Any) -> "DownloadPolicy":
-        """The policy for one survey: its ``serviceUrl`` host plus the configured hosts."""
-        settings = settings or DownloadSettings()
-        host = (urlsplit(service_url).hostname or "").lower()
-        hosts = tuple(dict.fromkeys(((host,) if host else ()) + settings.allowed_hosts))
-        values = dict(allowed_hosts=hosts, allow_http_hosts=settings.allow_http_hosts,
-                      max_bytes=settings.max_photo_bytes, max_redirects=settings.max_redirects)
-        values.update(overrides)
-        return cls(**values)
-
-    def host_allowed(self, host: str) -> bool:
-        return _listed(host, self.allowed_hosts)
-
-
-def _listed(host: str, entries: Sequence[str]) -> bool:
-    return any(host == e or (e.startswith(".") and host.endswith(e)) for e in entries)
+    def resolve(self, host: str, port: int) -> Sequence[str]:
+        found = self._by_host.get(str(host).lower().strip("[]").rstrip("."))
+        if found is None:   # never looked up by the guard: no connection at all
+            raise UnsafeURL(f"{host}: no approved address to connect to")
+        return found
 
 
 @dataclass(frozen=True)
@@ -114,104 +76,6 @@ class Photo:
 
     def __repr__(self) -> str:
         return f"Photo({self.content_type}, {len(self.content)} bytes, {self.url!r})"
-
-
-def _address_problem(addr: IPAddress) -> Optional[str]:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return "an IPv4-mapped IPv6 address"
-    for attr, name in (("is_loopback", "loopback"), ("is_unspecified", "unspecified"),
-                       ("is_link_local", "link-local"), ("is_multicast", "multicast"),
-                       ("is_private", "private"), ("is_reserved", "reserved")):
-        if getattr(addr, attr):
-            return f"a {name} address"
-    if not addr.is_global:
-        return "not a public address"
-    return None
-
-
-def _legacy_numeric(host: str) -> bool:
-    """``2130706433``, ``0x7f.1``, ``017700000001``: forms inet_aton reads as an address."""
-    try:
-        socket.inet_aton(host)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def check_url(url: str, policy: DownloadPolicy,
-              secrets: Sequence[str] = ()) -> Tuple[str, int]:
-    """``(host, port)`` of ``url`` if the policy allows fetching it; raises UnsafeURL if not.
-
-    The host is compared without a trailing dot (``example.com.`` is ``example.com``).
-    ``secrets`` (the portal token) are redacted from the URL wherever a message shows it.
-    """
-    shown = redact_url(str(url), secrets)
-    try:
-        parts = urlsplit(str(url))
-        host = (parts.hostname or "").lower().rstrip(".")
-        port = parts.port
-    except ValueError:
-        raise UnsafeURL(f"{shown}: not a valid URL") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("https", "http"):
-        raise UnsafeURL(f"{shown}: scheme {scheme or '(none)'!r} is not allowed")
-    if not host:
-        raise UnsafeURL(f"{shown}: no host")
-    if scheme == "http" and not _listed(host, policy.allow_http_hosts):
-        raise UnsafeURL(f"{shown}: plain http is not allowed for {host}")
-    if parts.username is not None or parts.password is not None:
-        raise UnsafeURL(f"{shown}: credentials in the URL")
-    if not policy.host_allowed(host):
-        raise UnsafeURL(f"{shown}: host {host} is not on the allow-list")
-    port = port or (443 if scheme == "https" else 80)
-    private_ok = _listed(host, policy.allow_private_hosts)
-    try:
-        literal: Optional[IPAddress] = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if literal is None and _legacy_numeric(host):
-        raise UnsafeURL(f"{shown}: non-canonical numeric host {host!r}")
-    if literal is not None:
-        addresses: Sequence[str] = (str(literal),)
-    else:
-        try:
-            addresses = resolve_within(policy.resolver or system_resolver, host, port,
-                                       policy.connect_s)
-        except socket.timeout:
-            raise DownloadError(ErrorClass.CONNECT_TIMEOUT,
-                                f"resolving {host} took longer than {policy.connect_s:g} s") \
-                from None
-        except (OSError, UnicodeError) as exc:
-            raise DownloadError(ErrorClass.CONNECTION_ERROR,
-                                f"cannot resolve {host}: {type(exc).__name__}") from None
-        if not addresses:
-            raise DownloadError(ErrorClass.CONNECTION_ERROR, f"{host} resolves to nothing")
-    for text in addresses:
-        try:
-            addr = ipaddress.ip_address(str(text).split("%", 1)[0])
-        except ValueError:
-            raise UnsafeURL(f"{shown}: resolver gave a non-address {text!r}") from None
-        problem = _address_problem(addr)
-        if problem and not private_ok:
-            raise UnsafeURL(f"{shown}: {host} resolves to {addr}, {problem}")
-    return host, port
-
-
-def check_peer(host: str, peer: str, policy: DownloadPolicy) -> None:
-    """Refuse a connection to ``host`` that reached a non-public ``peer`` address.
-
-    Run on each new connection of the default session: the name may resolve differently
-    than when :func:`check_url` looked (DNS rebinding). Raises UnsafeURL.
-    """
-    if _listed(host.rstrip("."), policy.allow_private_hosts):
-        return
-    try:
-        addr = ipaddress.ip_address(peer.split("%", 1)[0])
-    except ValueError:
-        raise UnsafeURL(f"connection to {host} has no checkable peer address") from None
-    problem = _address_problem(addr)
-    if problem:
-        raise UnsafeURL(f"connection to {host} reached {addr}, {problem}")
 
 
 def _without_token_params(url: str) -> str:
@@ -233,12 +97,17 @@ def _origin(url: str) -> Tuple[str, str, Optional[int]]:
     return scheme, host, port
 
 
-def _arcgis_error(body: bytes) -> Optional[Tuple[ErrorClass, str]]:
-    try:
-        payload = json.loads(body.decode("utf-8", errors="replace"))
-    except ValueError:
+def _json_answer(body: bytes, ctype: str, shown: str, status: int) -> Optional[Any]:
+    """The JSON value of a non-image answer (None when it is not JSON at all), decoded within
+    bounds; JSON that cannot be read that way (too deep, a number no float holds, cut off) is
+    a BAD_FORMAT DownloadError."""
+    if "json" not in ctype and body.lstrip()[:1] not in (b"{", b"["):
         return None
-    return detect_error("arcgis", 200, payload)
+    try:
+        return decode_value(body, max_bytes=max(1, len(body)), max_depth=MAX_DEPTH)
+    except InvalidPayload as exc:
+        raise DownloadError(ErrorClass.BAD_FORMAT, f"{shown}: an answer in JSON that cannot "
+                            f"be read ({exc.reason})", status_code=status) from None
 
 
 def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
@@ -248,18 +117,22 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
 
     Raises UnsafeURL for a policy violation and DownloadError (with its ErrorClass) for any
     other failure. Never sends the token anywhere but the first URL's origin (same scheme,
-    host and port: not to another port of that host, nor over http after https).
+    host and port: not to another port of that host, nor over http after https). The default
+    session connects only to the addresses the guard approved; a ``session`` of your own
+    resolves names itself, so pass one only where no lookup happens (tests with mocked HTTP).
     """
     clock = clock or SystemClock()
+    approved = _Approved()
     if session is None:
-        session = timed_session(clock=clock,
-                                peer_check=lambda host, peer: check_peer(host, peer, policy))
+        session = timed_session(clock=clock, resolver=approved.resolve,
+                                address_check=lambda host, address: check_peer(host, address,
+                                                                               policy))
     secrets = (token,) if token else ()
     token_origin = _origin(url)
     current, hops = _without_token_params(url), 0
     while True:
         looked_up_at = clock.monotonic()
-        host, _ = check_url(current, policy, secrets)
+        approved.add(approve_url(current, policy, secrets))
         # the name lookup counts in the connect phase: the connect gets what is left
         connect_s = max(0.001, policy.connect_s - (clock.monotonic() - looked_up_at))
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
@@ -267,7 +140,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
         recorder = connect_recorder(current, session=session)
-        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s)
+        watch = HeaderWatch(recorder, connect_s + policy.ttfb_s, send_s=policy.ttfb_s)
         try:
             try:
                 resp = session.get(current, headers=headers, stream=True,
@@ -313,8 +186,8 @@ def _read_photo(resp: requests.Response, shown: str, policy: DownloadPolicy,
     limit = policy.max_bytes if ctype.startswith("image/") else _JSON_ERROR_LIMIT
     read = read_body(resp.raw, clock.monotonic() + policy.body_s, limit, clock=clock)
     if not ctype.startswith("image/"):
-        found = _arcgis_error(read.body) if "json" in ctype or ctype.startswith("text/") \
-            else None
+        payload = _json_answer(read.body, ctype, shown, status)
+        found = None if payload is None else detect_error("arcgis", 200, payload)
         if found is not None:
             error_class, message = found
             raise DownloadError(error_class, f"{shown}: {redact_text(message, secrets)}",

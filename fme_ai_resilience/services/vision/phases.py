@@ -36,7 +36,7 @@ from ...errors import ErrorClass
 __all__ = ["CONNECT", "TTFB", "BODY", "HeaderWatch", "PhaseAdapter", "timed_session",
            "system_resolver", "resolve_within", "Exchange", "BodyRead", "read_body",
            "LATE_HEADERS", "connect_recorder", "connect_unfinished", "SendFailure",
-           "send_failure", "exchange", "Resolver", "PeerCheck"]
+           "send_failure", "exchange", "Resolver", "AddressCheck"]
 
 CONNECT, TTFB, BODY = "connect", "ttfb", "body"
 
@@ -52,14 +52,17 @@ class _ConnectRecorder(threading.local):
 
     ``finished`` is None when no connect ran since :meth:`reset` (a pooled connection was
     reused), False while one runs or after it failed, True once it succeeded.
+    ``send_timed_out`` says that sending the request (the image upload) ran out of time.
     """
 
     value = 0.0
     finished: Optional[bool] = None
     watch: Optional["HeaderWatch"] = None
+    send_timed_out = False
 
     def reset(self) -> None:
         self.value, self.finished, self.watch = 0.0, None, None
+        self.send_timed_out = False
 
 
 class HeaderWatch:
@@ -70,10 +73,14 @@ class HeaderWatch:
     headers a byte at a time cannot hold the call beyond the budget. :meth:`cancel` disarms
     it (always call it); once cancelled it never touches a socket again, so a connection that
     goes back to the pool is safe. The connection classes of :class:`PhaseAdapter` hand it
-    their socket, fresh or reused, through the thread's connect recorder.
+    their socket, fresh or reused, through the thread's connect recorder, and send the
+    request under ``send_s`` (the TTFB budget: urllib3 would send it under the connect
+    timeout, so a large upload failed as a connection error).
     """
 
-    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float) -> None:
+    def __init__(self, recorder: Optional[_ConnectRecorder], limit_s: float,
+                 send_s: Optional[float] = None) -> None:
+        self.send_s = send_s
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._done = False
@@ -118,14 +125,15 @@ def _shut(sock: Any) -> None:
         pass
 
 
-PeerCheck = Callable[[str, str], None]
+AddressCheck = Callable[[str, str], None]
 Resolver = Callable[[str, int], Sequence[str]]
 
 
 def system_resolver(host: str, port: int) -> Sequence[str]:
-    """Every address ``host`` resolves to (IPv4 and IPv6), as strings."""
+    """Every address ``host`` resolves to (IPv4 and IPv6), as strings, in the order the system
+    prefers them (``getaddrinfo``'s)."""
     infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    return sorted({str(info[4][0]).split("%", 1)[0] for info in infos})
+    return list(dict.fromkeys(str(info[4][0]).split("%", 1)[0] for info in infos))
 
 
 def resolve_within(resolver: Resolver, host: str, port: int,
@@ -162,8 +170,10 @@ def _is_literal(host: str) -> bool:
     return True
 
 
-def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -> None:
-    """Resolve ``conn``'s host within its connect timeout; the socket goes to the first address.
+def _resolve_for(conn: Any, resolver: Resolver, start: float, *,
+                 clock: Clock) -> Sequence[str]:
+    """Resolve ``conn``'s host within its connect timeout: the addresses its socket may go to,
+    in order (empty for an IP literal, which urllib3 connects to itself).
 
     The time spent is taken off the timeout left for the TCP (+TLS) connect, so the name
     lookup counts in the connect phase. A late lookup raises ConnectTimeoutError, a failed one
@@ -171,7 +181,7 @@ def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -
     """
     host = str(getattr(conn, "_dns_host", "") or conn.host)
     if _is_literal(host):
-        return
+        return ()
     limit = conn.timeout if isinstance(conn.timeout, (int, float)) else None
     try:
         addresses = resolve_within(resolver, host, conn.port, limit)
@@ -183,54 +193,74 @@ def _resolve_for(conn: Any, resolver: Resolver, start: float, *, clock: Clock) -
             conn, f"cannot resolve {host}: {type(exc).__name__}") from None
     if not addresses:
         raise urllib3.exceptions.NewConnectionError(conn, f"{host} resolves to nothing")
-    conn._fme_address = str(addresses[0])
     if limit is not None:
         conn.timeout = max(0.001, limit - (clock.monotonic() - start))
+    return tuple(str(a) for a in addresses)
 
 
-def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Optional[PeerCheck],
-                      resolver: Optional[Resolver], *, clock: Clock) -> type:
+def _timed_connection(base: type, recorder: _ConnectRecorder,
+                      address_check: Optional[AddressCheck], resolver: Optional[Resolver], *,
+                      clock: Clock) -> type:
     def connect(self: Any) -> None:
         start = clock.monotonic()
         recorder.finished = False
         try:
-            if resolver is not None:
-                _resolve_for(self, resolver, start, clock=clock)
+            addresses = () if resolver is None else _resolve_for(self, resolver, start,
+                                                                  clock=clock)
+            if address_check is not None:   # before any socket opens: no port is touched
+                name = str(self.host).lower().strip("[]")
+                for address in addresses or (name,):
+                    address_check(name, address)
+            self._fme_addresses = addresses
             base.connect(self)
             recorder.finished = True
         finally:
             recorder.value = clock.monotonic() - start
         _attach(self)
-        if peer_check is not None:
-            try:
-                peer = self.sock.getpeername()[0]
-            except (AttributeError, OSError, IndexError):
-                peer = ""
-            try:
-                peer_check(str(self.host).lower().strip("[]"), str(peer))
-            except Exception:
-                self.close()
-                raise
+        _send_timeout(self)
 
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(self, "sock", None) is not None:   # a reused connection
+        if getattr(self, "sock", None) is not None:   # connected already (https, or reused)
             _attach(self)
-        return base.request(self, *args, **kwargs)
+            _send_timeout(self)
+        try:
+            return base.request(self, *args, **kwargs)
+        except (socket.timeout, TimeoutError):
+            if recorder.finished is not False:   # connected: the upload ran out of time
+                recorder.send_timed_out = True
+            raise
 
     def _attach(conn: Any) -> None:
         watch = recorder.watch
         if watch is not None and getattr(conn, "sock", None) is not None:
             watch.attach(conn.sock)
 
+    def _send_timeout(conn: Any) -> None:
+        # the request (the image) is sent under the TTFB budget, not the connect timeout
+        watch = recorder.watch
+        if watch is None or watch.send_s is None or getattr(conn, "sock", None) is None:
+            return
+        conn.timeout = watch.send_s   # urllib3 2 sets the socket's timeout from it on send
+        try:
+            conn.sock.settimeout(watch.send_s)
+        except OSError:
+            pass
+
     def new_conn(self: Any) -> Any:
-        # the socket goes to the looked-up address; Host, SNI and certificate checks keep the
-        # name (urllib3 reads ``_dns_host`` only here, for the socket's address)
-        address = self.__dict__.pop("_fme_address", None)
-        if address is None:
+        # the socket goes to the looked-up addresses, in order, and nowhere else; Host, SNI and
+        # certificate checks keep the name (urllib3 reads ``_dns_host`` only here)
+        addresses = self.__dict__.pop("_fme_addresses", ())
+        if not addresses:
             return base._new_conn(self)
         name = self._dns_host
-        self._dns_host = address
         try:
+            for address in addresses[:-1]:
+                self._dns_host = address
+                try:
+                    return base._new_conn(self)
+                except urllib3.exceptions.NewConnectionError:
+                    continue   # refused or unreachable there: the next address
+            self._dns_host = addresses[-1]
             return base._new_conn(self)
         finally:
             self._dns_host = name
@@ -242,24 +272,24 @@ def _timed_connection(base: type, recorder: _ConnectRecorder, peer_check: Option
 class PhaseAdapter(HTTPAdapter):
     """An HTTPAdapter whose connections record how long their connect took.
 
-    ``peer_check(host, peer_address)``, when given, runs on every new connection once it is
-    established and may raise to refuse it (the download guard's defence against a DNS
-    answer that changed since the URL was checked). ``resolver`` looks host names up within
-    the connect timeout (None: urllib3 resolves, unbounded).
+    ``resolver`` looks host names up within the connect timeout (None: urllib3 resolves,
+    unbounded), and the socket goes only to the addresses it gave, tried in order.
+    ``address_check(host, address)``, when given, runs on each of them (on the literal for an
+    IP host) before any socket opens, and may raise to refuse the connection.
     """
 
-    def __init__(self, *, clock: Clock, peer_check: Optional[PeerCheck] = None,
+    def __init__(self, *, clock: Clock, address_check: Optional[AddressCheck] = None,
                  resolver: Optional[Resolver] = system_resolver, **kwargs: Any) -> None:
         self.clock = clock
         self.recorder = _ConnectRecorder()
-        self.peer_check = peer_check
+        self.address_check = address_check
         self.resolver = resolver
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        timed = {scheme: _timed_connection(conn, self.recorder, self.peer_check, self.resolver,
-                                           clock=self.clock)
+        timed = {scheme: _timed_connection(conn, self.recorder, self.address_check,
+                                           self.resolver, clock=self.clock)
                  for scheme, conn in (("http", HTTPConnection), ("https", HTTPSConnection))}
         http_cls = type("TimedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": timed["http"]})
         https_cls = type("TimedHTTPSPool", (HTTPSConnectionPool,),
@@ -270,16 +300,17 @@ class PhaseAdapter(HTTPAdapter):
         return f"PhaseAdapter(clock={self.clock!r})"
 
 
-def timed_session(*, clock: Clock, peer_check: Optional[PeerCheck] = None,
+def timed_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
                   resolver: Optional[Resolver] = system_resolver) -> requests.Session:
     """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
 
     Host names are looked up with ``resolver`` (``(host, port) -> addresses``) within the
-    connect budget, the lookup counted in the connect phase.
+    connect budget, the lookup counted in the connect phase, and connected to only at the
+    addresses found; ``address_check`` vets each before the socket opens (see PhaseAdapter).
     """
     session = requests.Session()
     session.trust_env = False
-    adapter = PhaseAdapter(clock=clock, peer_check=peer_check, resolver=resolver)
+    adapter = PhaseAdapter(clock=clock, address_check=address_check, resolver=resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
@@ -327,11 +358,32 @@ def _socket_of(raw: Any) -> Optional[socket.socket]:
     return sock if isinstance(sock, socket.socket) else None
 
 
-def _reader(raw: Any) -> Callable[[int], bytes]:
+def _reader(raw: Any) -> Tuple[Callable[[int], bytes], Any]:
+    """How to read ``raw`` one system call at a time, and the http.client response read
+    directly when urllib3 (1.26) has no ``read1`` of its own (else None)."""
     read1 = getattr(raw, "read1", None)
-    if read1 is None:   # urllib3 1.26: go to http.client, which has read1
-        read1 = getattr(getattr(raw, "_fp", None), "read1", None)
-    return read1 if read1 is not None else raw.read
+    if read1 is not None:
+        return read1, None
+    fp = getattr(raw, "_fp", None)   # urllib3 1.26: go to http.client, which has read1
+    if getattr(fp, "read1", None) is not None:
+        return fp.read1, fp
+    return raw.read, None
+
+
+def _ended(raw: Any, fp: Any) -> bool:
+    """At the end of a body read straight from http.client (urllib3 1.26): whether it was cut
+    short. http.client ends a body shorter than its Content-Length quietly, and urllib3 does
+    not see the read end, so a whole body's connection is given back to the pool here."""
+    if fp is None:
+        return False
+    left = getattr(fp, "length", None)
+    if isinstance(left, int) and left > 0:
+        return True
+    fp.close()
+    release = getattr(raw, "release_conn", None)
+    if callable(release):
+        release()
+    return False
 
 
 def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536, *,
@@ -340,7 +392,7 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
 
     Never raises for network trouble; the returned :class:`BodyRead` says how it ended.
     """
-    sock, read = _socket_of(raw), _reader(raw)
+    sock, (read, direct) = _socket_of(raw), _reader(raw)
     chunks: List[bytes] = []
     total = 0
     while True:
@@ -366,6 +418,9 @@ def read_body(raw: Any, deadline: float, max_bytes: int, chunk_size: int = 65536
         except ValueError:   # a closed stream: requests reads a redirect's body itself
             return BodyRead(b"".join(chunks))
         if not chunk:
+            if _ended(raw, direct):
+                return BodyRead(b"".join(chunks), truncated=True,
+                                detail="connection ended before the body did")
             return BodyRead(b"".join(chunks))
         chunks.append(chunk)
         total += len(chunk)
@@ -417,6 +472,9 @@ def send_failure(exc: BaseException, recorder: Optional[_ConnectRecorder],
     a TTFB_TIMEOUT; a request that cannot be sent at all is BAD_REQUEST.
     """
     rq = requests.exceptions
+    if recorder is not None and recorder.send_timed_out:
+        return SendFailure(ErrorClass.TTFB_TIMEOUT, TTFB,
+                           "the request (the image) was not sent within the budget")
     if isinstance(exc, rq.ConnectTimeout):
         return SendFailure(ErrorClass.CONNECT_TIMEOUT, CONNECT, "no connection within the budget")
     if isinstance(exc, rq.ReadTimeout):
@@ -450,7 +508,7 @@ def exchange(method: str, url: str, headers: Mapping[str, str], body: bytes, *,
         out.update(more)
         return MappingProxyType(out)
 
-    watch = HeaderWatch(recorder, connect_s + ttfb_s)
+    watch = HeaderWatch(recorder, connect_s + ttfb_s, send_s=ttfb_s)
     try:
         try:
             resp = session.request(method, url, headers=dict(headers), data=body or None,

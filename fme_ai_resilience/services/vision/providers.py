@@ -10,28 +10,33 @@ Supported providers (shapes in shared/reference/vision-providers.md):
 ``generic``      any JSON service, through a :class:`GenericMapping` of dotted field paths
 
 Label-based providers get their condition from :class:`ConditionRules` (label "rust" or
-"crack" -> ``damaged``). Every payload is checked against its provider's JSON Schema first:
-drift (a field missing or renamed, confidence out of range or constant, a 0-1 answer where
-0-100 was expected) raises :class:`~fme_ai_resilience.errors.FormatError` carrying the schema
-errors, never an empty conclusion. Pure functions: no I/O.
+"crack" -> ``damaged``). An answer reporting an error (an error inside an HTTP 200 body) raises
+:class:`~fme_ai_resilience.errors.FormatError` with that error's class. Every other payload is
+checked against its provider's JSON Schema first: drift (a field missing or renamed, labels
+where the adapter does not look for them, confidence out of range or constant, a 0-1 answer
+where 0-100 was expected) raises FormatError (BAD_FORMAT) carrying the schema errors, never an
+empty conclusion; so does a hostile payload (nested deeper than :data:`MAX_DEPTH`, numbers no
+float holds). Pure functions: no I/O.
 """
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...classification import classify_status
-from ...errors import ConfigurationError, ErrorClass, FormatError
+from ...checks import finite_number
+from ...errors import ConfigurationError, FormatError, InvalidPayload
+from ...untrusted_json import decode_value, deeper_than
 from ...validate import schema_errors
+from .answer_errors import detect_error, shown, text_of
 
 __all__ = ["PROVIDERS", "Assessment", "DEFAULT_RULES", "ConditionRules", "GenericMapping",
            "PAYLOAD_SCHEMAS", "openai_result_schema", "OPENAI_RESULT_SCHEMA",
-           "OPENAI_RESULT_SCHEMA_LOOSE", "normalize", "detect_error"]
+           "OPENAI_RESULT_SCHEMA_LOOSE", "normalize", "detect_error", "MAX_DEPTH"]
 
 PROVIDERS = ("azure-v4", "google", "rekognition", "openai", "generic")
+#: The deepest nesting an answer may have (real answers nest fewer than ten levels).
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -200,8 +205,45 @@ def _get(payload: Any, path: str) -> Any:
 
 
 def _unit(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and 0.0 <= value <= 1.0)
+    return finite_number(value) and 0.0 <= value <= 1.0
+
+
+#: Names of fields that hold a confidence by another name (a renamed field, say).
+_CONFIDENCE_LIKE = re.compile(r"conf|score|prob|certain", re.IGNORECASE)
+
+
+def _renamed(obj: Any, field: str) -> Optional[str]:
+    """The field of ``obj`` that looks like a confidence and holds one while ``field`` reads
+    0: the confidence moved under a new name and the old field stayed behind as 0."""
+    if not isinstance(obj, Mapping) or not (finite_number(obj.get(field)) and obj[field] == 0):
+        return None
+    return next((str(k) for k, v in obj.items() if k != field and isinstance(k, str)
+                 and _CONFIDENCE_LIKE.search(k) and finite_number(v) and v != 0), None)
+
+
+def _pairs(provider: str, items: Sequence[Any], name: str, confidence: str,
+           where: str) -> List[Tuple[str, Any]]:
+    """``(name, confidence)`` of each label object, refusing one whose confidence was renamed."""
+    pairs = []
+    for i, item in enumerate(items):
+        moved = _renamed(item, confidence)
+        if moved:
+            raise FormatError(f"{provider} label confidence reads 0 beside {moved!r}: renamed?",
+                              errors=[f"{where}/{i}: {confidence} 0, {moved} "
+                                      f"{shown(item[moved])}"], provider=provider)
+        pairs.append((item[name], item[confidence]))
+    return pairs
+
+
+def _no_labels_but(provider: str, obj: Mapping[str, Any], known: Sequence[str],
+                   where: str = "(root)") -> None:
+    """An answer with no labels must not carry fields the adapter does not know: there the
+    labels may have moved (drift), and reading it as "nothing seen" would hide that."""
+    unknown = sorted(str(k) for k in obj if k not in known)
+    if unknown:
+        raise FormatError(f"{provider} answer has no labels where expected but fields this "
+                          f"adapter does not read: {unknown}",
+                          errors=[f"{where}: no labels, found {unknown}"], provider=provider)
 
 
 _NAMED = {"type": "object", "required": ["name", "confidence"],
@@ -284,9 +326,8 @@ def _scaled(provider: str, pairs: Sequence[Tuple[str, float]],
             scale: float) -> List[Tuple[str, float]]:
     """Labels on 0-1, refusing out-of-range, constant or wrong-scale confidences."""
     values = [c for _, c in pairs]
-    errors = [f"labels/{i}: confidence {c!r} outside 0-{scale:g}"
-              for i, c in enumerate(values)
-              if not (isinstance(c, (int, float)) and math.isfinite(c) and 0 <= c <= scale)]
+    errors = [f"labels/{i}: confidence {shown(c)} outside 0-{scale:g}"
+              for i, c in enumerate(values) if not (finite_number(c) and 0 <= c <= scale)]
     if not errors and scale == 100 and values and max(values) <= 1.0:
         errors.append("confidences all <= 1 where a 0-100 scale is expected (0-1 answer?)")
     if not errors and len(values) >= 3 and len(set(values)) == 1:
@@ -305,11 +346,20 @@ def _labelled(provider: str, pairs: Sequence[Tuple[str, float]], scale: float,
     return Assessment(condition, confidence, tuple(labels), model_version, provider)
 
 
+#: The top-level fields of an Image Analysis 4.0 answer.
+_AZURE_FIELDS = ("modelVersion", "metadata", "captionResult", "denseCaptionsResult",
+                 "tagsResult", "objectsResult", "readResult", "smartCropsResult", "peopleResult")
+
+
 def _azure(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
     _check_schema("azure-v4", payload, PAYLOAD_SCHEMAS["azure-v4"])
-    pairs = [(t["name"], t["confidence"]) for t in payload["tagsResult"]["values"]]
-    for obj in (payload.get("objectsResult") or {}).get("values", ()):
-        pairs.extend((t["name"], t["confidence"]) for t in obj["tags"])
+    pairs = _pairs("azure-v4", payload["tagsResult"]["values"], "name", "confidence",
+                   "tagsResult/values")
+    for i, obj in enumerate((payload.get("objectsResult") or {}).get("values", ())):
+        pairs.extend(_pairs("azure-v4", obj["tags"], "name", "confidence",
+                            f"objectsResult/values/{i}/tags"))
+    if not pairs:
+        _no_labels_but("azure-v4", payload, _AZURE_FIELDS)
     return _labelled("azure-v4", pairs, 1.0, rules, payload.get("modelVersion"))
 
 
@@ -323,19 +373,33 @@ def _google(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
     """
     _check_schema("google", payload, PAYLOAD_SCHEMAS["google"])
     first = payload["responses"][0]
-    if first and "labelAnnotations" not in first and "error" not in first:
+    if first and "labelAnnotations" not in first:
         found = sorted(str(k) for k in first)
         raise FormatError("google answer has no labelAnnotations",
                           errors=[f"responses/0: no labelAnnotations, found {found}"],
                           provider="google")
-    pairs = [(a["description"], a["score"]) for a in first.get("labelAnnotations", ())]
+    pairs = _pairs("google", first.get("labelAnnotations", ()), "description", "score",
+                   "responses/0/labelAnnotations")
+    if not pairs:
+        _no_labels_but("google", first, ("labelAnnotations", "error", "context"), "responses/0")
     return _labelled("google", pairs, 1.0, rules, None)
+
+
+#: The top-level fields of a DetectLabels or DetectCustomLabels answer.
+_REKOGNITION_FIELDS = ("Labels", "CustomLabels", "LabelModelVersion", "OrientationCorrection",
+                       "ImageProperties", "ProjectVersionArn")
 
 
 def _rekognition(payload: Mapping[str, Any], rules: ConditionRules) -> Assessment:
     _check_schema("rekognition", payload, PAYLOAD_SCHEMAS["rekognition"])
-    items = payload.get("Labels", payload.get("CustomLabels")) or ()
-    pairs = [(item["Name"], item["Confidence"]) for item in items]
+    if "Labels" in payload and "CustomLabels" in payload:
+        raise FormatError("rekognition answer has both Labels and CustomLabels",
+                          errors=["(root): both Labels and CustomLabels, expected one of them"],
+                          provider="rekognition")
+    key = "Labels" if "Labels" in payload else "CustomLabels"
+    pairs = _pairs("rekognition", payload[key], "Name", "Confidence", key)
+    if not pairs:
+        _no_labels_but("rekognition", payload, _REKOGNITION_FIELDS)
     version = payload.get("LabelModelVersion") or payload.get("ProjectVersionArn")
     return _labelled("rekognition", pairs, 100.0, rules, version)
 
@@ -345,34 +409,53 @@ def _direct(provider: str, data: Any, mapping: GenericMapping,
     """An assessment from a service that states its condition itself.
 
     The condition is trimmed and lower-cased ("Damaged " -> "damaged"); whether it is a
-    configured one is for ``validate`` to judge.
+    configured one is for ``validate`` to judge. Labels are objects with a name and a
+    confidence, or (where the schema allows them) plain strings, which carry the stated
+    confidence.
     """
     _check_schema(provider, data, mapping.payload_schema())
     scale = float(mapping.confidence_scale)
     condition, confidence = _get(data, mapping.condition), _get(data, mapping.confidence)
     if isinstance(condition, str):
         condition = condition.strip().lower()
-    raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or ()
+    raw_labels = (_get(data, mapping.labels) if mapping.labels else None) or []
     errors = []
     if not (isinstance(condition, str) and condition):
-        errors.append(f"{mapping.condition}: {condition!r} is not a condition")
-    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
-            and math.isfinite(confidence) and 0 <= confidence <= scale):
-        errors.append(f"{mapping.confidence}: {confidence!r} outside 0-{scale:g}")
+        errors.append(f"{mapping.condition}: {shown(condition)} is not a condition")
+    if not (finite_number(confidence) and 0 <= confidence <= scale):
+        errors.append(f"{mapping.confidence}: {shown(confidence)} outside 0-{scale:g}")
     elif scale == 100 and 0 < confidence <= 1:
         errors.append(f"{mapping.confidence}: {confidence!r} where a 0-100 scale is expected "
                       "(0-1 answer?)")
-    try:
-        pairs = [(lab[mapping.label_name], lab[mapping.label_confidence]) for lab in raw_labels]
-    except (KeyError, TypeError, IndexError):
-        errors.append(f"{mapping.labels}: labels need {mapping.label_name!r} and "
-                      f"{mapping.label_confidence!r}")
-        pairs = []
+    else:
+        parent, _, leaf = mapping.confidence.rpartition(".")
+        moved = _renamed(_get(data, parent) if parent else data, leaf)
+        if moved:
+            errors.append(f"{mapping.confidence}: 0 beside {moved!r} (a renamed confidence?)")
+    pairs: List[Tuple[str, Any]] = []
+    names: List[str] = []
+    if not isinstance(raw_labels, list):
+        errors.append(f"{mapping.labels}: {shown(raw_labels)} is not a list of labels")
+    else:
+        names = [lab for lab in raw_labels if isinstance(lab, str) and lab.strip()]
+        objects = [lab for lab in raw_labels if not isinstance(lab, str)]
+        try:
+            pairs = _pairs(provider, objects, mapping.label_name, mapping.label_confidence,
+                           str(mapping.labels))
+        except (KeyError, TypeError, IndexError):
+            errors.append(f"{mapping.labels}: labels need {mapping.label_name!r} and "
+                          f"{mapping.label_confidence!r}")
     if errors:
         raise FormatError(f"{provider} answer is not usable: {errors[0]}", errors=errors,
                           provider=provider)
-    labels = _scaled(provider, pairs, scale) if pairs else []
-    return Assessment(condition, confidence / scale, tuple(labels), model_version, provider)
+    stated = confidence / scale
+    labels = (_scaled(provider, pairs, scale) if pairs else []) + [(n, stated) for n in names]
+    labels.sort(key=lambda p: -p[1])
+    return Assessment(condition, stated, tuple(labels), model_version, provider)
+
+
+#: The largest structured answer read out of an OpenAI-compatible message (bytes).
+_MAX_CONTENT_BYTES = 4 * 1024 * 1024
 
 
 def _openai(payload: Mapping[str, Any]) -> Assessment:
@@ -382,29 +465,33 @@ def _openai(payload: Mapping[str, Any]) -> Assessment:
     model = payload.get("model")
     if message.get("refusal"):
         raise FormatError("the model refused to assess the image",
-                          errors=[f"refusal: {message['refusal']}"], provider="openai")
+                          errors=[f"refusal: {text_of(message['refusal'])}"], provider="openai")
     content = message.get("content")
     if choice.get("finish_reason") == "length":
         raise FormatError("the answer was cut off (finish_reason=length)",
                           errors=["choices/0/finish_reason: length"], provider="openai")
     if not isinstance(content, str) or not content.strip():
         raise FormatError("the answer has no content",
-                          errors=[f"choices/0/message/content: {content!r}"], provider="openai")
+                          errors=[f"choices/0/message/content: {shown(content)}"],
+                          provider="openai")
     try:
-        data = json.loads(content)
-    except ValueError as exc:
-        raise FormatError("the content is not JSON", errors=[f"content: {exc}"],
-                          provider="openai") from None
+        data = decode_value(content, max_bytes=_MAX_CONTENT_BYTES, max_depth=MAX_DEPTH)
+    except InvalidPayload as exc:
+        raise FormatError("the content is not JSON the adapter can read",
+                          errors=[f"content: {exc.reason}"], provider="openai") from None
     mapping = GenericMapping(labels="labels", model_version=None,
                              schema=OPENAI_RESULT_SCHEMA_LOOSE)
-    return _direct("openai", data, mapping, model)
+    return _direct("openai", data, mapping, model if isinstance(model, str) else None)
 
 
-# Range is checked separately (to name a 0-100 answer as such), so the loose schema omits it.
+# What is read from the content: range is checked separately (to name a 0-100 answer as
+# such), so the loose schema omits it; labels may be objects or plain strings.
 OPENAI_RESULT_SCHEMA_LOOSE: Mapping[str, Any] = {
     "type": "object", "required": ["condition", "confidence"],
     "properties": {"condition": {"type": "string"}, "confidence": {"type": "number"},
-                   "labels": {"type": ["array", "null"], "items": _NAMED}},
+                   # servers that ignore strict mode may list the labels as plain strings
+                   "labels": {"type": ["array", "null"],
+                              "items": {"anyOf": [_NAMED, {"type": "string"}]}}},
 }
 
 
@@ -412,9 +499,25 @@ def normalize(provider: str, payload: Any, *, rules: Optional[ConditionRules] = 
               mapping: Optional[GenericMapping] = None) -> Assessment:
     """The :class:`Assessment` in a provider's successful answer (parsed JSON).
 
-    Raises FormatError (with ``errors``) when the payload drifted from the expected shape and
-    ConfigurationError for an unknown provider.
+    Raises FormatError (with ``errors``) when the payload reports an error (its
+    ``error_class`` says which; an error inside an HTTP 200 body never becomes an assessment),
+    drifted from the expected shape, or is hostile (nested deeper than :data:`MAX_DEPTH`
+    levels, a number no float holds) — for drift and hostile payloads the class is
+    BAD_FORMAT — and ConfigurationError for an unknown provider.
     """
+    if provider not in PROVIDERS:
+        raise ConfigurationError("vision.provider", provider,
+                                 f"must be one of {list(PROVIDERS)}")
+    if deeper_than(payload, MAX_DEPTH):
+        raise FormatError(f"{provider} answer nests deeper than {MAX_DEPTH} levels",
+                          errors=[f"(root): nested deeper than {MAX_DEPTH} levels"],
+                          provider=provider)
+    found = detect_error(provider, 200, payload)
+    if found is not None:
+        error_class, message = found
+        raise FormatError(f"{provider} answer reports an error: {message}",
+                          errors=[f"error: {message}"], provider=provider,
+                          error_class=error_class)
     rules = rules or ConditionRules()
     if provider == "azure-v4":
         return _azure(payload, rules)
@@ -424,71 +527,6 @@ def normalize(provider: str, payload: Any, *, rules: Optional[ConditionRules] = 
         return _rekognition(payload, rules)
     if provider == "openai":
         return _openai(payload)
-    if provider == "generic":
-        mapping = mapping or GenericMapping()
-        version = _get(payload, mapping.model_version) if mapping.model_version else None
-        return _direct("generic", payload, mapping,
-                       version if isinstance(version, str) else None)
-    raise ConfigurationError("vision.provider", provider, f"must be one of {list(PROVIDERS)}")
-
-
-_RPC_CODES = {3: ErrorClass.BAD_REQUEST, 5: ErrorClass.NOT_FOUND, 7: ErrorClass.AUTH,
-              16: ErrorClass.AUTH, 8: ErrorClass.RATE_LIMITED, 4: ErrorClass.SERVER_ERROR,
-              13: ErrorClass.SERVER_ERROR, 14: ErrorClass.SERVER_ERROR}
-_RPC_STATUS = {"INVALID_ARGUMENT": ErrorClass.BAD_REQUEST, "NOT_FOUND": ErrorClass.NOT_FOUND,
-               "PERMISSION_DENIED": ErrorClass.AUTH, "UNAUTHENTICATED": ErrorClass.AUTH,
-               "RESOURCE_EXHAUSTED": ErrorClass.RATE_LIMITED}
-_AWS_TYPES = {"ThrottlingException": ErrorClass.RATE_LIMITED,
-              "ProvisionedThroughputExceededException": ErrorClass.RATE_LIMITED,
-              "LimitExceededException": ErrorClass.RATE_LIMITED,
-              "InternalServerError": ErrorClass.SERVER_ERROR,
-              "ResourceNotReadyException": ErrorClass.SERVER_ERROR,
-              "AccessDeniedException": ErrorClass.AUTH,
-              "UnrecognizedClientException": ErrorClass.AUTH,
-              "ImageTooLargeException": ErrorClass.BAD_REQUEST,
-              "InvalidImageFormatException": ErrorClass.BAD_REQUEST,
-              "InvalidParameterException": ErrorClass.BAD_REQUEST}
-
-
-def _error_object(err: Mapping[str, Any]) -> Tuple[ErrorClass, str]:
-    """Classify an ``{"error": {...}}`` object (Google, Azure, ArcGIS, OpenAI styles)."""
-    code, status = err.get("code"), err.get("status")
-    message = str(err.get("message") or err.get("description") or code or "error")
-    if isinstance(status, str) and status in _RPC_STATUS:
-        return _RPC_STATUS[status], message
-    if isinstance(code, int) and not isinstance(code, bool):
-        if code in (498, 499):
-            return ErrorClass.AUTH, message
-        if 400 <= code < 600:
-            return classify_status(code) or ErrorClass.SERVER_ERROR, message
-        return _RPC_CODES.get(code, ErrorClass.SERVER_ERROR), message
-    return ErrorClass.SERVER_ERROR, message
-
-
-def detect_error(provider: str, status: int,
-                 payload: Any) -> Optional[Tuple[ErrorClass, str]]:
-    """The error a response reports, by status or inside an HTTP 200 body, else None.
-
-    ``payload`` is the parsed JSON body (None when it was not JSON). Rekognition's
-    ``__type`` refines the status (a ThrottlingException in a 500 is RATE_LIMITED).
-    """
-    aws_type = ""
-    if isinstance(payload, Mapping):
-        aws_type = str(payload.get("__type") or payload.get("code") or "").rpartition("#")[2]
-    if provider == "rekognition" and aws_type in _AWS_TYPES:
-        return _AWS_TYPES[aws_type], str(payload.get("message") or payload.get("Message")
-                                         or aws_type)
-    if status >= 400:
-        err = payload.get("error") if isinstance(payload, Mapping) else None
-        message = str(err.get("message") or "") if isinstance(err, Mapping) else ""
-        return classify_status(status) or ErrorClass.SERVER_ERROR, message or f"HTTP {status}"
-    if not isinstance(payload, Mapping):
-        return None
-    err = payload.get("error")
-    if isinstance(err, Mapping) and err:
-        return _error_object(err)
-    if provider == "google":
-        for response in payload.get("responses") or ():
-            if isinstance(response, Mapping) and isinstance(response.get("error"), Mapping):
-                return _error_object(response["error"])
-    return None
+    mapping = mapping or GenericMapping()   # generic
+    version = _get(payload, mapping.model_version) if mapping.model_version else None
+    return _direct("generic", payload, mapping, version if isinstance(version, str) else None)

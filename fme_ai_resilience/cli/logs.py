@@ -1,0 +1,40 @@
+"""How a long-running command logs: plain text, or one JSON object per line with the
+``trace_id`` of the task being worked on (``--log-format json``, or ``$FAIR_LOG_FORMAT``)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..errors import ConfigurationError
+from ..services.observe import JsonLogFormatter
+
+__all__ = ["add_log_option", "setup_logging", "LOG_ENV", "FORMATS"]
+
+LOG_ENV = "FAIR_LOG_FORMAT"
+FORMATS = ("text", "json")
+_TEXT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def add_log_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--log-format text|json`` (default ``$FAIR_LOG_FORMAT``, else text)."""
+    parser.add_argument("--log-format", choices=FORMATS,
+                        default=os.environ.get(LOG_ENV, "").strip().lower() or "text",
+                        help=f"text, or JSON lines with the trace id (default: ${LOG_ENV}, "
+                             "else default: text)")
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Log INFO and above to stderr in the chosen format, unless logging is already set up
+    (an embedding application's handlers are left alone)."""
+    chosen = getattr(args, "log_format", "text")
+    if chosen not in FORMATS:
+        raise ConfigurationError(LOG_ENV, chosen, f"must be one of {list(FORMATS)}")
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if chosen == "json" else logging.Formatter(_TEXT))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)

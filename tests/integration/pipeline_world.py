@@ -1,0 +1,172 @@
+"""The pipeline's outside world on loopback, for the end-to-end integration tests.
+
+A :class:`World` holds the drill's stand-ins (a feature layer that also serves the photos, a
+photo host for the ones that 404, a Vision AI service with its fault schedule) and the
+settings every processor of the test shares, written into the ledger's config table (no
+secret among them: those travel as ``FAIR_*`` variables). :class:`GatewayServer` serves the
+intake gateway on a threaded loopback server in this process; :func:`spawn_processes` starts
+``fme-ai-resilience process --loop`` as real OS processes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from socketserver import ThreadingMixIn
+from typing import Dict, List, Mapping, Sequence
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn, PhotoHost,
+                                              Survey123Sender, VisionStandIn)
+from fme_ai_resilience.gateway import make_app
+from fme_ai_resilience.ledger import Status
+from fme_ai_resilience.services.live_settings import LiveSettings
+from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.store import open_store
+
+#: The write-back fields the layer stand-in must declare.
+WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
+                    "ai_assessed_at")
+TERMINAL = (Status.SUCCEEDED.value, Status.DEAD.value)
+
+
+def loopback_settings(world: "World", **extra: str) -> Dict[str, str]:
+    """What the gateway and processors need to reach the stand-ins (the layer's service is
+    the one intake serves, photos come from it and the photo host), plus ``extra``: a
+    watermark high enough that the burst is not parked, breakers and a ladder that stay out
+    of the way unless a test asks, and short backoffs."""
+    values = {
+        "vision.endpoint": world.vision.endpoint,
+        "intake.feature_services": world.layer.service_url,
+        "download.allowed_hosts": world.photos.url.split("//", 1)[1].rstrip("/"),
+        "download.allow_http_hosts": "127.0.0.1",
+        "download.allow_private_hosts": "127.0.0.1",
+        "intake.watermark": "2000",
+        "breaker.failure_rate": "0.95",
+        "degrade.fallback_error_rate": "0.95",
+        "retry.backoff_base_s": "0.05",
+        "retry.backoff_cap_s": "0.5",
+        "processing.claim_limit": "5",
+    }
+    values.update(extra)
+    return values
+
+
+class World:
+    """The stand-ins of one test, started and stopped together."""
+
+    def __init__(self, schedule: FaultSchedule, *, seed: int = 7) -> None:
+        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
+        self.photos = PhotoHost(seed=seed)
+        self.vision = VisionStandIn(schedule, seed=seed)
+
+    def __enter__(self) -> "World":
+        for server in (self.layer, self.photos, self.vision):
+            server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in (self.vision, self.photos, self.layer):
+            server.stop()
+
+    def bodies(self, count: int, *, missing_every: int = 0) -> List[dict]:
+        """``count`` webhook bodies of one-photo features; every ``missing_every``-th photo
+        points at the photo host, which answers 404 for it."""
+        sender = Survey123Sender("http://127.0.0.1:9/unused")
+        bodies = []
+        for i in range(count):
+            feature = self.layer.add_feature(photos=1)
+            body = sender.body_for(feature)
+            if missing_every and i % missing_every == missing_every - 1:
+                name = f"gone-{i}.jpg"
+                self.photos.add(name)
+                self.photos.missing(name)
+                for photos in body["feature"]["attachments"].values():
+                    for photo in photos:
+                        photo["url"] = self.photos.url_for(name)
+            bodies.append(body)
+        return bodies
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+class GatewayServer:
+    """The intake gateway served from this process on 127.0.0.1."""
+
+    def __init__(self, db_url: str) -> None:
+        self.store = open_store(db_url)
+        app = make_app(LiveSettings(Settings(), store=self.store, ttl_s=0.5), store=self.store)
+        self.server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer,
+                                  handler_class=_Quiet)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                        daemon=True)
+
+    def __enter__(self) -> "GatewayServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(5)
+        self.store.close()
+
+
+def spawn_processes(db_url: str, count: int, *, extra: Sequence[str] = (),
+                    env: Mapping[str, str] = ()) -> List[subprocess.Popen]:
+    """``count`` ``fme-ai-resilience process --loop`` OS processes on the ledger."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FAIR_")}
+    environ.update(dict(env))
+    return [subprocess.Popen(
+        [sys.executable, "-m", "fme_ai_resilience", "process", "--db", db_url, "--loop",
+         "--idle", "0.1", "--owner", f"proc-{i}", "--json", "--log-format", "json", *extra],
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(count)]
+
+
+def stop_processes(procs: Sequence[subprocess.Popen], timeout_s: float = 30.0
+                   ) -> List[tuple]:
+    """SIGTERM each process and collect ``(returncode, stdout, stderr)``."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    out = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        out.append((proc.returncode, stdout, stderr))
+    return out
+
+
+def wait_until_settled(store, keys: Sequence[str], *, timeout_s: float,
+                       procs: Sequence[subprocess.Popen] = ()) -> Dict[str, str]:
+    """Poll the ledger until every key is SUCCEEDED or DEAD; returns ``{key: status}``.
+
+    Fails early when a process died (its stderr tells why)."""
+    deadline = time.monotonic() + timeout_s
+    statuses: Dict[str, str] = {}
+    while time.monotonic() < deadline:
+        statuses = {k: store.get(k).status.value for k in keys}
+        if all(s in TERMINAL for s in statuses.values()):
+            return statuses
+        for proc in procs:
+            if proc.poll() is not None:
+                raise AssertionError(f"a process exited {proc.returncode}: "
+                                     f"{proc.stderr.read()[-2000:]}")
+        time.sleep(0.2)
+    left = {k: s for k, s in statuses.items() if s not in TERMINAL}
+    raise AssertionError(f"{len(left)} task(s) not settled: {sorted(left.items())[:5]}")
