@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fme_ai_resilience.store import open_store
+from tests.integration.loopback import read_request
 from tests.integration.served import Served, delivery, post
 
 pytestmark = pytest.mark.integration
@@ -65,17 +66,6 @@ def _status(port: int, body: bytes, delivery_id: str) -> object:
         return type(exc).__name__
 
 
-def _head(conn: socket.socket) -> bytes:
-    """What the server answers on ``conn`` up to the end of its headers (or until it closes)."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def test_sigterm_finishes_the_delivery_in_flight_and_exits_0(tmp_path):
     """SIGTERM: no new connection is accepted, a delivery already arriving is answered and
     stored, and the process exits 0."""
@@ -93,7 +83,7 @@ def test_sigterm_finishes_the_delivery_in_flight_and_exits_0(tmp_path):
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", served.port), timeout=5).close()
         conn.sendall(body[100:])
-        answer = _head(conn)
+        answer = read_request(conn)
         conn.close()
     finally:
         code, output = served.finish()
@@ -156,7 +146,7 @@ def test_deliveries_sent_just_before_sigterm_are_all_answered_and_stored(tmp_pat
         served.terminate()
         answers = []
         for conn in conns:
-            data = _head(conn)
+            data = read_request(conn)
             answers.append(data.split(b" ", 2)[1] if data else b"closed")
             conn.close()
     finally:
