@@ -110,3 +110,61 @@ def test_an_interrupted_prepare_does_not_break_later_registrations(pg):
         pg.register(s, 10, now=T0)  # interrupted after PREPARE, before the registration ran
     assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
     assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS
+
+
+def _lost_mid_statement(pg, pg_store_url, operation):
+    """Run ``operation`` while another session holds the task's row, terminate the store's
+    backend as it waits, then let the row go: the statement is lost mid-flight."""
+    import threading
+    import time
+
+    import psycopg2
+
+    holder = psycopg2.connect(pg_store_url)
+    with holder.cursor() as cur:
+        cur.execute("SELECT 1 FROM ai_task_registry WHERE task_key = 'k' FOR UPDATE")
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = operation()
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            outcome["error"] = exc
+
+    pid = pg._conn.get_backend_pid()
+    worker = threading.Thread(target=run)
+    worker.start()
+    for _ in range(200):
+        if pg_run(pg_store_url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND "
+                                "wait_event_type = 'Lock'", (pid,)):
+            break
+        time.sleep(0.02)
+    pg_run(pg_store_url, "SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    holder.rollback()
+    holder.close()
+    worker.join(10)
+    return outcome
+
+
+def test_a_checkpoint_lost_mid_statement_is_sent_again(pg, pg_store_url):
+    """A fenced checkpoint is the same written twice: after a lost connection it is sent again
+    on a new one and lands, so the stage is not redone."""
+    from fme_ai_resilience.ledger import Stage
+
+    pg.register(Submission("k", "F", "t"), 10, now=T0)
+    (task,) = pg.claim("e", 1, 60, now=T0)
+    outcome = _lost_mid_statement(pg, pg_store_url, lambda: pg.checkpoint(
+        "k", task.lease_token, Stage.ANALYZED, {"condition": "fair"}, now=T0 + 1))
+    assert outcome == {"value": True}
+    assert pg.get("k").checkpoints["analyzed"] == {"condition": "fair"}
+
+
+def test_a_completion_lost_mid_statement_is_not_guessed(pg, pg_store_url):
+    """A completion may have committed: it is reported unavailable, never sent twice."""
+    from fme_ai_resilience.errors import StoreUnavailable
+
+    pg.register(Submission("k", "F", "t"), 10, now=T0)
+    (task,) = pg.claim("e", 1, 60, now=T0)
+    outcome = _lost_mid_statement(pg, pg_store_url, lambda: pg.complete(
+        "k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, now=T0 + 1))
+    assert isinstance(outcome.get("error"), StoreUnavailable)

@@ -185,9 +185,10 @@ class PostgresStore(SqlStore):
         return self._connect()
 
     def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
-                   write: bool = True) -> Result:
+                   write: bool = True, idempotent: bool = False) -> Result:
         """One statement, its own transaction (autocommit): one round trip on the live
-        connection, run again after a failure only when nothing can have taken effect."""
+        connection, run again after a failure only when nothing can have taken effect, or
+        when running it twice is the same as once (``idempotent``: a fenced checkpoint)."""
         with self._lock:
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
@@ -196,9 +197,11 @@ class PostgresStore(SqlStore):
                 except psycopg2.Error as exc:
                     lost = bool(conn.closed)
                     self._abandon(conn, in_transaction=False)
-                    # A lost write may have committed: only reads, and statements the server
-                    # rolled back (deadlock, serialisation failure), are run again.
-                    if attempt < _RETRIES and (_rolled_back(exc) or (lost and not write)):
+                    # A lost write may have committed: only reads, idempotent writes, and
+                    # statements the server rolled back (deadlock, serialisation failure), are
+                    # run again.
+                    if attempt < _RETRIES and (_rolled_back(exc) or (
+                            lost and (idempotent or not write))):
                         log.info("retrying ledger query %s after %s", name, type(exc).__name__)
                         continue
                     raise translate_error(exc) from exc

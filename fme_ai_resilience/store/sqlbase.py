@@ -178,8 +178,9 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
         self.close()
 
     def _statement(self, name: str, params: Optional[Mapping[str, Any]] = None,
-                   write: bool = True) -> Result:
-        """One named statement as its own transaction (a backend may do it more cheaply)."""
+                   write: bool = True, idempotent: bool = False) -> Result:
+        """One named statement as its own transaction (a backend may do it more cheaply, and
+        run an ``idempotent`` one again after a lost connection)."""
         return self._transact(lambda tx: tx.run(name, params), write=write)
 
     # -- schema ------------------------------------------------------------------------------
@@ -297,14 +298,17 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
         rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
 
-    def _fenced(self, query: str, key: str, token: int, *, now: float, **params: Any) -> bool:
+    def _fenced(self, query: str, key: str, token: int, *, now: float,
+                idempotent: bool = False, **params: Any) -> bool:
         params.update(key=key, token=count("token", token), now=finite("now", now))
-        return self._statement(query, params).rowcount == 1
+        return self._statement(query, params, idempotent=idempotent).rowcount == 1
 
     def checkpoint(self, key: str, token: int, stage: Stage, data: Any, *, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready; None is stored as True)."""
         stage = Stage(stage)
-        return self._fenced(f"checkpoint_{stage.value}", key, token, now=now,
+        # Idempotent: the same data under the same token, so a write whose connection was lost
+        # is sent again rather than leaving the stage to be redone (a second paid call).
+        return self._fenced(f"checkpoint_{stage.value}", key, token, now=now, idempotent=True,
                             data=to_json(True if data is None else data, stage.value))
 
     def complete(self, key: str, token: int, outcome: TaskOutcome,
@@ -337,7 +341,7 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
     def renew(self, key: str, token: int, lease_s: float, *, now: float) -> bool:
         """Extend a live lease to ``now + lease_s`` (fenced: False when the lease was lost)."""
         now = finite("now", now)
-        return self._fenced("renew", key, token, now=now,
+        return self._fenced("renew", key, token, now=now, idempotent=True,
                             expires_at=now + finite("lease_s", lease_s, above=0))
 
     def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,

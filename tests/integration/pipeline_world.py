@@ -13,10 +13,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from socketserver import ThreadingMixIn
-from typing import Dict, List, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn, PhotoHost,
@@ -62,6 +63,7 @@ class World:
         self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
         self.photos = PhotoHost(seed=seed)
         self.vision = VisionStandIn(schedule, seed=seed)
+        self.features: List = []     # what bodies() created, in order
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -79,6 +81,7 @@ class World:
         bodies = []
         for i in range(count):
             feature = self.layer.add_feature(photos=1)
+            self.features.append(feature)
             body = sender.body_for(feature)
             if missing_every and i % missing_every == missing_every - 1:
                 name = f"gone-{i}.jpg"
@@ -126,13 +129,29 @@ class GatewayServer:
 def spawn_processes(db_url: str, count: int, *, extra: Sequence[str] = (),
                     env: Mapping[str, str] = ()) -> List[subprocess.Popen]:
     """``count`` ``fme-ai-resilience process --loop`` OS processes on the ledger."""
+    return [spawn([sys.executable, "-m", "fme_ai_resilience", "process", "--db", db_url,
+                   "--loop", "--idle", "0.1", "--owner", f"proc-{i}", "--json",
+                   "--log-format", "json", *extra], env=env)
+            for i in range(count)]
+
+
+def spawn(argv: Sequence[str], *, env: Mapping[str, str] = ()) -> subprocess.Popen:
+    """A child process whose output goes to files (a pipe nobody reads would fill and
+    block it), without the caller's ``FAIR_*`` variables."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FAIR_")}
     environ.update(dict(env))
-    return [subprocess.Popen(
-        [sys.executable, "-m", "fme_ai_resilience", "process", "--db", db_url, "--loop",
-         "--idle", "0.1", "--owner", f"proc-{i}", "--json", "--log-format", "json", *extra],
-        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(count)]
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(list(argv), env=environ, stdout=out, stderr=err, text=True)
+    proc.outputs = (out, err)    # type: ignore[attr-defined]
+    return proc
+
+
+def output_of(proc: subprocess.Popen) -> Tuple[str, str]:
+    texts = []
+    for handle in proc.outputs:   # type: ignore[attr-defined]
+        handle.seek(0)
+        texts.append(handle.read())
+    return texts[0], texts[1]
 
 
 def stop_processes(procs: Sequence[subprocess.Popen], timeout_s: float = 30.0
@@ -144,11 +163,11 @@ def stop_processes(procs: Sequence[subprocess.Popen], timeout_s: float = 30.0
     out = []
     for proc in procs:
         try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
-            stdout, stderr = proc.communicate()
-        out.append((proc.returncode, stdout, stderr))
+            proc.wait()
+        out.append((proc.returncode, *output_of(proc)))
     return out
 
 
@@ -166,7 +185,9 @@ def wait_until_settled(store, keys: Sequence[str], *, timeout_s: float,
         for proc in procs:
             if proc.poll() is not None:
                 raise AssertionError(f"a process exited {proc.returncode}: "
-                                     f"{proc.stderr.read()[-2000:]}")
+                                     f"{output_of(proc)[1][-2000:]}")
         time.sleep(0.2)
-    left = {k: s for k, s in statuses.items() if s not in TERMINAL}
-    raise AssertionError(f"{len(left)} task(s) not settled: {sorted(left.items())[:5]}")
+    left = sorted(k for k, s in statuses.items() if s not in TERMINAL)
+    shown = [(r.status.value, r.error_class, r.last_error, r.next_attempt_at, r.attempt_count)
+             for r in (store.get(k) for k in left[:3])]
+    raise AssertionError(f"{len(left)} task(s) not settled at {time.time():.0f}: {shown}")

@@ -97,3 +97,27 @@ def test_two_hundred_submissions_under_faults_end_succeeded_or_dead_with_their_c
         attributes = world.layer.attributes_of(record.payload["feature_global_id"])
         assert attributes["ai_condition"] == record.result["condition"]
         assert attributes["ai_trace_id"] == record.trace_id
+
+
+def test_the_same_photos_under_new_globalids_cost_no_second_vision_call(ledger_url):
+    """Survey123 re-created the features (new GlobalIDs, the same photo bytes): the second
+    round reuses the first round's analyses, so the Vision stand-in sees one call per photo."""
+    with World(FaultSchedule(latency_s=0.01)) as world, open_store(ledger_url) as store:
+        store.set_config(loopback_settings(world), now=time.time())
+        first = world.bodies(5)
+        sender = Survey123Sender("http://127.0.0.1:9/unused")
+        again = [sender.body_for(world.layer.recreate(f)) for f in world.features]
+        procs = spawn_processes(ledger_url, 2)
+        try:
+            with GatewayServer(ledger_url) as gateway:
+                Survey123Sender(gateway.url).burst(first)
+                wait_until_settled(store, keys_of(first), timeout_s=60, procs=procs)
+                Survey123Sender(gateway.url).burst(again)
+                wait_until_settled(store, keys_of(again), timeout_s=60, procs=procs)
+        finally:
+            stop_processes(procs)
+        second = [store.get(k) for k in keys_of(again)]
+        vision = world.vision.snapshot()
+    assert set(keys_of(first)).isdisjoint(keys_of(again))
+    assert vision["total"] == 5 and len(vision["by_sha256"]) == 5
+    assert all(r.status.value == "SUCCEEDED" and r.result["reused"] for r in second)

@@ -24,7 +24,7 @@ from fme_ai_resilience.survey123 import parse_webhook
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from pipeline_world import (GatewayServer, World, loopback_settings,  # noqa: E402
+from pipeline_world import (GatewayServer, World, loopback_settings, spawn,  # noqa: E402
                             spawn_processes, stop_processes, wait_until_settled)
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
@@ -120,10 +120,9 @@ def test_terminated_backends_mid_run_lose_and_repeat_nothing(ledger, pg_store_ur
                           now=time.time())
         keys = register(ledger, world.bodies(80))
         procs = spawn_processes(pg_store_url, 4)
-        compensator = subprocess.Popen(
-            [sys.executable, "-m", "fme_ai_resilience", "compensate", "--db", pg_store_url,
-             "--loop", "--interval", "0.5", "--no-reconcile", "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        compensator = spawn([sys.executable, "-m", "fme_ai_resilience", "compensate", "--db",
+                             pg_store_url, "--loop", "--interval", "0.5", "--no-reconcile",
+                             "--json"])
         killed = []
 
         def terminate():

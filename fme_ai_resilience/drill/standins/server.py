@@ -172,6 +172,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fme-ai-resilience-standin/1"
     timeout = 30  # a client that opens a connection and says nothing does not hold a thread
+    # Headers and body go out in two writes: with Nagle's algorithm the second waits for the
+    # client's delayed ACK of the first, 40 ms on Linux, on every keep-alive answer.
+    disable_nagle_algorithm = True
     server: _Server
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
