@@ -21,7 +21,7 @@ from typing import Any, List
 __all__ = ["start_engines", "Engines"]
 
 
-def _arm_doom(store: Any, doomed: Any, index: int) -> None:
+def _arm_doom(doomed: Any, index: int, *, store: Any) -> None:
     """SIGKILL this engine right after an ``analyzed`` checkpoint once ``doomed[index]``."""
     from ..ledger import Stage
 
@@ -42,7 +42,7 @@ def _engine(db_url: str, index: int, tick_s: float, stop: Any, busy: Any,
     from ..store import open_store
 
     store = open_store(db_url)
-    _arm_doom(store, doomed, index)
+    _arm_doom(doomed, index, store=store)
     next_tick = time.monotonic()
     while not stop.is_set():
         processor = build_processor(settings_for(store=store), store=store,

@@ -99,8 +99,8 @@ def _gateway(db_url: str) -> Iterator[str]:
 class _Sampler:
     """Records the timeline every step while the run goes on."""
 
-    def __init__(self, store: SqlStore, world: World, engines: Engines, service: str,
-                 started: float) -> None:
+    def __init__(self, world: World, engines: Engines, service: str, started: float, *,
+                 store: SqlStore) -> None:
         self.timeline = Timeline(step_s=SAMPLE_STEP_S)
         self._store, self._world, self._engines = store, world, engines
         self._service, self._started = service, started
@@ -154,8 +154,8 @@ def _settled(record: Optional[TaskRecord], requeue_budget: int) -> bool:
         record.failure_class is FailureClass.BUDGET and record.requeue_count < requeue_budget)
 
 
-def _wait_settled(store: SqlStore, keys: Sequence[str], settings: Settings, engines: Engines,
-                  *, timeout_s: float) -> bool:
+def _wait_settled(keys: Sequence[str], settings: Settings, engines: Engines, *,
+                  store: SqlStore, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     budget = settings.compensation.requeue_budget
     left = list(keys)
@@ -197,22 +197,22 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             world.vision.reset()
             started = time.monotonic()
             compensator.start()
-            with _gateway(db_url) as url, _Sampler(store, world, fleet,
-                                                   settings.vision.service, started) as sampler:
+            with _gateway(db_url) as url, _Sampler(world, fleet, settings.vision.service,
+                                                   started, store=store) as sampler:
                 chaos = threading.Thread(target=_chaos, args=(scenario, fleet, db_url,
                                                               started, time_scale), daemon=True)
                 chaos.start()
                 deliveries = _send(plan, url, started)
                 delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
                              for k in photo_keys(item.body)]
-                complete = _wait_settled(store, list(dict.fromkeys(delivered)), settings,
-                                         fleet, timeout_s=timeout_s)
+                complete = _wait_settled(list(dict.fromkeys(delivered)), settings, fleet,
+                                         store=store, timeout_s=timeout_s)
                 drained = time.monotonic() - started
                 reconciled = build_compensator(
                     settings, store=store, layer_url=world.layer.layer_url).reconcile(
                         since=0.0, until=time.time() + 60, backfill=True)
-                complete = _wait_settled(store, [g.key for g in reconciled.missing], settings,
-                                         fleet, timeout_s=timeout_s) and complete
+                complete = _wait_settled([g.key for g in reconciled.missing], settings, fleet,
+                                         store=store, timeout_s=timeout_s) and complete
                 chaos.join(1)
         finally:
             stop_compensating.set()
@@ -247,16 +247,8 @@ def _chaos(scenario: Scenario, fleet: Engines, db_url: str, started: float,
 
 
 def _terminate_backends(db_url: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(db_url, connect_timeout=5)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-    finally:
-        conn.close()
+    with open_store(db_url) as store:
+        store.terminate_other_sessions()
 
 
 def _result(plan: Plan, world: World, deliveries: Sequence[Any], records: Sequence[TaskRecord],
