@@ -10,8 +10,8 @@ Levels are cumulative (shared/DESIGN.md section 5)::
 
 :func:`next_state` is pure: signals (backlog against the watermark, the primary service's
 error rate, breaker states) + the persisted :class:`LadderState` + ``now`` -> the new state.
-It climbs at once and descends one level at a time after the signals have stayed below
-``exit_ratio`` x their thresholds for ``hold_s`` (hysteresis: no flapping). An operator's
+It climbs at once and, once the signals have stayed below ``exit_ratio`` x their thresholds
+for ``hold_s`` (hysteresis: no flapping), descends to the level they still justify. An operator's
 override replaces the computed level until cleared. The shared ladder
 (``fme_ai_resilience.services.shared_ladder.Degradation``) persists the state through the
 store (compare-and-set on a generation) so every engine sees one level.
@@ -133,8 +133,10 @@ def _level_for(settings: DegradeSettings, signals: Signals, scale: float) -> Lev
     """The level the signals call for, with every threshold multiplied by ``scale``."""
     backlog = signals.backlog_ratio
     fallback_usable = signals.fallback not in (None, CircuitState.OPEN)
-    if backlog >= settings.pause_backlog * scale or (
-            signals.primary is CircuitState.OPEN and not fallback_usable):
+    # An open primary without a usable fallback needs no level: its breaker already defers
+    # every task (no attempt counted) and lets them through the moment it closes, where a
+    # pause would hold analysis back for another hold_s after the service recovered.
+    if backlog >= settings.pause_backlog * scale:
         return Level.PAUSED
     if backlog >= settings.critical_backlog * scale:
         return Level.CRITICAL_ONLY
@@ -173,7 +175,9 @@ def next_state(settings: DegradeSettings, state: LadderState, signals: Signals, 
         return replace(state, generation=state.generation + 1, calm_since=now)
     if now - state.calm_since < settings.hold_s:
         return state
-    down = Level(max(int(holding_level(settings, signals)), int(state.level) - 1))
+    # Straight to what the signals still justify: stepping down through levels they no longer
+    # call for would skip photos (L3, L1) or pause them for nothing.
+    down = holding_level(settings, signals)
     return replace(state, level=down, generation=state.generation + 1, changed_at=now,
                    calm_since=None)
 

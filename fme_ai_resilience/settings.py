@@ -165,7 +165,8 @@ class DegradeSettings:
 
     Backlog thresholds are multiples of the intake watermark. A level is entered when its
     signal reaches the threshold and left only after every signal has stayed below
-    ``exit_ratio`` x its threshold for ``hold_s`` seconds, one level at a time (hysteresis).
+    ``exit_ratio`` x its threshold for ``hold_s`` seconds, then straight to the level the
+    signals still justify (hysteresis).
     ``critical_types`` are asset types always analysed (until L4); at L1 a ``sample_ratio``
     share of the others is still analysed.
     """

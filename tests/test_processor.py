@@ -346,7 +346,7 @@ def test_a_photo_being_analysed_for_another_task_waits_for_its_answer(ledger, cl
     assert len(responses.calls) == 0
     ledger.remember_analysis(fingerprint, {"assessment": {
         **answer("fair", 0.8), "provider": "generic"}, "service": "vision"}, now=T0 + 1)
-    clock.advance(processor.settings.timeouts.total_s + 1)
+    clock.advance(processor.settings.retry.max_inline_wait_s + 1)
     (second,) = processor.run_batch().results
     assert (second.status, second.reused, second.condition) == (Status.SUCCEEDED, True, "fair")
     assert len(responses.calls) == 0

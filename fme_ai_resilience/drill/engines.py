@@ -1,9 +1,10 @@
 """The drill's FME engines: OS processes running WS-02 jobs on a schedule, as FME Flow does.
 
-Each engine runs one WS-02 job after another: a job is a fresh processor (what a PythonCaller
-instance is), one batch, and its end; after a job that found nothing due the engine waits for
-the schedule's next tick (every minute in production, scaled), after a busy one it starts the
-next job at once (FME Flow queues the schedule's jobs while every engine is busy). ``busy``
+Each engine runs one WS-02 job after another, as an FME Flow Automation that starts WS-02 again
+when it completes does: a job is a fresh processor (what a PythonCaller instance is), one batch
+and its end; after a job that found nothing due the engine idles ``idle_s`` (a job's start-up
+time on FME Flow, scaled) before the next, or less when intake registered new work
+(:meth:`Engines.kick`: WS-01's Automation submitting a WS-02 job). ``busy``
 is a shared array the drill reads: 1 while the engine's job works on tasks.
 
 :meth:`Engines.doom` (chaos) makes an engine SIGKILL itself right after its next
@@ -35,16 +36,26 @@ def _arm_doom(doomed: Any, index: int, *, store: Any) -> None:
     store.checkpoint = then_die
 
 
-def _engine(db_url: str, index: int, tick_s: float, stop: Any, busy: Any,
-            doomed: Any) -> None:
+def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
+    """Wait ``idle_s`` unless new work was registered meanwhile or the drill stops."""
+    until = time.monotonic() + idle_s
+    while not stop.is_set() and kicks.value == seen and time.monotonic() < until:
+        stop.wait(min(0.02, max(0.0, until - time.monotonic())))
+
+
+def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
+            doomed: Any, kicks: Any, ready: Any) -> None:
     from ..cli.common import settings_for
     from ..services.pipeline import build_processor
     from ..store import open_store
 
     store = open_store(db_url)
     _arm_doom(doomed, index, store=store)
-    next_tick = time.monotonic()
+    build_processor(settings_for(store=store), store=store)   # every import done
+    with ready.get_lock():
+        ready.value += 1
     while not stop.is_set():
+        seen = kicks.value
         processor = build_processor(settings_for(store=store), store=store,
                                     owner=f"engine-{index}@{os.getpid()}")
         busy[index] = 1
@@ -53,23 +64,22 @@ def _engine(db_url: str, index: int, tick_s: float, stop: Any, busy: Any,
         finally:
             busy[index] = 0
         if not report.results:
-            next_tick += tick_s
-            while next_tick < time.monotonic():
-                next_tick += tick_s
-            stop.wait(next_tick - time.monotonic())
+            _idle(idle_s, stop, kicks, seen)
     store.close()
 
 
 class Engines:
     """N engine processes on one ledger; :meth:`kill_one` and :meth:`stop` them."""
 
-    def __init__(self, db_url: str, count: int, *, tick_s: float) -> None:
+    def __init__(self, db_url: str, count: int, *, idle_s: float) -> None:
         self._ctx = multiprocessing.get_context("spawn")   # no inherited sockets or locks
         self.db_url = db_url
-        self.tick_s = tick_s
+        self.idle_s = idle_s
         self.stop_event = self._ctx.Event()
         self.busy = self._ctx.Array("i", count)
         self.doomed = self._ctx.Array("i", count)
+        self.kicks = self._ctx.Value("i", 0)
+        self.ready = self._ctx.Value("i", 0)
         self.procs: List[Any] = []
         self.killed = 0
         for i in range(count):
@@ -77,13 +87,28 @@ class Engines:
 
     def _spawn(self, index: int) -> Any:
         proc = self._ctx.Process(target=_engine, name=f"fair-drill-engine-{index}",
-                                 args=(self.db_url, index, self.tick_s, self.stop_event,
-                                       self.busy, self.doomed), daemon=True)
+                                 args=(self.db_url, index, self.idle_s, self.stop_event,
+                                       self.busy, self.doomed, self.kicks, self.ready),
+                                 daemon=True)
         proc.start()
         return proc
 
+    def wait_ready(self, timeout_s: float = 120.0) -> bool:
+        """Wait until every engine has imported, connected and built its first processor."""
+        deadline = time.monotonic() + timeout_s
+        while self.ready.value < len(self.procs) and time.monotonic() < deadline:
+            if any(p.exitcode not in (None, 0) for p in self.procs):
+                return False
+            time.sleep(0.05)
+        return self.ready.value >= len(self.procs)
+
     def busy_count(self) -> int:
         return sum(self.busy[:])
+
+    def kick(self) -> None:
+        """New work was registered: idle engines start a job now."""
+        with self.kicks.get_lock():
+            self.kicks.value += 1
 
     def doom(self, index: int = 0) -> None:
         """Engine ``index`` dies right after its next ``analyzed`` checkpoint."""
@@ -109,6 +134,6 @@ class Engines:
                 proc.join(5)
 
 
-def start_engines(db_url: str, count: int, *, tick_s: float) -> Engines:
+def start_engines(db_url: str, count: int, *, idle_s: float) -> Engines:
     """Start ``count`` engines on the ledger at ``db_url``."""
-    return Engines(db_url, count, tick_s=tick_s)
+    return Engines(db_url, count, idle_s=idle_s)

@@ -2,7 +2,7 @@
 
 :func:`run_library` plays a :class:`~fme_ai_resilience.drill.scenarios.Plan` against the
 pipeline as it is deployed: the Survey123 sender posts each delivery at its time to the intake
-gateway (waitress, on loopback), N engine processes run WS-02 jobs on their schedule, the
+gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back, the
 compensator runs on its schedule (every minute, scaled; WS-03's production period is ten), and
 a sampler records the timeline. When every delivered photo's task has settled, one last
 compensation pass reconciles the layer with backfill and the backfilled tasks are awaited too.
@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from ..breaker import effective_state
 from ..calibrate import percentile
-from ..errors import FailureClass
+from ..errors import FailureClass, ResilienceError
 from ..gateway import make_app
 from ..ledger import Status, TaskRecord
 from ..services.live_settings import LiveSettings
@@ -33,7 +33,11 @@ from .scenarios import Plan, Scenario
 from .standins import Survey123Sender
 from .world import World, photo_keys
 
-__all__ = ["run_library", "drill_settings", "PRODUCTION_WAITS"]
+__all__ = ["run_library", "drill_settings", "PRODUCTION_WAITS", "DrillError"]
+
+
+class DrillError(ResilienceError):
+    """The drill itself could not run (an engine failed to start)."""
 
 #: The waits and windows of the defaults (production seconds) the drill scales down; the
 #: timeouts are scaled too, but never below what a loaded 2-core machine needs to connect.
@@ -48,8 +52,9 @@ PRODUCTION_WAITS = {
 _TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0),
                    "timeouts.ttfb_s": (20.0, 5.0), "timeouts.body_s": (4.0, 1.0),
                    "breaker.slow_call_s": (20.0, 2.0)}
-#: Production periods: FME Flow's WS-02 schedule, and the compensator's in the drill.
-WS02_TICK_S = 60.0
+#: Production times: an FME Flow job's start-up between two WS-02 jobs, and the compensator's
+#: period in the drill.
+JOB_START_S = 2.0
 COMPENSATOR_TICK_S = 60.0
 SAMPLE_STEP_S = 0.25
 COST_PER_CALL = 0.01
@@ -129,20 +134,25 @@ class _Sampler:
             tl.level.append(int(ladder.effective))
 
 
-def _send(plan: Plan, url: str, started: float) -> List[Any]:
-    """Each delivery at its time, bursts from eight threads; the deliveries as answered."""
+def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
+    """Each delivery at its time, bursts from eight threads; an accepted one submits a WS-02
+    job (the Automation's chained action); the deliveries as answered."""
     sender = Survey123Sender(url, timeout_s=60.0)
-    done: List[Any] = []
+
+    def deliver(item: Any) -> Any:
+        delivery = (sender.redeliver if item.redelivery else sender.send)(item.body)
+        if delivery.status == 202:
+            fleet.kick()
+        return delivery
+
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="fair-drill-send") as pool:
         futures = []
         for item in plan.deliveries:
             wait = started + item.at_s - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            send = sender.redeliver if item.redelivery else sender.send
-            futures.append(pool.submit(send, item.body))
-        done = [f.result() for f in futures]
-    return done
+            futures.append(pool.submit(deliver, item))
+        return [f.result() for f in futures]
 
 
 def _settled(record: Optional[TaskRecord], requeue_budget: int) -> bool:
@@ -187,13 +197,14 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
         store.set_config(drill_settings(world, engines=engines, time_scale=time_scale),
                          now=time.time())
         settings = Settings().with_values(store.get_config())
-        fleet = Engines(db_url, engines, tick_s=WS02_TICK_S * time_scale)
+        fleet = Engines(db_url, engines, idle_s=JOB_START_S * time_scale)
         stop_compensating = threading.Event()
         compensator = threading.Thread(target=_compensate, name="fair-drill-compensator",
                                        args=(db_url, COMPENSATOR_TICK_S * time_scale,
                                              stop_compensating), daemon=True)
         try:
-            time.sleep(1.0)                          # the engines imported and connected
+            if not fleet.wait_ready():
+                raise DrillError("the drill's engines did not start (see their stderr)")
             world.vision.reset()
             started = time.monotonic()
             compensator.start()
@@ -202,7 +213,7 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 chaos = threading.Thread(target=_chaos, args=(scenario, fleet, db_url,
                                                               started, time_scale), daemon=True)
                 chaos.start()
-                deliveries = _send(plan, url, started)
+                deliveries = _send(plan, url, started, fleet)
                 delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
                              for k in photo_keys(item.body)]
                 complete = _wait_settled(list(dict.fromkeys(delivered)), settings, fleet,

@@ -194,13 +194,14 @@ class TaskRun:
     def _claim(self, fingerprint: str) -> None:
         """Claim the photo's analysis; while another task is asking the Vision AI about the
         same photo (a re-created feature in the same burst), wait for its answer instead of
-        paying for a second one: DEFERRED for one call's longest time, no attempt counted."""
+        paying for a second one: DEFERRED for ``retry.max_inline_wait_s`` (a short wait), no
+        attempt counted."""
         p, task = self.p, self.task
         now = p.clock.now()
         if not p.store.claim_analysis(fingerprint, task.key,
                                       now + p.settings.processing.lease_s, now=now):
-            self._defer(p.settings.timeouts.total_s, "the same photo is being analysed for "
-                        "another task: its answer will be reused", error_class=None)
+            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed "
+                        "for another task: its answer will be reused", error_class=None)
 
     def _ask(self, route: "VisionRoute", image: bytes) -> Any:
         """One Vision AI call under the breaker: logged, judged, its anomaly recorded."""

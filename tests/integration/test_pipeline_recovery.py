@@ -144,7 +144,7 @@ def test_terminated_backends_mid_run_lose_and_repeat_nothing(ledger, pg_store_ur
         calls = ok_calls(world.vision)
         writes = world.layer.snapshot()["writes"]
 
-    assert sum(killed) >= 4                                   # connections really went
+    assert len(killed) == 3 and min(killed) >= 1             # connections really went
     assert set(statuses.values()) == {"SUCCEEDED"}
     assert all(code == 0 for code, _, _ in outputs), [o[2][-800:] for o in outputs]
     assert len(calls) == 80 and set(calls.values()) == {1}

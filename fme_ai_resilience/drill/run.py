@@ -1,0 +1,102 @@
+"""One drill: the scenario played against the library, then against each baseline.
+
+:func:`run_drill` makes a fresh :class:`~fme_ai_resilience.drill.world.World` per subject
+(seeded alike, so each meets the same features, photos, faults and deliveries at the same
+times), runs the library (:func:`~fme_ai_resilience.drill.library.run_library`) and the
+baselines asked for, and returns the :class:`~fme_ai_resilience.drill.report.DrillReport` with
+the bounds the figures are judged against.
+"""
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from typing import Callable, Dict, Iterator, Optional, Sequence
+
+from ..errors import ConfigurationError
+from ..settings import Settings
+from .bounds import drain_bound_s, probe_bound
+from .library import drill_settings, run_library
+from .report import DrillReport, SubjectResult
+from .scenarios import SCENARIOS, Plan, Scenario
+from .world import World
+
+__all__ = ["run_drill", "DEFAULT_SUBMISSIONS", "DEFAULT_ENGINES", "DEFAULT_TIME_SCALE",
+           "BASELINE_NAMES"]
+
+DEFAULT_SUBMISSIONS = 120
+DEFAULT_ENGINES = 4
+#: Real seconds per production second: a 90 s outage lasts 3.6 s.
+DEFAULT_TIME_SCALE = 0.04
+BASELINE_NAMES = ("naive", "tenacity", "httpcaller")
+
+#: ``(scenario, plan, world, engines, time_scale, seed) -> SubjectResult`` per baseline name.
+BaselineRunner = Callable[..., SubjectResult]
+
+
+@contextlib.contextmanager
+def _ledger(db_url: Optional[str]) -> Iterator[str]:
+    if db_url:
+        yield db_url
+        return
+    with tempfile.TemporaryDirectory(prefix="fair-drill-") as tmp:
+        yield f"sqlite:///{tmp}/ledger.db"
+
+
+def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
+            time_scale: float) -> Dict[str, object]:
+    settings = Settings().with_values(drill_settings(world, engines=engines,
+                                                     time_scale=time_scale))
+    f = scenario.faults
+    mean = (f.latency_s + f.latency_jitter_s / 2) * time_scale
+    last = max((d.at_s for d in plan.deliveries), default=0.0)
+    limit = f.rate_limit_per_s / time_scale if f.rate_limit_per_s else None
+    tasks = len(plan.facts) - len(plan.missing_photos)
+    outage = plan.outage
+    probes = probe_bound(settings.breaker, (outage[1] - outage[0]) if outage else 0.0,
+                         engines=engines, fastest_call_s=f.latency_s * time_scale)
+    return {"watermark": settings.intake.capacity.watermark,
+            "hard_ceiling": settings.intake.park_ceiling,
+            "probe_bound": probes if outage else 0,
+            "drain_bound_s": round(drain_bound_s(
+                tasks, engines=engines, mean_latency_s=mean,
+                transient_rate=scenario.transient_rate, last_arrival_s=last,
+                rate_limit_per_s=limit, outage=outage), 3)}
+
+
+def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMISSIONS,
+              engines: int = DEFAULT_ENGINES, db_url: Optional[str] = None, seed: int = 1,
+              time_scale: float = DEFAULT_TIME_SCALE,
+              compare: Sequence[str] = BASELINE_NAMES,
+              baselines: Optional[Dict[str, BaselineRunner]] = None,
+              on_progress: Optional[Callable[[str], None]] = None) -> DrillReport:
+    """Run one scenario for the library and each baseline in ``compare``."""
+    if scenario_name not in SCENARIOS:
+        raise ConfigurationError("scenario", scenario_name, f"must be one of {list(SCENARIOS)}")
+    unknown = [b for b in compare if b not in BASELINE_NAMES]
+    if unknown:
+        raise ConfigurationError("compare", ",".join(unknown),
+                                 f"must name baselines among {list(BASELINE_NAMES)}")
+    scenario = SCENARIOS[scenario_name]
+    say = on_progress or (lambda _text: None)
+    say(f"{scenario.name}: {scenario.summary}")
+    with _ledger(db_url) as url, World(scenario, seed=seed, time_scale=time_scale) as world:
+        plan = world.plan(submissions)
+        bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
+        say(f"fme-ai-resilience: {len(plan.deliveries)} deliveries, {engines} engines")
+        library = run_library(plan, world, db_url=url, engines=engines,
+                              time_scale=time_scale)
+    report = DrillReport(scenario=scenario.name, seed=seed, submissions=submissions,
+                         engines=engines, backend=url.split(":", 1)[0],
+                         time_scale=time_scale, outage=list(plan.outage) if plan.outage
+                         else None, library=library, **bounds)  # type: ignore[arg-type]
+    for name in compare:
+        say(f"{name}: the same deliveries, the same faults")
+        runner = (baselines or {}).get(name)
+        if runner is None:
+            report.baselines[name] = SubjectResult(name=name, skipped="not available")
+            continue
+        with World(scenario, seed=seed, time_scale=time_scale) as world:
+            plan = world.plan(submissions)
+            report.baselines[name] = runner(scenario, plan, world, engines=engines,
+                                            time_scale=time_scale, seed=seed)
+    return report
