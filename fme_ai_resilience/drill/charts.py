@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..degrade import Level
 from .figures import printable
@@ -264,8 +264,9 @@ def _outage(frame: _Frame, scales: Scales) -> List[str]:
             _text((left + right) / 2, frame.top - 4, "outage", "middle", "outage-label")]
 
 
-def _legend(y: float, entries: Sequence[Tuple[str, str, str]]) -> Tuple[List[str], float]:
-    """``(key, colour, text)`` swatches laid out in rows from ``y``; returns them and the end."""
+def _legend(y: float, entries: Sequence[Tuple[Tuple[str, str], str, str]]
+            ) -> Tuple[List[str], float]:
+    """``((attribute, key), colour, text)`` swatches in rows from ``y``: them and the end."""
     out, x = [], _LEFT
     for key, colour, text in entries:
         shown = text if len(text) <= 40 else text[:39] + "\u2026"
@@ -291,7 +292,8 @@ def _runs(samples: _Samples, values: Sequence[object]) -> List[Tuple[object, flo
     return runs
 
 
-def _spans(runs: Sequence[Tuple[object, float, float]], name=str) -> str:
+def _spans(runs: Sequence[Tuple[object, float, float]],
+           name: Callable[[object], str] = str) -> str:
     text = ", ".join(f"{name(v)} {_f(a)}-{_f(b)} s" for v, a, b in runs[:12])
     return text + (", ..." if len(runs) > 12 else "")
 
