@@ -12,11 +12,13 @@ from typing import Dict, List, Optional
 from fme_ai_resilience.drill.report import LIBRARY, DrillReport, SubjectResult, Timeline
 
 __all__ = ["HOSTILE_SCENARIO", "HOSTILE_REASON", "HOSTILE_CAUSE", "ODD_OUTCOME", "OUTAGE",
+           "HTTPCALLER_NOTE",
            "sample_report", "timeline"]
 
 HOSTILE_SCENARIO = 'outage <script>alert("scenario")</script>'
 HOSTILE_REASON = 'tenacity is not installed: pip install "tenacity" & <script>alert(1)</script>'
 HOSTILE_CAUSE = "<b>timeout</b>\x1b[31m red\x1b[0m"
+HTTPCALLER_NOTE = "modelled from HTTPCaller's documentation, <i>not</i> run in FME"
 ODD_OUTCOME = "<teapot>"
 OUTAGE = [10.0, 20.0]
 SAMPLES = 40
@@ -85,7 +87,7 @@ def _httpcaller() -> SubjectResult:
         lost=0, duplicate_analyses=2, duplicate_writes=1, ai_calls=190,
         ai_calls_per_completed_task=1.959, outage_ai_calls=60, peak_backlog=80,
         peak_concurrent_engines=6, p95_end_to_end_s=22.0, drain_s=36.0, ai_spend=1.9,
-        timeline=timeline(backlog=backlog, ai_calls=calls))
+        notes=[HTTPCALLER_NOTE], timeline=timeline(backlog=backlog, ai_calls=calls))
 
 
 def sample_report() -> DrillReport:

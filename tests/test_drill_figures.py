@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 
 from fme_ai_resilience.drill.figures import (DRAIN_TOLERANCE, Verdict, figure_rows, printable,
-                                             ran, skipped)
+                                             ran, skipped, subject_notes)
 from fme_ai_resilience.drill.report import LIBRARY
-from tests.drill_reports import HOSTILE_CAUSE, HOSTILE_REASON, sample_report
+from tests.drill_reports import HOSTILE_CAUSE, HOSTILE_REASON, HTTPCALLER_NOTE, sample_report
 
 FIGURES = ["submitted", "distinct_facts", "duplicates_collapsed", "succeeded",
            "succeeded:accepted", "succeeded:review", "succeeded:skipped", "dead", "lost",
@@ -95,6 +95,16 @@ def test_a_dead_letter_without_a_cause_is_bad():
     rows = rows_by_key(report)
     assert rows["dead:"].label == "(no cause)"
     assert rows["dead:"].cells[0].verdict is Verdict.BAD
+
+
+def test_notes_of_the_subjects_that_ran_come_in_column_order():
+    """What the reader should know of a run comes with its subject's name, library first."""
+    report = sample_report()
+    report.library.notes = ["the run timed out\x1b[2J before every task settled"]
+    report.baselines["tenacity"].notes = ["never shown: it did not run"]
+    assert subject_notes(report) == [
+        (LIBRARY, "the run timed out\ufffd[2J before every task settled"),
+        ("httpcaller", HTTPCALLER_NOTE)]
 
 
 def test_non_finite_numbers_read_as_not_available():

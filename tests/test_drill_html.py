@@ -12,8 +12,9 @@ from fme_ai_resilience.drill.figures import printable
 from fme_ai_resilience.drill.html import render_html
 from fme_ai_resilience.drill.report import LIBRARY, Timeline
 from fme_ai_resilience.drill.standins.vision import OUTCOMES
-from tests.drill_reports import (HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO, ODD_OUTCOME,
-                                 OUTAGE, sample_report, timeline)
+from tests.drill_reports import (HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO,
+                                 HTTPCALLER_NOTE, ODD_OUTCOME, OUTAGE, sample_report,
+                                 timeline)
 
 RAN = (LIBRARY, "naive", "httpcaller")
 
@@ -102,6 +103,17 @@ def test_the_skipped_baseline_shows_its_reason(tree):
     """The baseline that did not run is named with why, where the figures are."""
     notes = [text_of(li) for li in tree.iter("li") if li.get("class") == "skipped"]
     assert notes == [f"tenacity not run: {HOSTILE_REASON}"]
+
+
+def test_subject_notes_are_shown_with_the_figures():
+    """Each note of a subject that ran is listed under the figures, with the subject's name."""
+    report = sample_report()
+    report.library.notes = ["the run timed out before every task settled"]
+    page = render_html(report)
+    notes = [text_of(li) for li in parse(page).iter("li") if li.get("class") == "note"]
+    assert notes == [f"{LIBRARY}: the run timed out before every task settled",
+                     f"httpcaller: {HTTPCALLER_NOTE}"]
+    assert "<i>not</i>" not in page
 
 
 def figures(tree):

@@ -8,7 +8,7 @@ import unicodedata
 from fme_ai_resilience.drill.figures import figure_rows
 from fme_ai_resilience.drill.report import LIBRARY
 from fme_ai_resilience.drill.table import render_table
-from tests.drill_reports import sample_report
+from tests.drill_reports import HTTPCALLER_NOTE, sample_report
 
 
 def width(text):
@@ -72,6 +72,15 @@ def test_skipped_baselines_are_listed_with_their_reason():
     """A baseline that did not run is named under the table with why."""
     text = render_table(sample_report())
     assert "tenacity: not run: tenacity is not installed" in text
+
+
+def test_subject_notes_are_printed_under_the_table():
+    """A subject's notes (a run that timed out, a modelled baseline) follow the table."""
+    report = sample_report()
+    report.library.notes = ["the run timed out before every task settled"]
+    lines = render_table(report).splitlines()
+    assert f"{LIBRARY}: the run timed out before every task settled" in lines
+    assert f"httpcaller: {HTTPCALLER_NOTE}" in lines
 
 
 def test_control_characters_never_reach_the_terminal():

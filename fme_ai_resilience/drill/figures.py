@@ -20,7 +20,7 @@ from ..store.text import REPLACEMENT, clean_text
 from .report import DrillReport, SubjectResult
 
 __all__ = ["Verdict", "Cell", "Row", "DRAIN_TOLERANCE", "SUCCEEDED_ORDER", "ran", "skipped",
-           "figure_rows", "printable", "number", "seconds"]
+           "figure_rows", "subject_notes", "printable", "number", "seconds"]
 
 #: How far past the Little's-law bound the drain time may run and still be good.
 DRAIN_TOLERANCE = 1.15
@@ -88,6 +88,11 @@ def ran(report: DrillReport) -> List[SubjectResult]:
 def skipped(report: DrillReport) -> List[SubjectResult]:
     """The subjects that did not run, each with its ``skipped`` reason."""
     return [s for s in [report.library, *report.baselines.values()] if s.skipped is not None]
+
+
+def subject_notes(report: DrillReport) -> List[Tuple[str, str]]:
+    """``(subject, note)`` for each note of a subject that ran, in column order, printable."""
+    return [(printable(s.name), printable(note)) for s in ran(report) for note in s.notes]
 
 
 def _finite(value: Optional[float]) -> bool:

@@ -14,7 +14,7 @@ from typing import Callable, List, Sequence
 
 from .charts import (ai_calls_chart, backlog_chart, breaker_chart, escape, has_breaker,
                      has_level, level_chart, scales_for, Scales)
-from .figures import Row, Verdict, figure_rows, number, ran, seconds, skipped
+from .figures import Row, Verdict, figure_rows, number, ran, seconds, skipped, subject_notes
 from .report import LIBRARY, DrillReport, SubjectResult
 
 __all__ = ["render_html", "CSS"]
@@ -94,8 +94,10 @@ def _figures(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[str
             f'<p class="legend">{_MARK_TEXT[Verdict.GOOD]}: within its target \u00b7 '
             f"{_MARK_TEXT[Verdict.BAD]}: misses it \u00b7 {escape(LIBRARY)} is the library; "
             "the other columns are the approaches FME users reach for today.</p>"]
-    notes = [f'<li class="skipped"><strong>{escape(s.name)}</strong> not run: '
-             f"{escape(s.skipped)}</li>" for s in skipped(report)]
+    notes = [f'<li class="note"><strong>{escape(name)}</strong>: {escape(note)}</li>'
+             for name, note in subject_notes(report)]
+    notes += [f'<li class="skipped"><strong>{escape(s.name)}</strong> not run: '
+              f"{escape(s.skipped)}</li>" for s in skipped(report)]
     if notes:
         out += ['<ul class="notes">', *notes, "</ul>"]
     out.append("</section>")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import unicodedata
 from typing import List, Sequence
 
-from .figures import Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped
+from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
+                      subject_notes)
 from .report import LIBRARY, DrillReport
 
 __all__ = ["render_table", "display_width", "MARKS"]
@@ -72,5 +73,6 @@ def render_table(report: DrillReport) -> str:
     out += [line(cells) for cells in body]
     out += ["", "ok: within its target; BAD: misses it. "
             f"{LIBRARY} is the library; the other columns are the usual approaches."]
+    out += [f"{name}: {note}" for name, note in subject_notes(report)]
     out += [printable(f"{s.name}: not run: {s.skipped}") for s in skipped(report)]
     return "\n".join(out) + "\n"
