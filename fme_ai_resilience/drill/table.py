@@ -1,0 +1,78 @@
+"""The drill's terminal table: the figures as rows, the library and each baseline as a column.
+
+Plain text with aligned columns (wide East Asian characters count as two), values right-aligned
+under their subject, and a figure with a bound marked in words, ``ok`` or ``BAD``, so the table
+reads the same without colour and in a log file. Report values are shown through
+:func:`~fme_ai_resilience.drill.figures.printable`: no escape sequence reaches the terminal.
+"""
+from __future__ import annotations
+
+import unicodedata
+from typing import List, Sequence
+
+from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
+                      subject_notes)
+from .report import LIBRARY, DrillReport
+
+__all__ = ["render_table", "display_width", "MARKS"]
+
+#: What a judged cell says after its value; every mark is as wide as the others.
+MARKS = {Verdict.GOOD: "  ok", Verdict.BAD: " BAD", None: "    "}
+_GAP = "  "
+
+
+def display_width(text: str) -> int:
+    """Columns a terminal gives ``text``: wide characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _left(text: str, width: int) -> str:
+    return text + " " * (width - display_width(text))
+
+
+def _right(text: str, width: int) -> str:
+    return " " * (width - display_width(text)) + text
+
+
+def _cell(cell: Cell) -> str:
+    return cell.text + MARKS[cell.verdict]
+
+
+def _heading(report: DrillReport) -> List[str]:
+    outage = ("no outage" if report.outage is None else
+              "outage " + "-".join(number(t, 1) for t in report.outage) + " s")
+    return [printable(
+        f"drill: scenario {report.scenario}, seed {report.seed}, {report.submissions} "
+        f"submissions, {report.engines} engines, {report.backend} ledger, time scale "
+        f"{report.time_scale:g}"),
+        printable(f"bounds: watermark {report.watermark}, hard ceiling {report.hard_ceiling}, "
+                  f"probe bound {report.probe_bound}, drain bound "
+                  f"{seconds(report.drain_bound_s)}, {outage}")]
+
+
+def _columns(header: Sequence[str], lines: Sequence[Sequence[str]]) -> List[int]:
+    return [max(display_width(line[i]) for line in [header, *lines])
+            for i in range(len(header))]
+
+
+def render_table(report: DrillReport) -> str:
+    """The report as the drill prints it: a heading, the table, then the baselines not run."""
+    subjects = ran(report)
+    header = ["figure", "target"] + [printable(s.name) for s in subjects]
+    body = [[("  " * row.depth) + row.label, printable(row.target)]
+            + [printable(_cell(c)) for c in row.cells] for row in figure_rows(report)]
+    widths = _columns(header, body)
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [_left(c, w) if i < 2 else _right(c, w)
+                 for i, (c, w) in enumerate(zip(cells, widths))]
+        return _GAP.join(parts).rstrip()
+
+    out = _heading(report) + ["", line(header), _GAP.join("-" * w for w in widths)]
+    out += [line(cells) for cells in body]
+    out += ["", "ok: within its target; BAD: misses it. "
+            f"{LIBRARY} is the library; the other columns are the usual approaches."]
+    out += [f"{name}: {note}" for name, note in subject_notes(report)]
+    out += [printable(f"{s.name}: not run: {s.skipped}") for s in skipped(report)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,101 @@
+"""A hand-built drill report for the renderers: an outage, a skipped baseline, hostile text.
+
+The library rides the outage out behind its breaker (OPEN, HALF_OPEN probes, CLOSED again)
+and a degradation step; ``naive`` hammers the dead service and loses facts; ``tenacity`` is
+skipped (its reason carries markup); ``httpcaller`` runs more transfers than engines and
+reports an outcome and a dead-letter cause no stand-in knows, both hostile strings.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from fme_ai_resilience.drill.report import LIBRARY, DrillReport, SubjectResult, Timeline
+
+__all__ = ["HOSTILE_SCENARIO", "HOSTILE_REASON", "HOSTILE_CAUSE", "ODD_OUTCOME", "OUTAGE",
+           "HTTPCALLER_NOTE",
+           "sample_report", "timeline"]
+
+HOSTILE_SCENARIO = 'outage <script>alert("scenario")</script>'
+HOSTILE_REASON = 'tenacity is not installed: pip install "tenacity" & <script>alert(1)</script>'
+HOSTILE_CAUSE = "<b>timeout</b>\x1b[31m red\x1b[0m"
+HTTPCALLER_NOTE = "modelled from HTTPCaller's documentation, <i>not</i> run in FME"
+ODD_OUTCOME = "<teapot>"
+OUTAGE = [10.0, 20.0]
+SAMPLES = 40
+
+
+def _series(pairs: Dict[range, int]) -> List[int]:
+    out = [0] * SAMPLES
+    for span, value in pairs.items():
+        for i in span:
+            out[i] = value
+    return out
+
+
+def timeline(*, backlog: List[int], ai_calls: Dict[str, List[int]],
+             breaker: Optional[List[Optional[str]]] = None,
+             level: Optional[List[Optional[int]]] = None, step_s: float = 1.0) -> Timeline:
+    """A timeline of ``len(backlog)`` samples, ``step_s`` apart from 0."""
+    n = len(backlog)
+    return Timeline(step_s=step_s, t=[i * step_s for i in range(n)], backlog=list(backlog),
+                    in_flight=[min(4, b) for b in backlog], ai_calls=ai_calls,
+                    breaker=list(breaker) if breaker is not None else [None] * n,
+                    level=list(level) if level is not None else [None] * n)
+
+
+def _library() -> SubjectResult:
+    backlog = [min(60, 6 * i) if i <= 12 else max(0, 60 - 3 * (i - 12)) for i in range(SAMPLES)]
+    breaker = (["CLOSED"] * 11 + ["OPEN"] * 4 + ["HALF_OPEN"] + ["OPEN"] * 2 + ["HALF_OPEN"]
+               + ["CLOSED"] * (SAMPLES - 19))
+    level = [0] * 11 + [2] * 11 + [1] * 4 + [0] * (SAMPLES - 26)
+    outage = [0] * SAMPLES
+    for i in (12, 15, 18):
+        outage[i] = 1
+    calls = {"ok": _series({range(0, 10): 4, range(20, 34): 5}),
+             "server_error": _series({range(4, 6): 1}), "outage": outage}
+    return SubjectResult(
+        name=LIBRARY, submitted=130, distinct_facts=100, duplicates_collapsed=30,
+        succeeded={"accepted": 80, "review": 12, "skipped": 6}, dead_by_cause={"format": 2},
+        lost=0, duplicate_analyses=0, duplicate_writes=0, ai_calls=113,
+        ai_calls_per_completed_task=1.153, analyses_reused=9, outage_ai_calls=3,
+        peak_backlog=60, peak_concurrent_engines=4, breaker_transitions=6,
+        degradation_levels=["L0", "L2", "L1"], p95_end_to_end_s=14.25, drain_s=32.0,
+        backfilled=2, ai_spend=1.13,
+        timeline=timeline(backlog=backlog, ai_calls=calls, breaker=breaker, level=level))
+
+
+def _naive() -> SubjectResult:
+    backlog = [min(100, 8 * i) if i <= 20 else max(0, 100 - 6 * (i - 20)) for i in range(SAMPLES)]
+    calls = {"ok": _series({range(0, 10): 4, range(20, 36): 6}),
+             "outage": _series({range(10, 20): 12}), "server_error": _series({range(4, 6): 2})}
+    return SubjectResult(
+        name="naive", submitted=130, distinct_facts=100, duplicates_collapsed=0,
+        succeeded={"accepted": 75, "review": 10}, dead_by_cause={HOSTILE_CAUSE: 8},
+        lost=7, duplicate_analyses=5, duplicate_writes=3, ai_calls=260,
+        ai_calls_per_completed_task=3.059, analyses_reused=0, outage_ai_calls=120,
+        peak_backlog=100, peak_concurrent_engines=4, p95_end_to_end_s=31.5, drain_s=37.0,
+        ai_spend=2.6, timeline=timeline(backlog=backlog, ai_calls=calls))
+
+
+def _httpcaller() -> SubjectResult:
+    backlog = [min(80, 7 * i) if i <= 18 else max(0, 80 - 5 * (i - 18)) for i in range(SAMPLES)]
+    calls = {"ok": _series({range(0, 10): 5, range(20, 35): 6}),
+             "outage": _series({range(10, 20): 6}), ODD_OUTCOME: _series({range(30, 32): 1})}
+    return SubjectResult(
+        name="httpcaller", submitted=130, distinct_facts=100,
+        succeeded={"accepted": 88, "review": 9}, dead_by_cause={"server_error": 3},
+        lost=0, duplicate_analyses=2, duplicate_writes=1, ai_calls=190,
+        ai_calls_per_completed_task=1.959, outage_ai_calls=60, peak_backlog=80,
+        peak_concurrent_engines=6, p95_end_to_end_s=22.0, drain_s=36.0, ai_spend=1.9,
+        notes=[HTTPCALLER_NOTE], timeline=timeline(backlog=backlog, ai_calls=calls))
+
+
+def sample_report() -> DrillReport:
+    """The report described in the module docstring (a fresh value each call)."""
+    return DrillReport(
+        scenario=HOSTILE_SCENARIO, seed=7, submissions=100, engines=4, backend="sqlite",
+        time_scale=0.01, watermark=40, hard_ceiling=120, probe_bound=4, drain_bound_s=30.0,
+        outage=list(OUTAGE), library=_library(),
+        baselines={"naive": _naive(), "tenacity": SubjectResult(name="tenacity",
+                                                                 skipped=HOSTILE_REASON),
+                   "httpcaller": _httpcaller()})

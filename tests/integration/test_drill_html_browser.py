@@ -1,0 +1,163 @@
+"""The drill's HTML page in a real headless Chromium: the screenshot shows the charts.
+
+The page is rendered to a file and opened as ``file://`` with every host name unresolvable,
+so the browser fetches nothing; the PNG it writes is decoded with the standard library (zlib
+and the PNG chunk format) and its pixels counted by colour. Without a Chromium on PATH the
+test is skipped with the reason, except under ``CI=true``, where it fails.
+"""
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import zlib
+from collections import Counter
+from itertools import accumulate
+from typing import Tuple
+
+import pytest
+
+from fme_ai_resilience.drill.charts import (BACKLOG_FILL, LEVEL_COLOUR, OUTAGE_FILL,
+                                            OUTCOME_COLOURS, STATE_COLOURS)
+from fme_ai_resilience.drill.html import render_html
+from tests.conftest import IN_CI
+from tests.drill_reports import sample_report
+
+pytestmark = pytest.mark.integration
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+WIDTH, HEIGHT = 1400, 2400
+#: Keeps the browser on this machine: no name resolves, no background service starts.
+OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--disable-default-apps",
+           "--disable-extensions", "--no-pings", "--disable-domain-reliability",
+           "--disable-client-side-phishing-detection", "--no-first-run",
+           "--no-default-browser-check", "--metrics-recording-only")
+Pixel = Tuple[int, int, int]
+
+
+def find_browser() -> str:
+    """The first Chromium on PATH; skip (or, under CI, fail) when there is none."""
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    reason = f"no headless Chromium on PATH (looked for {', '.join(BROWSERS)})"
+    if IN_CI:
+        pytest.fail(f"CI=true needs Chromium for the page's screenshot: {reason}", pytrace=False)
+    pytest.skip(f"{reason}; install one (apt-get install chromium) to run this test")
+
+
+def _paeth(a: int, b: int, c: int) -> int:
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+
+def _unfilter(kind: int, line: bytes, prev: bytes, bpp: int) -> bytes:
+    if kind == 0:
+        return line
+    if kind == 2:
+        return bytes((x + b) & 0xFF for x, b in zip(line, prev))
+    if kind == 1:
+        out = bytearray(len(line))
+        for c in range(bpp):  # each channel is a running sum of its own bytes
+            out[c::bpp] = bytes(s & 0xFF for s in accumulate(line[c::bpp]))
+        return bytes(out)
+    out = bytearray(line)
+    for i in range(len(out)):
+        a = out[i - bpp] if i >= bpp else 0
+        b = prev[i]
+        c = prev[i - bpp] if i >= bpp else 0
+        out[i] = (out[i] + ((a + b) // 2 if kind == 3 else _paeth(a, b, c))) & 0xFF
+    return bytes(out)
+
+
+def png_pixels(data: bytes) -> Tuple[int, int, Counter]:
+    """Width, height and how many pixels of each RGB colour an 8-bit RGB(A) PNG holds."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, [], None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0, header
+    bpp = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(b"".join(idat)), width * bpp
+    counts: Counter = Counter()
+    prev = bytes(stride)
+    for y in range(height):
+        start = y * (stride + 1)
+        prev = _unfilter(raw[start], raw[start + 1:start + 1 + stride], prev, bpp)
+        counts.update(zip(prev[0::bpp], prev[1::bpp], prev[2::bpp]))
+    return width, height, counts
+
+
+def rgb(hex_colour: str) -> Pixel:
+    return tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))  # type: ignore[return-value]
+
+
+def near(counts: Counter, colour: Pixel, tolerance: int = 3) -> int:
+    """Pixels within ``tolerance`` per channel of ``colour`` (colour management may nudge them)."""
+    return sum(n for pixel, n in counts.items()
+               if all(abs(p - q) <= tolerance for p, q in zip(pixel, colour)))
+
+
+@pytest.fixture(scope="module")
+def screenshot(tmp_path_factory) -> Tuple[int, int, Counter]:
+    """The sample report's page as a headless Chromium draws it, decoded."""
+    browser = find_browser()
+    where = tmp_path_factory.mktemp("drill-html")
+    page, png = where / "report.html", where / "report.png"
+    page.write_text(render_html(sample_report()), encoding="utf-8")
+    command = [browser, "--headless=new", "--no-sandbox", "--disable-gpu",
+               "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
+               f"--user-data-dir={where / 'profile'}", *OFFLINE, f"--screenshot={png}",
+               f"--window-size={WIDTH},{HEIGHT}", page.resolve().as_uri()]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=where)
+    assert png.exists(), f"no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
+    return png_pixels(png.read_bytes())
+
+
+def test_the_screenshot_is_the_window_and_not_blank(screenshot):
+    """The page fills the window with more than a white sheet: many colours, much ink."""
+    width, height, counts = screenshot
+    assert (width, height) == (WIDTH, HEIGHT)
+    total = sum(counts.values())
+    white = near(counts, (255, 255, 255), tolerance=8)
+    assert total - white > total // 20
+    assert len([c for c, n in counts.items() if n >= 50]) >= 12
+
+
+@pytest.mark.parametrize("series,colour,at_least", [
+    ("backlog area", BACKLOG_FILL, 5000),
+    ("ok calls", OUTCOME_COLOURS["ok"], 3000),
+    ("outage calls", OUTCOME_COLOURS["outage"], 1000),
+    ("outage window", OUTAGE_FILL, 5000),
+    ("breaker CLOSED", STATE_COLOURS["CLOSED"], 2000),
+    ("breaker OPEN", STATE_COLOURS["OPEN"], 500),
+    ("breaker HALF_OPEN", STATE_COLOURS["HALF_OPEN"], 100),
+    ("degradation level", LEVEL_COLOUR, 200),
+])
+def test_each_chart_series_is_visible(screenshot, series, colour, at_least):
+    """Every series the charts draw shows in its colour over a meaningful number of pixels."""
+    _, _, counts = screenshot
+    assert near(counts, rgb(colour)) >= at_least, f"{series} ({colour}) barely drawn"
+
+
+
+@pytest.mark.parametrize("in_ci,outcome", [(True, pytest.fail.Exception),
+                                           (False, pytest.skip.Exception)])
+def test_a_missing_browser_skips_here_and_fails_under_ci(monkeypatch, in_ci, outcome):
+    """No Chromium on PATH: skipped with the reason on a workstation, a failure under CI=true."""
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setitem(globals(), "IN_CI", in_ci)
+    with pytest.raises(outcome, match="chromium"):
+        find_browser()
