@@ -17,6 +17,7 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = (
+    "drill",
     "db",
     "status",
     "plan",

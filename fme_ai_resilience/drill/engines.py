@@ -13,6 +13,7 @@ task's lease lapses and another engine must finish it without a second Vision ca
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import signal
@@ -49,6 +50,8 @@ def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
     from ..services.pipeline import build_processor
     from ..store import open_store
 
+    # The drill reports what happened; the engines' own log lines would only bury it.
+    logging.getLogger("fme_ai_resilience").setLevel(logging.CRITICAL)
     store = open_store(db_url)
     _arm_doom(doomed, index, store=store)
     build_processor(settings_for(store=store), store=store)   # every import done
