@@ -136,3 +136,9 @@ SELECT set_config('statement_timeout', %(statement_timeout)s, false),
 -- initialisation (the advisory schema_lock): no time limits for its transaction. The
 -- operations queued behind its locks still give up at their own lock_timeout.
 SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true)
+
+-- terminate_other_sessions --
+-- Cut every other connection to this database, as a restart or a failover does (the drill's
+-- chaos; an operator's last resort). Returns one row per connection cut.
+SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()

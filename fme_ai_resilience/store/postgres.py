@@ -165,6 +165,11 @@ class PostgresStore(SqlStore):
         self._cursor = conn.cursor()
         return conn
 
+    def terminate_other_sessions(self) -> int:
+        """Cut every other connection to this database (what a restart or a failover does to
+        the engines); returns how many were cut."""
+        return len(self._statement("terminate_other_sessions").rows)
+
     def close(self) -> None:
         """Close the connection (a later operation opens a new one)."""
         with self._lock:
