@@ -171,3 +171,31 @@ def test_a_nul_in_the_location_is_store_error(tmp_path):
     from fme_ai_resilience.store.postgres import PostgresStore
     with pytest.raises(StoreError):
         PostgresStore("postgresql://postgres@127.0.0.1:5432/te\x00st").counts()
+
+
+def test_switching_a_new_file_to_wal_asks_again_while_another_opener_holds_it(tmp_path,
+                                                                              monkeypatch):
+    """SQLite may answer the switch to WAL "database is locked" at once, without waiting,
+    while another process opens the same new file: the store asks again (within its busy
+    timeout) instead of failing."""
+    real_connect = sqlite_backend.sqlite3.connect
+    refusals = []
+
+    class Contended:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def execute(self, sql, *args):
+            if "journal_mode" in sql and len(refusals) < 2:
+                refusals.append(sql)
+                raise sqlite3.OperationalError("database is locked")
+            return self._conn.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+    monkeypatch.setattr(sqlite_backend.sqlite3, "connect",
+                        lambda *a, **k: Contended(real_connect(*a, **k)))
+    store = sqlite_backend.SQLiteStore(str(tmp_path / "new.db"), busy_timeout_s=5)
+    assert store.counts()["PENDING"] == 0 and len(refusals) == 2
+    store.close()

@@ -190,10 +190,12 @@ def run(args: argparse.Namespace) -> int:
     if cap is not None and cap < args.backlog:
         log.warning("gateway: the kernel caps the listen backlog at %d (net.core.somaxconn), "
                     "below the %d asked for", cap, args.backlog)
+    # the stop signals are routed before the address is printed: a client that connects the
+    # moment it reads the address, and a stop sent right after, find a graceful stop
+    previous = _on_stop_signals(server.stop)
     host, port = server.address
     print(f"intake gateway on http://{host}:{port}/ (health: /healthz), ledger "
           f"{redact_url(args.db)}; SIGTERM or Ctrl-C stops", flush=True)
-    previous = _on_stop_signals(server.stop)
     try:
         server.serve()
     finally:

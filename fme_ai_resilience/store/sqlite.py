@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Optional, Type
 
@@ -104,7 +105,7 @@ class SQLiteStore(SqlStore):
             raise StoreUnavailable(f"cannot create the ledger's directory: {exc}") from exc
         try:
             if self.path != ":memory:":
-                conn.execute(self._queries["journal_wal"])
+                self._granted(conn, self._queries["journal_wal"])
             conn.execute(self._queries["synchronous_full"])
         except sqlite3.Error as exc:
             conn.close()  # a connection that failed its setup is never kept nor leaked
@@ -117,6 +118,22 @@ class SQLiteStore(SqlStore):
                 self.close()  # the next operation connects, and checks, again
                 raise
         return conn
+
+    def _granted(self, conn: sqlite3.Connection, sql: str) -> None:
+        """Run a statement that needs the file's lock, asking again while another connection
+        holds it, for at most ``busy_timeout_s``: SQLite may refuse the switch to WAL at once,
+        without waiting, when several processes open a new file at the same moment."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        pause = 0.005
+        while True:
+            try:
+                conn.execute(sql)
+                return
+            except sqlite3.OperationalError as exc:
+                if not _unavailable(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.2)
 
     def _bring_schema_up_to_date(self) -> None:
         """Apply the migrations this file lacks (a read when it has them all)."""
