@@ -66,6 +66,7 @@ class SubjectResult:
     backfilled: int = 0                    # facts found by reconciliation
     ai_spend: float = 0.0
     timeline: Optional[Timeline] = None
+    note: Optional[str] = None             # how the subject is modelled (a baseline's assumptions)
 
     @property
     def succeeded_total(self) -> int:
