@@ -28,6 +28,7 @@ import argparse
 import multiprocessing
 import os
 import queue
+import resource
 import statistics
 import sys
 import time
@@ -105,14 +106,22 @@ def _processor_engine(url: str, values: Dict[str, str], start: Any, out: Any) ->
     operations = _count_operations(store)
     before = _Count.statements
     start.wait()
+    cpu = _cpu_s()
     done = 0
     while True:
         report = processor.run_batch()
         done += report.count(Status.SUCCEEDED)
         if report.stopped is not Stop.CLAIM_LIMIT:
             break
+    operations["_cpu_ms"] = int((_cpu_s() - cpu) * 1000)
     out.put((time.time(), done, _Count.statements - before, dict(operations)))
     store.close()
+
+
+def _cpu_s() -> float:
+    """The CPU seconds this process used so far (user and system, every thread)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _count_operations(store: Any) -> Dict[str, int]:
@@ -136,13 +145,14 @@ def _bare_engine(endpoint: str, photos: Sequence[str], start: Any, out: Any) -> 
 
     session = requests.Session()
     start.wait()
+    cpu = _cpu_s()
     done = 0
     for url in photos:
         image = session.get(url, timeout=30).content
         answer = session.post(endpoint, data=image, timeout=30,
                               headers={"Content-Type": "application/octet-stream"})
         done += answer.status_code == 200 and "condition" in answer.json()
-    out.put((time.time(), done, 0, {}))
+    out.put((time.time(), done, 0, {"_cpu_ms": int((_cpu_s() - cpu) * 1000)}))
 
 
 Run = Tuple[float, int, int, Dict[str, int]]
@@ -224,10 +234,11 @@ def report(backend: str, results: Dict[str, List[Run]], engines: int,
         rates = [done / wall for wall, done, _, _ in runs]
         rate = statistics.median(rates)
         trips = statistics.median(stmts / max(done, 1) for _, done, stmts, _ in runs)
+        cpu_ms = statistics.median(ops["_cpu_ms"] / max(done, 1) for _, done, _, ops in runs)
         complete = all(done == tasks for _, done, _, _ in runs)
         shown = f"{trips:.1f}" if subject == "processor" else ""
         print(f"| {backend} | {subject} | {rate:.2f} | {rate / bound:.2f} | {shown} | "
-              f"{'all' if complete else 'MISSING'} |")
+              f"{cpu_ms:.1f} | {'all' if complete else 'MISSING'} |")
         if subject == "processor":
             ok = ok and complete and rate / bound >= TARGET
     return ok
@@ -239,7 +250,8 @@ def breakdown(backend: str, runs: List[Run]) -> None:
     total: Dict[str, int] = {}
     for r in runs:
         for name, n in r[3].items():
-            total[name] = total.get(name, 0) + n
+            if not name.startswith("_"):
+                total[name] = total.get(name, 0) + n
     shown = ", ".join(f"{name} {n / done:.2f}" for name, n in
                       sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
     print(f"{backend}: store operations per completed task: {shown}")
@@ -257,8 +269,9 @@ def main(argv: Sequence[str] = ()) -> int:
     bound = args.engines / args.latency
     print(f"{args.engines} engines, {tasks} tasks, Vision latency {args.latency:g} s: "
           f"bound N/L = {bound:.2f} tasks/s; median of {args.rounds} rounds")
-    print("| backend | subject | tasks/s | of N/L | ledger statements per task | completed |")
-    print("| --- | --- | ---: | ---: | ---: | --- |")
+    print("| backend | subject | tasks/s | of N/L | ledger statements per task "
+          "| engine CPU ms per task | completed |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     ok = True
     measured = {}
     for backend in args.backends.split(","):

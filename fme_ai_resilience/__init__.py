@@ -24,7 +24,7 @@ _EXPORTS: Dict[str, str] = {
     **{name: f"{_P}.errors" for name in (
         "ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
         "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
-        "StoreError", "StoreUnavailable", "ErrorClass", "FailureClass")},
+        "StoreError", "StoreUnavailable", "SchemaMissing", "ErrorClass", "FailureClass")},
     "CLASSIFICATION": f"{_P}.classification", "classify_status": f"{_P}.classification",
     # settings, budgets and capacity
     "Settings": f"{_P}.settings", "TimeoutBudget": f"{_P}.timeouts",
@@ -44,7 +44,8 @@ _EXPORTS: Dict[str, str] = {
     # the ledger and intake
     "Status": f"{_P}.ledger", "TaskOutcome": f"{_P}.ledger", "OverloadMode": f"{_P}.ledger",
     "RegisterOutcome": f"{_P}.ledger", "Stage": f"{_P}.ledger", "Task": f"{_P}.ledger",
-    "CallRecord": f"{_P}.ledger", "open_store": f"{_P}.store", "Store": f"{_P}.store",
+    "CallRecord": f"{_P}.ledger", "Refusal": f"{_P}.ledger", "open_store": f"{_P}.store",
+    "Store": f"{_P}.store",
     "Submission": f"{_P}.submission", "parse_webhook": f"{_P}.survey123",
     "idempotency_key": f"{_P}.keys", "decide": f"{_P}.services.intake",
     "IntakeAnswer": f"{_P}.services.intake", "LiveSettings": f"{_P}.services.live_settings",

@@ -14,7 +14,9 @@ Exception tree::
     ├── ArcGISError                      an ArcGIS REST call failed; carries its ErrorClass
     │   └── TokenError                   the portal issued no token (credentials, outage)
     └── StoreError                       the ledger could not do what was asked
-        └── StoreUnavailable             the database cannot be reached at all
+        └── StoreUnavailable             the database cannot serve us now (unreachable,
+            │                            locked, past a time limit)
+            └── SchemaMissing            the database has no ledger tables: run db init
 
 Remote failures of the Vision AI service are *not* exceptions: they come back as outcomes
 carrying an :class:`ErrorClass`, which ``fme_ai_resilience.classification`` maps to what the
@@ -27,7 +29,11 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
            "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
-           "StoreError", "StoreUnavailable", "ErrorClass", "FailureClass"]
+           "StoreError", "StoreUnavailable", "SchemaMissing", "SCHEMA_MISSING", "ErrorClass",
+           "FailureClass"]
+
+#: What a ledger without its tables says (in answers, /healthz and the command line).
+SCHEMA_MISSING = "schema missing: run db init"
 
 
 class ResilienceError(Exception):
@@ -161,6 +167,14 @@ class StoreError(ResilienceError):
 
 class StoreUnavailable(StoreError):
     """The ledger database cannot be reached."""
+
+
+class SchemaMissing(StoreUnavailable):
+    """The ledger database has no tables: run `fme-ai-resilience db init`.
+
+    A StoreUnavailable: intake answers 503 with Retry-After, and the work succeeds once an
+    operator has run ``db init`` (PostgreSQL never creates its schema by itself).
+    """
 
 
 class ErrorClass(str, enum.Enum):

@@ -8,8 +8,8 @@ type (415 unless JSON), the length (413 over the limit, reading at most limit + 
 without a length), and, when configured, a shared-secret header or a Standard Webhooks
 signature (401, constant-time comparison). Every answer but the metrics is JSON.
 
-Run it with ``fme-ai-resilience serve`` (stdlib ``wsgiref``) or under any WSGI server (see
-docs/intake.md).
+Run it with ``fme-ai-resilience serve`` (waitress, :mod:`fme_ai_resilience.cli.httpserver`) or
+under any WSGI server (see docs/intake.md).
 """
 from __future__ import annotations
 
@@ -19,14 +19,16 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .checks import finite
 from .clock import Clock, SystemClock
-from .errors import ConfigurationError, StoreError
+from .errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
+from .printable import printable
 from .redact import redact_text
-from .services.intake import decide
+from .services.intake import decide, ledger_retry_after_s
 from .services.live_settings import LiveSettings
 from .services.observe import read_signals
 from .settings import Settings
@@ -40,6 +42,13 @@ log = logging.getLogger("fme_ai_resilience.gateway")
 DEFAULT_SECRET_HEADER = "X-FAIR-Secret"
 SIGNATURE_TOLERANCE_S = 300.0
 _JSON = ("application/json", "text/json")
+#: Content-Length: ASCII digits only (``int`` also takes "+12", " 12", "1_2", other scripts'
+#: digits); a webhook-timestamp likewise, and without leading zeros.
+_LENGTH = re.compile(r"[0-9]+")
+_TIMESTAMP = re.compile(r"0|[1-9][0-9]*")
+#: A header name the secret may travel in: letters, digits and dashes. An underscore would
+#: collide with the dash in the WSGI environ (X_A and X-A are both HTTP_X_A).
+_HEADER_NAME = re.compile(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*")
 
 StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
@@ -79,6 +88,11 @@ class _Gateway:
                  health_path: str, *, store: Store, clock: Clock) -> None:
         if shared_secret is not None and not shared_secret:
             raise ConfigurationError("shared_secret", "", "must not be empty")
+        if not _HEADER_NAME.fullmatch(secret_header):
+            raise ConfigurationError("secret_header", secret_header,
+                                     "must be letters, digits and dashes: a server maps '_' and "
+                                     "'-' to the same name, so the secret would be accepted "
+                                     "from another header")
         finite("signature_tolerance_s", tolerance_s, above=0)
         self.store = store
         self.settings = settings
@@ -109,14 +123,14 @@ class _Gateway:
             else:
                 status, headers, body = self._webhook(method, environ)
         except Exception as exc:  # the gateway must answer even when something breaks
-            log.error("gateway: %s %s failed: %s: %s", method, path, type(exc).__name__,
-                      redact_text(str(exc)))
+            log.error("gateway: %s %s failed: %s: %s", method, printable(path),
+                      type(exc).__name__, printable(redact_text(str(exc))))
             status, headers, body = 500, {}, {"status": "error", "reason": "internal error"}
         payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
         out = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
         out.extend(headers.items())
         start_response(f"{status} {HTTPStatus(status).phrase}", out)
-        log.debug("gateway: %s %s -> %d", method, path, status)
+        log.debug("gateway: %s %s -> %d", method, printable(path), status)
         return [b"" if method == "HEAD" else payload]
 
     # -- routes -------------------------------------------------------------------------------
@@ -139,15 +153,22 @@ class _Gateway:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
         body: Dict[str, Any] = {}
-        intake = self._settings_now().intake
+        headers: Dict[str, str] = {}
+        settings = self._settings_now()
+        intake = settings.intake
         try:
             # Cheap at any ledger size: counts in-progress rows through their index, capped.
             body["backlog"] = self.store.backlog(intake.park_ceiling + 1)
             body["watermark"] = intake.capacity.watermark
             body["ledger"] = "reachable"
         except StoreError as exc:
-            log.warning("gateway: health check: ledger unreachable: %s", redact_text(str(exc)))
-            body["ledger"] = "unreachable"
+            reason = printable(redact_text(str(exc)))
+            log.warning("gateway: health check: ledger unreachable: %s", reason)
+            if isinstance(exc, SchemaMissing):
+                body.update(ledger="schema_missing", reason=SCHEMA_MISSING)
+            else:
+                body.update(ledger="unreachable", reason=reason)
+            headers["Retry-After"] = str(ledger_retry_after_s(settings))
         if self.flow_health is not None:
             try:
                 health = self.flow_health()
@@ -156,7 +177,7 @@ class _Gateway:
                                 "busy_engines": health.busy_engines}
             except Exception as exc:  # a failing probe is reported, not raised
                 body["flow"] = {"reachable": False, "error": type(exc).__name__}
-        return (200 if body["ledger"] == "reachable" else 503), {}, body
+        return (200 if body["ledger"] == "reachable" else 503), headers, body
 
     def _webhook(self, method: str, environ: Dict[str, Any]) -> Answer:
         if method != "POST":
@@ -188,12 +209,11 @@ class _Gateway:
         signatures = environ.get("HTTP_WEBHOOK_SIGNATURE", "")
         if not (msg_id and stamp and signatures):
             return "missing webhook-id, webhook-timestamp or webhook-signature"
+        if not _TIMESTAMP.fullmatch(stamp):
+            return "webhook-timestamp is not an integer in ASCII digits"
         try:
-            sent_at = int(stamp)
-            skew = abs(self.clock.now() - sent_at)  # OverflowError: too large for a float
-        except ValueError:
-            return "webhook-timestamp is not an integer"
-        except OverflowError:
+            skew = abs(self.clock.now() - int(stamp))  # OverflowError: too large for a float
+        except (ValueError, OverflowError):  # ValueError: more digits than int() converts
             return "webhook-timestamp outside the tolerance window"
         if skew > self.tolerance_s:
             return "webhook-timestamp outside the tolerance window"
@@ -243,12 +263,11 @@ def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[
     stream = environ["wsgi.input"]
     declared = environ.get("CONTENT_LENGTH", "")
     if declared:
-        try:
-            length = int(declared)
-        except ValueError:
-            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
-        if length < 0:
-            return b"", (400, {}, {"status": "bad_request", "reason": "bad Content-Length"})
+        if not _LENGTH.fullmatch(declared):
+            # also two Content-Length headers, which a server joins with a comma
+            return b"", (400, {}, {"status": "bad_request",
+                                   "reason": "Content-Length must be one number in ASCII digits"})
+        length = int(declared)
         if length > limit:
             return b"", _too_large(limit)
         wanted = length

@@ -9,14 +9,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Tuple
 
 from .errors import ErrorClass, FailureClass
 
 __all__ = ["Status", "TaskOutcome", "RegisterOutcome", "OverloadMode", "Stage", "Registration",
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
            "AssetRow", "Notification", "PruneResult", "CallSample", "CompletionSample",
-           "RegistrationSample"]
+           "RegistrationSample", "DeadLetterOutcome", "Refusal", "INVALID_NOT_KEPT",
+           "REFUSALS_NOT_RECORDED"]
+
+#: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
+INVALID_NOT_KEPT = "invalid_not_kept"
+#: The ``intake_counter`` row counting refusals past the refusal records' bound.
+REFUSALS_NOT_RECORDED = "refusals_not_recorded"
 
 
 class Status(str, enum.Enum):
@@ -51,6 +57,14 @@ class RegisterOutcome(str, enum.Enum):
     DUPLICATE_IN_PROGRESS = "DUPLICATE_IN_PROGRESS"
     OVER_BACKLOG = "OVER_BACKLOG"   # reject mode: nothing stored, answer 429
     PARKED = "PARKED"               # park mode: stored as DEFERRED, answer 202
+
+
+class DeadLetterOutcome(str, enum.Enum):
+    """What ``Store.keep_invalid_body`` did with the evidence of a body that is no submission."""
+
+    KEPT = "KEPT"                   # a new DEAD row (INVALID_PAYLOAD)
+    ALREADY_KEPT = "ALREADY_KEPT"   # the same body was kept before: nothing changed
+    NOT_KEPT = "NOT_KEPT"           # past the bounds: nothing stored, only counted
 
 
 class OverloadMode(str, enum.Enum):
@@ -275,3 +289,36 @@ class RegistrationSample:
     created_at: float
     received_at: Optional[float]
     source: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A delivery intake answered 429 or 503 without storing all its photos: what
+    reconciliation needs to find the submission on the feature layer and register it (an
+    ``intake_refusal`` row). Never a token.
+
+    ``key`` is the body's key (``body:sha256:<hex>``): a redelivery of the same body lands on
+    the same record, ``refusals`` counting the deliveries, ``refused_at`` the last one and
+    ``first_refused_at`` the first. ``records`` holds the ``(layer_url, global_id)`` of every
+    record (feature or repeat record) with a refused photo.
+    """
+
+    key: str
+    reason: str
+    status_code: int
+    feature_global_id: str
+    refused_at: float
+    photos_refused: int
+    photos_stored: int = 0
+    service_url: Optional[str] = None
+    layer_url: Optional[str] = None
+    delivery_id: Optional[str] = None
+    event_type: Optional[str] = None
+    records: Tuple[Tuple[Optional[str], str], ...] = ()
+    refusals: int = 1
+    first_refused_at: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "records", tuple((layer, gid) for layer, gid in self.records))
+        if self.first_refused_at is None:
+            object.__setattr__(self, "first_refused_at", self.refused_at)

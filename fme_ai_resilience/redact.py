@@ -8,16 +8,24 @@ Two complementary defences:
 * by *value*: the exact secrets a component knows (its API key, the portal token) are scrubbed
   wherever they appear, even in places no pattern would recognise.
 
+A raw body that failed to parse (cut short, not JSON at all) is the hard case: its token cannot
+be read from a parsed object. :func:`token_values` learns the values a body reveals (a ``token``
+member, even with an escaped name or escapes in its value, or cut off; ``token=``; ``Bearer``;
+``fmetoken``), and :func:`redact_raw` hides secret members in place and those values wherever
+they appear, then applies the patterns.
+
 Everything here is pure and total: any input is returned redacted, nothing raises.
 """
 from __future__ import annotations
 
+import json
 import re
-from typing import Any, Iterable, Mapping, Optional, Tuple
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "SECRET_KEYS", "is_secret_key", "redact_text", "redact_url",
-           "without_secret_params", "scrub_secrets", "redact_mapping", "redact_headers", "excerpt"]
+__all__ = ["REDACTED", "SECRET_KEYS", "PORTAL_TOKEN_PARAMS", "is_secret_key", "redact_text",
+           "redact_url", "without_secret_params", "without_token_params", "scrub_secrets",
+           "redact_mapping", "redact_headers", "excerpt", "token_values", "redact_raw"]
 
 REDACTED = "[REDACTED]"
 
@@ -30,6 +38,10 @@ SECRET_KEYS = frozenset({
     # signed photo URLs: Azure SAS, S3 and GCS pre-signed query parameters, Google API keys
     "sig", "x-amz-signature", "x-amz-security-token", "x-goog-signature", "x-goog-api-key",
 })
+
+#: Query parameters that carry a portal token (ArcGIS spellings): the token travels in a header
+#: instead, so these are the only parameters taken off a photo URL before it is stored or fetched.
+PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
 
 _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
     # Authorization-style values: "Bearer abc", "fmetoken token=abc", "Basic abc"
@@ -89,6 +101,25 @@ def without_secret_params(url: str) -> str:
     would be sent. Raises ValueError when ``url`` cannot be split as a URL.
     """
     return _filter_url(url, drop=True, strict=True)
+
+
+def without_token_params(url: str) -> str:
+    """``url`` minus its portal-token query parameters (:data:`PORTAL_TOKEN_PARAMS`).
+
+    Every other parameter keeps its exact bytes, in order: the signature of a pre-signed URL
+    (``sig``, ``X-Amz-Signature``, ``X-Goog-Signature``) covers its encoding too. A URL with no
+    such parameter comes back as the same text. Raises ValueError when ``url`` cannot be split
+    as a URL.
+    """
+    parts = urlsplit(url)
+    if not parts.query:
+        return str(url)
+    pairs = parts.query.split("&")
+    kept = [p for p in pairs
+            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
+    if len(kept) == len(pairs):
+        return str(url)
+    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def _filter_url(url: str, drop: bool, strict: bool = False) -> str:
@@ -158,3 +189,88 @@ def excerpt(text: Any, limit: int = 2048, secrets: Iterable[Optional[str]] = ())
         text = bytes(text[: limit * 4]).decode("utf-8", errors="replace")
     cleaned = redact_text(text, secrets)
     return cleaned if len(cleaned) <= limit else cleaned[: max(0, limit - 1)] + "…"
+
+
+# -- raw bodies that did not parse -------------------------------------------------------------
+
+#: A JSON member with a string value, as written: a name such as a secret has (letters,
+#: digits, ``_`` and ``-``, any of them possibly written as ``\\uXXXX``; at most 40) and the
+#: value up to its closing quote or, in a body cut short, the end (even in the middle of an
+#: escape). Every character of the name
+#: matches one way only, so no body makes the scan backtrack far.
+_MEMBER = re.compile(r'"((?:[A-Za-z0-9_-]|\\u[0-9A-Fa-f]{4}){1,40})"\s*:\s*'
+                     r'"((?:[^"\\]|\\.)*(?:\\\Z)?)("|\Z)', re.S)
+#: Credentials in free text whose value is worth learning: token=..., Bearer ..., fmetoken ...
+_CREDENTIAL = re.compile(
+    r"(?i)(?:(?<![a-z0-9_-])(?:access[_-]?token|token)=|\b(?:bearer|fmetoken)\s+(?:token=)?)"
+    r"([^\s\"',;&}]+)")
+
+
+#: A token is a few hundred characters; longer "values" are text, not tokens. A body reveals
+#: one token: past this many values the rest are not learnt (a crafted body cannot make the
+#: scrubbing costly).
+_MAX_TOKEN_CHARS = 2048
+_MAX_TOKEN_VALUES = 16
+
+
+def _json_string(written: str) -> str:
+    """A JSON string's text as written, decoded (as written when its escapes do not decode)."""
+    if "\\" not in written:
+        return written
+    try:
+        decoded = json.loads(f'"{written}"')
+    except ValueError:
+        return written
+    return decoded if isinstance(decoded, str) else written
+
+
+def token_values(text: str) -> Tuple[str, ...]:
+    """Every portal-token value ``text`` reveals, as written and decoded (4 characters or more).
+
+    Read from ``token``-named JSON members (the name may be written with escapes, the value may
+    hold escapes or be cut off by the end of the text) and from ``token=``, ``Bearer`` and
+    ``fmetoken`` credentials; at most 16 values of at most 2048 characters. For bodies that did
+    not parse, whose token cannot be read from a parsed object.
+    """
+    usable: Dict[str, None] = {}
+
+    def learn(*values: str) -> bool:
+        usable.update((v, None) for v in values if 4 <= len(v) <= _MAX_TOKEN_CHARS)
+        return len(usable) >= _MAX_TOKEN_VALUES
+
+    for match in _MEMBER.finditer(text):
+        name, value = match.group(1), match.group(2)
+        if _json_string(name).lower() in PORTAL_TOKEN_PARAMS and learn(value, _json_string(value)):
+            break
+    for match in _CREDENTIAL.finditer(text):
+        if learn(match.group(1)):
+            break
+    return tuple(usable)[:_MAX_TOKEN_VALUES]
+
+
+def redact_raw(text: str, secrets: Iterable[Optional[str]] = ()) -> str:
+    """A raw body (JSON, JSON cut short, or anything else) fit to store or log.
+
+    The values of secret-named members are replaced in place (names written with escapes too,
+    values with escapes, a value the end of the text left open); every value in ``secrets``
+    and every token value the text reveals is replaced wherever it appears, and so is a start
+    of one left at the very end of the text; then the :func:`redact_text` patterns apply.
+    """
+    known = sorted({s for s in (*secrets, *token_values(text)) if s and len(s) >= 4},
+                   key=len, reverse=True)
+
+    def member(match: "re.Match[str]") -> str:
+        if not is_secret_key(_json_string(match.group(1))) or not match.group(2):
+            return match.group(0)
+        start = match.start(2) - match.start(0)
+        return match.group(0)[:start] + REDACTED + match.group(3)
+
+    out = _MEMBER.sub(member, text)
+    for secret in known:
+        out = out.replace(secret, REDACTED)
+    cut = max((size for secret in known  # the longest start of a secret ending the text
+               for size in range(min(len(secret) - 1, len(out)), 3, -1)
+               if out.endswith(secret[:size])), default=0)
+    if cut:
+        out = out[:-cut] + REDACTED
+    return redact_text(out)

@@ -37,7 +37,8 @@ from .timeouts import TimeoutBudget
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
            "VisionSettings", "ArcGISSettings", "WritebackSettings", "CompensationSettings",
-           "CostSettings", "SECRET_SETTINGS", "ENV_PREFIX", "MAX_COUNT"]
+           "CostSettings", "DatabaseSettings", "SECRET_SETTINGS", "ENV_PREFIX", "MAX_COUNT",
+           "RETIRED"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -45,8 +46,11 @@ ENV_PREFIX = "FAIR_"
 MAX_COUNT = 2 ** 31 - 1
 #: Tighter maxima of particular counts: a half-open round creates one ledger row per probe.
 MAX_COUNTS = {"half_open_probes": 1000}
-#: The largest ``intake.park_ceiling_factor``: the park ceiling is this x the watermark.
-MAX_PARK_CEILING_FACTOR = 1000.0
+#: Settings that no longer exist, with what replaced them (a deployment still naming one is
+#: told what to write instead).
+RETIRED = {"intake.park_ceiling_factor": "was replaced by intake.park_ceiling, a number of "
+                                         "rows (default 100000): the park ceiling is a storage "
+                                         "limit, not a multiple of the engine watermark"}
 
 
 
@@ -191,9 +195,14 @@ class IntakeSettings:
 
     ``watermark`` 0 means "derive it": engines x latency promise / mean processing time.
     In ``park`` mode (the default: Survey123 never retries a refused webhook) submissions past
-    the watermark are stored DEFERRED up to ``park_ceiling_factor`` x the watermark.
+    the watermark are stored DEFERRED up to ``park_ceiling`` unfinished tasks: a storage limit
+    (rows), far above any burst a field crew sends, not an engine limit. A delivery refused
+    anyway (429/503 with photos not stored) leaves a refusal record for reconciliation, at most
+    ``max_refusal_records`` of them (past it they are logged and counted).
     Retry-After uses the drain rate measured over the last ``drain_window_s`` once at least
-    ``drain_min_completions`` tasks finished in it, the planned rate before that.
+    ``drain_min_completions`` tasks finished in it, the planned rate before that. The dead
+    letters of invalid bodies are kept at most ``max_invalid_per_minute`` a minute and
+    ``max_invalid_total`` in all (past them a body is answered 400 and only counted).
     ``feature_services`` are the FeatureServer URLs the deployment serves: when set, a webhook
     naming any other ``serviceUrl`` is a dead letter (UNKNOWN_SERVICE), and their hosts are
     the photo hosts a download may reach (with ``download.allowed_hosts``).
@@ -205,12 +214,15 @@ class IntakeSettings:
     watermark: int = 0
     backpressure_ratio: float = 0.8
     overload_mode: OverloadMode = OverloadMode.PARK
-    park_ceiling_factor: float = 10.0
+    park_ceiling: int = 100_000
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_attachments: int = 200
     drain_window_s: float = 300.0
     drain_min_completions: int = 10
+    max_invalid_per_minute: int = 120
+    max_invalid_total: int = 10_000
+    max_refusal_records: int = 100_000
     feature_services: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -220,16 +232,19 @@ class IntakeSettings:
         _positive("intake", self, "engines", "mean_processing_s", "latency_promise_s",
                   "max_body_bytes", "max_depth", "max_attachments", "drain_window_s",
                   "drain_min_completions")
-        _positive("intake", self, "watermark", allow_zero=True)
+        _positive("intake", self, "max_invalid_per_minute", "max_invalid_total",
+                  "max_refusal_records", "watermark", allow_zero=True)
+        _positive("intake", self, "park_ceiling")
         _ratio("intake", self, "backpressure_ratio")
         _enum("intake", self, "overload_mode", OverloadMode)
-        finite("intake.park_ceiling_factor", self.park_ceiling_factor, minimum=1,
-               maximum=MAX_PARK_CEILING_FACTOR)
         if self.watermark == 0:
             derived = self.engines * self.latency_promise_s / self.mean_processing_s
             _check("intake", "watermark", self.watermark, derived <= MAX_COUNT,
                    f"derived from engines x latency_promise_s / mean_processing_s it would "
                    f"exceed {MAX_COUNT}: set it")
+        watermark = self.capacity.watermark
+        _check("intake", "park_ceiling", self.park_ceiling, self.park_ceiling >= watermark,
+               f"must be >= the watermark ({watermark} tasks)")
 
     @functools.cached_property
     def capacity(self) -> CapacityPlan:
@@ -247,13 +262,6 @@ class IntakeSettings:
     @functools.cached_property
     def _served(self) -> FrozenSet[Optional[str]]:
         return frozenset(_service_identity(url) for url in self.feature_services)
-
-    @functools.cached_property
-    def park_ceiling(self) -> int:
-        """The most unfinished tasks ``park`` mode stores: ``park_ceiling_factor`` x the
-        watermark, never below it."""
-        watermark = self.capacity.watermark
-        return max(watermark, math.ceil(watermark * self.park_ceiling_factor))
 
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -385,6 +393,34 @@ class AlertSettings:
 
 
 @dataclass(frozen=True)
+class DatabaseSettings:
+    """How long one ledger operation may wait, applied to every connection a store opens.
+
+    PostgreSQL: ``connect_timeout_s`` to connect; ``statement_timeout_s`` for any statement and
+    ``lock_timeout_s`` for any lock wait (a row or table another session holds), past which the
+    operation is StoreUnavailable (intake answers 503 + Retry-After); TCP keepalives find a
+    server that vanished in ``keepalives_idle_s + keepalives_count x keepalives_interval_s``.
+    Migrations (``db init``) run without these two limits. SQLite: ``busy_timeout_s`` is how
+    long a writer waits for another process's write lock. Read when a store is opened (from
+    ``FAIR_DATABASE_*``, ``--set`` or published parameters; not from ``resilience_config``, which
+    lives in the store).
+    """
+
+    connect_timeout_s: float = 5.0
+    statement_timeout_s: float = 10.0
+    lock_timeout_s: float = 3.0
+    keepalives_idle_s: float = 15.0
+    keepalives_interval_s: float = 5.0
+    keepalives_count: int = 3
+    busy_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        _positive("database", self, "connect_timeout_s", "statement_timeout_s", "lock_timeout_s",
+                  "keepalives_idle_s", "keepalives_interval_s", "keepalives_count",
+                  "busy_timeout_s")
+
+
+@dataclass(frozen=True)
 class Settings:
     """All settings, grouped. Build variants with :meth:`with_values` or ``dataclasses.replace``."""
 
@@ -402,6 +438,7 @@ class Settings:
     writeback: WritebackSettings = field(default_factory=WritebackSettings)
     compensation: CompensationSettings = field(default_factory=CompensationSettings)
     cost: CostSettings = field(default_factory=CostSettings)
+    database: DatabaseSettings = field(default_factory=DatabaseSettings)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], prefix: str = "") -> "Settings":
@@ -436,8 +473,11 @@ class Settings:
                 written_prefix, name = name[:len(prefix)], name[len(prefix):]
                 if _split(name)[0] not in known_groups:
                     continue
+            blank = raw is None or (isinstance(raw, str) and raw.strip() == "")
+            if blank and "%s.%s" % _split(name) in RETIRED:
+                continue   # a retired parameter an older workspace still publishes, left blank
             group, attr = _resolve(name, key, raw, prefix=written_prefix)
-            if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            if blank:
                 continue   # a real setting left blank keeps its value; a typo raised above
             changes.setdefault(group, {})[attr] = _convert(group, attr, raw)
         groups = {}
@@ -481,6 +521,8 @@ def _resolve(name: str, original: Any, raw: Any, prefix: str = "") -> Tuple[str,
     group, attr = _split(name)
     if group in groups and attr in {f.name for f in dataclasses.fields(groups[group])}:
         return group, attr
+    if f"{group}.{attr}" in RETIRED:
+        raise ConfigurationError(str(original), raw, RETIRED[f"{group}.{attr}"])
     known = [f"{g}.{f.name}" for g, kind in groups.items() for f in dataclasses.fields(kind)]
     close = difflib.get_close_matches(f"{group}.{attr}", known, n=1, cutoff=0.8)
     hint = f" (did you mean {prefix}{_spelled_like(name, close[0])}?)" if close else ""

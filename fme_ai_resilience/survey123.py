@@ -33,7 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 from .caseless import get_ignoring_case
 from .errors import InvalidPayload
 from .keys import compose_key, edit_marker, normalise_global_id, trace_id_for
-from .redact import scrub_secrets, without_secret_params
+from .printable import printable
+from .redact import scrub_secrets, without_token_params
 from .submission import Submission
 from .untrusted_json import Body, decode_object
 
@@ -278,11 +279,12 @@ def _event_type(data: Mapping[str, Any], header: Any) -> str:
 
 
 def delivery_id_of(headers: Optional[Mapping[str, Any]]) -> Optional[str]:
-    """The ``X-Survey123-Delivery`` header, bounded to 128 characters (it is stored and logged)."""
+    """The ``X-Survey123-Delivery`` header with control characters escaped, bounded to 128
+    characters (it is stored, answered and logged: a line break in it must not forge a line)."""
     value = get_ignoring_case(headers, DELIVERY_HEADER)
     if not isinstance(value, str) or not value.strip():
         return None
-    return value.strip()[:_MAX_DELIVERY_ID]
+    return printable(value.strip())[:_MAX_DELIVERY_ID]
 
 
 def _portal_token(data: Mapping[str, Any]) -> Optional[str]:
@@ -351,9 +353,14 @@ def _int_or_none(value: Any, field: str) -> Optional[int]:
 
 
 def _without_token(url: str) -> str:
-    """``url`` without secret query parameters (the attachment URL must carry no token)."""
+    """``url`` without its portal-token parameters and without credentials in the authority
+    (the attachment URL must carry no secret of the submitter's). Every other parameter stays
+    as sent, so a pre-signed photo URL keeps its signature and can still be downloaded."""
     try:
-        return without_secret_params(url)
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+        return without_token_params(url)
     except ValueError:
         raise InvalidPayload("attachment url is not a URL") from None
 

@@ -102,6 +102,8 @@ DELETE FROM resilience_config;
 DELETE FROM analysis_cache;
 DELETE FROM notification;
 DELETE FROM asset_condition;
+DELETE FROM intake_counter;
+DELETE FROM intake_refusal;
 
 -- session_setup --
 -- Run once per connection. The in-progress partial indexes churn (every task passes through
@@ -123,3 +125,20 @@ LIMIT %(limit)s
 -- Which of the given keys (a JSON array) the ledger holds
 SELECT task_key FROM ai_task_registry
 WHERE task_key IN (SELECT jsonb_array_elements_text(%(keys)s::jsonb))
+-- session_limits --
+-- Run once per connection, after session_setup: no statement runs, and no lock is waited for,
+-- longer than the store's settings allow (either cancellation is StoreUnavailable)
+SELECT set_config('statement_timeout', %(statement_timeout)s, false),
+       set_config('lock_timeout', %(lock_timeout)s, false)
+
+-- migration_limits --
+-- A migration may build an index over a large table and waits its turn behind a concurrent
+-- initialisation (the advisory schema_lock): no time limits for its transaction. The
+-- operations queued behind its locks still give up at their own lock_timeout.
+SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0', true)
+
+-- terminate_other_sessions --
+-- Cut every other connection to this database, as a restart or a failover does (the drill's
+-- chaos; an operator's last resort). Returns one row per connection cut.
+SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()

@@ -156,8 +156,67 @@ SELECT failure_class, count(*) AS n FROM ai_task_registry
 WHERE status = 'DEAD' GROUP BY failure_class
 
 -- completed_since --
--- Tasks finished (SUCCEEDED or DEAD) at or after a time: the measured drain
-SELECT count(*) AS n FROM ai_task_registry WHERE completed_at >= %(since)s
+-- Tasks an engine finished (SUCCEEDED or DEAD) at or after a time: the measured drain. A row
+-- no engine ever held (lease_token 0: the dead letter of an invalid body) is no drained work
+SELECT count(*) AS n FROM ai_task_registry
+WHERE completed_at >= %(since)s AND lease_token > 0
+
+-- invalid_recent --
+-- Dead letters of invalid bodies kept since a time, counted through their index up to a limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD' AND created_at >= %(since)s
+    LIMIT %(count_limit)s) AS capped
+
+-- invalid_total --
+-- Dead letters of invalid bodies kept in all, counted through their index up to a limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD'
+    LIMIT %(count_limit)s) AS capped
+
+-- refusal_seen_again --
+-- A refused body delivered again: count the delivery on its record
+UPDATE intake_refusal
+SET refusals = refusals + 1, last_refused_at = %(now)s, delivery_id = %(delivery_id)s,
+    reason = %(reason)s, status_code = %(status_code)s, photos_refused = %(photos_refused)s,
+    photos_stored = %(photos_stored)s
+WHERE refusal_key = %(key)s
+
+-- refusal_total --
+-- Refusal records, counted up to a limit
+SELECT count(*) AS n FROM (SELECT 1 FROM intake_refusal LIMIT %(count_limit)s) AS capped
+
+-- insert_refusal --
+-- The record of a refused body (a concurrent insert of the same body wins, this one counts)
+INSERT INTO intake_refusal (refusal_key, reason, status_code, feature_global_id, service_url,
+    layer_url, delivery_id, event_type, records, photos_refused, photos_stored, refusals,
+    first_refused_at, last_refused_at)
+VALUES (%(key)s, %(reason)s, %(status_code)s, %(feature_global_id)s, %(service_url)s,
+    %(layer_url)s, %(delivery_id)s, %(event_type)s, %(records)s, %(photos_refused)s,
+    %(photos_stored)s, 1, %(now)s, %(now)s)
+ON CONFLICT (refusal_key) DO UPDATE SET refusals = intake_refusal.refusals + 1,
+    last_refused_at = excluded.last_refused_at, delivery_id = excluded.delivery_id
+
+-- refusals_since --
+-- Refusal records whose last delivery is at or after a time, newest first (reconciliation)
+SELECT * FROM intake_refusal WHERE last_refused_at >= %(since)s
+ORDER BY last_refused_at DESC, refusal_key
+LIMIT %(limit)s
+
+-- refusal_counts --
+-- Refused bodies and deliveries by reason
+SELECT reason, count(*) AS bodies, sum(refusals) AS deliveries FROM intake_refusal
+GROUP BY reason
+
+-- bump_counter --
+-- Count one more of something intake could not keep
+INSERT INTO intake_counter (name, n, first_at, last_at) VALUES (%(name)s, 1, %(now)s, %(now)s)
+ON CONFLICT (name) DO UPDATE SET n = intake_counter.n + 1, last_at = excluded.last_at
+
+-- intake_counters --
+-- What intake could not keep, by name
+SELECT name, n, first_at, last_at FROM intake_counter
 
 -- record_call --
 -- One outbound call

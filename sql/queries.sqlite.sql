@@ -24,6 +24,8 @@ DELETE FROM resilience_config;
 DELETE FROM analysis_cache;
 DELETE FROM notification;
 DELETE FROM asset_condition;
+DELETE FROM intake_counter;
+DELETE FROM intake_refusal;
 
 -- completed_since_rows --
 -- Tasks finished since a time: end-to-end times and whether the analysis was reused

@@ -164,6 +164,42 @@ CREATE TABLE IF NOT EXISTS asset_condition (
     assessed_at          double precision NOT NULL
 );
 
+-- migration_0003 --
+-- Intake's bounded records: dead letters of invalid bodies are counted per minute and in all
+-- through their own partial index; a delivery refused 429/503 leaves what reconciliation needs
+-- (one row per refused body, its redeliveries counted on it); what intake could not keep is
+-- counted by name.
+CREATE INDEX IF NOT EXISTS ai_task_registry_invalid_idx
+    ON ai_task_registry (created_at)
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD';
+CREATE TABLE IF NOT EXISTS intake_refusal (
+    refusal_key          text PRIMARY KEY,
+    reason               text NOT NULL,
+    status_code          integer NOT NULL,
+    feature_global_id    text NOT NULL,
+    service_url          text,
+    layer_url            text,
+    delivery_id          text,
+    event_type           text,
+    records              text NOT NULL,
+    photos_refused       integer NOT NULL,
+    photos_stored        integer NOT NULL,
+    refusals             integer NOT NULL DEFAULT 1,
+    first_refused_at     double precision NOT NULL,
+    last_refused_at      double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS intake_refusal_last_idx ON intake_refusal (last_refused_at);
+CREATE TABLE IF NOT EXISTS intake_counter (
+    name                 text PRIMARY KEY,
+    n                    bigint NOT NULL DEFAULT 0,
+    first_at             double precision NOT NULL,
+    last_at              double precision NOT NULL
+);
+-- intake.park_ceiling_factor is retired (the park ceiling is a number of rows now): a row still
+-- naming it would keep every other row of resilience_config out of force.
+DELETE FROM resilience_config
+WHERE lower(name) IN ('intake.park_ceiling_factor', 'intake_park_ceiling_factor');
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -164,6 +164,42 @@ CREATE TABLE IF NOT EXISTS asset_condition (
     assessed_at          REAL NOT NULL
 );
 
+-- migration_0003 --
+-- Intake's bounded records: dead letters of invalid bodies are counted per minute and in all
+-- through their own partial index; a delivery refused 429/503 leaves what reconciliation needs
+-- (one row per refused body, its redeliveries counted on it); what intake could not keep is
+-- counted by name.
+CREATE INDEX IF NOT EXISTS ai_task_registry_invalid_idx
+    ON ai_task_registry (created_at)
+    WHERE status = 'DEAD' AND failure_class = 'INVALID_PAYLOAD';
+CREATE TABLE IF NOT EXISTS intake_refusal (
+    refusal_key          TEXT PRIMARY KEY,
+    reason               TEXT NOT NULL,
+    status_code          INTEGER NOT NULL,
+    feature_global_id    TEXT NOT NULL,
+    service_url          TEXT,
+    layer_url            TEXT,
+    delivery_id          TEXT,
+    event_type           TEXT,
+    records              TEXT NOT NULL,
+    photos_refused       INTEGER NOT NULL,
+    photos_stored        INTEGER NOT NULL,
+    refusals             INTEGER NOT NULL DEFAULT 1,
+    first_refused_at     REAL NOT NULL,
+    last_refused_at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS intake_refusal_last_idx ON intake_refusal (last_refused_at);
+CREATE TABLE IF NOT EXISTS intake_counter (
+    name                 TEXT PRIMARY KEY,
+    n                    INTEGER NOT NULL DEFAULT 0,
+    first_at             REAL NOT NULL,
+    last_at              REAL NOT NULL
+);
+-- intake.park_ceiling_factor is retired (the park ceiling is a number of rows now): a row still
+-- naming it would keep every other row of resilience_config out of force.
+DELETE FROM resilience_config
+WHERE lower(name) IN ('intake.park_ceiling_factor', 'intake_park_ceiling_factor');
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

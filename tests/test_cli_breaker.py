@@ -22,9 +22,14 @@ def db(tmp_path, monkeypatch):
 
 
 def run(capsys, *argv):
+    """Exit code, stdout and stderr, without the line naming the ledger each command opens
+    (``ledger: sqlite file=...``, checked in tests/test_cli_ledger_line.py)."""
     code = main(list(argv))
     out = capsys.readouterr()
-    return code, out.out, out.err
+    err = out.err
+    if err.startswith("ledger: sqlite file="):
+        err = err.split("\n", 1)[1]
+    return code, out.out, err
 
 
 def test_open_show_reset_round_trip(db, capsys):

@@ -44,11 +44,13 @@ def test_db_init_without_a_url_explains(monkeypatch, capsys):
 
 
 def test_db_init_unreachable_server_fails_cleanly(capsys):
-    """A database that cannot be reached: exit 1, a one-line error without the password."""
+    """A database that cannot be reached: exit 1, a one-line error naming the ledger, without
+    the password."""
     pytest.importorskip("psycopg2")
     assert main(["db", "init", "--db", "postgresql://fair:pw-SECRET-1@127.0.0.1:1/x"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "pw-SECRET-1" not in err and "Traceback" not in err
+    assert err.startswith("error: ledger postgresql://127.0.0.1:1/x: ") and err.count("\n") == 1
+    assert "pw-SECRET-1" not in err and "Traceback" not in err
 
 
 def test_db_needs_an_action(capsys):

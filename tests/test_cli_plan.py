@@ -132,3 +132,30 @@ def test_python_dash_m_runs_the_cli():
                           env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["watermark"] == 48
+
+
+def test_plan_sizes_a_burst_of_multi_photo_submissions(capsys):
+    """--burst and --photos-per-submission: the burst's tasks, how many are parked past the
+    watermark, that it fits the park ceiling, and how long the parked backlog takes to drain."""
+    assert main(SEED + ["--burst", "300", "--photos-per-submission", "3"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"watermark:\s+48 tasks .*16 submissions of 3 photos", out)
+    assert re.search(r"park ceiling:\s+100000 tasks .*33333 submissions", out)
+    assert re.search(r"burst:\s+300 submissions x 3 photos = 900 tasks", out)
+    assert re.search(r"parked:\s+852 tasks past the watermark, drained in 35 min 30 s", out)
+    assert re.search(r"whole burst drained:\s+37 min 30 s", out)
+    assert re.search(r"fits park ceiling:\s+yes", out)
+    assert main(SEED + ["--burst", "300", "--photos-per-submission", "3", "--json"]) == 0
+    burst = json.loads(capsys.readouterr().out)["burst"]
+    assert burst == {"submissions": 300, "photos_per_submission": 3, "tasks": 900,
+                     "parked": 852, "parked_drain_s": 2130.0, "drain_s": 2250.0,
+                     "fits_park_ceiling": True, "refused_submissions": 0}
+
+
+def test_plan_check_fails_when_a_burst_passes_the_park_ceiling(capsys):
+    """A burst bigger than the park ceiling is a problem: --check exits 1 and says how many
+    submissions would be refused."""
+    assert main(SEED + ["--burst", "1000", "--photos-per-submission", "5", "--set",
+                        "intake.park_ceiling=3000", "--set", "timeouts.ttfb_s=15", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"fits park ceiling:\s+no", out) and "400 submissions" in out

@@ -9,7 +9,8 @@ How a snippet is run:
   ``FAIR_*`` variable is set and ``HOME`` is the temporary directory. In a ``console`` block
   the lines starting with ``$ `` are the commands and the other lines their output.
 * A block must exit 0. When a ``text`` or ``json`` block follows it (only blank lines between),
-  that is what the block prints, stdout and stderr together, exactly (trailing spaces aside).
+  that is what the block prints, stdout and stderr together, exactly (trailing spaces aside;
+  the temporary directory is shown as ``$PWD``).
 * An HTML comment on the line before the fence changes that, and must give a reason where it
   skips something, so nothing is left out silently:
 
@@ -111,7 +112,11 @@ def _environment(home: Path) -> dict:
     return env
 
 
-def _normalised(text: str) -> str:
+def _normalised(text: str, cwd: Optional[Path] = None) -> str:
+    """``text`` without trailing spaces; the temporary directory the blocks run in is written
+    ``$PWD`` (the ledger line names a SQLite file by its absolute path)."""
+    if cwd is not None:
+        text = text.replace(str(cwd), "$PWD")
     return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
 
 
@@ -140,7 +145,7 @@ def _run(block: Block, cwd: Path) -> None:
         f"{block.where}: exit {done.returncode}, expected {wanted}:\n{done.stdout}")
     expected = _expected(block)
     if expected is not None:
-        assert _normalised(done.stdout) == _normalised(expected), (
+        assert _normalised(done.stdout, cwd) == _normalised(expected), (
             f"{block.where} printed:\n{done.stdout}\nbut the document shows:\n{expected}")
 
 

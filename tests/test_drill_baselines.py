@@ -376,7 +376,7 @@ def test_baseline_result_counts_duplicates_lost_and_the_outage():
     assert (result.ai_calls, result.ai_calls_per_completed_task) == (9, 3.0)
     assert result.outage_ai_calls == 3
     assert (result.peak_concurrent_engines, result.peak_backlog) == (2, 4)
-    assert result.submitted == 4 and result.note == "three tries"
+    assert result.submitted == 4 and result.notes == ["three tries"]
     # production seconds: real seconds / time_scale
     assert result.drain_s == pytest.approx(40.0)
     assert result.p95_end_to_end_s == pytest.approx(20.0)

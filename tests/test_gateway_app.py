@@ -164,7 +164,7 @@ def test_healthz_reports_the_ledger(clock):
     up = Up()
     status, _, body = call(make_app(store=up, clock=clock), method="GET", path="/healthz")
     assert status == 200 and body == {"ledger": "reachable", "backlog": 2, "watermark": 48}
-    assert up.limits == [481]  # never counts past the park ceiling (48 x 10) + 1
+    assert up.limits == [100_001]  # never counts past the park ceiling (100,000 rows) + 1
     status, _, body = call(make_app(store=DownStore(), clock=clock), method="GET", path="/healthz")
     assert status == 503 and body["ledger"] == "unreachable"
     assert call(make_app(store=Up(), clock=clock), method="POST", path="/healthz")[0] == 405
@@ -293,3 +293,80 @@ class CountingParser:
         return self._parse(*args, **kwargs)
 
 
+
+
+# -- header values: control characters, lengths and timestamps --------------------------------
+
+FORGED = "d-1\r\n2026-11-30 08:15:00 INFO intake: accepted forged\x85line\u2028two\x1b[2J"
+
+
+def test_control_characters_in_the_delivery_header_reach_no_log_answer_or_ledger(ledger, clock,
+                                                                                 caplog):
+    """A delivery id folded onto a second line (or carrying any control character) is stored,
+    answered and logged escaped: it cannot forge a log line."""
+    caplog.set_level(logging.DEBUG)
+    app = make_app(store=ledger, clock=clock)
+    status, _, body = call(app, headers={"X-Survey123-Delivery": FORGED})
+    assert status == 202
+    garbage_status, _, garbage = call(app, body=b"{oops", headers={"X-Survey123-Delivery": FORGED})
+    assert garbage_status == 400
+    stored = [ledger.get(r["key"]).payload["delivery_id"] for r in body["submissions"]]
+    stored.append(ledger.get(garbage["dead_letter"]).payload["delivery_id"])
+    for value in stored + [body["delivery_id"], garbage["delivery_id"]]:
+        assert value.startswith("d-1") and "forged" in value
+        assert not [c for c in value if ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f
+                    or c in "\u2028\u2029"], value
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("forged" in line for line in lines)
+    assert not [line for line in lines if len(line.splitlines()) > 1 or "\x1b" in line]
+
+
+@pytest.mark.parametrize("declared", ["+12", " 12", "12 ", "1_2", "\u0661\u0662", "12, 12",
+                                      "0x0c", "12.0"])
+def test_content_length_is_ascii_digits_only(clock, declared):
+    """A Content-Length that is not plain ASCII digits (signs, blanks, underscores, other
+    scripts' digits, two values) answers 400 before the body is read."""
+    assert call(make_app(store=UntouchedStore(), clock=clock), body=b"x" * 12,
+                length=declared)[0] == 400
+
+
+@pytest.mark.parametrize("form", ["+{}", " {}", "{}_", "0{}", "{}\u0660"])
+def test_webhook_timestamp_is_ascii_digits_only(clock, form):
+    """A webhook-timestamp written any other way than plain ASCII digits answers 401, even
+    with a signature computed over exactly that text."""
+    import base64
+    import hashlib
+    import hmac
+
+    now = int(clock.now())
+    stamp = form.format(now)
+    key = base64.b64decode(WHSEC[len("whsec_"):])
+    signed = f"msg_1.{stamp}.".encode("utf-8") + BODY
+    signature = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    app = make_app(store=UntouchedStore(), clock=clock, signing_secret=WHSEC)
+    assert call(app, headers={"webhook-id": "msg_1", "webhook-timestamp": stamp,
+                              "webhook-signature": signature})[0] == 401
+
+
+def test_a_path_with_control_characters_is_logged_escaped(clock, caplog):
+    """The request path in the gateway's own log lines is escaped too."""
+
+    class Broken:
+        dialect = "none"
+
+        def register(self, *a, **k):
+            raise RuntimeError("boom")
+
+    caplog.set_level(logging.DEBUG)
+    status, _, _ = call(make_app(store=Broken(), clock=clock), path="/hook\n2026 INFO forged")
+    assert status == 500
+    assert not [r for r in caplog.records if len(r.getMessage().splitlines()) > 1]
+
+
+@pytest.mark.parametrize("name", ["X_FAIR_Secret", "X-FAIR Secret", "", "X-FAIR-Secret:"])
+def test_a_secret_header_name_a_server_cannot_keep_apart_is_refused(name):
+    """A WSGI server maps X_FAIR_Secret and X-FAIR-Secret to the same key: a secret header
+    named with an underscore (or anything but a plain header name) is a configuration error."""
+    with pytest.raises(ValueError) as info:
+        make_app(store=UntouchedStore(), shared_secret="s3cret-value", secret_header=name)
+    assert "secret_header" in str(info.value)

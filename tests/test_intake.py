@@ -190,10 +190,10 @@ def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
 
 
 def test_park_mode_over_the_ceiling_is_429(ledger, clock):
-    """Past watermark x park_ceiling_factor even park mode answers 429 with Retry-After."""
+    """Past the park ceiling (rows) even park mode answers 429 with Retry-After."""
     now = clock.now()
     fill(ledger, 6, now)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling_factor=3), store=ledger,
+    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling=6), store=ledger,
                       now=now)
     assert decision.status_code == 429 and ledger.get(KEY) is None
     assert decision.retry_after_s == 10  # (6 - 2) / 0.4
@@ -336,14 +336,19 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
     assert ledger.counts().get("PENDING", 0) == 0 and ledger.counts()["DEAD"] == 1
 
 
-def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
-    """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
-    now = clock.now()
+def past_the_hard_ceiling(ledger, now: float, photos: int) -> IntakeAnswer:
+    """A body of ``photos`` photos whose first one is already in a ledger past the hard
+    ceiling (park ceiling 2 + max_attachments 3, with 11 unfinished tasks)."""
     decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"),
-                      settings(watermark=2, park_ceiling_factor=1, max_attachments=3,
-                               overload_mode="reject"), store=ledger, now=now)
+    return decide(body_with_photos(photos), hdr("d2"),
+                  settings(watermark=2, park_ceiling=2, max_attachments=3,
+                           overload_mode="reject"), store=ledger, now=now)
+
+
+def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
+    """Refused photos of a partly stored body park only up to park ceiling + max_attachments."""
+    decision = past_the_hard_ceiling(ledger, clock.now(), 2)
     assert decision.status_code == 429 and decision.body["stored"] is True
     assert decision.registrations[1].outcome is RegisterOutcome.OVER_BACKLOG
     assert ledger.get(decision.registrations[1].key) is None
@@ -357,6 +362,191 @@ def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
     assert len(body["submissions"]) == 50 and body["submission_count"] == 60
 
 
+
+
+def test_a_reason_naming_a_body_key_with_a_line_break_is_stored_and_logged_escaped(ledger,
+                                                                                   clock, caplog):
+    """An invalid body whose error names a key holding a line break cannot forge a log line,
+    and its dead letter's reason is escaped too."""
+    data = json.loads(BODY)
+    data["feature"]["attachments"] = {"photo\n2026 INFO intake: forged": [{"id": 1}]}
+    caplog.set_level(logging.DEBUG)
+    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
+                      now=clock.now())
+    assert decision.status_code == 400 and "forged" in decision.body["reason"]
+    assert "\n" not in decision.body["reason"]
+    assert "\n" not in ledger.get(decision.body["dead_letter"]).payload["reason"]
+    assert not [r for r in caplog.records if len(r.getMessage().splitlines()) > 1]
+
+
+# -- the dead letter of an unparseable body keeps no token -------------------------------------
+
+_T = TOKEN.encode()
+UNPARSEABLE_WITH_TOKEN = {
+    "truncated, the token echoed in a note first": (
+        b'{"feature": {"attributes": {"note": "sent with ' + _T + b'"}}, '
+        b'"portalInfo": {"url": "https://www.arcgis.com", "token": "' + _T + b'", "ur'),
+    "cut inside the token": b'{"feature": {"attributes": {}}, "portalInfo": {"token": "' + _T[:20],
+    "escaped member name, truncated": (
+        b'{"portalInfo": {"\\u0074oken": "' + _T + b'"}, "feature": {"note": "' + _T + b'"'),
+    "escaped member name, valid JSON": b'{"portalInfo": {"\\u0074ok\\u0065n": "' + _T + b'"}, '
+                                       b'"feature": 7}',
+    "an escape inside the token": (
+        b'{"portalInfo": {"token": "' + _T[:12] + b'\\"' + _T[12:] + b'"}, "feature": {'),
+    "form-encoded with the token in free text": (
+        b"f=json&token=" + _T + b"&note=please+check+" + _T + b"+again"),
+    "a header pasted as text": b"Authorization: Bearer " + _T + b"\nbody lost; it was " + _T,
+    "fmetoken": b"X-Auth: fmetoken token=" + _T + b"; copy " + _T,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNPARSEABLE_WITH_TOKEN))
+def test_the_dead_letter_of_an_unparseable_body_keeps_no_token(ledger, clock, caplog, name):
+    """Truncated, non-JSON, escaped-name and escaped-value bodies: the stored excerpt and the
+    log hold no part of the portal token (scrubbed by pattern and by every value it took)."""
+    raw = UNPARSEABLE_WITH_TOKEN[name]
+    caplog.set_level(logging.DEBUG)
+    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    assert decision.status_code == 400
+    record = ledger.get(decision.body["dead_letter"])
+    stored = json.dumps(record.payload) + (record.last_error or "")
+    pieces = {TOKEN[i:i + 10] for i in range(len(TOKEN) - 9)}
+    assert not [p for p in pieces if p in stored], record.payload["excerpt"]
+    assert not [p for p in pieces if p in caplog.text]
+    assert "[REDACTED]" in record.payload["excerpt"]
+
+
+def test_a_long_unparseable_body_learns_the_token_beyond_the_excerpt(ledger, clock):
+    """The token's value is learnt from the whole body, so a mention inside the excerpt is
+    scrubbed even when the token member itself lies past the excerpt's end."""
+    raw = (b'{"feature": {"attributes": {"note": "' + _T + b'"}, "pad": "' + b"x" * 20000
+           + b'"}, "portalInfo": {"token": "' + _T + b'"}, "cut')
+    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    excerpt = ledger.get(decision.body["dead_letter"]).payload["excerpt"]
+    assert TOKEN[:10] not in excerpt and '"note": "[REDACTED]"' in excerpt
+
+
+
+# -- junk bodies cannot fill the disk or fake a drain --------------------------------------------
+
+def junk(i: int) -> bytes:
+    return b'{"feature": {"attributes": {"globalid": "not-a-guid-%d"}}}' % i
+
+
+def test_invalid_bodies_are_no_drained_work_for_retry_after(ledger, clock):
+    """A flood of distinct invalid bodies leaves Retry-After where the real drain puts it: the
+    dead letters are not counted as finished tasks."""
+    now = clock.now()
+    fill(ledger, 100, now)
+    config = settings(watermark=2, overload_mode="reject", drain_window_s=10,
+                      drain_min_completions=10)
+    before = decide(BODY, hdr("r1"), config, store=ledger, now=now)
+    assert before.status_code == 429 and before.retry_after_s == 245  # (100 - 2) / 0.4
+    for i in range(60):
+        assert decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=now).status_code == 400
+    after = decide(BODY, hdr("r2"), config, store=ledger, now=now)
+    assert after.status_code == 429 and after.retry_after_s == 245
+
+
+def test_past_the_dead_letter_bounds_junk_is_still_400_and_counted(ledger, clock):
+    """Past intake.max_invalid_per_minute (or max_invalid_total) the sender still gets 400,
+    nothing is stored, and the counter says how many bodies were not kept."""
+    config = settings(max_invalid_per_minute=4, max_invalid_total=6)
+    answers = [decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=clock.now())
+               for i in range(7)]
+    assert [a.status_code for a in answers] == [400] * 7
+    assert [a.body["kept"] for a in answers] == [True] * 4 + [False] * 3
+    assert answers[0].body["dead_letter"] == body_key(junk(0))
+    assert answers[-1].body["dead_letter"] is None
+    clock.advance(61)
+    again = [decide(junk(i), hdr(f"k{i}"), config, store=ledger, now=clock.now())
+             for i in range(7, 11)]
+    assert [a.body["kept"] for a in again] == [True, True, False, False]
+    assert ledger.counts()["DEAD"] == 6
+    assert ledger.intake_counters()["invalid_not_kept"] == 5
+
+
+
+# -- bursts are parked, refusals leave what reconciliation needs ---------------------------------
+
+def feature_gid(i: int) -> str:
+    return "{%08X-2222-4333-8444-555555555555}" % i
+
+
+def test_the_headline_burst_is_stored_whole_with_the_default_settings(ledger, clock):
+    """300 phones syncing three-photo surveys at once, default settings: every body is
+    answered 202 and all 900 photos are stored (PENDING up to the watermark, DEFERRED after)."""
+    answers = [decide(body_with_photos(3, feature_gid(i)), hdr(f"sync-{i}"), Settings(),
+                      store=ledger, now=clock.now()) for i in range(300)]
+    assert {a.status_code for a in answers} == {202}
+    counts = ledger.counts()
+    assert counts["PENDING"] == 48 and counts["DEFERRED"] == 852
+    assert ledger.refusal_counts() == {}
+
+
+def test_the_park_ceiling_is_a_number_of_rows_by_default_100000():
+    """The park ceiling is a storage limit in rows, not a multiple of the engine watermark."""
+    intake = IntakeSettings()
+    assert intake.park_ceiling == 100_000 and intake.capacity.watermark == 48
+    assert IntakeSettings(engines=80).park_ceiling == 100_000
+
+
+def test_a_refused_body_leaves_a_record_reconciliation_can_use(ledger, clock, caplog):
+    """A 429 that stored nothing leaves a refusal record (feature GlobalID, service and layer
+    URL, delivery id, time, reason) and a log line with the same; never the token. A
+    redelivery of the same body is counted on the same record."""
+    fill(ledger, 5, clock.now())
+    config = settings(watermark=2, overload_mode="reject")
+    caplog.set_level(logging.INFO)
+    first = decide(BODY, hdr("d-first"), config, store=ledger, now=clock.now())
+    clock.advance(30)
+    again = decide(BODY, hdr("d-again"), config, store=ledger, now=clock.now())
+    assert first.status_code == again.status_code == 429
+    (refusal,) = ledger.refusals(since=0)
+    assert refusal.key == body_key(BODY) and refusal.reason == "over_backlog"
+    assert (refusal.status_code, refusal.photos_refused, refusal.photos_stored) == (429, 1, 0)
+    assert refusal.feature_global_id == FEATURE and refusal.delivery_id == "d-again"
+    assert refusal.service_url.endswith("/FeatureServer") and refusal.layer_url.endswith("/0")
+    assert refusal.records == ((refusal.layer_url, FEATURE),)
+    assert (refusal.refusals, refusal.first_refused_at, refusal.refused_at) == (
+        2, clock.now() - 30, clock.now())
+    assert ledger.refusal_counts() == {"over_backlog": {"bodies": 1, "deliveries": 2}}
+    assert TOKEN not in repr(refusal) and TOKEN not in caplog.text
+    assert any(FEATURE in r.getMessage() and "d-first" in r.getMessage()
+               and "FeatureServer/0" in r.getMessage() for r in caplog.records)
+
+
+def test_no_engine_capacity_in_reject_mode_leaves_a_refusal_record(ledger, clock):
+    """A 503 for lack of engines that stored nothing is recorded too, with its reason."""
+    health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
+    answer = decide(BODY, hdr("d1"), settings(overload_mode="reject"), store=ledger,
+                    now=clock.now(), flow_health=health)
+    assert answer.status_code == 503
+    (refusal,) = ledger.refusals(since=0)
+    assert (refusal.reason, refusal.status_code) == ("no_engine_capacity", 503)
+
+
+def test_photos_refused_past_the_hard_ceiling_are_recorded(ledger, clock):
+    """A body partly stored, its rest refused past the hard ceiling: the record counts both."""
+    answer = past_the_hard_ceiling(ledger, clock.now(), 3)
+    assert answer.status_code == 429 and answer.body["stored"] is True
+    (refusal,) = ledger.refusals(since=0)
+    assert (refusal.photos_refused, refusal.photos_stored) == (2, 1)
+
+
+def test_refusal_records_are_bounded_and_the_rest_counted(ledger, clock):
+    """Past intake.max_refusal_records distinct refused bodies, refusals are logged and counted,
+    not recorded; the records already there keep counting their redeliveries."""
+    fill(ledger, 5, clock.now())
+    config = settings(watermark=2, overload_mode="reject", max_refusal_records=2)
+    for i in range(4):
+        assert decide(body_with_photos(1, feature_gid(i)), hdr(f"d{i}"), config, store=ledger,
+                      now=clock.now()).status_code == 429
+    decide(body_with_photos(1, feature_gid(0)), hdr("again"), config, store=ledger,
+           now=clock.now())
+    assert len(ledger.refusals(since=0)) == 2
+    assert ledger.intake_counters()["refusals_not_recorded"] == 2
+    assert ledger.refusal_counts()["over_backlog"] == {"bodies": 2, "deliveries": 3}
 
 
 SERVICE = "https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer"

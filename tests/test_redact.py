@@ -143,3 +143,72 @@ def test_scrub_secrets_replaces_only_known_values():
     out = scrub_secrets(value, [SECRET])
     assert out["key"] == "HYD-1" and out["token"] == "3 of 5"
     assert SECRET not in repr(out)
+
+
+# -- raw bodies that did not parse --------------------------------------------------------------
+
+def test_token_values_are_learnt_from_members_escapes_and_credentials():
+    """Token values come from token members (escaped names, escaped values, values cut off) and
+    from token=, Bearer and fmetoken credentials; each as written and decoded."""
+    from fme_ai_resilience.redact import token_values
+
+    assert token_values('{"\\u0074oken": "abc\\"def"') == ('abc\\"def', 'abc"def')
+    assert token_values('{"access_token": "abcdef", "key": "not-learnt"}') == ("abcdef",)
+    assert token_values("a=1&token=tok12345&b") == ("tok12345",)
+    assert token_values("Bearer b3ar3r-x fmetoken token=fm3-y") == ("b3ar3r-x", "fm3-y")
+    assert token_values('{"token": "abc"}') == ()  # too short to scrub anywhere
+
+
+def test_redact_raw_hides_secret_members_in_place_and_token_values_everywhere():
+    """Secret-named members lose their value in place; a learnt token goes wherever it is."""
+    from fme_ai_resilience.redact import redact_raw
+
+    text = '{"api_key": "k-1", "note": "see tok-77777", "\\u0074oken": "tok-77777"}'
+    assert redact_raw(text) == ('{"api_key": "[REDACTED]", "note": "see [REDACTED]", '
+                                '"\\u0074oken": "[REDACTED]"}')
+    assert redact_raw('{"note": "ok", "asset_type": "hydrant"}') == \
+        '{"note": "ok", "asset_type": "hydrant"}'
+
+
+_TOKEN_CHARS = st.text(alphabet="ABCDEFGHJKMNPQRSTUVWXYZabcdefghjkmnpqrstuvwxyz0123456789-_.",
+                       min_size=16, max_size=64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=_TOKEN_CHARS, cut=st.integers(min_value=0, max_value=600),
+       escaped_name=st.booleans(), escaped_char=st.integers(min_value=-1, max_value=15))
+def test_a_body_cut_anywhere_after_its_token_member_keeps_no_piece_of_the_token(
+        token, cut, escaped_name, escaped_char):
+    """However a body is cut, once its token member has begun no 8-character piece of the
+    token survives: not in the member, a later mention, a URL, or a mention cut in half."""
+    from fme_ai_resilience.redact import redact_raw, token_values
+
+    written = token if escaped_char < 0 else (
+        token[:escaped_char] + "\\u%04x" % ord(token[escaped_char]) + token[escaped_char + 1:])
+    name = "\\u0074oken" if escaped_name else "token"
+    raw = ('{"portalInfo": {"' + name + '": "' + written + '"}, "feature": {"attributes": '
+           '{"note": "sent with ' + token + '", "url": "https://h.example/x?token=' + token
+           + '&f=json"}}, "tail": "Bearer ' + token + '"}')
+    begun = raw.index(written) + 1
+    text = raw[:max(cut, begun)]
+    out = redact_raw(text, token_values(text))
+    assert not [token[i:i + 8] for i in range(len(token) - 7) if token[i:i + 8] in out], out
+
+
+def test_a_body_cut_inside_an_escape_of_its_token_keeps_no_piece_of_it():
+    """A body cut right after the backslash of an escape inside the token's value still has
+    the value hidden (found by the property above)."""
+    from fme_ai_resilience.redact import redact_raw, token_values
+
+    text = '{"portalInfo": {"\\u0074oken": "00000000\\'
+    assert "00000000" not in redact_raw(text, token_values(text))
+
+
+def test_the_longest_start_of_any_token_form_is_hidden_at_the_end():
+    """Where a token's written and decoded forms both start the cut-off end of a text, the
+    longer match is hidden (found by the property above)."""
+    from fme_ai_resilience.redact import redact_raw
+
+    written, decoded = "0000\\u00300000000000", "0000000000000000"
+    out = redact_raw("note: sent with 000000000000", [written, decoded])
+    assert out == "note: sent with [REDACTED]"

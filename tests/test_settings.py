@@ -134,12 +134,14 @@ INVALID = [
     ("intake.watermark", "-1", "intake.watermark"),
     ("intake.backpressure_ratio", "1.5", "intake.backpressure_ratio"),
     ("intake.overload_mode", "drop", "intake.overload_mode"),
-    ("intake.park_ceiling_factor", "0.5", "intake.park_ceiling_factor"),
+    ("intake.park_ceiling", "47", "intake.park_ceiling"),
     ("intake.max_body_bytes", "0", "intake.max_body_bytes"),
     ("intake.max_depth", "0", "intake.max_depth"),
     ("intake.max_attachments", "many", "intake.max_attachments"),
     ("intake.drain_window_s", "0", "intake.drain_window_s"),
     ("intake.drain_min_completions", "1.5", "intake.drain_min_completions"),
+    ("intake.max_invalid_per_minute", "-1", "intake.max_invalid_per_minute"),
+    ("intake.max_invalid_total", "1e3", "intake.max_invalid_total"),
     ("processing.lease_s", "0", "processing.lease_s"),
     ("processing.claim_limit", "0", "processing.claim_limit"),
     ("validation.confidence_threshold", "1.5", "validation.confidence_threshold"),
@@ -189,6 +191,13 @@ INVALID = [
     ("compensation.date_field", "ai condition", "compensation.date_field"),
     ("compensation.crew_field", "ai condition", "compensation.crew_field"),
     ("cost.per_call", "-0.01", "cost.per_call"),
+    ("database.connect_timeout_s", "0", "database.connect_timeout_s"),
+    ("database.statement_timeout_s", "0", "database.statement_timeout_s"),
+    ("database.lock_timeout_s", "-1", "database.lock_timeout_s"),
+    ("database.keepalives_idle_s", "0", "database.keepalives_idle_s"),
+    ("database.keepalives_interval_s", "inf", "database.keepalives_interval_s"),
+    ("database.keepalives_count", "0", "database.keepalives_count"),
+    ("database.busy_timeout_s", "0", "database.busy_timeout_s"),
     # a rate of 0 inverts the breaker: it would trip a healthy service, close a dead one
     ("breaker.failure_rate", "0", "breaker.failure_rate"),
     ("breaker.slow_call_rate", "0", "breaker.slow_call_rate"),
@@ -197,8 +206,9 @@ INVALID = [
     ("intake.watermark", "99999999999999999999", "intake.watermark"),
     ("intake.max_body_bytes", "2147483648", "intake.max_body_bytes"),
     ("breaker.half_open_probes", "1001", "breaker.half_open_probes"),
-    ("intake.park_ceiling_factor", "1e30", "intake.park_ceiling_factor"),
-    ("intake.park_ceiling_factor", "1001", "intake.park_ceiling_factor"),
+    ("intake.park_ceiling", "1e30", "intake.park_ceiling"),
+    ("intake.park_ceiling", "2147483648", "intake.park_ceiling"),
+    ("intake.max_refusal_records", "-1", "intake.max_refusal_records"),
     # numbers in ASCII digits only
     ("retry.task_attempts", "\u0666", "retry.task_attempts"),
     ("intake.engines", "1_000", "intake.engines"),
@@ -238,7 +248,7 @@ def test_direct_construction_checks_whole_numbers(value):
 @pytest.mark.parametrize("name, value", [
     ("degrade.critical_types", 5), ("retry.jitter", 5), ("validation.thresholds", 5),
     ("validation.conditions", 3.5), ("breaker.cooldown_factor", [2]),
-    ("intake.park_ceiling_factor", "10".encode()), ("breaker.failure_rate", True),
+    ("intake.park_ceiling", "10".encode()), ("breaker.failure_rate", True),
     ("download.allowed_hosts", ("ok.example", 5)),
 ])
 def test_typed_value_of_the_wrong_type_is_a_configuration_error(name, value):
@@ -249,13 +259,27 @@ def test_typed_value_of_the_wrong_type_is_a_configuration_error(name, value):
 
 
 def test_largest_counts_are_accepted():
-    """The documented maxima themselves are valid: 2**31-1 for a count, 1000 for the factor."""
+    """The documented maxima themselves are valid: 2**31-1 for a count or the park ceiling."""
     settings = Settings().with_values({"intake.watermark": str(2 ** 31 - 1),
-                                       "intake.park_ceiling_factor": "1000",
+                                       "intake.park_ceiling": str(2 ** 31 - 1),
                                        "breaker.half_open_probes": "1000",
                                        "breaker.failure_rate": "1", "intake.engines": "+8"})
     assert settings.intake.watermark == 2 ** 31 - 1
-    assert settings.intake.park_ceiling_factor == 1000.0 and settings.intake.engines == 8
+    assert settings.intake.park_ceiling == 2 ** 31 - 1 and settings.intake.engines == 8
+
+
+def test_the_park_ceiling_may_not_lie_below_the_watermark():
+    """A park ceiling under the watermark (configured or derived) names both numbers."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings().with_values({"intake.watermark": "500", "intake.park_ceiling": "400"})
+    assert info.value.field == "intake.park_ceiling" and "500" in info.value.reason
+
+
+def test_the_retired_park_ceiling_factor_says_what_replaced_it():
+    """The old factor setting is refused with the name of its replacement, a number of rows."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"FAIR_INTAKE_PARK_CEILING_FACTOR": "10"}, prefix="FAIR_")
+    assert "intake.park_ceiling" in info.value.reason and "rows" in info.value.reason
 
 
 def test_a_derived_watermark_beyond_the_largest_count_is_refused():

@@ -8,6 +8,7 @@ import pytest
 from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FailureClass
 from fme_ai_resilience.ledger import (
     CallRecord,
+    DeadLetterOutcome,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
@@ -493,15 +494,34 @@ def test_backlog_counts_in_progress_rows_up_to_the_limit(store):
         store.backlog(-1)
 
 
-def test_completed_since_counts_successes_and_dead_letters(store):
-    """The measured drain: SUCCEEDED and DEAD rows completed at or after a time."""
+def test_completed_since_counts_the_work_engines_finished(store):
+    """The measured drain: tasks an engine took to SUCCEEDED or DEAD at or after a time; the
+    dead letter of a body that never became a task is no drained work."""
     a, b = claimed(store, "a"), claimed(store, "b")
     store.complete("a", a.lease_token, TaskOutcome.ACCEPTED, None, now=T0 + 10)
     store.bury("b", b.lease_token, FailureClass.AUTH, "x", now=T0 + 20)
     store.record_dead_letter("c", {}, FailureClass.INVALID_PAYLOAD, "x", now=T0 + 5)
-    assert store.completed_since(T0 + 5) == 3
+    assert store.keep_invalid_body("d", {}, "x", now=T0 + 6, per_minute=5, limit=5) \
+        is DeadLetterOutcome.KEPT
+    assert store.completed_since(T0 + 5) == 2
     assert store.completed_since(T0 + 10) == 2
     assert store.completed_since(T0 + 21) == 0
+
+
+def test_dead_letters_of_invalid_bodies_are_bounded_per_minute_and_in_all(store):
+    """Past per_minute in the last 60 s, or limit in all, an invalid body's dead letter is not
+    kept and the invalid_not_kept counter counts it; a key already kept stays as it is."""
+    keep = store.keep_invalid_body
+    outcomes = [keep(f"body:{i}", {"i": i}, "bad", now=T0 + i, per_minute=3, limit=5)
+                for i in range(5)]
+    assert outcomes == [DeadLetterOutcome.KEPT] * 3 + [DeadLetterOutcome.NOT_KEPT] * 2
+    assert keep("body:0", {}, "bad", now=T0 + 5, per_minute=3, limit=5) \
+        is DeadLetterOutcome.ALREADY_KEPT
+    later = [keep(f"body:{i}", {}, "bad", now=T0 + 61 + i, per_minute=3, limit=5)
+             for i in range(10, 14)]
+    assert later == [DeadLetterOutcome.KEPT] * 2 + [DeadLetterOutcome.NOT_KEPT] * 2
+    assert store.counts()["DEAD"] == 5 and store.dead_letters()["INVALID_PAYLOAD"] == 5
+    assert store.intake_counters()["invalid_not_kept"] == 4
 
 
 def test_get_missing_key_is_none(store):
@@ -562,3 +582,13 @@ def test_a_secret_setting_is_never_stored(store, secret):
     with pytest.raises(ConfigurationError) as info:
         store.set_config({"breaker.failure_rate": "0.4", secret: "sk-live-0123456789"}, now=T0)
     assert "sk-live-0123456789" not in str(info.value) and store.get_config() == {}
+
+
+def test_the_upgrade_drops_a_retired_setting_row_and_keeps_the_others(store):
+    """A resilience_config row naming the retired intake.park_ceiling_factor is removed by the
+    migration that retires it, so it cannot keep the other rows out of force."""
+    store.set_config({"intake.park_ceiling_factor": "10", "INTAKE_PARK_CEILING_FACTOR": "5",
+                      "intake.watermark": "60"}, now=T0)
+    store._transact(lambda tx: tx.execute("DELETE FROM schema_version WHERE version = 3"))
+    assert store.init_schema(now=T0) == [3]
+    assert store.get_config() == {"intake.watermark": "60"}

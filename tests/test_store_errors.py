@@ -65,8 +65,9 @@ def test_translated_messages_are_redacted():
 
 
 def test_missing_tables_say_to_run_db_init(tmp_path):
-    """Using a store before `db init` names the command that fixes it."""
-    store = open_store(f"sqlite:///{tmp_path / 'empty.db'}")
+    """Using a store before `db init` names the command that fixes it (a SQLite store that
+    does not create its schema on opening, as PostgreSQL never does)."""
+    store = open_store(f"sqlite:///{tmp_path / 'empty.db'}", auto_schema=False)
     with pytest.raises(StoreError, match="db init"):
         store.counts()
     assert store.schema_version() == 0

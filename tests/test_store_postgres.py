@@ -168,3 +168,20 @@ def test_a_completion_lost_mid_statement_is_not_guessed(pg, pg_store_url):
     outcome = _lost_mid_statement(pg, pg_store_url, lambda: pg.complete(
         "k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, now=T0 + 1))
     assert isinstance(outcome.get("error"), StoreUnavailable)
+
+
+def test_terminating_the_other_sessions_cuts_them_and_they_heal(pg, pg_store_url):
+    """terminate_other_sessions cuts the other stores' connections (not its own); each
+    reconnects on its next operation."""
+    import time
+
+    other = open_store(pg_store_url)
+    other.counts()
+    pid = other._conn.get_backend_pid()
+    assert pg.terminate_other_sessions() >= 1
+    for _ in range(100):     # termination is asynchronous
+        if not pg_run(pg_store_url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)):
+            break
+        time.sleep(0.02)
+    assert other.counts() == pg.counts() and other._conn.get_backend_pid() != pid
+    other.close()

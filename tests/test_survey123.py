@@ -5,6 +5,7 @@ import copy
 import json
 import logging
 from pathlib import Path
+from urllib.parse import unquote_plus, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -186,6 +187,34 @@ def test_token_in_attachment_url_is_stripped():
     body["feature"]["attachments"]["photo"][0]["url"] = url + "?token=" + TOKEN + "&w=800"
     (sub,) = parse_webhook(json.dumps(body))
     assert TOKEN not in sub.attachment_url and "w=800" in sub.attachment_url
+
+
+@pytest.mark.parametrize("query", [
+    "sv=2022-11-02&se=2026-12-01T00%3A00%3A00Z&sr=b&sp=r&sig=abc%2Fdef%3D",
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261130&X-Amz-Signature=0f1e2d",
+    "X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature=9a8b7c&X-Goog-Expires=900",
+    "Signature=a%2Bb&Expires=1700000000&Key-Pair-Id=K2ABC",
+    "key=AIzaSyExample&alt=media",
+])
+def test_a_pre_signed_photo_url_keeps_its_signature_byte_for_byte(query):
+    """Only portal-token parameters leave a photo URL: a pre-signed URL stays downloadable."""
+    body = sample()
+    url = f"https://photos.example.net/bucket/p77.jpg?{query}"
+    body["feature"]["attachments"]["photo"][0]["url"] = url + "&token=" + TOKEN
+    (sub,) = parse_webhook(json.dumps(body))
+    assert sub.attachment_url == url
+
+
+def test_intake_strips_exactly_the_parameters_the_downloader_strips():
+    """Every portal-token spelling goes at intake as it does before a download; nothing else."""
+    from fme_ai_resilience.services.vision.download import PORTAL_TOKEN_PARAMS
+
+    body = sample()
+    base = f"{SERVICE}/0/204/attachments/77"
+    tokens = "&".join(f"{name}={TOKEN}" for name in sorted(PORTAL_TOKEN_PARAMS))
+    body["feature"]["attachments"]["photo"][0]["url"] = f"{base}?w=800&{tokens}&sig=s1"
+    (sub,) = parse_webhook(json.dumps(body))
+    assert sub.attachment_url == f"{base}?w=800&sig=s1"
 
 
 def test_token_echoed_in_an_attribute_is_scrubbed():
@@ -446,27 +475,40 @@ def test_service_url_with_a_query_builds_clean_layer_and_photo_urls():
     assert sub.attachment_url == f"{SERVICE}/0/204/attachments/77"
 
 
-# -- the fast paths give what the general ones give ---------------------------------------------
+# -- photo URLs lose the portal token and nothing else -------------------------------------------
 
 _URL_TEXT = st.lists(st.sampled_from(list("ab:/.?#@[]%=&-_ 09\t\u00e9\u2100")
-                                    + ["token", "key", "sig", "user:pw@"]),
+                                    + ["token", "access_token", "Token", "key", "sig", "user:pw@"]),
                     max_size=20).map("".join)
+
+
+def _params(url):
+    """The query parameters of ``url`` as sent, each with its decoded lower-case name."""
+    query = urlsplit(url).query
+    return [(unquote_plus(p.partition("=")[0]).strip().lower(), p) for p in query.split("&") if p]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(_URL_TEXT, st.builds(lambda p: "https://h.example/" + p, _URL_TEXT)))
-def test_a_plain_attachment_url_is_returned_as_the_redactor_would(url):
-    """The shortcut for URLs with nothing to drop answers exactly as without_secret_params."""
-    from fme_ai_resilience.redact import without_secret_params
+def test_a_photo_url_keeps_everything_but_portal_tokens_and_credentials(url):
+    """For any URL text: the portal-token parameters go, every other parameter stays verbatim
+    and in order, and a URL with neither a token parameter nor credentials is kept as sent."""
+    from fme_ai_resilience.redact import PORTAL_TOKEN_PARAMS
     from fme_ai_resilience.survey123 import _without_token
 
     try:
-        expected = without_secret_params(url)
+        netloc = urlsplit(url).netloc
     except ValueError:
         with pytest.raises(InvalidPayload):
             _without_token(url)
-    else:
-        assert _without_token(url) == expected
+        return
+    out = _without_token(url)
+    assert not {name for name, _ in _params(out)} & PORTAL_TOKEN_PARAMS
+    assert [p for name, p in _params(out)] == [p for name, p in _params(url)
+                                               if name not in PORTAL_TOKEN_PARAMS]
+    assert "@" not in urlsplit(out).netloc
+    if "@" not in netloc and not {name for name, _ in _params(url)} & PORTAL_TOKEN_PARAMS:
+        assert out == url
 
 
 def test_an_object_body_is_copied_not_shared():
@@ -489,3 +531,13 @@ def test_every_photo_of_a_record_carries_the_records_attributes():
     repeat = [s for s in subs if s.layer_url.endswith("/1")]
     assert [s.attributes["severity"] for s in repeat] == ["high", "low"]
     assert [s.asset_type for s in repeat] == ["valve", "valve-box"]
+
+
+def test_the_delivery_id_is_kept_with_control_characters_escaped():
+    """A delivery id carrying a line break or a terminal escape is kept visibly escaped,
+    bounded after escaping."""
+    from fme_ai_resilience.survey123 import delivery_id_of
+
+    assert delivery_id_of({"X-Survey123-Delivery": " d-1\r\nforged\x1b "}) == \
+        "d-1\\x0d\\x0aforged\\x1b"
+    assert len(delivery_id_of({"X-Survey123-Delivery": "x\n" * 500})) == 128

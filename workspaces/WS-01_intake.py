@@ -19,7 +19,7 @@ class FeatureProcessor(IntakeCaller):
       FAIR_INTAKE_LATENCY_PROMISE_S    the promise every photo is analysed within
       FAIR_INTAKE_WATERMARK            backlog past which intake pushes back (0 derives it)
       FAIR_INTAKE_OVERLOAD_MODE        park (keep the photo, answer 202) or reject (429)
-      FAIR_INTAKE_PARK_CEILING_FACTOR  park at most this many watermarks of work
+      FAIR_INTAKE_PARK_CEILING         park at most this many unfinished tasks (rows)
       FAIR_INTAKE_MAX_BODY_BYTES       the largest webhook body accepted
       FAIR_INTAKE_MAX_ATTACHMENTS      the most photos one body may carry
       FAIR_INTAKE_FEATURE_SERVICES     the FeatureServer URLs served; others are refused (422)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import os
 import sys
 from pathlib import Path
@@ -30,8 +31,8 @@ from ..settings import Settings
 from ..store import SqlStore, display_url, open_store
 
 __all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
-           "add_db_option", "check_db_url", "command", "exit_codes", "ledger", "ledger_error",
-           "number", "open_from_args", "parse_values", "port", "setting_default",
+           "add_db_option", "announce", "check_db_url", "command", "exit_codes", "ledger",
+           "ledger_error", "number", "open_from_args", "parse_values", "port", "setting_default",
            "settings_for", "settings_from_args", "whole"]
 
 EXIT_OK = 0
@@ -175,14 +176,38 @@ def settings_for(*, store: SqlStore) -> Settings:
 
 
 def open_from_args(args: argparse.Namespace, *, create: bool = False) -> SqlStore:
-    """The store named by ``--db``; only ``create=True`` (``db init``) may bring a new SQLite
-    file into existence. Raises :class:`ConfigurationError` when ``--db`` is missing or
-    malformed, :class:`StoreUnavailable` when a SQLite ledger's file is not there."""
+    """The store named by ``--db``, limited by the ``database.*`` settings of the ``FAIR_*``
+    variables, named on stderr (:func:`announce`) once it answers. Only ``create=True``
+    (``db init``) may bring a
+    new SQLite file, and its missing directories, into existence. Raises
+    :class:`ConfigurationError` when ``--db`` is missing or malformed,
+    :class:`StoreUnavailable` when a SQLite ledger's file or directory is not there."""
     url = check_db_url(args.db)
-    missing = _missing_sqlite(url, file_too=not create)
+    # db init/upgrade (create=True) also makes a new SQLite file's directory, and migrates
+    # explicitly, reporting what it applied: the store does not do it on opening then.
+    missing = None if create else _missing_sqlite(url, file_too=True)
     if missing:
         raise StoreUnavailable(missing)
-    return open_store(url, create=create)
+    store = open_store(url, create=create, create_parents=create, auto_schema=not create,
+                       settings=Settings.from_env(os.environ).database)
+    try:
+        # One read first: a ledger that cannot be reached is one error line naming it; a
+        # reachable one is named on its own line before the command works on it.
+        store.schema_version()
+    except BaseException:
+        store.close()
+        raise
+    announce(store=store, json_logs=getattr(args, "log_format", None) == "json")
+    return store
+
+
+def announce(*, store: SqlStore, json_logs: bool = False) -> None:
+    """Say on stderr which ledger the command works on (never with its password): a line of
+    its own, or a log record where the command logs JSON lines (stderr stays JSON)."""
+    if json_logs:
+        logging.getLogger("fme_ai_resilience.cli").info("ledger: %s", store.describe())
+    else:
+        print(f"ledger: {store.describe()}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

@@ -1,16 +1,22 @@
 """``fme-ai-resilience plan``: the capacity and time-budget calculator.
 
-Prints the backlog watermark (Little's law), the task budget (1.5 x the latency promise), the
-worst-case task time of the retry policy and whether it fits the task budget, the lease
-(``processing.lease_s``) and FME's job runtime limit (``tm_ttc``). Settings come from
-``FAIR_*`` environment variables, then ``--set group.field=value``, then the explicit options.
+Prints the backlog watermark (Little's law) and the park ceiling, in tasks and in submissions
+of ``--photos-per-submission`` photos; with ``--burst N``, what a burst of N submissions does
+(its tasks, how many are parked past the watermark, whether it fits under the park ceiling and
+how long the parked backlog takes to drain at the planned rate); the task budget (1.5 x the
+latency promise), the worst-case task time of the retry policy and whether it fits the task
+budget, the lease (``processing.lease_s``) and FME's job runtime limit (``tm_ttc``). Settings
+come from ``FAIR_*`` environment variables, then ``--set group.field=value``, then the
+explicit options.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any, Dict, List, Optional
 
+from ..checks import count
 from ..retry import RetryPolicy
 from ..settings import Settings
 from ..task_budget import check_budget
@@ -37,16 +43,23 @@ SETTING_OPTIONS = (
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plan", help="capacity and time-budget calculator",
-        description="The backlog watermark (Little's law), the task budget (1.5 x the latency "
-                    "promise), the worst-case task time of the retry policy, and whether it "
-                    "fits the task budget, the lease (processing.lease_s) and FME's job runtime "
-                    "limit. Settings come from FAIR_* environment variables, then --set, then "
-                    "the options below. The ledger is not read.",
+        description="The backlog watermark (Little's law) and the park ceiling, a burst's "
+                    "parked tasks and drain time (--burst, --photos-per-submission), the task "
+                    "budget (1.5 x the latency promise), the worst-case task time of the retry "
+                    "policy, and whether it fits the task budget, the lease (processing.lease_s) "
+                    "and FME's job runtime limit. Settings come from FAIR_* environment "
+                    "variables, then --set, then the options below. The ledger is not read.",
         epilog=exit_codes("with --check, the configuration does not fit",
                           usage="a bad option or setting"))
     for option, setting, kind, text in SETTING_OPTIONS:
         p.add_argument(option, dest=setting, type=kind(), metavar="N" if kind is whole else "S",
                        help=f"{text} {setting_default(setting)}")
+    p.add_argument("--photos-per-submission", type=whole(minimum=1), default=1, metavar="N",
+                   help="photos one survey submission carries: each is a task (default: 1)")
+    p.add_argument("--burst", type=whole(minimum=1), metavar="SUBMISSIONS",
+                   help="size a burst of this many submissions arriving at once (a crew "
+                        "syncing after an offline day): parked tasks, park ceiling, drain time "
+                        "(default: none)")
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set timeouts.ttfb_s=15; repeatable (default: "
                         "none)")
@@ -62,12 +75,15 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
-               tasks_per_job: Optional[int] = None) -> Dict[str, Any]:
+               tasks_per_job: Optional[int] = None, photos_per_submission: int = 1,
+               burst: Optional[int] = None) -> Dict[str, Any]:
     """The plan as a JSON-ready dict (what ``--json`` prints).
 
     ``job_limit_s`` and ``tasks_per_job`` default to ``processing.job_runtime_limit_s`` (0: the
-    job limit is not checked) and ``processing.claim_limit``.
+    job limit is not checked) and ``processing.claim_limit``; ``burst`` submissions of
+    ``photos_per_submission`` photos each are sized when given.
     """
+    photos = count("--photos-per-submission", photos_per_submission, minimum=1)
     intake, timeouts = settings.intake, settings.timeouts
     capacity = intake.capacity
     policy = RetryPolicy.from_settings(settings)
@@ -77,6 +93,15 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
     check = check_budget(policy, timeouts, intake.latency_promise_s, job_limit_s, per_job,
                          lease_s=settings.processing.lease_s)
     watermark = capacity.watermark
+    sized = None if burst is None else _burst(count("--burst", burst, minimum=1), photos,
+                                              watermark, intake.park_ceiling,
+                                              capacity.drain_rate_per_s)
+    problems = list(check.problems())
+    if sized is not None and not sized["fits_park_ceiling"]:
+        problems.append(f"a burst of {sized['submissions']} submissions x {photos} photos "
+                        f"({sized['tasks']} tasks) passes the park ceiling of "
+                        f"{intake.park_ceiling} tasks: {sized['refused_submissions']} "
+                        f"submissions would be refused 429 (raise intake.park_ceiling)")
     return {
         "engines": intake.engines,
         "mean_processing_s": intake.mean_processing_s,
@@ -85,6 +110,11 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
         "watermark": watermark,
         "watermark_source": "configured" if intake.watermark else "derived",
         "backpressure_at": int(watermark * intake.backpressure_ratio),
+        "photos_per_submission": photos,
+        "watermark_submissions": watermark // photos,
+        "park_ceiling": intake.park_ceiling,
+        "park_ceiling_submissions": intake.park_ceiling // photos,
+        "burst": sized,
         "per_call_timeout_s": timeouts.total_s,
         "timeouts_s": {"connect": timeouts.connect_s, "tls": timeouts.tls_s,
                        "ttfb": timeouts.ttfb_s, "body": timeouts.body_s},
@@ -99,9 +129,34 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
         "job_limit_s": check.job_limit_s,
         "tasks_per_job": check.tasks_per_job,
         "fits_job_limit": check.fits_job_limit,
-        "fits": check.fits,
-        "problems": list(check.problems()),
+        "fits": check.fits and (sized is None or sized["fits_park_ceiling"]),
+        "problems": problems,
     }
+
+
+def _burst(submissions: int, photos: int, watermark: int, park_ceiling: int,
+           rate_per_s: float) -> Dict[str, Any]:
+    """What ``submissions`` arriving at once do, no task finishing meanwhile (the worst case)."""
+    tasks = submissions * photos
+    refused = max(0, submissions - park_ceiling // photos)
+    kept = tasks - refused * photos
+    parked = max(0, kept - watermark)
+    return {"submissions": submissions, "photos_per_submission": photos, "tasks": tasks,
+            "parked": parked, "parked_drain_s": round(parked / rate_per_s, 3),
+            "drain_s": round(kept / rate_per_s, 3), "fits_park_ceiling": refused == 0,
+            "refused_submissions": refused}
+
+
+def _duration(seconds: float) -> str:
+    """``2130`` as ``35 min 30 s``, ``3725`` as ``1 h 2 min 5 s``."""
+    whole = int(math.ceil(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours} h"] if hours else []
+    if hours or minutes:
+        parts.append(f"{minutes} min")
+    parts.append(f"{secs} s")
+    return " ".join(parts)
 
 
 def _yes_no(value: Optional[bool]) -> str:
@@ -117,8 +172,11 @@ def format_plan(plan: Dict[str, Any]) -> str:
         f"  mean processing time: {plan['mean_processing_s']:g} s",
         f"  latency promise:      {plan['latency_promise_s']:g} s",
         f"  drain rate:           {plan['drain_rate_per_s']:.3g} tasks/s",
-        f"  watermark:            {plan['watermark']} tasks ({plan['watermark_source']})",
+        f"  watermark:            {plan['watermark']} tasks ({plan['watermark_source']})"
+        + _in_submissions(plan, plan["watermark_submissions"]),
         f"  backpressure from:    {plan['backpressure_at']} tasks",
+        f"  park ceiling:         {plan['park_ceiling']} tasks"
+        + _in_submissions(plan, plan["park_ceiling_submissions"]),
         "Time budget",
         f"  per call:             {plan['per_call_timeout_s']:g} s (connect {t['connect']:g} "
         f"+ TLS {t['tls']:g} + TTFB {t['ttfb']:g} + body {t['body']:g})",
@@ -132,12 +190,33 @@ def format_plan(plan: Dict[str, Any]) -> str:
         + (f" (tm_ttc {plan['job_limit_s']:g} s, {plan['tasks_per_job']} tasks per job)"
            if plan["job_limit_s"] is not None else ""),
     ]
+    burst = plan["burst"]
+    if burst is not None:
+        rate = plan["drain_rate_per_s"]
+        lines += [
+            "Burst (no task finishing while it arrives)",
+            f"  burst:                {burst['submissions']} submissions x "
+            f"{burst['photos_per_submission']} photos = {burst['tasks']} tasks",
+            f"  parked:               {burst['parked']} tasks past the watermark, drained in "
+            f"{_duration(burst['parked_drain_s'])} at {rate:.3g} tasks/s",
+            f"  whole burst drained:  {_duration(burst['drain_s'])} (the last photo analysed "
+            f"then)",
+            f"  fits park ceiling:    "
+            + ("yes" if burst["fits_park_ceiling"] else
+               f"no: {burst['refused_submissions']} submissions refused 429"),
+        ]
     lines += [f"  ! {problem}" for problem in plan["problems"]]
     return "\n".join(lines)
 
 
+def _in_submissions(plan: Dict[str, Any], submissions: int) -> str:
+    photos = plan["photos_per_submission"]
+    return f" = {submissions} submissions of {photos} photos" if photos > 1 else ""
+
+
 @command
 def run(args: argparse.Namespace) -> int:
-    plan = build_plan(_settings(args))
+    plan = build_plan(_settings(args), photos_per_submission=args.photos_per_submission,
+                      burst=args.burst)
     print(json.dumps(plan, indent=2, sort_keys=True) if args.json else format_plan(plan))
     return EXIT_FAILED if args.check and not plan["fits"] else EXIT_OK

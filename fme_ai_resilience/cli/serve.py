@@ -1,32 +1,37 @@
-"""``fme-ai-resilience serve``: run the intake gateway with the standard library's WSGI server.
+"""``fme-ai-resilience serve``: run the intake gateway on a production-grade HTTP server.
 
-Secrets never go on the command line (other users can read it): the shared secret, the
-Standard Webhooks signing secret and the FME Flow token are read from environment variables
-whose *names* the options give. Settings come from ``FAIR_*`` environment variables, then
-``--set group.field=value``. For production, run ``fme_ai_resilience.gateway.make_app`` under
-a WSGI server such as waitress or gunicorn (docs/intake.md).
+The server is waitress (:mod:`.httpserver`): many connections at once, a listen backlog of
+2048, an idle and a read deadline per connection, and on SIGTERM or Ctrl-C a graceful stop
+(no new connection, every request in flight answered, exit 0). Secrets never go on the command
+line (other users can read it): the shared secret, the Standard Webhooks signing secret and the
+FME Flow token are read from environment variables whose *names* the options give. Settings
+come from ``FAIR_*`` environment variables, then ``--set group.field=value``.
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import signal
 import sys
-from typing import Any, Optional, Tuple
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import ConfigurationError
+from ..errors import SCHEMA_MISSING, ConfigurationError
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
-from ..redact import redact_text, redact_url
+from ..redact import redact_url
 from ..services.flow import FlowClient
 from ..services.live_settings import LiveSettings
 from ..settings import Settings
-from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, number, port,
-                     setting_default, settings_from_args)
+from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
+                     number, port, setting_default, settings_from_args, whole)
+from .httpserver import DEFAULT_BACKLOG, GatewayServer
 
 __all__ = ["add_parser", "build_server"]
 
 log = logging.getLogger("fme_ai_resilience.gateway")
+
+#: Signals that stop the server gracefully (SIGBREAK: Ctrl-Break on Windows).
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGBREAK")
 
 SECRET_ENV = "INTAKE_SHARED_SECRET"
 SIGNING_ENV = "INTAKE_SIGNING_SECRET"
@@ -35,9 +40,10 @@ FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "serve", help="run the intake gateway",
+        "serve", help="run the intake gateway (WSGI on waitress)",
         description="Answer Survey123 webhooks with the full status contract, writing into the "
-                    "ledger (its schema is created or upgraded at start). Secrets are read from "
+                    "ledger (a SQLite ledger's schema is created or upgraded at start; a "
+                    "PostgreSQL one needs db init). Secrets are read from "
                     "environment variables, never from options. Settings come from FAIR_* "
                     "environment variables, then --set, then the options; the resilience_config "
                     "table applies over all of them.",
@@ -65,6 +71,22 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--signing-secret-env", default=None, metavar="VAR",
                    help=f"require a Standard Webhooks signature with the whsec_ secret in "
                         f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
+    p.add_argument("--threads", type=whole(minimum=1, maximum=1000), default=8, metavar="N",
+                   help="worker threads running the gateway (default: 8)")
+    p.add_argument("--backlog", type=whole(minimum=1), default=DEFAULT_BACKLOG, metavar="N",
+                   help=f"listen backlog: connections the kernel holds for a burst; Linux caps "
+                        f"it at net.core.somaxconn (default: {DEFAULT_BACKLOG})")
+    p.add_argument("--connection-limit", type=whole(minimum=1), default=500, metavar="N",
+                   help="open connections at most; more wait in the backlog (default: 500)")
+    p.add_argument("--idle-timeout-seconds", type=number(above=0), default=30.0, metavar="S",
+                   help="close a connection with no request in progress after S seconds "
+                        "(default: 30)")
+    p.add_argument("--read-timeout-seconds", type=number(above=0), default=60.0, metavar="S",
+                   help="answer 408 to a request not received in full S seconds after its "
+                        "first byte (default: 60)")
+    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0), default=20.0,
+                   metavar="S", help="on SIGTERM or Ctrl-C, wait at most S seconds for the "
+                                     "requests in flight (default: 20)")
     p.add_argument("--flow-url", metavar="URL",
                    help="FME Flow base URL: answer 503 when it has no engine capacity "
                         "(default: none, no capacity check)")
@@ -72,20 +94,6 @@ def add_parser(subparsers: Any) -> None:
                    help=f"environment variable holding the FME Flow token (default: "
                         f"{FLOW_TOKEN_ENV})")
     p.set_defaults(func=run)
-
-
-class _QuietHandler(WSGIRequestHandler):
-    """Request lines go to logging without their query string (which may carry a token)."""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        # wsgiref reports malformed request lines verbatim: they may carry a token parameter.
-        log.info("%s %s", self.address_string(), redact_text(format % args))
-
-    def log_request(self, code: Any = "-", size: Any = "-") -> None:
-        # A request line the stdlib could not parse leaves path (and command) unset.
-        path = (getattr(self, "path", None) or "-").split("?", 1)[0]
-        log.info("%s %s %s -> %s", self.address_string(), getattr(self, "command", None) or "-",
-                 path, code)
 
 
 def _env(name: Optional[str], what: str) -> Optional[str]:
@@ -101,7 +109,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings_from_args(args.values, {"intake.overload_mode": args.overload_mode})
 
 
-def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
+def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     """The configured server and its store (the caller closes both)."""
     from ..store import open_store
 
@@ -109,37 +117,88 @@ def build_server(args: argparse.Namespace) -> Tuple[WSGIServer, Any]:
     flow = None
     if args.flow_url:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
-    store = open_store(args.db, init_schema=True)
+    store = open_store(args.db, settings=settings.database)
     try:
+        _check_schema(store=store)  # the first read: an unreachable ledger stops serve here
+        announce(store=store)
         live = LiveSettings(settings, store=store, ttl_s=args.config_ttl_seconds)
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
                        signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))
-        server = make_server(args.host, args.port, app, handler_class=_QuietHandler)
+        server = GatewayServer(
+            app, args.host, args.port, threads=args.threads, backlog=args.backlog,
+            connection_limit=args.connection_limit, idle_timeout_s=args.idle_timeout_seconds,
+            read_timeout_s=args.read_timeout_seconds,
+            shutdown_timeout_s=args.shutdown_timeout_seconds,
+            # room above the gateway's own limit, so the gateway answers a 413 itself
+            max_request_bytes=2 * live.get().intake.max_body_bytes)
     except BaseException:
         store.close()
         raise
     return server, store
 
 
+def _check_schema(*, store: Any) -> None:
+    """A SQLite ledger brings its schema up to date as it connects; a PostgreSQL one is only
+    checked (it never creates its schema by itself): serving starts either way, and intake
+    answers 503 "schema missing: run db init" until an operator has run it."""
+    version = store.schema_version()
+    latest = store.latest_schema_version(store.dialect)
+    if version == 0:
+        log.warning("gateway: ledger %s: %s; intake answers 503 until then", store.describe(),
+                    SCHEMA_MISSING)
+    elif version < latest:
+        log.warning("gateway: ledger %s: schema at version %d, this release expects %d: run "
+                    "db upgrade", store.describe(), version, latest)
+
+
+def _on_stop_signals(stop: Callable[[], None]) -> Dict[int, Any]:
+    """Route the stop signals to ``stop``; returns the handlers they had."""
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[number] = signal.signal(number, lambda signum, frame: stop())
+    return previous
+
+
+def _kernel_backlog_cap() -> Optional[int]:
+    """Linux's ceiling on any listen backlog (net.core.somaxconn), or None elsewhere."""
+    try:
+        with open("/proc/sys/net/core/somaxconn", encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 @command
 def run(args: argparse.Namespace) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # waitress warns once per request queued past the idle threads: a burst is the normal case
+    # here (the backlog and the ledger absorb it), so only its errors are shown.
+    queue_log = logging.getLogger("waitress.queue")
+    if queue_log.level == logging.NOTSET:
+        queue_log.setLevel(logging.ERROR)
     try:
         server, store = build_server(args)
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    host, port = server.server_address[:2]
+    cap = _kernel_backlog_cap()
+    if cap is not None and cap < args.backlog:
+        log.warning("gateway: the kernel caps the listen backlog at %d (net.core.somaxconn), "
+                    "below the %d asked for", cap, args.backlog)
+    host, port = server.address
     print(f"intake gateway on http://{host}:{port}/ (health: /healthz), ledger "
-          f"{redact_url(args.db)}; Ctrl-C stops", flush=True)
+          f"{redact_url(args.db)}; SIGTERM or Ctrl-C stops", flush=True)
+    previous = _on_stop_signals(server.stop)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.serve()
     finally:
-        server.server_close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        server.close()
         store.close()
     return EXIT_OK

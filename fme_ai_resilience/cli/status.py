@@ -1,7 +1,9 @@
 """``fme-ai-resilience status --db URL [--json]``: the ledger's water level and dead letters.
 
 The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, dead
-letters by cause, and how many tasks finished in the last hour (the measured drain).
+letters by cause, how many tasks engines finished in the last hour (the measured drain), and
+the deliveries intake refused without storing them (counted by reason), and what it could not
+keep (refusals past their bound, invalid bodies past the dead-letter bounds).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 from ..clock import Clock, SystemClock
-from ..ledger import Status
+from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
 from ..services.observe import read_signals
 from ..store import SqlStore, display_url
 from ..settings import Settings
@@ -25,6 +27,7 @@ def ledger_status(*, store: SqlStore, clock: Clock,
                   settings: Optional[Settings] = None) -> Dict[str, Any]:
     """The numbers ``status`` shows, as one JSON-ready dict (with the golden signals)."""
     counts = store.counts()
+    counters = store.intake_counters()
     signals = read_signals(settings or Settings(), store=store, now=clock.now())
     return {
         "signals": signals.as_dict(),
@@ -34,6 +37,9 @@ def ledger_status(*, store: SqlStore, clock: Clock,
         "in_progress": sum(n for s, n in counts.items() if Status(s).in_progress),
         "dead_letters": store.dead_letters(),
         "completed_last_hour": store.completed_since(clock.now() - DRAIN_WINDOW_S),
+        "intake": {"refusals": store.refusal_counts(),
+                   "refusals_not_recorded": counters[REFUSALS_NOT_RECORDED],
+                   "invalid_not_kept": counters[INVALID_NOT_KEPT]},
     }
 
 
@@ -45,6 +51,18 @@ def render(where: str, report: Dict[str, Any]) -> str:
                  f"finished in the last hour {report['completed_last_hour']}")
     lines.append("Dead letters by cause")
     lines += [f"  {cause:<16}{n:>10}" for cause, n in report["dead_letters"].items()]
+    intake = report["intake"]
+    lines.append("Intake: deliveries refused 429/503 with photos not stored (refusal records "
+                 "for reconciliation)")
+    for reason, n in sorted(intake["refusals"].items()):
+        lines.append(f"  refused {reason:<22}{n['bodies']:>8} bodies, {n['deliveries']} "
+                     f"deliveries")
+    if not intake["refusals"]:
+        lines.append(f"  {'refused':<30}{0:>8}")
+    lines.append(f"  {'refusals not recorded':<30}{intake['refusals_not_recorded']:>8}   (past "
+                 f"intake.max_refusal_records: only in the log)")
+    lines.append(f"  {'invalid bodies not kept':<30}{intake['invalid_not_kept']:>8}   (answered "
+                 f"400, past intake.max_invalid_per_minute or max_invalid_total)")
     lines += _render_signals(report["signals"])
     return "\n".join(lines)
 

@@ -723,7 +723,7 @@ def baseline_result(name: str, run: BaselineRun, *, vision_snapshot: Mapping[str
     ``time_scale``).
     """
     if run.skipped is not None:
-        return SubjectResult(name=name, skipped=run.skipped, note=run.note)
+        return SubjectResult(name=name, skipped=run.skipped, notes=[run.note])
     keys = list(dict.fromkeys(facts))
     done = [run.facts[k] for k in keys if k in run.facts and run.facts[k].succeeded]
     per_feature = Counter(k.partition("/")[0] for k in keys)
@@ -749,5 +749,5 @@ def baseline_result(name: str, run: BaselineRun, *, vision_snapshot: Mapping[str
         outage_ai_calls=outage_calls, peak_backlog=run.peak_backlog,
         peak_concurrent_engines=run.peak_busy,
         p95_end_to_end_s=percentile(ends, 95) if ends else None,
-        drain_s=run.wall_s / scale if run.wall_s is not None else None, note=run.note)
+        drain_s=run.wall_s / scale if run.wall_s is not None else None, notes=[run.note])
 

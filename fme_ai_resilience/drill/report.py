@@ -65,8 +65,8 @@ class SubjectResult:
     drain_s: Optional[float] = None        # first delivery to the last fact settled
     backfilled: int = 0                    # facts found by reconciliation
     ai_spend: float = 0.0
+    notes: List[str] = field(default_factory=list)   # what the reader should know of the run
     timeline: Optional[Timeline] = None
-    note: Optional[str] = None             # how the subject is modelled (a baseline's assumptions)
 
     @property
     def succeeded_total(self) -> int:

@@ -48,17 +48,20 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
 from ..checks import count
-from ..errors import FailureClass, InvalidPayload, StoreUnavailable
+from ..errors import (
+    SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing, StoreError, StoreUnavailable,
+)
 from ..keys import body_key, trace_id_for
-from ..ledger import OverloadMode, RegisterOutcome, Registration
-from ..redact import excerpt, redact_text
+from ..ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
+from ..printable import printable
+from ..redact import excerpt, redact_raw, redact_text, redact_url, token_values
 from ..settings import Settings
 from ..store.base import Store
 from ..submission import Submission
 from ..survey123 import delivery_id_of, parse_webhook
 from ..untrusted_json import Body, body_bytes
 
-__all__ = ["IntakeAnswer", "decide", "EXCERPT_CHARS", "MAX_LISTED"]
+__all__ = ["IntakeAnswer", "decide", "ledger_retry_after_s", "EXCERPT_CHARS", "MAX_LISTED"]
 
 log = logging.getLogger("fme_ai_resilience.intake")
 
@@ -141,11 +144,15 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
                         store=store, now=now)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
+        # Nothing can be recorded: the log line is what reconciliation has to go on.
         log.error("intake: ledger unreachable after %d of %d photo(s) of %s: %s", len(stored),
-                  len(submissions), submissions[0].feature_global_id, _safe(exc, submissions))
-        return _unavailable(settings, "ledger unreachable", stored, registrations)
-    return _answer(submissions, registrations, settings, plan, health, no_capacity,
-                   store=store, now=now)
+                  len(submissions), _where(submissions[0]), _safe(exc, submissions))
+        return _unavailable(settings, _why_unavailable(exc), stored, registrations)
+    answer = _answer(submissions, registrations, settings, plan, health, no_capacity,
+                     store=store, now=now)
+    if any(r.outcome is RegisterOutcome.OVER_BACKLOG for r in registrations):
+        _record_refusal(body, submissions, answer, settings, store=store, now=now)
+    return answer
 
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
@@ -192,9 +199,8 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
             status, state = 429, "over_backlog"
         retry_after = plan.retry_after_s(backlog, rate)
         stored = any(o is not RegisterOutcome.OVER_BACKLOG for o in outcomes)
-        log.warning("intake: %s for %s (trace %s, delivery %s): %d photo(s), %s, "
-                    "Retry-After %ds", state, first.feature_global_id, first.trace_id,
-                    first.delivery_id, len(outcomes),
+        log.warning("intake: %s for %s (trace %s): %d photo(s), %s, Retry-After %ds", state,
+                    _where(first), first.trace_id, len(outcomes),
                     "some stored" if stored else "nothing stored", retry_after)
         return IntakeAnswer(status, {"Retry-After": str(retry_after)},
                             dict(context, status=state, stored=stored,
@@ -215,27 +221,90 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
     return IntakeAnswer(status, {}, dict(context, status=state, stored=True), registrations)
 
 
+def _where(first: Submission) -> str:
+    """A submission as reconciliation finds it: feature, delivery, layer and service."""
+    return (f"feature {first.feature_global_id} (delivery {first.delivery_id}, layer "
+            f"{redact_url(first.layer_url or '-')}, service {redact_url(first.service_url or '-')})")
+
+
+def _record_refusal(body: Body, submissions: Sequence[Submission], answer: IntakeAnswer,
+                    settings: Settings, *, store: Store, now: float) -> None:
+    """Leave what reconciliation needs of a delivery whose photos were not all stored (a
+    refusal record, bounded); a record that cannot be written is logged in full instead."""
+    refused = [s for s, r in zip(submissions, answer.registrations)
+               if r.outcome is RegisterOutcome.OVER_BACKLOG]
+    first = submissions[0]
+    refusal = Refusal(
+        key=body_key(body_bytes(body)), reason=str(answer.body["status"]),
+        status_code=answer.status_code, feature_global_id=first.feature_global_id,
+        refused_at=now, photos_refused=len(refused),
+        photos_stored=len(submissions) - len(refused), service_url=first.service_url,
+        layer_url=first.layer_url, delivery_id=first.delivery_id, event_type=first.event_type,
+        records=tuple(dict.fromkeys((s.layer_url, s.feature_global_id) for s in refused)))
+    try:
+        if store.record_refusal(refusal, limit=settings.intake.max_refusal_records):
+            return
+        log.error("intake: refusal of %s not recorded (past %d refusal records): reconcile "
+                  "from this line: %s", refusal.key, settings.intake.max_refusal_records,
+                  _refusal_text(refusal))
+    except StoreError as exc:
+        log.error("intake: refusal of %s could not be recorded (%s): reconcile from this "
+                  "line: %s", refusal.key, _safe(exc, submissions), _refusal_text(refusal))
+
+
+def _refusal_text(refusal: Refusal) -> str:
+    return (f"{refusal.reason} {refusal.status_code} at {refusal.refused_at:.3f}, feature "
+            f"{refusal.feature_global_id}, delivery {refusal.delivery_id}, layer "
+            f"{redact_url(refusal.layer_url or '-')}, service "
+            f"{redact_url(refusal.service_url or '-')}, records "
+            f"{[gid for _, gid in refusal.records]}, {refusal.photos_refused} photo(s) refused")
+
+
 def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPayload,
              settings: Settings, *, store: Store, now: float) -> IntakeAnswer:
     """400, with the evidence kept as a dead letter keyed by the body's hash."""
     raw = body_bytes(body)
-    token = _token_of(raw, settings.intake.max_body_bytes)
-    reason = redact_text(str(exc), [token])
+    # The token of a body that did not parse cannot be read from it: learn every value it
+    # reveals from the whole body, then scrub the excerpt by those values and by pattern.
+    secrets = token_values(raw[:settings.intake.max_body_bytes].decode("utf-8", "replace"))
+    reason = printable(redact_text(str(exc), secrets))  # it names body keys, as sent
     key = body_key(raw)
     delivery = delivery_id_of(headers)
+    window = raw[:EXCERPT_CHARS * 4].decode("utf-8", "replace")
     payload = {"reason": reason, "bytes": len(raw), "delivery_id": delivery,
-               "excerpt": excerpt(raw, EXCERPT_CHARS, [token]).replace("\x00", "\ufffd")}
+               "excerpt": excerpt(redact_raw(window, secrets),
+                                  EXCERPT_CHARS).replace("\x00", "\ufffd")}
+    intake = settings.intake
     try:
-        stored = store.record_dead_letter(key, payload, FailureClass.INVALID_PAYLOAD, reason,
-                                          now=now, trace_id=trace_id_for(key))
+        kept = store.keep_invalid_body(key, payload, reason, now=now,
+                                       per_minute=intake.max_invalid_per_minute,
+                                       limit=intake.max_invalid_total, trace_id=trace_id_for(key))
     except StoreUnavailable as err:
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
-                  reason, redact_text(str(err), [token]))
-        return _unavailable(settings, "ledger unreachable", [], [])
-    log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
-                "" if stored else " (already recorded)")
+                  reason, redact_text(str(err), secrets))
+        return _unavailable(settings, _why_unavailable(err), [], [])
+    if kept is DeadLetterOutcome.NOT_KEPT:
+        log.warning("intake: invalid body %s (delivery %s) not kept, only counted: past %d "
+                    "dead letters of invalid bodies a minute or %d in all: %s", key, delivery,
+                    intake.max_invalid_per_minute, intake.max_invalid_total, reason)
+    else:
+        log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
+                    "" if kept is DeadLetterOutcome.KEPT else " (already recorded)")
+    held = kept is not DeadLetterOutcome.NOT_KEPT
     return IntakeAnswer(400, {}, {"status": "invalid", "reason": reason,
-                                  "dead_letter": key, "delivery_id": delivery})
+                                  "dead_letter": key if held else None, "kept": held,
+                                  "delivery_id": delivery})
+
+
+def _why_unavailable(exc: StoreUnavailable) -> str:
+    """The reason a 503 gives: what an operator must do about a ledger without tables."""
+    return SCHEMA_MISSING if isinstance(exc, SchemaMissing) else "ledger unreachable"
+
+
+def ledger_retry_after_s(settings: Settings) -> int:
+    """The Retry-After of a 503 while the ledger cannot answer: there is no backlog to
+    measure, so one mean processing time (whole seconds, at least 1)."""
+    return max(1, math.ceil(settings.intake.mean_processing_s))
 
 
 def _unknown_service(body: Body, headers: Optional[Mapping[str, Any]],
@@ -257,9 +326,9 @@ def _unknown_service(body: Body, headers: Optional[Mapping[str, Any]],
     try:
         fresh = store.record_dead_letter(key, evidence, FailureClass.UNKNOWN_SERVICE,
                                          evidence["reason"], now=now, trace_id=trace_id_for(key))
-    except StoreUnavailable:
+    except StoreUnavailable as err:
         log.error("intake: body %s names an unknown service and the ledger is unreachable", key)
-        return _unavailable(settings, "ledger unreachable", [], [])
+        return _unavailable(settings, _why_unavailable(err), [], [])
     log.warning("intake: body %s (delivery %s) names %s, not a service of this deployment: "
                 "not registered%s", key, evidence["delivery_id"], named,
                 "" if fresh else " (already recorded)")
@@ -270,7 +339,7 @@ def _unknown_service(body: Body, headers: Optional[Mapping[str, Any]],
 def _unavailable(settings: Settings, reason: str, stored: Sequence[str],
                  registrations: Sequence[Registration]) -> IntakeAnswer:
     """503 while the ledger is down: no backlog to measure, so one mean processing time."""
-    retry_after = max(1, math.ceil(settings.intake.mean_processing_s))
+    retry_after = ledger_retry_after_s(settings)
     return IntakeAnswer(503, {"Retry-After": str(retry_after)},
                         {"status": "unavailable", "reason": reason, "stored": list(stored),
                          "retry_after_s": retry_after}, registrations)
@@ -301,18 +370,6 @@ def _read_health(source: FlowHealthSource) -> Any:
     except Exception as exc:  # a health probe must never turn intake away
         log.warning("intake: FME Flow health check failed (%s); ignoring it", type(exc).__name__)
         return None
-
-
-def _token_of(raw: bytes, max_bytes: int) -> Optional[str]:
-    """The portal token of a body that failed validation, if it can still be found."""
-    if len(raw) > max_bytes or b"token" not in raw:
-        return None
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-        token = data["portalInfo"]["token"]
-    except Exception:  # noqa: BLE001 - any failure just means "no token to scrub"
-        return None
-    return token if isinstance(token, str) else None
 
 
 def _safe(exc: BaseException, submissions: Sequence[Submission]) -> str:

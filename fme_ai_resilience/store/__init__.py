@@ -10,6 +10,7 @@ from typing import Any, Optional
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError
 from ..redact import redact_text, redact_url
+from ..settings import DatabaseSettings
 from .base import Store
 from .sqlbase import SqlStore
 
@@ -23,16 +24,24 @@ _POSTGRES = ("postgresql://", "postgres://")
 
 
 def open_store(url: str, *, init_schema: bool = False, create: bool = True,
-               clock: Optional[Clock] = None, **options: Any) -> SqlStore:
+               create_parents: bool = False, auto_schema: bool = True,
+               clock: Optional[Clock] = None, settings: Optional[DatabaseSettings] = None,
+               **options: Any) -> SqlStore:
     """A store for ``url``; with ``init_schema`` the tables are created or upgraded first.
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``
     (private to this store) or ``postgresql://user@host:port/db`` (needs the ``postgres``
     extra). With ``create=False`` a SQLite file must already exist (PostgreSQL databases are
-    never created). ``clock`` dates the migrations ``init_schema`` applies. ``options`` go to
-    the backend (``busy_timeout_s``, ``connect_timeout_s``). Raises ConfigurationError for any
-    other URL, StoreUnavailable when ``init_schema`` cannot reach the database.
+    never created); ``create_parents`` also creates a new SQLite file's missing directories.
+    A SQLite store creates or upgrades its schema when it first connects (``auto_schema``);
+    a PostgreSQL store never does (a missing schema is :class:`SchemaMissing`: run
+    ``db init``). ``clock`` dates the migrations either applies. ``settings`` (a
+    :class:`DatabaseSettings`, ``Settings().database``) limits how long operations wait; ``options``
+    go to the backend and win over it (``busy_timeout_s``, ``connect_timeout_s``,
+    ``prepare``). Raises ConfigurationError for any other URL, StoreUnavailable when
+    ``init_schema`` cannot reach the database.
     """
+    limits = settings or DatabaseSettings()
     if not isinstance(url, str) or not url.strip():
         raise ConfigurationError("store URL", url if not isinstance(url, str) else "",
                                  "is required")
@@ -45,11 +54,14 @@ def open_store(url: str, *, init_schema: bool = False, create: bool = True,
         if not path.startswith("/") or len(path) < 2:
             raise ConfigurationError("store URL", display_url(url),
                                      "a SQLite URL looks like sqlite:///path/to.db")
-        store = SQLiteStore(path[1:], create=create, **options)
+        store = SQLiteStore(path[1:], **{"busy_timeout_s": limits.busy_timeout_s,
+                                         "create": create, "create_parents": create_parents,
+                                         "auto_schema": auto_schema, "clock": clock,
+                                         **options})
     elif url.startswith(_POSTGRES):
         from .postgres import PostgresStore
 
-        store = PostgresStore(url, **options)
+        store = PostgresStore(url, **{"settings": limits, **options})
     else:
         scheme = url.split(":", 1)[0]
         raise ConfigurationError("store URL", display_url(url),

@@ -20,9 +20,11 @@ from ..ledger import (
     PruneResult,
     RegistrationSample,
     CallWindow,
+    DeadLetterOutcome,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
+    Refusal,
     Registration,
     Stage,
     Task,
@@ -51,6 +53,10 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
 
+    def describe(self) -> str:
+        """Which database this is (dialect, host, port, database, user; or the file), for
+        messages: never a password."""
+
     # -- intake ------------------------------------------------------------------------------
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
@@ -72,6 +78,28 @@ class Store(Protocol):
 
         Returns False when ``key`` already exists (the evidence is kept once).
         """
+
+    def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
+                          now: float, per_minute: int, limit: int,
+                          trace_id: str = "") -> DeadLetterOutcome:
+        """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, at most
+        ``per_minute`` in the last 60 s and ``limit`` in all; past either, store nothing and
+        count it (``invalid_not_kept``). ALREADY_KEPT when ``key`` exists."""
+
+    def record_refusal(self, refusal: Refusal, *, limit: int) -> bool:
+        """Keep the record of a delivery refused 429/503, at most ``limit`` records; a body
+        already recorded counts the delivery on its record. False past the limit (counted as
+        ``refusals_not_recorded``)."""
+
+    def refusals(self, since: float, limit: int = 1000) -> List[Refusal]:
+        """Refusal records whose last delivery is at or after ``since``, newest first."""
+
+    def refusal_counts(self) -> Dict[str, Dict[str, int]]:
+        """``{reason: {"bodies": n, "deliveries": n}}`` over the refusal records."""
+
+    def intake_counters(self) -> Dict[str, int]:
+        """What intake could not keep, by name (``invalid_not_kept``,
+        ``refusals_not_recorded``)."""
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
@@ -134,7 +162,8 @@ class Store(Protocol):
         """``{failure_class: n}`` over DEAD rows."""
 
     def completed_since(self, since: float) -> int:
-        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+        """Tasks an engine took to SUCCEEDED or DEAD at or after ``since`` (the measured
+        drain): dead letters of bodies that never became tasks are not counted."""
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:

@@ -17,8 +17,9 @@ import select
 import threading
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Type
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import ConfigurationError, StoreError, StoreUnavailable
 from ..redact import redact_url
+from ..settings import DatabaseSettings
 from .sqlbase import Result, SqlStore, T, Tx, status_of_new_task, translate
 from .text import clean_value
 
@@ -42,8 +43,10 @@ PREPARED = ("register", "claim", "complete", "fail", "defer", "bury",
 
 _PYFORMAT = re.compile(r"%\((\w+)\)s")
 
-#: Server-side causes that mean "the server cannot serve us now" (SQLSTATE class or code).
-_UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03")
+#: Server-side causes that mean "the server cannot serve us now" (SQLSTATE class or code):
+#: connection trouble, no resources, shutting down, and a statement cancelled by the session's
+#: statement_timeout (57014) or lock_timeout (55P03): the work waits behind someone else's.
+_UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03", "57014", "55P03")
 _RETRIES = 3
 
 
@@ -86,17 +89,27 @@ def translate_error(exc: BaseException) -> StoreError:
 
 
 class PostgresStore(SqlStore):
-    """The ledger in a PostgreSQL database (``postgresql://user@host:port/db``)."""
+    """The ledger in a PostgreSQL database (``postgresql://user@host:port/db``).
+
+    ``settings`` (a :class:`~fme_ai_resilience.settings.DatabaseSettings`) limits every connection:
+    connect timeout, ``statement_timeout``, ``lock_timeout`` and TCP keepalives; a statement
+    cancelled by either limit is StoreUnavailable. ``connect_timeout_s`` overrides the setting.
+    Parameters written in the URL (``?connect_timeout=``, ``?keepalives_idle=``) win.
+    """
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, connect_timeout_s: float = 5.0,
-                 application_name: str = "fme-ai-resilience", prepare: bool = True) -> None:
+    def __init__(self, url: str, connect_timeout_s: Optional[float] = None,
+                 application_name: str = "fme-ai-resilience", prepare: bool = True, *,
+                 settings: Optional[DatabaseSettings] = None) -> None:
         if psycopg2 is None:
             raise StoreError("PostgreSQL needs psycopg2: pip install 'fme-ai-resilience[postgres]'")
         super().__init__()
+        self._target = _target_of(url)
         self.url = url
-        self.connect_timeout_s = connect_timeout_s
+        self.settings = settings or DatabaseSettings()
+        self.connect_timeout_s = (self.settings.connect_timeout_s if connect_timeout_s is None
+                                  else connect_timeout_s)
         self.application_name = application_name
         self._lock = threading.RLock()
         self._conn: Optional[Any] = None
@@ -112,15 +125,24 @@ class PostgresStore(SqlStore):
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
 
+    def describe(self) -> str:
+        """``postgresql host=... port=... database=... user=...``: never the password."""
+        return "postgresql " + " ".join(f"{k}={v}" for k, v in self._target.items() if v)
+
     def _connect(self) -> Any:
         if self._conn is not None and not self._conn.closed and self._pid == os.getpid():
             return self._conn
         self._conn = None
-        options: Dict[str, Any] = {}
-        if "connect_timeout" not in self.url:
-            options["connect_timeout"] = max(1, int(round(self.connect_timeout_s)))
-        if "application_name" not in self.url:
-            options["application_name"] = self.application_name
+        limits = self.settings
+        # libpq takes whole seconds here (and treats 1 as 2)
+        wanted = {"connect_timeout": self.connect_timeout_s, "keepalives": 1,
+                  "keepalives_idle": limits.keepalives_idle_s,
+                  "keepalives_interval": limits.keepalives_interval_s,
+                  "keepalives_count": limits.keepalives_count,
+                  "application_name": self.application_name}
+        options: Dict[str, Any] = {
+            name: value if isinstance(value, str) else max(1, int(round(value)))
+            for name, value in wanted.items() if name not in self.url}
         try:
             conn = psycopg2.connect(self.url, **options)
         except (psycopg2.Error, ValueError) as exc:  # ValueError: a NUL in the URL
@@ -131,6 +153,9 @@ class PostgresStore(SqlStore):
             conn.autocommit = True
             with conn.cursor() as cur:
                 cur.execute(self._queries["session_setup"])
+                cur.execute(self._queries["session_limits"], {
+                    "statement_timeout": _ms(limits.statement_timeout_s),
+                    "lock_timeout": _ms(limits.lock_timeout_s)})
         except psycopg2.Error as exc:
             conn.close()
             raise translate_error(exc) from exc
@@ -139,6 +164,11 @@ class PostgresStore(SqlStore):
         self._conn, self._pid, self._prepared = conn, os.getpid(), set()
         self._cursor = conn.cursor()
         return conn
+
+    def terminate_other_sessions(self) -> int:
+        """Cut every other connection to this database (what a restart or a failover does to
+        the engines); returns how many were cut."""
+        return len(self._statement("terminate_other_sessions").rows)
 
     def close(self) -> None:
         """Close the connection (a later operation opens a new one)."""
@@ -255,6 +285,34 @@ class PostgresStore(SqlStore):
     def _claim_rows(self, params: Dict[str, Any]) -> List[Dict[str, Any]]:
         return self._statement("claim", params).rows
 
+
+
+def _ms(seconds: float) -> str:
+    """A duration as PostgreSQL's millisecond setting text (at least 1 ms: 0 would disable)."""
+    return str(max(1, int(round(seconds * 1000))))
+
+
+def _target_of(url: str) -> Dict[str, str]:
+    """Host, port, database and user a URL names, read as libpq reads it (query parameters
+    such as ``?host=`` included). Raises ConfigurationError when the URL does not parse or
+    leaves the host or the database to libpq's defaults (the environment, the user's name):
+    the ledger is never a database nobody named."""
+    shown = redact_url(url)
+    try:
+        params = psycopg2.extensions.parse_dsn(url)
+    except (psycopg2.Error, ValueError):  # ValueError: a NUL in the URL
+        raise ConfigurationError("store URL", shown, "is not a PostgreSQL URL: write "
+                                 "postgresql://user@host:5432/database") from None
+    if not params.get("dbname"):
+        raise ConfigurationError("store URL", shown, "names no database: write "
+                                 "postgresql://user@host:5432/DATABASE")
+    host = params.get("host") or params.get("hostaddr")
+    if not host:
+        raise ConfigurationError("store URL", shown, "names no host: write "
+                                 "postgresql://user@HOST:5432/database (a Unix socket: "
+                                 "postgresql:///database?host=/var/run/postgresql)")
+    return {"host": host, "port": params.get("port") or "5432", "database": params["dbname"],
+            "user": params.get("user", "")}
 
 
 def _rolled_back(exc: BaseException) -> bool:

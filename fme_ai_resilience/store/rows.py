@@ -1,4 +1,5 @@
-"""Ledger rows to values and back: JSON columns, :class:`Task` and :class:`TaskRecord`.
+"""Ledger rows to values and back: JSON columns, :class:`Task` and :class:`TaskRecord`, and
+the bounds of what a row keeps (error text, limits).
 
 Both drivers hand JSON columns back as text (the PostgreSQL backend turns off psycopg2's
 decoding), so one set of conversions serves both.
@@ -8,11 +9,23 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Optional
 
+from ..checks import count
 from ..errors import ConfigurationError, ErrorClass, FailureClass
 from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
 from .text import clean_json, needs_cleaning
 
-__all__ = ["to_json", "from_json", "checkpoints_of", "optional", "task_of", "record_of"]
+__all__ = ["to_json", "from_json", "checkpoints_of", "optional", "task_of", "record_of",
+           "limit_of", "ERROR_LIMIT", "NO_LIMIT"]
+
+#: Longest error text kept in ``last_error`` (it is redacted first).
+ERROR_LIMIT = 2000
+#: A limit or ceiling this large means "no limit" (and still fits a 64-bit SQL integer).
+NO_LIMIT = 2 ** 62
+
+
+def limit_of(field: str, value: Any, minimum: int = 0) -> int:
+    """A count used as a limit or ceiling; past :data:`NO_LIMIT` it means "no limit"."""
+    return min(count(field, value, minimum=minimum), NO_LIMIT)
 
 
 def _dumps(value: Any) -> str:

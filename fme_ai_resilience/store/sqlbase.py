@@ -19,7 +19,10 @@ from typing import (
 )
 
 from ..checks import count, finite, name
-from ..errors import ConfigurationError, ErrorClass, FailureClass, StoreError, StoreUnavailable
+from ..errors import (
+    SCHEMA_MISSING, ConfigurationError, ErrorClass, FailureClass, SchemaMissing, StoreError,
+    StoreUnavailable,
+)
 from ..ledger import (
     AssetRow,
     CallRecord,
@@ -40,8 +43,11 @@ from ..redact import REDACTED, excerpt, redact_mapping, redact_text
 from ..submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
+from .intake_records import IntakeRecordOps
 from .pipeline_rows import PipelineRowOps
-from .rows import from_json, optional, record_of, task_of, to_json
+from .rows import (
+    ERROR_LIMIT, NO_LIMIT, from_json, limit_of, optional, record_of, task_of, to_json,
+)
 from .text import clean_params
 
 __all__ = ["SqlStore", "Tx", "Result", "translate", "status_of_new_task", "ERROR_LIMIT",
@@ -49,14 +55,10 @@ __all__ = ["SqlStore", "Tx", "Result", "translate", "status_of_new_task", "ERROR
 
 T = TypeVar("T")
 
-#: Longest error text kept in ``last_error`` (it is redacted first).
-ERROR_LIMIT = 2000
 #: Longest raw excerpt kept in ``format_anomaly.excerpt``.
 EXCERPT_LIMIT = 8192
-#: ``park_ceiling=None`` parks without limit; this stands in for "no limit" in SQL.
-_NO_LIMIT = 2 ** 62
-
-_MISSING_SCHEMA = "the ledger tables do not exist: run `fme-ai-resilience db init --db URL`"
+#: SQLSTATE undefined_table: a query named a table the database does not have.
+_UNDEFINED_TABLE = "42P01"
 
 
 class Result(NamedTuple):
@@ -109,7 +111,8 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     """The library exception for a driver exception (most specific mapped class wins).
 
     ``unavailable(exc)`` upgrades a mapped :class:`StoreError` to :class:`StoreUnavailable`
-    when the driver says the database cannot be reached (connection lost, file locked).
+    when the driver says the database cannot be reached (connection lost, file locked). A
+    query on a table the database does not have is :class:`SchemaMissing`.
     """
     target: Type[StoreError] = StoreError
     for klass in type(exc).__mro__:
@@ -119,19 +122,14 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     if target is StoreError and unavailable(exc):
         target = StoreUnavailable
     first = (str(exc).strip().splitlines() or [""])[0]
-    lowered = first.lower()
-    if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
-        first = f"{_MISSING_SCHEMA} ({first})"
-    return target(f"{type(exc).__name__}: {redact_text(first)}")
+    detail = f"{type(exc).__name__}: {redact_text(first)}"
+    if getattr(exc, "pgcode", None) == _UNDEFINED_TABLE or "no such table" in first.lower():
+        return SchemaMissing(f"{SCHEMA_MISSING} (`fme-ai-resilience db init --db URL`): {detail}")
+    return target(detail)
 
 
 class _Stale(StoreError):
     """A fenced write inside a transaction found no row: roll the transaction back."""
-
-
-def _limit(field: str, value: Any, minimum: int) -> int:
-    """A count used as a limit or ceiling; past ``_NO_LIMIT`` it means "no limit"."""
-    return min(count(field, value, minimum=minimum), _NO_LIMIT)
 
 
 def status_of_new_task(backlog: int, ceiling: int, park: bool,
@@ -144,7 +142,7 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
+class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -169,6 +167,10 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
     def close(self) -> None:
         """Release the connection (a later operation opens a new one)."""
 
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Which database this is, for messages: never a password."""
+
     def __enter__(self) -> "SqlStore":
         return self
 
@@ -191,6 +193,8 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         bootstrap, migrations = sqlfiles.schema(self.dialect)
 
         def work(tx: Tx) -> List[int]:
+            if "migration_limits" in self._queries:
+                tx.run("migration_limits")
             if "schema_lock" in self._queries:
                 tx.run("schema_lock")
             tx.script(sqlfiles.split_statements(bootstrap))
@@ -234,11 +238,11 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
             raise ConfigurationError("submission", type(submission).__name__,
                                      "must be a Submission")
         now = finite("now", now)
-        ceiling = _limit("backlog_ceiling", backlog_ceiling, 0)
+        ceiling = limit_of("backlog_ceiling", backlog_ceiling, 0)
         park = OverloadMode(overload_mode) is OverloadMode.PARK
         if park_ceiling is not None and count("park_ceiling", park_ceiling) < ceiling:
             raise ConfigurationError("park_ceiling", park_ceiling, "must be >= backlog_ceiling")
-        limit = min(park_ceiling, _NO_LIMIT) if (park and park_ceiling is not None) else ceiling
+        limit = min(park_ceiling, NO_LIMIT) if (park and park_ceiling is not None) else ceiling
         payload = submission.to_payload()
         row = self._register_row({
             "key": submission.idempotency_key, "source": submission.source,
@@ -248,7 +252,7 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
             "now": now, "due_at": now if due_at is None else finite("due_at", due_at),
             "received_at": None if received_at is None else finite("received_at", received_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
-            "park_ceiling": _NO_LIMIT if park_ceiling is None else min(park_ceiling, _NO_LIMIT),
+            "park_ceiling": NO_LIMIT if park_ceiling is None else min(park_ceiling, NO_LIMIT),
         })
         backlog = int(row["backlog"])
         key = submission.idempotency_key
@@ -289,7 +293,7 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         now = finite("now", now)
         lease_s = finite("lease_s", lease_s, above=0)
         rows = self._claim_rows({"owner": name("owner", owner),
-                                 "limit": _limit("limit", limit, 1),
+                                 "limit": limit_of("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
         rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
         return [task_of(r) for r in rows]
@@ -380,7 +384,7 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         failure class BUDGET instead.
         """
         params = {"now": finite("now", now),
-                  "max_attempts": _limit("max_attempts", max_attempts, 1)}
+                  "max_attempts": limit_of("max_attempts", max_attempts, 1)}
 
         def work(tx: Tx) -> ReapResult:
             buried = tx.run("reap_bury", params).rowcount
@@ -441,7 +445,7 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         cheap at any table size, unlike :meth:`counts`. Raises ConfigurationError for a negative
         limit.
         """
-        cap = _NO_LIMIT if limit is None else _limit("limit", limit, 0)
+        cap = NO_LIMIT if limit is None else limit_of("limit", limit, 0)
         rows = self._statement("backlog", {"count_limit": cap}, write=False).rows
         return int(rows[0]["n"])
 
@@ -453,7 +457,8 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
         return out
 
     def completed_since(self, since: float) -> int:
-        """Tasks that reached SUCCEEDED or DEAD at or after ``since`` (the measured drain)."""
+        """Tasks an engine took to SUCCEEDED or DEAD at or after ``since`` (the measured
+        drain); the dead letter of a body that never became a task is no drained work."""
         rows = self._statement("completed_since", {"since": finite("since", since)},
                                write=False).rows
         return int(rows[0]["n"])
@@ -494,7 +499,7 @@ class SqlStore(BreakerLadderOps, PipelineRowOps, abc.ABC):
     def recent_anomalies(self, since: float, limit: int = 100) -> List[FormatAnomaly]:
         """Format anomalies observed at or after ``since``, newest first, at most ``limit``."""
         rows = self._statement("recent_anomalies", {"since": finite("since", since),
-                                                    "limit": _limit("limit", limit, 1)},
+                                                    "limit": limit_of("limit", limit, 1)},
                                write=False).rows
         return [FormatAnomaly(provider=r["provider"], observed_at=float(r["observed_at"]),
                               errors=tuple(from_json(r["errors"])), excerpt=r["excerpt"],

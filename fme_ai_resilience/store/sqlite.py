@@ -11,9 +11,10 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from typing import Any, Callable, Dict, List, Mapping, Type
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type
 
-from ..errors import ConfigurationError, StoreError
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError, StoreError, StoreUnavailable
 from .sqlbase import SqlStore, T, Tx, status_of_new_task, translate
 
 __all__ = ["SQLiteStore", "DRIVER_ERRORS", "translate_error"]
@@ -51,17 +52,26 @@ class SQLiteStore(SqlStore):
     """The ledger in one SQLite file (or ``:memory:``, private to this store, for tests).
 
     ``busy_timeout_s`` is how long a writer waits for another process's write lock;
-    with ``create=False`` a missing file is StoreUnavailable instead of a new empty ledger.
+    with ``create=False`` a missing file is StoreUnavailable instead of a new empty ledger, and
+    ``create_parents`` also creates the file's missing directories. With ``auto_schema`` (the
+    default) each new connection brings the schema up to date first, with the migrations
+    ``init_schema`` applies (dated by ``clock``): an embedded ledger is ready on first open,
+    and processes opening a new file at once serialise on SQLite's write lock.
     """
 
     dialect = "sqlite"
 
-    def __init__(self, path: str, busy_timeout_s: float = 30.0, create: bool = True) -> None:
+    def __init__(self, path: str, busy_timeout_s: float = 30.0, create: bool = True, *,
+                 create_parents: bool = False, auto_schema: bool = True,
+                 clock: Optional[Clock] = None) -> None:
         super().__init__()
         if not path:
             raise ConfigurationError("path", path, "must name a file or be ':memory:'")
         self.path = path
         self.create = create
+        self.create_parents = create_parents
+        self.auto_schema = auto_schema
+        self.clock = clock or SystemClock()
         self.busy_timeout_s = float(busy_timeout_s)
         self._lock = threading.RLock()
         self._conn = None
@@ -70,10 +80,18 @@ class SQLiteStore(SqlStore):
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
+    def describe(self) -> str:
+        """``sqlite file=<absolute path>`` (or ``sqlite :memory:``)."""
+        if self.path == ":memory:":
+            return "sqlite :memory:"
+        return f"sqlite file={os.path.abspath(self.path)}"
+
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         try:
+            if self.create_parents and self.path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             target, uri = self.path, False
             if not self.create and self.path != ":memory:":
                 # Open an existing file only; never leave an empty ledger behind.
@@ -82,6 +100,8 @@ class SQLiteStore(SqlStore):
                                    isolation_level=None, check_same_thread=False)
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             raise translate_error(exc) from exc
+        except OSError as exc:  # the directory could not be created
+            raise StoreUnavailable(f"cannot create the ledger's directory: {exc}") from exc
         try:
             if self.path != ":memory:":
                 conn.execute(self._queries["journal_wal"])
@@ -90,7 +110,18 @@ class SQLiteStore(SqlStore):
             conn.close()  # a connection that failed its setup is never kept nor leaked
             raise translate_error(exc) from exc
         self._conn, self._pid = conn, os.getpid()
+        if self.auto_schema:
+            try:
+                self._bring_schema_up_to_date()
+            except BaseException:
+                self.close()  # the next operation connects, and checks, again
+                raise
         return conn
+
+    def _bring_schema_up_to_date(self) -> None:
+        """Apply the migrations this file lacks (a read when it has them all)."""
+        if self.schema_version() < self.latest_schema_version(self.dialect):
+            self.init_schema(now=self.clock.now())
 
     def close(self) -> None:
         """Close the connection (a later operation opens a new one)."""

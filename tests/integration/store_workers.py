@@ -72,3 +72,14 @@ def reap_and_finish(url, barrier, results, now, max_attempts):
                 done.append(task.key)
     store.close()
     results.put(done)
+
+
+def open_fresh_and_register(url, first_key, n_keys, barrier, results):
+    """Open a SQLite ledger that may not exist yet the moment every process is ready, then
+    register ``n_keys`` keys of its own; report how many were new."""
+    barrier.wait(timeout=60)
+    store = open_store(url)
+    new = sum(store.register(submission(first_key + i), 1_000_000, now=T0).outcome.value
+              == "NEW" for i in range(n_keys))
+    store.close()
+    results.put((os.getpid(), new))

@@ -1,9 +1,8 @@
-"""``fme-ai-resilience serve``: the gateway on the stdlib server, secrets from the environment."""
+"""``fme-ai-resilience serve``: the gateway on its HTTP server, secrets from the environment."""
 from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -13,6 +12,7 @@ import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server
+from tests.integration.served import exchange
 
 BODY = (Path(__file__).resolve().parent.parent / "data" / "survey123_add.json").read_bytes()
 
@@ -34,10 +34,10 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
         "--port", "0", "--secret-env", "INTAKE_SHARED_SECRET", "--overload-mode", "reject"])
     server, store = build_server(args)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     try:
-        url = "http://127.0.0.1:%d/" % server.server_address[1]
+        url = "http://127.0.0.1:%d/" % server.address[1]
         json_type = {"Content-Type": "application/json"}
         assert post(url, BODY, json_type)[0] == 401
         status, body = post(url, BODY, dict(json_type, **{"X-FAIR-Secret": "s3cret-value"}))
@@ -45,21 +45,9 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         with urllib.request.urlopen(url + "healthz", timeout=10) as response:
             assert json.loads(response.read())["backlog"] == 1
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+        thread.join(30)
         store.close()
-        thread.join(5)
-
-
-def raw_exchange(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(request)
-        data = b""
-        while True:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return data
-            data += chunk
 
 
 @pytest.mark.integration
@@ -71,19 +59,16 @@ def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
         "--port", "0"])
     server, store = build_server(args)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
     try:
-        port = server.server_address[1]
-        # The stdlib answers such lines with a 400 page, with or without a status line
-        # depending on the Python version; before the fix the handler crashed and sent nothing.
-        answer = raw_exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n\r\n")
+        port = server.address[1]
+        answer = exchange(port, b"POST /?token=SECRETTOKEN99 HTTP/1.1 junk\r\n")
         assert b"400" in answer
-        answer = raw_exchange(port, b"GET /healthz FOO/1.1\r\n\r\n")
+        answer = exchange(port, b"GET /healthz FOO/1.1\r\n")
         assert b"400" in answer
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+        thread.join(30)
         store.close()
-        thread.join(5)
     assert "SECRETTOKEN99" not in caplog.text

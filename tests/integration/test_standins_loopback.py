@@ -228,6 +228,35 @@ def test_over_the_rate_limit_is_a_429_with_retry_after_in_whole_seconds():
     assert (counters["ok"], counters["rate_limited"]) == (2, 2)
 
 
+def test_retry_after_ms_gives_the_wait_in_real_milliseconds():
+    """With retry_after_ms the 429 says retry-after-ms, scaled to real time, which the
+    library's header reader takes; no Retry-After in schedule seconds beside it."""
+    from fme_ai_resilience.backoff import retry_after_from_headers
+
+    with VisionStandIn(FaultSchedule(rate_limit_per_s=0.5, rate_limit_burst=1),
+                       time_scale=0.01, retry_after_ms=True) as vision:
+        answers = [post_image(vision, p) for p in PHOTOS[:2]]
+    refused = answers[1]
+    assert refused.status_code == 429 and "Retry-After" not in refused.headers
+    wait_s = retry_after_from_headers(refused.headers, None, now=0.0)
+    assert 0.001 <= wait_s <= 0.021                 # up to 2 schedule seconds x 0.01
+
+
+def test_the_peak_of_calls_answered_at_once_is_counted():
+    """Three slow calls at once: the peak says 3, and nothing is in flight afterwards."""
+    with VisionStandIn(FaultSchedule(latency_s=0.3)) as vision:
+        threads = [threading.Thread(target=post_image, args=(vision, p)) for p in PHOTOS[:3]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        peak = vision.snapshot()["peak_in_flight"]
+        after = vision.concurrency()["in_flight"]
+        vision.reset()
+        reset = vision.snapshot()["peak_in_flight"]
+    assert (peak, after, reset) == (3, 0, 0)
+
+
 def test_an_outage_window_answers_503_by_schedule_time():
     """Every call that arrives inside the outage (by schedule time) is a 503, none outside."""
     schedule = FaultSchedule(outages=[(20.0, 60.0)])

@@ -211,6 +211,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> None:
         owner = self.server.owner
+        owner._entered()
+        try:
+            self._answer(owner)
+        finally:
+            owner._left()
+
+    def _answer(self, owner: "StandInServer") -> None:
         body = self._read_body()
         parts = urlsplit(self.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -269,6 +276,29 @@ class StandInServer:
         self._server: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
         self._started_at: Optional[float] = None
+        self._in_flight = 0
+        self._peak_in_flight = 0
+
+    # --- concurrency ------------------------------------------------------------------------
+
+    def concurrency(self) -> Dict[str, int]:
+        """Requests being answered now (``in_flight``) and the most at once since the start or
+        the last :meth:`reset_concurrency` (``peak_in_flight``)."""
+        with self.lock:
+            return {"in_flight": self._in_flight, "peak_in_flight": self._peak_in_flight}
+
+    def reset_concurrency(self) -> None:
+        with self.lock:
+            self._peak_in_flight = self._in_flight
+
+    def _entered(self) -> None:
+        with self.lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+
+    def _left(self) -> None:
+        with self.lock:
+            self._in_flight -= 1
 
     # --- lifecycle -------------------------------------------------------------------------
 

@@ -187,6 +187,9 @@ class VisionStandIn(StandInServer):
     ``conditions`` are the answers it gives (the ground truth picks one per photo); ``token``,
     when set, is the bearer token every call must carry (``Authorization: Bearer <token>``);
     ``url_field`` is the JSON field of an image URL. Post to :attr:`endpoint` (any path works).
+    ``retry_after_ms`` sends a 429's wait as ``retry-after-ms`` in real milliseconds (as Azure
+    OpenAI does, with millisecond precision) instead of ``Retry-After`` in whole schedule
+    seconds, so a compressed schedule's waits stay in proportion.
     """
 
     kind = "vision"
@@ -194,7 +197,7 @@ class VisionStandIn(StandInServer):
     def __init__(self, schedule: Optional[FaultSchedule] = None, *, seed: int = 0,
                  conditions: Sequence[str] = ("good", "fair", "damaged"),
                  time_scale: float = 1.0, port: int = 0, token: Optional[str] = None,
-                 url_field: str = "image_url") -> None:
+                 url_field: str = "image_url", retry_after_ms: bool = False) -> None:
         super().__init__(port=port, time_scale=time_scale)
         if schedule is None:
             schedule = FaultSchedule()
@@ -207,6 +210,7 @@ class VisionStandIn(StandInServer):
             raise ConfigurationError("conditions", conditions, "must name at least one")
         self.token = token
         self.url_field = name("url_field", url_field)
+        self.retry_after_ms = bool(retry_after_ms)
         self._clear()
 
     @property
@@ -243,9 +247,11 @@ class VisionStandIn(StandInServer):
         (calls that got a whole answer, :data:`ANALYSED_OUTCOMES`; a JSON ``image_url`` call
         refused before its URL was fetched has no SHA-256); ``outages`` (per window:
         ``start_s``, ``end_s`` and the ``calls`` that arrived inside it); ``log``, the
-        time-ordered ``(schedule_s, sha256 or None, outcome)`` of every call."""
+        time-ordered ``(schedule_s, sha256 or None, outcome)`` of every call;
+        ``peak_in_flight``, the most calls answered at once."""
         with self.lock:
             return {
+                "peak_in_flight": self.concurrency()["peak_in_flight"],
                 "total": self._total,
                 "by_outcome": dict(self._by_outcome),
                 "by_sha256": dict(self._by_sha),
@@ -261,6 +267,7 @@ class VisionStandIn(StandInServer):
         with self.lock:
             self._clear()
             self.restart_schedule()
+            self.reset_concurrency()
 
     def _record(self, at_s: float, sha: Optional[str], outcome: str) -> None:
         with self.lock:
@@ -294,8 +301,11 @@ class VisionStandIn(StandInServer):
             if wait_s is not None:
                 self._record(at_s, raw_sha, "rate_limited")
                 seconds = max(1, math.ceil(wait_s - 1e-9))
+                header = (("retry-after-ms", str(max(1, math.ceil(
+                    self.real_seconds(wait_s) * 1000)))) if self.retry_after_ms
+                    else ("Retry-After", str(seconds)))
                 return _error(429, "429", f"Rate limit is exceeded. Try again in {seconds} "
-                              f"seconds.", headers=(("Retry-After", str(seconds)),))
+                              f"seconds.", headers=(header,))
         image, problem = self._image(request)
         if image is None:
             self._record(at_s, raw_sha, "bad_request")

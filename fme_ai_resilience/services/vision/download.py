@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
-from urllib.parse import unquote_plus, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -35,7 +35,7 @@ from ...backoff import retry_after_from_headers
 from ...classification import classify_status
 from ...clock import Clock, SystemClock
 from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
-from ...redact import redact_text, redact_url
+from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
 from ...untrusted_json import decode_value
 from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure, \
     timed_session
@@ -78,22 +78,12 @@ class Photo:
         return f"Photo({self.content_type}, {len(self.content)} bytes, {self.url!r})"
 
 
-#: Query parameters that carry a portal token (ArcGIS spellings); it goes in a header instead.
-PORTAL_TOKEN_PARAMS = frozenset({"token", "access_token", "access-token", "accesstoken"})
-
-
 def _without_token_params(url: str) -> str:
     """``url`` minus the portal-token query parameters; signatures and other keys stay."""
     try:
-        parts = urlsplit(url)
+        return without_token_params(url)
     except ValueError:
         return url
-    if not parts.query:
-        return url
-    # the kept parameters keep their exact bytes: a signature covers its encoding too
-    kept = [p for p in parts.query.split("&")
-            if unquote_plus(p.partition("=")[0]).strip().lower() not in PORTAL_TOKEN_PARAMS]
-    return urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def _origin(url: str) -> Tuple[str, str, Optional[int]]:

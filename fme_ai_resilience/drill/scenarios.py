@@ -1,0 +1,123 @@
+"""The drill's named scenarios, and the plan of one run: which features, which deliveries, when.
+
+A :class:`Scenario` says, in production seconds, how submissions arrive (all at once after an
+offline sync, or spread out), what goes wrong on the way (redeliveries, features re-created
+with new GlobalIDs and the same photos, photos gone, webhooks that never arrive) and how the
+Vision AI misbehaves (a :class:`~fme_ai_resilience.drill.standins.FaultSchedule`). Every
+subject of a drill (the library and each baseline) runs the same :class:`Plan`: made once from
+the scenario and the seed, on stand-ins seeded alike, so they meet the same photos, the same
+faults and the same deliveries at the same times.
+
+``time_scale`` (real seconds per production second) compresses a run: the stand-ins' schedule,
+the deliveries' times and every wait and window of the settings the drill runs with are
+multiplied by it.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import ConfigurationError
+from .standins import FaultSchedule
+
+__all__ = ["Scenario", "SCENARIOS", "Scheduled", "Plan", "plan_deliveries"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named drill. Times are production seconds; rates are shares of the submissions."""
+
+    name: str
+    summary: str
+    faults: FaultSchedule
+    burst: bool = True                  # all at once (offline sync) or spread over spread_s
+    spread_s: float = 120.0
+    redelivery_rate: float = 0.0        # deliveries sent again under a new delivery id
+    recreate_rate: float = 0.0          # features re-created: new GlobalIDs, the same photos
+    missing_photo_rate: float = 0.0     # photos the host answers 404 for
+    never_delivered: int = 0            # webhooks lost on the way: only the layer has them
+    kill_engine_at_s: Optional[float] = None   # SIGKILL one engine mid-task (chaos)
+    terminate_connections_at_s: Optional[float] = None   # PostgreSQL backends (chaos)
+
+    @property
+    def outage(self) -> Optional[Tuple[float, float]]:
+        return self.faults.outages[0] if self.faults.outages else None
+
+    @property
+    def transient_rate(self) -> float:
+        """The share of calls that fail and succeed when asked again."""
+        f = self.faults
+        return f.error_rate + f.html_502_rate + f.truncated_rate
+
+
+_LATENCY = dict(latency_s=2.0, latency_jitter_s=2.0)   # a vision model: 2-4 s a call
+
+SCENARIOS: Dict[str, Scenario] = {s.name: s for s in (
+    Scenario("calm", "submissions spread over two minutes, a healthy Vision AI",
+             FaultSchedule(**_LATENCY), burst=False),
+    Scenario("storm", "a crew's phones back online: every submission at once, redeliveries, "
+                      "re-created features, missing photos, lost webhooks, 10 % flaky calls",
+             FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,
+                           **_LATENCY),
+             redelivery_rate=0.1, recreate_rate=0.05, missing_photo_rate=0.02,
+             never_delivered=2),
+    Scenario("outage", "the Vision AI down for 90 s while submissions keep coming",
+             FaultSchedule(outages=[(30.0, 120.0)], **_LATENCY), burst=False,
+             spread_s=150.0),
+    Scenario("ratelimit", "a burst against a Vision AI that allows one call a second",
+             FaultSchedule(rate_limit_per_s=1.0, rate_limit_burst=2, **_LATENCY)),
+    Scenario("drift", "the Vision AI changes its JSON halfway through",
+             FaultSchedule(drift_from_s=60.0, **_LATENCY), burst=False),
+    Scenario("chaos", "the storm, a short outage, an engine killed mid-task and (on "
+                      "PostgreSQL) the database connections cut",
+             FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,
+                           outages=[(20.0, 50.0)], **_LATENCY),
+             redelivery_rate=0.1, recreate_rate=0.05, missing_photo_rate=0.02,
+             never_delivered=2, kill_engine_at_s=10.0, terminate_connections_at_s=15.0),
+)}
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """One webhook delivery of a plan: when (real seconds after the start) and what."""
+
+    at_s: float
+    body: dict
+    redelivery: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one subject meets: the deliveries in time order and the facts behind them.
+
+    ``facts`` are the photos of the distinct submissions by SHA-256 (a re-created feature
+    carries the same photos: the same facts); ``never_delivered`` the features only the layer
+    holds; ``outage`` the Vision AI's outage in real seconds after the start.
+    """
+
+    deliveries: Tuple[Scheduled, ...]
+    facts: Tuple[str, ...]
+    features: int
+    key_facts: Dict[str, str] = field(default_factory=dict)   # task key -> photo SHA-256
+    never_delivered: Tuple[str, ...] = ()
+    missing_photos: Tuple[str, ...] = ()
+    outage: Optional[Tuple[float, float]] = None
+
+
+def plan_deliveries(scenario: Scenario, bodies: Sequence[dict], *, seed: int,
+                    time_scale: float) -> List[Scheduled]:
+    """The deliveries of ``bodies`` (first deliveries, in order) under ``scenario``: their
+    times, and the redeliveries drawn from the seed, each a little after its first."""
+    if not bodies:
+        raise ConfigurationError("submissions", 0, "a drill needs at least one submission")
+    rng = random.Random(f"deliveries:{seed}:{scenario.name}")
+    out: List[Scheduled] = []
+    n = len(bodies)
+    for i, body in enumerate(bodies):
+        at = 0.0 if scenario.burst else scenario.spread_s * i / n
+        out.append(Scheduled(round(at * time_scale, 6), body))
+        if rng.random() < scenario.redelivery_rate:
+            later = at + rng.uniform(1.0, 10.0)
+            out.append(Scheduled(round(later * time_scale, 6), body, redelivery=True))
+    return sorted(out, key=lambda s: s.at_s)

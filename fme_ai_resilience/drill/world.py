@@ -1,0 +1,113 @@
+"""One subject's outside world: the stand-ins, seeded, and the plan of deliveries made on them.
+
+Every subject of a drill gets a fresh :class:`World` from the same scenario and seed: the
+feature layer creates the same features (its GlobalIDs come from the seed), the photo host
+and the Vision AI answer alike, so the library and each baseline meet the same run.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any, Dict, List
+
+from ..keys import compose_key, normalise_global_id
+from .scenarios import Plan, Scenario, plan_deliveries
+from .standins import (FeatureLayerStandIn, FeatureRecord, PhotoHost, Survey123Sender,
+                       VisionStandIn)
+
+__all__ = ["World", "WRITEBACK_FIELDS", "photo_keys"]
+
+#: The fields a write-back sets on a feature (the library's defaults; baselines write them too).
+WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
+                    "ai_assessed_at")
+
+
+def _keys(feature: FeatureRecord) -> Dict[str, str]:
+    """The task key of each of a feature's photos, with the photo's SHA-256."""
+    gid = normalise_global_id(feature.global_id, "globalId")
+    return {compose_key(gid, normalise_global_id(p.global_id, "globalId")): p.sha256
+            for p in feature.attachments}
+
+
+def photo_keys(body: dict) -> List[str]:
+    """The task keys of a webhook body's photos, as intake makes them."""
+    feature = body["feature"]
+    gid = normalise_global_id(feature["result"]["globalId"], "globalId")
+    photos = [p for group in (feature.get("attachments") or {}).values() for p in group]
+    return [compose_key(gid, normalise_global_id(p["globalId"], "globalId")) for p in photos]
+
+
+class World:
+    """The stand-ins of one subject (start with ``with``), and :meth:`plan` on them."""
+
+    def __init__(self, scenario: Scenario, *, seed: int, time_scale: float) -> None:
+        self.scenario = scenario
+        self.seed = seed
+        self.time_scale = time_scale
+        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
+        self.photos = PhotoHost(seed=seed)
+        self.vision = VisionStandIn(scenario.faults, seed=seed, time_scale=time_scale,
+                                    retry_after_ms=True)
+
+    def __enter__(self) -> "World":
+        for server in (self.layer, self.photos, self.vision):
+            server.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for server in (self.vision, self.photos, self.layer):
+            server.stop()
+
+    @property
+    def photo_host(self) -> str:
+        """``127.0.0.1:<port>`` of the photo host, for the download allow-list."""
+        return self.photos.url.split("//", 1)[1]
+
+    def plan(self, submissions: int) -> Plan:
+        """Create the scenario's features on the layer and plan their deliveries."""
+        s = self.scenario
+        rng = random.Random(f"plan:{self.seed}:{s.name}")
+        sender = Survey123Sender("http://127.0.0.1:9/unused", seed=self.seed)
+        bodies: List[dict] = []
+        facts: List[str] = []
+        key_facts: Dict[str, str] = {}
+        missing: List[str] = []
+        never: List[str] = []
+        for i in range(submissions):
+            feature = self.layer.add_feature(photos=1)
+            facts.extend(p.sha256 for p in feature.attachments)
+            key_facts.update(_keys(feature))
+            body = sender.body_for(feature)
+            if rng.random() < s.missing_photo_rate:
+                missing.extend(self._gone(body, i))
+            if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
+                never.append(feature.global_id)      # only the layer will ever know it
+                continue
+            bodies.append(body)
+            if rng.random() < s.recreate_rate:
+                again = self.layer.recreate(feature)
+                key_facts.update(_keys(again))
+                bodies.append(sender.body_for(again))
+        deliveries = plan_deliveries(s, bodies, seed=self.seed, time_scale=self.time_scale)
+        outage = None
+        if s.outage is not None:
+            outage = (s.outage[0] * self.time_scale, s.outage[1] * self.time_scale)
+        return Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions, key_facts,
+                    tuple(never), tuple(missing), outage)
+
+    def _gone(self, body: dict, i: int) -> List[str]:
+        """Point the body's photos at the photo host, which answers 404 for them."""
+        gone = []
+        for group in body["feature"]["attachments"].values():
+            for photo in group:
+                name = f"gone-{i}-{hashlib.sha256(photo['url'].encode()).hexdigest()[:8]}.jpg"
+                self.photos.add(name)
+                self.photos.missing(name)
+                photo["url"] = self.photos.url_for(name)
+                gone.append(name)
+        return gone
+
+    def snapshots(self) -> Dict[str, Any]:
+        """Every stand-in's counters."""
+        return {"vision": self.vision.snapshot(), "layer": self.layer.snapshot(),
+                "photos": self.photos.snapshot()}
