@@ -18,13 +18,15 @@ import responses
 
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.drill import baselines
-from fme_ai_resilience.drill.baselines import (BASELINES, TENACITY_MISSING, WRITE_FIELDS,
-                                               BaselineError, BaselineRun, FactOutcome,
-                                               Progress, Scheduled, baseline_result,
-                                               run_baseline, run_job, tenacity_wait)
+from fme_ai_resilience.drill.baselines import (BASELINES, TENACITY_MISSING, BaselineError,
+                                               BaselineRun, FactOutcome, Progress,
+                                               baseline_result, run_baseline, run_job,
+                                               tenacity_wait)
 from fme_ai_resilience.drill.report import SubjectResult
+from fme_ai_resilience.drill.scenarios import Scheduled
 from fme_ai_resilience.drill.standins import (AttachmentRecord, FeatureRecord, Survey123Sender,
                                               fake_jpeg)
+from fme_ai_resilience.drill.world import WRITEBACK_FIELDS
 from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.keys import compose_key, normalise_global_id
 
@@ -256,7 +258,8 @@ def test_every_baseline_posts_the_photo_and_writes_the_answer_by_global_id(mocke
         "globalid": GID, "ai_condition": "fair", "ai_confidence": 0.81, "ai_status": "accepted",
         "ai_model": "standin-vision-1.0", "ai_trace_id": job.photos[0].trace_id,
         "ai_assessed_at": 1_790_000_123_500}
-    assert set(WRITE_FIELDS) == set(update["attributes"]) - {"globalid"}
+    assert set(WRITEBACK_FIELDS) == set(update["attributes"]) - {"globalid"}
+    assert job.photos[0].sha256 == record.attachments[0].sha256
 
 
 @pytest.mark.parametrize("name", sorted(BASELINES))
@@ -354,17 +357,19 @@ def _run(facts) -> BaselineRun:
 
 
 def test_baseline_result_counts_duplicates_lost_and_the_outage():
-    """Duplicates beyond one per photo and per fact written, lost facts, outage calls, P95."""
+    """Valid answers beyond one per photo, writes beyond one per photo of a feature, lost
+    facts, calls in the outage, P95 and drain in real seconds as the library's."""
     a, b, c = (f"{{{n * 8}-{n * 4}-4{n * 3}-8{n * 3}-{n * 12}}}" for n in "ABC")
     a1, a2, b1, c1 = (f"{normalise_global_id(g)}/{p}" for g, p in
                       ((a, "p1"), (a, "p2"), (b, "p1"), (c, "p1")))
-    run_ = _run({a1: FactOutcome(a1, True, 0.0, 0.5), a2: FactOutcome(a2, True, 0.0, 1.0),
-                   b1: FactOutcome(b1, True, 0.1, 0.2),
-                   c1: FactOutcome(c1, False, 0.1, 1.9, "503 Service Unavailable")})
+    run_ = _run({a1: FactOutcome(a1, True, 0.0, 0.5, sha256="s1"),
+                 a2: FactOutcome(a2, True, 0.0, 1.0, sha256="s2"),
+                 b1: FactOutcome(b1, True, 0.1, 0.2, sha256="s3"),
+                 c1: FactOutcome(c1, False, 0.1, 1.9, "503 Service Unavailable")})
     facts = [a1, a2, b1, c1]
-    vision = {"total": 9, "analysed_by_sha256": {"s1": 2, "s2": 1, "s3": 1},
-              "outages": [{"start_s": 10, "end_s": 40, "calls": 3}],
-              "log": [(5.0, "s1", "ok"), (12.0, "s4", "outage"), (30.0, "s4", "outage"),
+    vision = {"total": 9, "outages": [{"start_s": 10, "end_s": 40, "calls": 3}],
+              "log": [(5.0, "s1", "ok"), (6.0, "s1", "ok"), (7.0, "s3", "drift"),
+                      (8.0, "s3", "drift"), (12.0, "s4", "outage"), (30.0, "s4", "outage"),
                       (39.0, "s4", "outage"), (41.0, "s2", "ok")]}
     layer = {"writes": {a: 3, b: 1}}
     result = baseline_result("naive", run_, vision_snapshot=vision, layer_snapshot=layer,
@@ -377,12 +382,27 @@ def test_baseline_result_counts_duplicates_lost_and_the_outage():
     assert result.outage_ai_calls == 3
     assert (result.peak_concurrent_engines, result.peak_backlog) == (2, 4)
     assert result.submitted == 4 and result.notes == ["three tries"]
-    # production seconds: real seconds / time_scale
-    assert result.drain_s == pytest.approx(40.0)
-    assert result.p95_end_to_end_s == pytest.approx(20.0)
+    assert result.drain_s == pytest.approx(2.0)
+    assert result.p95_end_to_end_s == pytest.approx(1.0)
+    # a plan's outage is in real seconds after the start; the log is in schedule seconds
     windowed = baseline_result("naive", run_, vision_snapshot=vision, layer_snapshot=layer,
-                               facts=facts, outage=(12.0, 35.0))
+                               facts=facts, outage=(12.0 * 0.05, 35.0 * 0.05))
     assert windowed.outage_ai_calls == 2
+
+
+def test_baseline_result_reads_facts_as_photo_keys_or_photo_sha256s():
+    """A plan's facts are photos by SHA-256: a re-created feature's photo written once is done."""
+    first, again = "f1/p1", "f2/p1"                 # the same photo under new GlobalIDs
+    run_ = _run({first: FactOutcome(first, False, 0.0, 1.0, "503", sha256="s1"),
+                 again: FactOutcome(again, True, 0.4, 0.9, sha256="s1")})
+    vision = {"total": 5, "outages": [], "log": [(1.0, "s1", "ok")]}
+    by_sha = baseline_result("naive", run_, vision_snapshot=vision,
+                             layer_snapshot={"writes": {}}, facts=["s1"])
+    assert (by_sha.distinct_facts, by_sha.lost, by_sha.succeeded) == (1, 0, {"accepted": 1})
+    assert by_sha.p95_end_to_end_s == pytest.approx(0.9)   # from the first delivery
+    by_key = baseline_result("naive", run_, vision_snapshot=vision,
+                             layer_snapshot={"writes": {}}, facts=[first, again])
+    assert (by_key.distinct_facts, by_key.lost) == (2, 1)
 
 
 def test_baseline_result_with_nothing_completed_has_no_per_task_figure():

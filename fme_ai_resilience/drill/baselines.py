@@ -12,8 +12,8 @@ no circuit breaker and no dead-letter queue:
   downloads it (one GET), POSTs the bytes to the Vision AI service (the ``generic`` provider:
   ``application/octet-stream``) under the baseline's retry, reads ``condition`` and
   ``confidence`` from the JSON answer and writes them back with ArcGIS ``applyEdits`` (an
-  update by GlobalID on the feature's layer, the fields of :data:`WRITE_FIELDS`, the ones the
-  library writes);
+  update by GlobalID on the feature's layer, into the fields the library writes by default,
+  ``world.WRITEBACK_FIELDS``, which the drill's layer is created with);
 - a photo whose retries ran out, whose answer cannot be read or whose write is refused is
   simply failed: the job logs it and nothing keeps it. A redelivery, or a feature re-created
   with new GlobalIDs and the same photos, is analysed and written again. A body that lists no
@@ -43,29 +43,34 @@ as production seconds x ``time_scale`` (real seconds per production second: with
 wait sleeps 50 ms); timeouts never go below 0.25 real seconds, so loopback overhead on a busy
 machine is never read as a timeout. Pass the same ``time_scale`` to the stand-ins.
 
-The interface the drill calls::
+The interface the drill calls, with a :class:`~fme_ai_resilience.drill.scenarios.Plan` made on
+a fresh :class:`~fme_ai_resilience.drill.world.World` (its Vision AI stand-in reset at the
+start, as for the library)::
 
-    run = run_baseline("naive", [Scheduled(at_s, body), ...], vision_url=vision.endpoint,
+    run = run_baseline("naive", plan.deliveries, vision_url=world.vision.endpoint,
                        engines=4, time_scale=0.05, seed=1, progress=progress)
-    result = baseline_result("naive", run, vision_snapshot=vision.snapshot(),
-                             layer_snapshot=layer.snapshot(), facts=keys, outage=None)
+    result = baseline_result("naive", run, vision_snapshot=world.vision.snapshot(),
+                             layer_snapshot=world.layer.snapshot(), facts=plan.facts,
+                             outage=plan.outage)
 
+``plan.deliveries`` are :class:`~fme_ai_resilience.drill.scenarios.Scheduled` (``at_s`` real
+seconds after the start, the body; a redelivery is one more job like any other).
 :class:`Progress` is the gauge the drill samples while a run goes on (``queued``, ``busy``,
-``in_flight``, and their peaks); :class:`BaselineRun` what the run did, fact by fact;
-:func:`baseline_result` turns it and the stand-ins' counters into a
-:class:`~fme_ai_resilience.drill.report.SubjectResult`. :func:`run_job` runs one job (one
-delivery) on the calling thread.
+``in_flight``, ``backlog``, and their peaks); :class:`BaselineRun` is what the run did, fact
+by fact; :func:`baseline_result` turns it and the stand-ins' counters into a
+:class:`~fme_ai_resilience.drill.report.SubjectResult` whose times are real seconds, as the
+library's. :func:`run_job` runs one job (one delivery) on the calling thread.
 """
 from __future__ import annotations
 
+import abc
+import hashlib
 import importlib
 import json
-import abc
 import logging
 import queue
 import random
 import threading
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -85,20 +90,17 @@ from ..services.writeback import braced
 from ..submission import Submission
 from ..survey123 import parse_webhook
 from .report import SubjectResult
+from .scenarios import Scheduled
 
-__all__ = ["Scheduled", "Progress", "Baseline", "Naive", "Tenacity", "HTTPCaller", "BASELINES",
-           "BaselineRun", "FactOutcome", "JobResult", "PhotoResult", "BaselineError",
-           "run_baseline", "run_job", "baseline_result", "tenacity_wait", "WRITE_FIELDS",
-           "WRITTEN_STATUS", "TENACITY_MISSING"]
+__all__ = ["Progress", "Baseline", "Naive", "Tenacity", "HTTPCaller", "BASELINES", "BaselineRun",
+           "FactOutcome", "JobResult", "PhotoResult", "BaselineError", "run_baseline", "run_job",
+           "baseline_result", "tenacity_wait", "WRITTEN_STATUS", "TENACITY_MISSING"]
 
 log = logging.getLogger("fme_ai_resilience.drill.baselines")
 
+#: The library's default write-back fields, which the baselines write too (the drill's feature
+#: layer is created with them, ``world.WRITEBACK_FIELDS``).
 _WRITEBACK = WritebackSettings()
-#: The fields a baseline writes (the library's default write-back fields): the feature layer
-#: stand-in must be created with ``fields=WRITE_FIELDS``.
-WRITE_FIELDS: Tuple[str, ...] = (
-    _WRITEBACK.condition_field, _WRITEBACK.confidence_field, _WRITEBACK.outcome_field,
-    _WRITEBACK.model_field, _WRITEBACK.trace_field, _WRITEBACK.assessed_at_field)
 #: What a baseline writes as the outcome: it has no confidence policy, so every answer it can
 #: read is accepted.
 WRITTEN_STATUS = "accepted"
@@ -114,17 +116,6 @@ Send = Callable[[], requests.Response]
 
 class BaselineError(ResilienceError):
     """One photo of a baseline's job failed (what the FME job would log)."""
-
-
-@dataclass(frozen=True)
-class Scheduled:
-    """One webhook delivery of a scenario: ``at_s`` real seconds after the run's start."""
-
-    at_s: float
-    body: Body
-
-    def __post_init__(self) -> None:
-        finite("at_s", self.at_s, minimum=0)
 
 
 class Progress:
@@ -367,14 +358,15 @@ def _baseline(name: str) -> Baseline:
 
 @dataclass(frozen=True)
 class PhotoResult:
-    """One photo of one job: its fact key, whether it was written, and when it ended
-    (``ended_at``, the clock's monotonic reading)."""
+    """One photo of one job: its fact key, whether it was written, when it ended
+    (``ended_at``, the clock's monotonic reading) and the SHA-256 of the bytes downloaded."""
 
     key: str
     trace_id: str
     succeeded: bool
     ended_at: float
     error: Optional[str] = None
+    sha256: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -424,24 +416,26 @@ class _Job:
             self.progress.change(in_flight=-1)
 
     def photo(self, submission: Submission) -> PhotoResult:
+        sha: List[str] = []
         try:
-            self._photo(submission)
+            self._photo(submission, sha)
         except (requests.RequestException, ValueError, KeyError, TypeError,
                 ResilienceError) as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.info("%s job: photo %s failed: %s", self.baseline.name,
                      submission.idempotency_key, error)
             return PhotoResult(submission.idempotency_key, submission.trace_id, False,
-                               self.clock.monotonic(), error)
+                               self.clock.monotonic(), error, next(iter(sha), None))
         return PhotoResult(submission.idempotency_key, submission.trace_id, True,
-                           self.clock.monotonic())
+                           self.clock.monotonic(), sha256=sha[0])
 
-    def _photo(self, submission: Submission) -> None:
+    def _photo(self, submission: Submission, sha: List[str]) -> None:
         if not submission.attachment_url or not submission.layer_url:
             raise BaselineError("the body gives no photo URL or no layer")
         download = self.transfer("GET", submission.attachment_url)
         download.raise_for_status()
         image = download.content
+        sha.append(hashlib.sha256(image).hexdigest())
 
         def send() -> requests.Response:
             with self.lock:
@@ -523,7 +517,7 @@ class FactOutcome:
     """One fact (one photo key) over the run: whether any job wrote it, when its first
     delivery arrived and when it ended (its first success, else its last failure), real
     seconds after the run's start; ``error`` is the last failure of a fact never written,
-    ``tries`` the jobs that took it."""
+    ``tries`` the jobs that took it, ``sha256`` the photo's (None when never downloaded)."""
 
     key: str
     succeeded: bool
@@ -531,6 +525,7 @@ class FactOutcome:
     ended_at_s: float
     error: Optional[str] = None
     tries: int = 1
+    sha256: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -581,14 +576,16 @@ class _Tally:
             self.failed_jobs += job.error is not None
             self.vision_calls += job.vision_calls
             self.waits_s.extend(job.waits_s)
-            self.last_end = max(self.last_end or job.ended_at, job.ended_at)
+            self.last_end = (job.ended_at if self.last_end is None
+                             else max(self.last_end, job.ended_at))
             for photo in job.photos:
                 ended = photo.ended_at - self.start
                 fact = self.facts.setdefault(photo.key, {
                     "delivered": arrived - self.start, "succeeded": None, "failed": None,
-                    "error": None, "tries": 0})
+                    "error": None, "tries": 0, "sha256": None})
                 fact["delivered"] = min(fact["delivered"], arrived - self.start)
                 fact["tries"] += 1
+                fact["sha256"] = fact["sha256"] or photo.sha256
                 if photo.succeeded:
                     if fact["succeeded"] is None or ended < fact["succeeded"]:
                         fact["succeeded"] = ended
@@ -600,7 +597,7 @@ class _Tally:
         for key, f in self.facts.items():
             ok = f["succeeded"] is not None
             out[key] = FactOutcome(key, ok, f["delivered"], f["succeeded"] if ok else f["failed"],
-                                   None if ok else f["error"], f["tries"])
+                                   None if ok else f["error"], f["tries"], f["sha256"])
         return out
 
 
@@ -710,44 +707,62 @@ def _beyond(counts: Mapping[str, int], expected: Callable[[str], int]) -> int:
     return sum(max(0, int(n) - expected(k)) for k, n in counts.items())
 
 
+def _settled_facts(run: BaselineRun, facts: Sequence[str]) -> List[Optional[float]]:
+    """Per fact, its first delivery to its first write (real seconds), None if never written.
+
+    A fact is a photo key or a photo's SHA-256 (a plan's facts: a re-created feature's photo
+    is the same fact under new keys); either way every key that carried it counts.
+    """
+    by_id: Dict[str, List[FactOutcome]] = {}
+    for outcome in run.facts.values():
+        by_id.setdefault(outcome.key, []).append(outcome)
+        if outcome.sha256 is not None and outcome.sha256 != outcome.key:
+            by_id.setdefault(outcome.sha256, []).append(outcome)
+    out: List[Optional[float]] = []
+    for fact in facts:
+        outcomes = by_id.get(fact, [])
+        written = [o.ended_at_s for o in outcomes if o.succeeded]
+        out.append(min(written) - min(o.delivered_at_s for o in outcomes) if written else None)
+    return out
+
+
 def baseline_result(name: str, run: BaselineRun, *, vision_snapshot: Mapping[str, Any],
                     layer_snapshot: Mapping[str, Any], facts: Iterable[str],
                     outage: Optional[Sequence[float]] = None) -> SubjectResult:
     """The report's figures for one baseline's run, from the run and the stand-ins' counters.
 
-    ``facts`` are the scenario's distinct photo keys; ``outage`` is ``(start_s, end_s)`` in
-    the Vision AI stand-in's schedule seconds (default: the windows of its own schedule).
-    Duplicate analyses are whole Vision AI answers beyond one per photo SHA-256; duplicate
-    writes are rows written beyond one per fact of the feature; lost are facts never
-    written (a baseline has no dead letters). Times are production seconds (real seconds /
-    ``time_scale``).
+    ``facts`` are the scenario's distinct facts: photo keys, or photo SHA-256s (a plan's
+    ``facts``). ``outage`` is ``(start_s, end_s)`` in real seconds after the Vision AI
+    stand-in's start or reset (a plan's ``outage``); by default the calls its own outage
+    windows counted. Duplicate analyses are valid answers (``ok``) beyond one per photo
+    SHA-256; duplicate writes are rows written beyond one per photo of the feature the run
+    handled; lost are facts never written (a baseline has no dead letters). Times are real
+    seconds, as the library's figures.
     """
     if run.skipped is not None:
         return SubjectResult(name=name, skipped=run.skipped, notes=[run.note])
-    keys = list(dict.fromkeys(facts))
-    done = [run.facts[k] for k in keys if k in run.facts and run.facts[k].succeeded]
-    per_feature = Counter(k.partition("/")[0] for k in keys)
+    distinct = list(dict.fromkeys(facts))
+    settled = [s for s in _settled_facts(run, distinct) if s is not None]
+    log_entries = vision_snapshot.get("log") or ()
+    answers = Counter(sha for _, sha, outcome in log_entries if outcome == "ok")
+    photos_of = Counter(k.partition("/")[0] for k in run.facts)
     writes = layer_snapshot.get("writes") or {}
     ai_calls = int(vision_snapshot.get("total") or 0)
     if outage is not None:
         start, end = outage
-        outage_calls = sum(1 for entry in vision_snapshot.get("log") or ()
-                           if start <= entry[0] < end)
+        outage_calls = sum(1 for entry in log_entries
+                           if start <= entry[0] * run.time_scale < end)
     else:
         outage_calls = sum(int(w["calls"]) for w in vision_snapshot.get("outages") or ())
-    scale = run.time_scale
-    ends = [(f.ended_at_s - f.delivered_at_s) / scale for f in done]
     return SubjectResult(
-        name=name, submitted=run.deliveries, distinct_facts=len(keys),
-        succeeded={WRITTEN_STATUS: len(done)}, lost=len(keys) - len(done),
-        duplicate_analyses=_beyond(vision_snapshot.get("analysed_by_sha256") or {},
-                                   lambda sha: 1),
-        duplicate_writes=_beyond(writes, lambda gid: per_feature.get(
-            gid.strip("{}").lower(), 1)),
+        name=name, submitted=run.deliveries, distinct_facts=len(distinct),
+        succeeded={WRITTEN_STATUS: len(settled)}, lost=len(distinct) - len(settled),
+        duplicate_analyses=_beyond(answers, lambda sha: 1),
+        duplicate_writes=_beyond(writes, lambda gid: max(
+            1, photos_of.get(gid.strip("{}").lower(), 1))),
         ai_calls=ai_calls,
-        ai_calls_per_completed_task=ai_calls / len(done) if done else None,
+        ai_calls_per_completed_task=round(ai_calls / len(settled), 3) if settled else None,
         outage_ai_calls=outage_calls, peak_backlog=run.peak_backlog,
         peak_concurrent_engines=run.peak_busy,
-        p95_end_to_end_s=percentile(ends, 95) if ends else None,
-        drain_s=run.wall_s / scale if run.wall_s is not None else None, notes=[run.note])
-
+        p95_end_to_end_s=round(percentile(settled, 95), 3) if settled else None,
+        drain_s=round(run.wall_s, 3) if run.wall_s is not None else None, notes=[run.note])

@@ -10,8 +10,10 @@ from typing import List, Optional
 
 import pytest
 
-from fme_ai_resilience.drill.baselines import (BASELINES, WRITE_FIELDS, Progress, Scheduled,
-                                               baseline_result, run_baseline)
+from fme_ai_resilience.drill import world as drill_world
+from fme_ai_resilience.drill.baselines import (BASELINES, Progress, baseline_result,
+                                               run_baseline)
+from fme_ai_resilience.drill.scenarios import SCENARIOS, Scheduled
 from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn,
                                               Survey123Sender, VisionStandIn)
 from fme_ai_resilience.keys import compose_key, normalise_global_id
@@ -24,17 +26,17 @@ NAMES = sorted(BASELINES)
 CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4}
 
 
-class World:
+class Stage:
     """A feature layer with the write-back's fields and a Vision stand-in, for one run."""
 
     def __init__(self, schedule: Optional[FaultSchedule] = None) -> None:
-        self.layer = FeatureLayerStandIn(seed=3, fields=WRITE_FIELDS)
+        self.layer = FeatureLayerStandIn(seed=3, fields=drill_world.WRITEBACK_FIELDS)
         self.vision = VisionStandIn(schedule or FaultSchedule(latency_s=0.2), seed=3,
                                     time_scale=TIME_SCALE)
         self.sender = Survey123Sender("http://127.0.0.1:9/unused", seed=3)
         self.facts: List[str] = []
 
-    def __enter__(self) -> "World":
+    def __enter__(self) -> "Stage":
         self.layer.start()
         self.vision.start()
         return self
@@ -60,7 +62,7 @@ class World:
 @pytest.mark.parametrize("name", NAMES)
 def test_on_a_calm_day_every_baseline_succeeds_every_fact_once(name):
     """Calm: each fact analysed once, written once, nothing lost; the answer is the truth."""
-    with World() as world:
+    with Stage() as world:
         records = [world.submit()[0] for _ in range(4)]
         deliveries = [Scheduled(0.01 * i, world.sender.body_for(r))
                       for i, r in enumerate(records)]
@@ -80,7 +82,7 @@ def test_on_a_calm_day_every_baseline_succeeds_every_fact_once(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_redelivery_is_analysed_and_written_again(name):
     """The same body delivered twice is two jobs: two analyses, two writes, both duplicates."""
-    with World() as world:
+    with Stage() as world:
         _, body = world.submit(photos=2)
         run, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.05, body)])
         assert run.jobs == 2 and result.submitted == 2 and result.lost == 0
@@ -91,7 +93,7 @@ def test_a_redelivery_is_analysed_and_written_again(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_recreated_feature_is_analysed_again(name):
     """A feature re-created with new GlobalIDs and the same photo is paid for again."""
-    with World() as world:
+    with Stage() as world:
         record, body = world.submit()
         _, again = world.submit(record=world.layer.recreate(record))
         run, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.02, again)])
@@ -102,7 +104,7 @@ def test_a_recreated_feature_is_analysed_again(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_an_outage_longer_than_the_retries_loses_every_fact(name):
     """Vision down for longer than any retry lasts: every fact lost, every call in the outage."""
-    with World(FaultSchedule(outages=[(0.0, 100_000.0)])) as world:
+    with Stage(FaultSchedule(outages=[(0.0, 100_000.0)])) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(3)]
         run, result = world.run(name, deliveries)
         assert not any(f.succeeded for f in run.facts.values())
@@ -117,7 +119,7 @@ def test_an_outage_longer_than_the_retries_loses_every_fact(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_the_engines_never_exceed_n_busy(name):
     """Eight deliveries at once on two engines: the queue holds the rest, never three busy."""
-    with World(FaultSchedule(latency_s=1.0)) as world:
+    with Stage(FaultSchedule(latency_s=1.0)) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(8)]
         progress = Progress()
         seen: List[tuple] = []
@@ -144,7 +146,7 @@ def test_the_engines_never_exceed_n_busy(name):
 @pytest.mark.parametrize("name, most", [("naive", 1), ("tenacity", 1), ("httpcaller", 25)])
 def test_transfers_in_flight_per_job(name, most):
     """A Python job calls one photo at a time; HTTPCaller keeps up to 25 transfers going."""
-    with World(FaultSchedule(latency_s=2.0)) as world:
+    with Stage(FaultSchedule(latency_s=2.0)) as world:
         _, body = world.submit(photos=30)
         run, result = world.run(name, [Scheduled(0.0, body)], engines=1)
         assert result.lost == 0 and run.jobs == 1
@@ -155,10 +157,58 @@ def test_transfers_in_flight_per_job(name, most):
 
 def test_retry_after_is_ignored_by_every_baseline():
     """A rate limit asking for whole seconds: each baseline waits its own schedule instead."""
-    with World(FaultSchedule(rate_limit_per_s=0.5, rate_limit_burst=1)) as world:
+    with Stage(FaultSchedule(rate_limit_per_s=0.5, rate_limit_burst=1)) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(2)]
         for name, first in (("naive", 1.0), ("httpcaller", 0.5)):
             world.vision.reset()
             run, _ = world.run(name, deliveries, engines=2)
             assert run.waits_s and run.waits_s[0] == first
             assert world.vision.snapshot()["by_outcome"]["rate_limited"] >= 1
+
+
+# --- the drill's own plans -----------------------------------------------------------------------
+
+def _plan_run(scenario, name, submissions, time_scale, seed, engines=2):
+    """A drill plan on a fresh world, run by baseline ``name`` as the drill runs a subject."""
+    with drill_world.World(SCENARIOS[scenario], seed=seed, time_scale=time_scale) as world:
+        plan = world.plan(submissions)
+        world.vision.reset()
+        run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
+                           engines=engines, time_scale=time_scale, seed=seed)
+        snaps = world.snapshots()
+        windowed = baseline_result(name, run, vision_snapshot=snaps["vision"],
+                                   layer_snapshot=snaps["layer"], facts=plan.facts,
+                                   outage=plan.outage)
+        result = baseline_result(name, run, vision_snapshot=snaps["vision"],
+                                 layer_snapshot=snaps["layer"], facts=plan.facts)
+    return plan, run, result, windowed
+
+
+def _urls(body):
+    return [p["url"] for group in body["feature"]["attachments"].values() for p in group]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_storm_plan_loses_what_nothing_keeps(name):
+    """The storm: photos gone and webhooks never sent are lost, redeliveries paid twice."""
+    plan, run, result, _ = _plan_run("storm", name, 12, 0.02, seed=3)   # a seed with all three
+    redelivered = [d for d in plan.deliveries if d.redelivery]
+    assert plan.missing_photos and plan.never_delivered and redelivered
+    assert run.jobs == len(plan.deliveries) == result.submitted
+    assert result.distinct_facts == len(plan.facts) == 12
+    reachable = {plan.key_facts[key] for d in plan.deliveries
+                 for key, url in zip(drill_world.photo_keys(d.body), _urls(d.body))
+                 if "/photos/gone-" not in url}
+    unreachable = set(plan.facts) - reachable
+    assert unreachable and result.lost >= len(unreachable)
+    assert result.duplicate_analyses >= 1 and result.dead_by_cause == {}
+    assert result.peak_concurrent_engines <= 2
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_outage_plan_counts_the_calls_made_into_the_outage(name):
+    """The outage: calls during the window counted by the stand-in and by the plan's window."""
+    _, run, result, windowed = _plan_run("outage", name, 8, 0.01, seed=3)
+    assert result.outage_ai_calls > 0
+    assert windowed.outage_ai_calls == result.outage_ai_calls
+    assert result.ai_calls == run.vision_calls
