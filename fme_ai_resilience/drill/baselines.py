@@ -118,6 +118,11 @@ class BaselineError(ResilienceError):
     """One photo of a baseline's job failed (what the FME job would log)."""
 
 
+def _gauge(index: int, peak: bool) -> property:
+    """A read-only view of one of :class:`Progress`'s gauges (now, or its peak)."""
+    return property(lambda self: self._read(index, peak))
+
+
 class Progress:
     """What a baseline's run is doing now, thread-safe, for the drill's sampler.
 
@@ -128,7 +133,7 @@ class Progress:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._now = [0, 0, 0]
+        self._now = [0, 0, 0, 0]                    # queued, busy, in_flight, backlog
         self._peak = [0, 0, 0, 0]
 
     def __repr__(self) -> str:
@@ -138,54 +143,27 @@ class Progress:
     def change(self, *, queued: int = 0, busy: int = 0, in_flight: int = 0) -> None:
         """Move the gauges by these amounts, at once."""
         with self._lock:
-            now = self._now
-            now[0] += queued
-            now[1] += busy
-            now[2] += in_flight
-            for i, value in enumerate((now[0], now[1], now[2], now[0] + now[1])):
-                self._peak[i] = max(self._peak[i], value)
+            for i, delta in enumerate((queued, busy, in_flight, queued + busy)):
+                self._now[i] += delta
+                self._peak[i] = max(self._peak[i], self._now[i])
 
     def sample(self) -> Tuple[int, int, int]:
         """``(queued, busy, in_flight)`` now."""
         with self._lock:
             return self._now[0], self._now[1], self._now[2]
 
-    @property
-    def queued(self) -> int:
-        return self.sample()[0]
-
-    @property
-    def busy(self) -> int:
-        return self.sample()[1]
-
-    @property
-    def in_flight(self) -> int:
-        return self.sample()[2]
-
-    @property
-    def backlog(self) -> int:
-        queued, busy, _ = self.sample()
-        return queued + busy
-
-    @property
-    def peak_queued(self) -> int:
+    def _read(self, index: int, peak: bool) -> int:
         with self._lock:
-            return self._peak[0]
+            return (self._peak if peak else self._now)[index]
 
-    @property
-    def peak_busy(self) -> int:
-        with self._lock:
-            return self._peak[1]
-
-    @property
-    def peak_in_flight(self) -> int:
-        with self._lock:
-            return self._peak[2]
-
-    @property
-    def peak_backlog(self) -> int:
-        with self._lock:
-            return self._peak[3]
+    queued = _gauge(0, False)
+    busy = _gauge(1, False)
+    in_flight = _gauge(2, False)
+    backlog = _gauge(3, False)
+    peak_queued = _gauge(0, True)
+    peak_busy = _gauge(1, True)
+    peak_in_flight = _gauge(2, True)
+    peak_backlog = _gauge(3, True)
 
 
 # --- the three ways of calling -------------------------------------------------------------------
