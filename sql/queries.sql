@@ -365,6 +365,23 @@ INSERT INTO analysis_cache (fingerprint, result, created_at, last_used_at)
 VALUES (%(fingerprint)s, %(result)s, %(now)s, %(now)s)
 ON CONFLICT (fingerprint) DO NOTHING
 
+-- analysis_claim --
+-- Claim the fingerprint for one task until a time, unless another task holds a live claim;
+-- a row comes back when the claim is this task's
+INSERT INTO analysis_claim (fingerprint, task_key, until)
+VALUES (%(fingerprint)s, %(key)s, %(until)s)
+ON CONFLICT (fingerprint) DO UPDATE SET task_key = excluded.task_key, until = excluded.until
+WHERE analysis_claim.until <= %(now)s OR analysis_claim.task_key = excluded.task_key
+RETURNING task_key
+
+-- analysis_release --
+-- Give a claim up (its task parked without an answer)
+DELETE FROM analysis_claim WHERE fingerprint = %(fingerprint)s AND task_key = %(key)s
+
+-- prune_claims --
+-- Claims whose time is long past
+DELETE FROM analysis_claim WHERE until < %(before)s
+
 -- analysis_reused --
 -- Count one reuse of a remembered result
 UPDATE analysis_cache SET reused = reused + 1, last_used_at = %(now)s

@@ -200,6 +200,16 @@ CREATE TABLE IF NOT EXISTS intake_counter (
 DELETE FROM resilience_config
 WHERE lower(name) IN ('intake.park_ceiling_factor', 'intake_park_ceiling_factor');
 
+-- migration_0004 --
+-- One analysis at a time per photo content and model: a task about to call the Vision AI claims
+-- the photo's fingerprint until its lease ends; another task with the same photo waits for the
+-- answer instead of paying for it a second time. A claim past its time is anyone's.
+CREATE TABLE IF NOT EXISTS analysis_claim (
+    fingerprint          text PRIMARY KEY,
+    task_key             text NOT NULL,
+    until                double precision NOT NULL
+);
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

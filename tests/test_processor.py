@@ -14,7 +14,8 @@ from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
 from fme_ai_resilience.keys import trace_id_for
 from fme_ai_resilience.ledger import Stage, Status, TaskOutcome
-from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute
+from fme_ai_resilience.degrade import Model
+from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute, analysis_fingerprint
 from fme_ai_resilience.services.shared_breaker import CircuitBreaker
 from fme_ai_resilience.services.shared_ladder import Degradation
 from fme_ai_resilience.services.sinks import CollectingSink, PostgresTableSink
@@ -328,3 +329,37 @@ def test_a_lease_lost_mid_task_ends_the_work_before_any_call_or_write(ledger, cl
     assert len(responses.calls) == 0 and sink.take() == []
     record = ledger.get("k")
     assert record.lease_owner == "other" and "downloaded" not in record.checkpoints
+
+
+@responses.activate
+def test_a_photo_being_analysed_for_another_task_waits_for_its_answer(ledger, clock):
+    """While another task holds the photo's analysis (the same bytes in a re-created
+    feature), this one defers without a call, then reuses the answer that task remembered."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("b"))
+    processor = make(ledger, clock)
+    digest = hashlib.sha256(b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
+    fingerprint = analysis_fingerprint(digest, processor.routes[Model.PRIMARY].model)
+    assert ledger.claim_analysis(fingerprint, "other-task", T0 + 300, now=T0)
+    (first,) = processor.run_batch().results
+    assert first.status is Status.DEFERRED and "reused" in first.reason
+    assert len(responses.calls) == 0
+    ledger.remember_analysis(fingerprint, {"assessment": {
+        **answer("fair", 0.8), "provider": "generic"}, "service": "vision"}, now=T0 + 1)
+    clock.advance(processor.settings.timeouts.total_s + 1)
+    (second,) = processor.run_batch().results
+    assert (second.status, second.reused, second.condition) == (Status.SUCCEEDED, True, "fair")
+    assert len(responses.calls) == 0
+
+
+@responses.activate
+def test_a_failed_analysis_gives_its_claim_up(ledger, clock):
+    """A task that parks without an answer releases the photo's claim for the next one."""
+    responses.add(responses.POST, VISION, status=400, json={"error": "bad image"})
+    register(ledger, submission("a"))
+    processor = make(ledger, clock)
+    (result,) = processor.run_batch().results
+    assert result.status is Status.DEAD
+    digest = hashlib.sha256(b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
+    fingerprint = analysis_fingerprint(digest, processor.routes[Model.PRIMARY].model)
+    assert ledger.claim_analysis(fingerprint, "next-task", T0 + 300, now=T0 + 1)

@@ -88,6 +88,21 @@ def test_the_analysis_cache_keeps_the_first_result_and_counts_reuse(store):
     assert store.cached_analysis("sha:abc|m2") is None
 
 
+def test_one_task_at_a_time_holds_a_photos_analysis(store):
+    """The first task claims the fingerprint; another is refused while the claim runs, takes
+    it once it lapsed or was released; the holder may claim again."""
+    assert store.claim_analysis("fp", "a", T0 + 60, now=T0)
+    assert not store.claim_analysis("fp", "b", T0 + 70, now=T0 + 1)
+    assert store.claim_analysis("fp", "a", T0 + 80, now=T0 + 2)        # its own, extended
+    assert not store.claim_analysis("fp", "b", T0 + 90, now=T0 + 79)
+    assert store.claim_analysis("fp", "b", T0 + 90, now=T0 + 80)       # lapsed: anyone's
+    store.release_analysis("fp", "a")                                   # not a's any more
+    assert not store.claim_analysis("fp", "a", T0 + 95, now=T0 + 81)
+    store.release_analysis("fp", "b")
+    assert store.claim_analysis("fp", "a", T0 + 99, now=T0 + 82)
+    assert store.claim_analysis("other", "b", T0 + 99, now=T0 + 82)
+
+
 def test_notifications_are_kept_once_per_kind_and_task_and_handed_over_once(store):
     """The compensator may notify on every pass: people hear once."""
     assert store.notify("photo-missing", "Photo gone", "the photo of k is 404", "k", now=T0)

@@ -173,7 +173,12 @@ class TaskRun:
             assessment = cached["assessment"]
             reused = True
         else:
-            outcome = self._stage("analysis", lambda: self._ask(route, photo.content))
+            self._claim(fingerprint)
+            try:
+                outcome = self._stage("analysis", lambda: self._ask(route, photo.content))
+            except Parked:
+                p.store.release_analysis(fingerprint, task.key)
+                raise
             assessment = outcome.assessment.to_dict()
             p.store.remember_analysis(fingerprint, {"assessment": assessment,
                                                     "service": route.service},
@@ -185,6 +190,17 @@ class TaskRun:
                     "sha256": digest, "reused": reused, "service": route.service}
         self._checkpoint(Stage.ANALYZED, analyzed)
         return analyzed
+
+    def _claim(self, fingerprint: str) -> None:
+        """Claim the photo's analysis; while another task is asking the Vision AI about the
+        same photo (a re-created feature in the same burst), wait for its answer instead of
+        paying for a second one: DEFERRED for one call's longest time, no attempt counted."""
+        p, task = self.p, self.task
+        now = p.clock.now()
+        if not p.store.claim_analysis(fingerprint, task.key,
+                                      now + p.settings.processing.lease_s, now=now):
+            self._defer(p.settings.timeouts.total_s, "the same photo is being analysed for "
+                        "another task: its answer will be reused", error_class=None)
 
     def _ask(self, route: "VisionRoute", image: bytes) -> Any:
         """One Vision AI call under the breaker: logged, judged, its anomaly recorded."""
@@ -294,13 +310,13 @@ class TaskRun:
         raise Parked(TaskResult(task.key, status, task.trace_id, error_class=error_class,
                                  retry_at=until, reason=detail))
 
-    def _defer(self, wait_s: float, reason: str) -> None:
+    def _defer(self, wait_s: float, reason: str,
+               error_class: Optional[ErrorClass] = ErrorClass.CIRCUIT_OPEN) -> None:
         p, task = self.p, self.task
         until = p.clock.now() + max(0.0, wait_s)
         p.store.defer(task.key, task.lease_token, until, now=p.clock.now())
         raise Parked(TaskResult(task.key, Status.DEFERRED, task.trace_id,
-                                 error_class=ErrorClass.CIRCUIT_OPEN, retry_at=until,
-                                 reason=reason))
+                                 error_class=error_class, retry_at=until, reason=reason))
 
     def _bury(self, failure_class: FailureClass, detail: str,
               decision: Optional[RetryDecision] = None) -> TaskResult:

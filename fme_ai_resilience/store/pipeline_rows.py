@@ -47,6 +47,19 @@ class PipelineRowOps:
             "fingerprint": name("fingerprint", fingerprint),
             "result": to_json(dict(result), "result"), "now": finite("now", now)}).rowcount == 1
 
+    def claim_analysis(self, fingerprint: str, key: str, until: float, *, now: float) -> bool:
+        """Whether task ``key`` may call the Vision AI for ``fingerprint`` now: True when it
+        holds the claim (new, its own, or one past its time), False while another task's
+        claim runs until its time. One statement, one round trip."""
+        return bool(self._statement("analysis_claim", {
+            "fingerprint": name("fingerprint", fingerprint), "key": name("task_key", key),
+            "until": finite("until", until), "now": finite("now", now)}).rows)
+
+    def release_analysis(self, fingerprint: str, key: str) -> None:
+        """Give up task ``key``'s claim on ``fingerprint`` (it parked without an answer)."""
+        self._statement("analysis_release", {"fingerprint": name("fingerprint", fingerprint),
+                                             "key": name("task_key", key)})
+
     def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
         """Count one reuse of the result kept for ``fingerprint``."""
         self._statement("analysis_reused", {"fingerprint": name("fingerprint", fingerprint),
@@ -91,6 +104,7 @@ class PipelineRowOps:
         calls = self._statement("prune_calls", {"before": finite("calls_before", calls_before)})
         anomalies = self._statement("prune_anomalies",
                                     {"before": finite("anomalies_before", anomalies_before)})
+        self._statement("prune_claims", {"before": finite("calls_before", calls_before)})
         return PruneResult(calls=calls.rowcount, anomalies=anomalies.rowcount)
 
     # -- dead letters ----------------------------------------------------------------------------
