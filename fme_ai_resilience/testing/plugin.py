@@ -9,9 +9,16 @@ Fixtures, each undoing what it does when the test ends:
 * ``fake_vision``: a :class:`~.vision.FakeVision` answering through an active
   ``responses`` mock (loopback URLs pass through to real servers);
 * ``fair_db``: the URL of a new SQLite ledger with its schema, for ``FAIR_DB``.
+
+A PythonCaller script usually imports ``fme`` and ``fmeobjects`` at its top, as FME's template
+does, so a test module importing it needs them at collection time: the ini option
+``fme_fake_modules = true`` (or ``--fme-fake-modules``) puts the fakes in ``sys.modules`` for
+the whole session, and takes them out at its end. Without it nothing is installed beyond a
+fixture or a ``run_caller`` call.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any, Dict, Iterator
 
@@ -22,9 +29,35 @@ from ..store import open_store
 from .features import FakeFME, installed_fme
 from .vision import FakeVision
 
-__all__ = ["fake_fme", "fme_macros", "fake_clock", "fake_vision", "fair_db"]
+__all__ = ["fake_fme", "fme_macros", "fake_clock", "fake_vision", "fair_db", "pytest_addoption",
+           "pytest_configure", "pytest_unconfigure", "FAKE_MODULES_OPTION"]
 
 _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])[:/]")
+#: The ini option (and, with dashes, the command-line flag) for session-wide fake modules.
+FAKE_MODULES_OPTION = "fme_fake_modules"
+_SESSION = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_addoption(parser: Any) -> None:
+    help_text = ("put fake fme and fmeobjects modules in sys.modules for the whole session "
+                 "(for PythonCaller scripts importing them at the top)")
+    parser.addini(FAKE_MODULES_OPTION, help_text, type="bool", default=False)
+    parser.addoption("--fme-fake-modules", action="store_true", dest=FAKE_MODULES_OPTION,
+                     default=False, help=help_text)
+
+
+def pytest_configure(config: Any) -> None:
+    if config.getoption(FAKE_MODULES_OPTION) or config.getini(FAKE_MODULES_OPTION):
+        stack = contextlib.ExitStack()
+        stack.enter_context(installed_fme())
+        config.stash[_SESSION] = stack
+
+
+def pytest_unconfigure(config: Any) -> None:
+    stack = config.stash.get(_SESSION, None)
+    if stack is not None:
+        stack.close()
+        del config.stash[_SESSION]
 
 
 @pytest.fixture
