@@ -161,6 +161,8 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     # the processor: claiming, retries, time limits, validation, download, breaker
     _setting("processing.claim_limit", "Tasks one job claims", PROCESSOR),
     _setting("processing.lease_s", "Lease on each claimed task, s", PROCESSOR),
+    _setting("processing.job_runtime_limit_s", "The job runtime limit, tm_ttc, s", PROCESSOR,
+             blank="none"),
     _setting("retry.task_attempts", "Attempt budget of one task", PROCESSOR, COMPENSATOR),
     _setting("retry.backoff_base_s", "Backoff base, s", PROCESSOR),
     _setting("retry.backoff_cap_s", "Longest backoff, s", PROCESSOR),

@@ -192,3 +192,24 @@ def test_no_secret_reaches_an_attribute_a_log_line_or_a_repr(fair_db, fake_clock
         assert_no_secret(texts(run.output + run.rejected), run.messages(),
                          [repr(run.caller)])
     assert VISION_KEY not in repr(runs[1].caller._processor)
+
+
+def test_the_fme_flow_page_documents_every_output_attribute_where_it_appears():
+    """docs/fme-flow.md's fair_* table has one row per attribute, naming exactly the kinds of
+    feature that carry it (``task (collect)``: the collected conclusion's)."""
+    import re
+    from pathlib import Path
+
+    from fme_ai_resilience.fme import ATTRIBUTES, CONCLUSION_ATTRIBUTES
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "fme-flow.md").read_text(
+        encoding="utf-8")
+    rows = {m.group(1): {k.strip() for k in m.group(2).split(",")}
+            for m in re.finditer(r"^\| `(fair_[a-z_]+)` \| ([^|]+) \|", page, re.M)}
+    expected = {}
+    for kind, names in ATTRIBUTES.items():
+        for name in names:
+            expected.setdefault(name, set()).add(kind)
+    for name in CONCLUSION_ATTRIBUTES:
+        expected.setdefault(name, set()).add("task (collect)")
+    assert rows == expected

@@ -19,6 +19,7 @@ class FeatureProcessor(ProcessorCaller):
       FAIR_INTAKE_FEATURE_SERVICES          the FeatureServer URLs served: their hosts give photos
       FAIR_PROCESSING_CLAIM_LIMIT           tasks one run claims
       FAIR_PROCESSING_LEASE_S               how long a claimed task is held
+      FAIR_PROCESSING_JOB_RUNTIME_LIMIT_S   the job's tm_ttc: the batch stops claiming in time
       FAIR_RETRY_TASK_ATTEMPTS              attempts one task may spend
       FAIR_RETRY_BACKOFF_BASE_S             the backoff's base
       FAIR_RETRY_BACKOFF_CAP_S              the longest backoff
