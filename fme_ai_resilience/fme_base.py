@@ -162,8 +162,10 @@ class _Forwarder(logging.Handler):
         fmeobjects = _module("fmeobjects")
         if fmeobjects is None or record.name == log.name:
             return
+        with _FORWARDING:
+            secrets = list(self.secrets)
         try:
-            text = redact_text(f"{record.name}: {record.getMessage()}", list(self.secrets))
+            text = redact_text(f"{record.name}: {record.getMessage()}", secrets)
             severity = "ERROR" if record.levelno >= logging.ERROR else "WARN"
             fmeobjects.FMELogFile().logMessageString(
                 text, getattr(fmeobjects, _SEVERITY[severity][0]))

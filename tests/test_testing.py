@@ -248,3 +248,18 @@ def test_the_plugin_fixtures_restore_everything(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_the_session_option_fakes_the_modules_for_collection(pytester):
+    """--fme-fake-modules: a test module importing fmeobjects at its top is collected and
+    runs; the modules serve each fixture's own parameters."""
+    pytester.makepyfile(test_script="""
+        import fme
+        import fmeobjects
+
+        def test_top_level_imports(fme_macros):
+            fme_macros["X"] = "1"
+            assert fme.macroValues == {"X": "1"} and fmeobjects.FMEFeature().getAttribute("a") is None
+    """)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fme-fake-modules") \
+        .assert_outcomes(passed=1)
