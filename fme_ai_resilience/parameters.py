@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .errors import ConfigurationError
-from .settings import ENV_PREFIX, Settings
+from .settings import ENV_PREFIX, SECRET_SETTINGS, Settings
 
 __all__ = ["PublishedParameter", "PARAMETERS", "WORKSPACES", "INTAKE", "PROCESSOR",
-           "COMPENSATOR", "DB_PARAMETER", "parameters_for", "parameter_name", "setting_text",
-           "changed_settings"]
+           "COMPENSATOR", "DB_PARAMETER", "BODY_PARAMETER", "HEADERS_PARAMETER",
+           "parameters_for", "parameter_name", "setting_text", "changed_settings"]
 
 INTAKE = "WS-01_intake"
 PROCESSOR = "WS-02_processor"
@@ -34,6 +34,9 @@ WORKSPACES = (INTAKE, PROCESSOR, COMPENSATOR)
 
 #: The ledger URL every workspace needs (not a setting: the ledger holds the settings table).
 DB_PARAMETER = "FAIR_DB"
+#: WS-01's webhook body and headers (a JSON object), when the feature does not carry them.
+BODY_PARAMETER = "FAIR_WEBHOOK_BODY"
+HEADERS_PARAMETER = "FAIR_WEBHOOK_HEADERS"
 
 _NAME = re.compile(r"FAIR_[A-Z0-9]+(_[A-Z0-9]+)*")
 #: What a prompt may hold: it ends a GUI line, where Tcl's special characters would be read.
@@ -116,24 +119,32 @@ def _shown(value: Any) -> str:
         return ", ".join(f"{k}={v:g}" for k, v in value.items()) or "none"
     if isinstance(value, (tuple, list)):
         return ", ".join(str(v) for v in value) or "none"
-    return str(value)
+    return str(value) or "none"
 
 
 _DEFAULTS = Settings().as_flat_dict()
 
 
-def _setting(setting: str, prompt: str, *workspaces: str) -> PublishedParameter:
-    """An optional text parameter for ``setting``; its prompt ends with what blank means."""
-    shown = _DEFAULTS.get(setting)
-    if shown is not None:
-        prompt = f"{prompt} (blank: {_shown(shown)})"
-    return PublishedParameter(parameter_name(setting), setting, prompt, workspaces=workspaces)
+def _setting(setting: str, prompt: str, *workspaces: str,
+             blank: Optional[str] = None) -> PublishedParameter:
+    """An optional text parameter for ``setting``, secret when the setting is; its prompt
+    ends with what blank means (``blank``, or the library's default)."""
+    shown = blank if blank is not None else _shown(_DEFAULTS[setting])
+    return PublishedParameter(parameter_name(setting), setting, f"{prompt} (blank: {shown})",
+                              secret=setting in SECRET_SETTINGS, workspaces=workspaces)
 
 
 #: Every published parameter of the templates, in the order Workbench lists them.
 PARAMETERS: Tuple[PublishedParameter, ...] = (
     PublishedParameter(DB_PARAMETER, None, "Ledger database URL, sqlite:/// or postgresql://",
                        secret=True, required=True),
+    # the webhook, as the Automation passes it (a body holds the submitter's portal token)
+    PublishedParameter(BODY_PARAMETER, None, "Webhook body JSON, the Automation message "
+                       "(blank: the feature message attribute)", secret=True,
+                       workspaces=(INTAKE,)),
+    PublishedParameter(HEADERS_PARAMETER, None, "Webhook headers as a JSON object "
+                       "(blank: the feature webhook.headers attribute)", secret=True,
+                       workspaces=(INTAKE,)),
     # what intake needs to answer a burst (WS-01), and what the compensator's ladder and
     # alerts measure against (WS-03)
     _setting("intake.engines", "FME engines processing tasks", INTAKE, COMPENSATOR),
@@ -151,6 +162,8 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     # the processor: claiming, retries, time limits, validation, download, breaker
     _setting("processing.claim_limit", "Tasks one job claims", PROCESSOR),
     _setting("processing.lease_s", "Lease on each claimed task, s", PROCESSOR),
+    _setting("processing.job_runtime_limit_s", "The job runtime limit, tm_ttc, s", PROCESSOR,
+             blank="none"),
     _setting("retry.task_attempts", "Attempt budget of one task", PROCESSOR, COMPENSATOR),
     _setting("retry.backoff_base_s", "Backoff base, s", PROCESSOR),
     _setting("retry.backoff_cap_s", "Longest backoff, s", PROCESSOR),
@@ -165,12 +178,53 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     _setting("validation.conditions", "Conditions an assessment may conclude", PROCESSOR),
     _setting("download.max_photo_bytes", "Largest photo, bytes", PROCESSOR),
     _setting("download.allowed_hosts", "More hosts photos may come from", PROCESSOR),
+    _setting("download.allow_http_hosts", "Photo hosts reached over plain http", PROCESSOR),
+    _setting("download.allow_private_hosts", "Photo hosts on private addresses, on premises",
+             PROCESSOR),
     _setting("breaker.failure_rate", "Failure rate that opens the breaker",
              PROCESSOR, COMPENSATOR),
     _setting("breaker.min_calls", "Calls before the breaker may open", PROCESSOR),
     _setting("breaker.slow_call_s", "A call this long is slow, s", PROCESSOR),
     _setting("breaker.cooldown_s", "Breaker cooldown, s", PROCESSOR, COMPENSATOR),
     _setting("degrade.critical_types", "Asset types always analysed", PROCESSOR),
+    # the Vision AI service (WS-03 evaluates its breakers by name)
+    _setting("vision.provider", "Vision AI provider: azure-v4, google, rekognition, openai, "
+             "generic", PROCESSOR),
+    _setting("vision.endpoint", "Vision AI endpoint URL", PROCESSOR,
+             blank="none, the processor refuses to start"),
+    _setting("vision.key", "Vision AI API key", PROCESSOR),
+    _setting("vision.model", "Model asked for, OpenAI-compatible providers", PROCESSOR),
+    _setting("vision.service", "Vision AI name in the call log and the breaker",
+             PROCESSOR, COMPENSATOR),
+    _setting("vision.fallback_endpoint", "Lighter model endpoint from L2", PROCESSOR,
+             COMPENSATOR, blank="no fallback"),
+    _setting("vision.fallback_model", "Lighter model name", PROCESSOR, blank="vision.model"),
+    _setting("vision.prompt", "Prompt, OpenAI-compatible providers", PROCESSOR,
+             blank="the library prompt"),
+    # the processor's ArcGIS credential (and WS-03's, to read the layer it reconciles)
+    _setting("arcgis.portal_url", "Portal that issues tokens", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.token", "ArcGIS token, static", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.client_id", "OAuth app client id", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.client_secret", "OAuth app client secret", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.username", "ArcGIS named user", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.password", "ArcGIS named user password", PROCESSOR, COMPENSATOR),
+    _setting("arcgis.web_connection", "FME web connection to ArcGIS", PROCESSOR, COMPENSATOR),
+    # where a conclusion goes (the layer is also what WS-03 reconciles against)
+    _setting("writeback.sink", "Write to feature_layer, table or collect", PROCESSOR),
+    _setting("writeback.layer_url", "Layer written and reconciled", PROCESSOR, COMPENSATOR,
+             blank="the submission layer, no reconciliation"),
+    _setting("writeback.table_url", "Related table to add rows to", PROCESSOR,
+             blank="update the feature"),
+    _setting("writeback.condition_field", "Field for the condition", PROCESSOR),
+    _setting("writeback.confidence_field", "Field for the confidence", PROCESSOR),
+    _setting("writeback.outcome_field", "Field for the outcome", PROCESSOR),
+    _setting("writeback.model_field", "Field for the model version", PROCESSOR),
+    _setting("writeback.trace_field", "Field for the trace id", PROCESSOR),
+    _setting("writeback.assessed_at_field", "Field for the assessment time", PROCESSOR),
+    _setting("writeback.parent_field", "Related table field for the feature GlobalID",
+             PROCESSOR),
+    _setting("writeback.photo_field", "Related table field for the photo GlobalID",
+             PROCESSOR),
     # the compensator: the ladder it evaluates and the alerts it raises
     _setting("degrade.sample_backlog", "Backlog for L1 sampling, x watermark", COMPENSATOR),
     _setting("degrade.critical_backlog", "Backlog for L3 critical only, x watermark",
@@ -180,6 +234,22 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     _setting("alerts.anomaly_rate", "Format anomaly rate worth an alert", COMPENSATOR),
     _setting("alerts.e2e_p95_warning_ratio", "End-to-end P95 warning, x latency promise",
              COMPENSATOR),
+    _setting("alerts.backlog_ratio", "Backlog warning, x watermark", COMPENSATOR),
+    _setting("alerts.window_s", "Window the signals cover, s", COMPENSATOR),
+    _setting("cost.per_call", "Price of one Vision AI call", COMPENSATOR),
+    # the compensator's budgets and the reconciliation window
+    _setting("compensation.requeue_budget", "Automatic requeues of a spent task", COMPENSATOR),
+    _setting("compensation.requeue_backoff_s", "Wait before the first requeue, s",
+             COMPENSATOR),
+    _setting("compensation.requeue_backoff_cap_s", "Longest wait before a requeue, s",
+             COMPENSATOR),
+    _setting("compensation.batch", "Rows one step touches per run", COMPENSATOR),
+    _setting("compensation.retention_days", "Days the call log is kept", COMPENSATOR),
+    _setting("compensation.reconcile_window_s", "Reconciliation looks back, s", COMPENSATOR),
+    _setting("compensation.reconcile_backfill", "Register what reconciliation finds missing",
+             COMPENSATOR),
+    _setting("compensation.date_field", "Layer creation date field", COMPENSATOR),
+    _setting("compensation.crew_field", "Layer crew field, for gaps by crew", COMPENSATOR),
 )
 
 
@@ -196,6 +266,6 @@ def parameters_for(workspace: str) -> Tuple[PublishedParameter, ...]:
 def changed_settings(settings: Settings, workspace: str) -> Dict[str, str]:
     """The published parameters of ``workspace`` whose settings differ from the library's
     defaults in ``settings``, with their values as text (parameter name -> value)."""
-    values = settings.as_flat_dict()
+    values = settings.as_flat_dict(reveal_secrets=True)   # secret parameters: see deployment
     return {p.name: setting_text(values[p.setting]) for p in parameters_for(workspace)
             if p.setting is not None and values[p.setting] != _DEFAULTS[p.setting]}

@@ -56,9 +56,11 @@ def test_the_two_schedules():
         "WS-03_compensator", COMPENSATOR_CRON, "WS-03_compensator.fmw")
     assert compensator.job.directives == JobDirectives(None, 600, 600)
     assert processor.category == compensator.category == "fme-ai-resilience"
+    arcgis = {"FAIR_ARCGIS_TOKEN", "FAIR_ARCGIS_CLIENT_SECRET", "FAIR_ARCGIS_PASSWORD"}
+    assert processor.job.secrets == {"FAIR_DB", "FAIR_VISION_KEY", *arcgis}
+    assert compensator.job.secrets == {"FAIR_DB", *arcgis}
     for schedule in (processor, compensator):
         assert schedule.job.parameters == {"FAIR_DB": DB}
-        assert schedule.job.secrets == {"FAIR_DB"}
 
 
 def test_changed_settings_travel_with_the_workspace_that_publishes_them():

@@ -10,10 +10,14 @@ class FeatureProcessor(IntakeCaller):
     Past the backlog watermark it parks new work (or refuses it, in reject mode). The
     Vision AI is never called here: WS-02 does that. A body that cannot be used leaves
     through <Rejected> with fme_rejection_code set, and is kept in the ledger as a dead
-    letter.
+    letter. Each photo leaves through Output with its fair_* attributes (the key, the
+    ledger's status and the HTTP status the contract gives).
 
     Published parameters (blank keeps the library default, or the resilience_config row):
       FAIR_DB                          the ledger URL (required; the same in all three)
+      FAIR_WEBHOOK_BODY                the webhook body (map the Automation's message here),
+                                       unless the feature carries it as 'message'
+      FAIR_WEBHOOK_HEADERS             the webhook headers as a JSON object (webhook.headers)
       FAIR_INTAKE_ENGINES              engines that process tasks, for the watermark
       FAIR_INTAKE_MEAN_PROCESSING_S    mean time one task takes, for the watermark
       FAIR_INTAKE_LATENCY_PROMISE_S    the promise every photo is analysed within

@@ -137,6 +137,22 @@ def test_submit_sends_the_processor_job_with_its_directives(flow, capsys):
     assert_nothing_secret(out)
 
 
+def test_a_vision_key_reaches_the_processor_schedule_and_no_output(flow, capsys,
+                                                                     monkeypatch):
+    """FAIR_VISION_KEY where deploy runs goes to WS-02's schedule as the key itself (not
+    "[REDACTED]"), to no other schedule, and into no line deploy prints."""
+    key = "sk-vision-live-7f3a9c2b1d"
+    monkeypatch.setenv("FAIR_VISION_KEY", key)
+    server = flow()
+    assert deploy(server) == 0
+    processor, compensator = server.state.requests[6].json(), server.state.requests[8].json()
+    assert processor["publishedParameters"] == {"FAIR_DB": DB, "FAIR_VISION_KEY": key}
+    assert compensator["publishedParameters"] == V4_JOB
+    out = capsys.readouterr()
+    assert key not in out.out + out.err
+    assert_nothing_secret(out.out, out.err)
+
+
 def test_deploy_falls_back_to_v3_when_v4_answers_404(flow, capsys):
     """On a Flow without /fmeapiv4 every request goes to /fmerest/v3: a form to create the
     repository, uploads registered with the job submitter, v3 schedule and submit bodies."""

@@ -71,3 +71,46 @@ def test_the_drill_stand_ins_run_from_the_installed_wheel(wheel, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "True"
     assert done.stdout.splitlines()[1].startswith(str(target))
+
+
+def test_the_pytest_plugin_loads_from_the_installed_wheel(wheel, tmp_path):
+    """A plain install, without responses: pytest finds the plugin through its entry point,
+    an FME author's test gets the fixtures and run_caller, and fake_vision is skipped with a
+    reason instead of breaking the plugin."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    shadow = tmp_path / "shadow" / "responses"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("responses is not installed")\n')
+    work = tmp_path / "author"
+    work.mkdir()
+    (work / "test_author.py").write_text(
+        "import os\n"
+        "import fme_ai_resilience.testing.plugin as plugin\n"
+        "from fme_ai_resilience.testing import run_caller\n\n"
+        "class Echo:\n"
+        "    def input(self, feature):\n"
+        "        import fme\n"
+        "        feature.setAttribute('db', fme.macroValues['FAIR_DB'])\n"
+        "        self.pyoutput(feature)\n\n"
+        "    def close(self):\n"
+        "        pass\n\n"
+        "def test_from_the_wheel(fair_db, fake_clock):\n"
+        "    assert plugin.__file__.startswith(os.environ['FAIR_TEST_SITE'])\n"
+        "    run = run_caller(Echo, [{}], {'FAIR_DB': fair_db}, clock=fake_clock)\n"
+        "    assert run.output[0].getAttribute('db') == fair_db\n\n"
+        "def test_fake_fme(fake_fme, fme_macros):\n"
+        "    fme_macros['X'] = '1'\n"
+        "    import fme\n"
+        "    assert fme.macroValues == {'X': '1'}\n\n"
+        "def test_vision(fake_vision):\n"
+        "    raise AssertionError('responses is shadowed: this must be skipped')\n")
+    env = dict(os.environ, PYTHONPATH=f"{target}{os.pathsep}{shadow.parent}",
+               FAIR_TEST_SITE=str(target))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-rs", "test_author.py"], cwd=work, env=env, text=True,
+                          capture_output=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed, 1 skipped" in done.stdout
+    assert "fake_vision needs responses" in done.stdout
