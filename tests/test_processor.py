@@ -9,7 +9,7 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.breaker import Manual
+from fme_ai_resilience.breaker import BreakerState, CircuitState, Manual
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
 from fme_ai_resilience.keys import trace_id_for
@@ -198,6 +198,24 @@ def test_an_open_circuit_defers_without_counting_an_attempt(ledger, clock):
     (result,) = make(ledger, clock).run_batch().results
     assert result.status is Status.DEFERRED and ledger.get("k").attempt_count == 0
     assert len(responses.calls) == 0
+
+
+@responses.activate
+def test_a_half_open_circuit_closes_on_its_probes_and_no_slot_goes_silent(ledger, clock):
+    """After an outage: each task claims a probe slot only for its own call, so the round's
+    five probes all report, the circuit closes, and every due task succeeds in one batch."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, *(submission(f"k{i}", photo=f"p{i}") for i in range(8)))
+    breaker = CircuitBreaker("vision", store=ledger, clock=clock)
+    closed = breaker.state(fresh=True)
+    assert ledger.breaker_swap("vision", closed.generation, BreakerState(
+        CircuitState.OPEN, generation=closed.generation + 1, changed_at=T0 - 120,
+        open_until=T0 - 1, trips=1))
+    results = make(ledger, clock).run_batch().results
+    assert [r.status for r in results] == [Status.SUCCEEDED] * 8
+    assert len(responses.calls) == 8
+    after = breaker.state(fresh=True)
+    assert (after.state, after.trips) == (CircuitState.CLOSED, 0)
 
 
 @responses.activate

@@ -99,6 +99,23 @@ class CircuitBreaker:
             current = self._apply(current, TimePassed(), now=now)
         return self._decide(current, now=now)
 
+    def refusal(self) -> Optional[CircuitOpen]:
+        """Why a call would be refused now, or None when one may be tried, claiming nothing.
+
+        For a caller with work to do before its call (a photo to download): a half-open
+        circuit's probe slot is claimed by :meth:`allow` at the call itself, so that a slot
+        is never held by work that then makes no call (its silence would count as a failed
+        probe and re-open the circuit)."""
+        current = self.state()
+        if current.mode is BreakerMode.FORCED_OPEN:
+            return CircuitOpen(self.service, self.policy.cooldown_s, current.state, current.mode)
+        now = self.clock.now()
+        if (current.mode is BreakerMode.AUTO and current.state is CircuitState.OPEN
+                and now < (current.open_until or 0.0)):
+            return CircuitOpen(self.service, (current.open_until or now) - now, current.state,
+                               current.mode)
+        return None
+
     def _decide(self, current: BreakerState, *, now: float) -> Admission:
         if current.mode is BreakerMode.FORCED_OPEN:
             return CircuitOpen(self.service, self.policy.cooldown_s, current.state, current.mode)

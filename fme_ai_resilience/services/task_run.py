@@ -129,8 +129,8 @@ class TaskRun:
             return None
         model = ladder.model()
         breaker = p.breakers[p.routes[model].service]
-        refusal = breaker.allow()
-        if not refusal:
+        refusal = breaker.refusal()   # claims no probe: the call itself does (_ask)
+        if refusal is not None:
             self._defer(refusal.retry_after_s, f"circuit of {breaker.service} is open")
         return model
 
