@@ -42,10 +42,14 @@ class PipelineRowOps:
 
     def remember_analysis(self, fingerprint: str, result: Mapping[str, Any], *,
                           now: float) -> bool:
-        """Keep ``result`` for ``fingerprint``; False when one was already kept (it stays)."""
+        """Keep ``result`` for ``fingerprint``; False when one was already kept (it stays).
+
+        Sent again on a new connection when its own was lost mid-statement (keeping the first
+        is the same done twice), so a paid answer is not lost with a dropped backend."""
         return self._statement("analysis_put", {
             "fingerprint": name("fingerprint", fingerprint),
-            "result": to_json(dict(result), "result"), "now": finite("now", now)}).rowcount == 1
+            "result": to_json(dict(result), "result"), "now": finite("now", now)},
+            idempotent=True).rowcount == 1
 
     def claim_analysis(self, fingerprint: str, key: str, until: float, *, now: float) -> bool:
         """Whether task ``key`` may call the Vision AI for ``fingerprint`` now: True when it
@@ -53,12 +57,12 @@ class PipelineRowOps:
         claim runs until its time. One statement, one round trip."""
         return bool(self._statement("analysis_claim", {
             "fingerprint": name("fingerprint", fingerprint), "key": name("task_key", key),
-            "until": finite("until", until), "now": finite("now", now)}).rows)
+            "until": finite("until", until), "now": finite("now", now)}, idempotent=True).rows)
 
     def release_analysis(self, fingerprint: str, key: str) -> None:
         """Give up task ``key``'s claim on ``fingerprint`` (it parked without an answer)."""
         self._statement("analysis_release", {"fingerprint": name("fingerprint", fingerprint),
-                                             "key": name("task_key", key)})
+                                             "key": name("task_key", key)}, idempotent=True)
 
     def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
         """Count one reuse of the result kept for ``fingerprint``."""

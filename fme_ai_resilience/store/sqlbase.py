@@ -465,7 +465,11 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
 
     # -- call log, anomalies, config -----------------------------------------------------------
     def record_call(self, call: CallRecord) -> None:
-        """Append one outbound call to ``ai_call_log``."""
+        """Append one outbound call to ``ai_call_log``.
+
+        Sent again on a new connection when its own was lost: the call was made (and a paid
+        answer waits on this row to be kept), so a row twice in the rare case where the lost
+        connection had committed it is the lesser harm."""
         phases = {str(k): finite(f"phases[{k}]", v) for k, v in call.phases.items()}
         self._statement("record_call", {
             "service": name("service", call.service),
@@ -476,7 +480,8 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
             "status_code": call.status_code, "retry": bool(call.retry),
             "trace_id": call.trace_id, "task_key": call.task_key,
             "connect_s": phases.get("connect"), "ttfb_s": phases.get("ttfb"),
-            "body_s": phases.get("body"), "phases": to_json(phases or None, "phases")})
+            "body_s": phases.get("body"), "phases": to_json(phases or None, "phases")},
+            idempotent=True)
 
     def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:
         """Calls, failures, slow calls (duration >= ``slow_s``) and retries since ``since``."""
