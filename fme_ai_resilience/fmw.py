@@ -29,7 +29,10 @@ from .parameters import PublishedParameter
 
 __all__ = ["WorkspaceSpec", "render_workspace", "document_guid", "form_entry", "encode_form",
            "COMMON_ATTRIBUTES", "SECTIONS", "LAST_SAVE_BUILD", "BUILD_NUMBER",
-           "PYTHON_COMPATIBILITY", "LAST_SAVE_DATE"]
+           "PYTHON_COMPATIBILITY", "LAST_SAVE_DATE", "DEFAULT_SYMBOL"]
+
+#: The class the templates' PythonCallers call (their "Class to Process Features").
+DEFAULT_SYMBOL = "FeatureProcessor"
 
 #: The release the templates claim: 2025.0.3 writes PythonCaller v6, the first shape with the
 #: ``<Rejected>`` port and output tags that is seen in a saved file (fmw-format.md section 4).
@@ -95,7 +98,7 @@ class WorkspaceSpec:
     name: str
     script: str
     parameters: Tuple[PublishedParameter, ...] = ()
-    symbol: str = "FeatureProcessor"
+    symbol: str = DEFAULT_SYMBOL
     output_message: str = "PythonCaller output"
     rejected_message: str = "rejected: @Value(fme_rejection_code) @Value(fme_rejection_message)"
 

@@ -232,7 +232,9 @@ def load(root: Path, architecture: Path) -> Package:
         return _LOADED[key]
     modules: Dict[str, Module] = {}
     for dotted, path in files:
-        if path.suffix == ".py":
+        # A .py file whose name is no identifier cannot be imported: it is data the package
+        # ships (the workspace templates' PythonCaller scripts), not one of its modules.
+        if path.suffix == ".py" and (path.stem == "__init__" or path.stem.isidentifier()):
             is_package = path.stem == "__init__"
             name = dotted if is_package else f"{dotted}.{path.stem}"
             source = path.read_text(encoding="utf-8")

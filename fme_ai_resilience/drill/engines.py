@@ -1,11 +1,15 @@
 """The drill's FME engines: OS processes running WS-02 jobs on a schedule, as FME Flow does.
 
 Each engine runs one WS-02 job after another, as an FME Flow Automation that starts WS-02 again
-when it completes does: a job is a fresh processor (what a PythonCaller instance is), one batch
-and its end; after a job that found nothing due the engine idles ``idle_s`` (a job's start-up
-time on FME Flow, scaled) before the next, or less when intake registered new work
-(:meth:`Engines.kick`: WS-01's Automation submitting a WS-02 job). ``busy``
-is a shared array the drill reads: 1 while the engine's job works on tasks.
+when it completes does. A job is the WS-02 template's own PythonCaller script (the class the
+``.fmw`` embeds, read from the installed package) run by the offline test kit's
+:func:`~fme_ai_resilience.testing.run_caller` as FME runs it: a new instance, one Creator
+feature (one processor batch), ``close()``; its only published parameter is ``FAIR_DB``, the
+rest comes from the ledger's ``resilience_config`` rows the drill wrote. After a job that
+found nothing due the engine idles ``idle_s`` (a job's start-up time on FME Flow, scaled)
+before the next, or less when intake registered new work (:meth:`Engines.kick`: WS-01's
+Automation submitting a WS-02 job). ``busy`` is a shared array the drill reads: 1 while the
+engine's job runs.
 
 :meth:`Engines.doom` (chaos) makes an engine SIGKILL itself right after its next
 ``analyzed`` checkpoint: the paid answer is in the ledger, the write-back not yet done; the
@@ -23,18 +27,21 @@ from typing import Any, List
 __all__ = ["start_engines", "Engines"]
 
 
-def _arm_doom(doomed: Any, index: int, *, store: Any) -> None:
-    """SIGKILL this engine right after an ``analyzed`` checkpoint once ``doomed[index]``."""
+def _arm_doom(doomed: Any, index: int) -> None:
+    """SIGKILL this engine process right after an ``analyzed`` checkpoint once
+    ``doomed[index]`` (the stores its jobs open check their checkpoints through it)."""
     from ..ledger import Stage
+    from ..store import SqlStore
 
-    checkpoint = store.checkpoint
+    checkpoint = SqlStore.checkpoint
 
-    def then_die(key: str, token: int, stage: Stage, data: Any, *, now: float) -> bool:
-        done = checkpoint(key, token, stage, data, now=now)
+    def then_die(self: Any, key: str, token: int, stage: Stage, data: Any, *,
+                 now: float) -> bool:
+        done = checkpoint(self, key, token, stage, data, now=now)
         if doomed[index] and Stage(stage) is Stage.ANALYZED:
             os.kill(os.getpid(), signal.SIGKILL)
         return done
-    store.checkpoint = then_die
+    SqlStore.checkpoint = then_die  # type: ignore[method-assign]
 
 
 def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
@@ -46,29 +53,26 @@ def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
 
 def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
             doomed: Any, kicks: Any, ready: Any) -> None:
-    from ..cli.common import settings_for
-    from ..services.pipeline import build_processor
-    from ..store import open_store
+    from ..parameters import PROCESSOR
+    from ..testing import run_caller
+    from ..testing.templates import template_caller
 
     # The drill reports what happened; the engines' own log lines would only bury it.
     logging.getLogger("fme_ai_resilience").setLevel(logging.CRITICAL)
-    store = open_store(db_url)
-    _arm_doom(doomed, index, store=store)
-    build_processor(settings_for(store=store), store=store)   # every import done
+    _arm_doom(doomed, index)
+    ws02 = template_caller(PROCESSOR)
+    macros = {"FAIR_DB": db_url}
     with ready.get_lock():
         ready.value += 1
     while not stop.is_set():
         seen = kicks.value
-        processor = build_processor(settings_for(store=store), store=store,
-                                    owner=f"engine-{index}@{os.getpid()}")
         busy[index] = 1
         try:
-            report = processor.run_batch()
+            job = run_caller(ws02, [{}], macros)
         finally:
             busy[index] = 0
-        if not report.results:
+        if not job.output and not job.rejected:
             _idle(idle_s, stop, kicks, seen)
-    store.close()
 
 
 class Engines:

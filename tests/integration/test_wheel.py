@@ -29,6 +29,15 @@ def test_the_wheel_carries_every_sql_file(wheel):
         assert f"fme_ai_resilience/store/sql/{path.name}" in names
 
 
+def test_the_wheel_carries_the_workspace_templates(wheel):
+    """Each template's script and .fmw is in the wheel (the drill's engines run WS-02's)."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = sorted(p.name for p in (ROOT / "workspaces").glob("WS-*"))
+    assert len(shipped) == 6
+    for name in shipped:
+        assert f"fme_ai_resilience/workspaces/{name}" in names
+
+
 def test_db_init_runs_from_the_installed_wheel(wheel, tmp_path):
     """``db init`` on SQLite from a plain (not editable) install, away from the checkout."""
     target = tmp_path / "site"

@@ -1,0 +1,64 @@
+"""A subject's timeline while its run goes on: one sample every step, from a probe.
+
+The library's probe reads the ledger (backlog, breaker, degradation level) and the engines;
+a baseline's reads its :class:`~fme_ai_resilience.drill.baselines.Progress` (it has no breaker
+and no ladder). :func:`bin_calls` adds the Vision AI stand-in's calls, by outcome, to the
+steps they fell in.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .report import Timeline
+
+__all__ = ["Sampler", "Sample", "bin_calls", "SAMPLE_STEP_S"]
+
+SAMPLE_STEP_S = 0.25
+#: ``(backlog, in_flight, breaker state or None, degradation level or None)``.
+Sample = Tuple[int, int, Optional[str], Optional[int]]
+
+
+class Sampler:
+    """Records ``probe()`` into :attr:`timeline` every ``step_s`` from ``started``
+    (``time.monotonic()``) until the ``with`` block ends."""
+
+    def __init__(self, probe: Callable[[], Sample], started: float, *,
+                 step_s: float = SAMPLE_STEP_S) -> None:
+        self.timeline = Timeline(step_s=step_s)
+        self._probe, self._started = probe, started
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fair-drill-sampler",
+                                        daemon=True)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        tl = self.timeline
+        while not self._stop.wait(tl.step_s):
+            backlog, in_flight, breaker, level = self._probe()
+            tl.t.append(round(time.monotonic() - self._started, 3))
+            tl.backlog.append(backlog)
+            tl.in_flight.append(in_flight)
+            tl.breaker.append(breaker)
+            tl.level.append(level)
+
+
+def bin_calls(timeline: Timeline, log: Sequence[Any], time_scale: float) -> Timeline:
+    """``timeline`` with the stand-in's calls (``(at_s, sha, outcome)``, schedule seconds)
+    counted into its real-time steps by outcome."""
+    steps = len(timeline.t)
+    calls: Dict[str, List[int]] = {}
+    for at_s, _, outcome in log:
+        i = int(at_s * time_scale / timeline.step_s)
+        if 0 <= i < steps:
+            calls.setdefault(outcome, [0] * steps)[i] += 1
+    timeline.ai_calls = calls
+    return timeline

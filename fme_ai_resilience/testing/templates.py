@@ -1,0 +1,39 @@
+"""The shipped workspace templates' PythonCaller scripts, as classes :func:`run_caller` runs.
+
+The scripts are the ones the ``.fmw`` templates embed (``workspaces check`` holds each
+template to its script), read from the installed package, so a test or the drill runs exactly
+what FME would::
+
+    from fme_ai_resilience.testing import run_caller
+    from fme_ai_resilience.testing.templates import template_caller
+
+    run = run_caller(template_caller("WS-02_processor"), [{}], {"FAIR_DB": url})
+"""
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Dict
+
+from ..errors import ConfigurationError
+from ..fmw import DEFAULT_SYMBOL
+from ..parameters import WORKSPACES
+
+__all__ = ["template_script", "template_caller"]
+
+_PACKAGE = "fme_ai_resilience.workspaces"
+
+
+def template_script(workspace: str) -> str:
+    """The PythonCaller script of template ``workspace`` (one of ``WORKSPACES``)."""
+    if workspace not in WORKSPACES:
+        raise ConfigurationError("workspace", workspace, f"must be one of {list(WORKSPACES)}")
+    return resources.files(_PACKAGE).joinpath(f"{workspace}.py").read_text(encoding="utf-8")
+
+
+def template_caller(workspace: str) -> Any:
+    """The class template ``workspace``'s PythonCaller calls (its "Class to Process
+    Features", :data:`~fme_ai_resilience.fmw.DEFAULT_SYMBOL`), from its script run in a
+    namespace of its own as FME runs it."""
+    namespace: Dict[str, Any] = {"__name__": workspace.replace("-", "_")}
+    exec(compile(template_script(workspace), f"{workspace}.py", "exec"), namespace)
+    return namespace[DEFAULT_SYMBOL]
