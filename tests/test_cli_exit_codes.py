@@ -12,7 +12,10 @@ from cli_tree import argv, leaves, options, run, takes_db
 
 LEDGER_COMMANDS = [(path, parser) for path, parser in leaves() if takes_db(parser)]
 #: Commands that may bring a new ledger into existence (a new SQLite file, the schema).
-CREATING = {("db", "init"), ("db", "upgrade"), ("serve",)}
+CREATING = {("db", "init"), ("db", "upgrade"), ("serve",), ("drill",)}
+#: Commands that make a throwaway ledger of their own when none is given (the drill, which
+#: empties its ledger, never falls back on $FAIR_DB_URL's).
+THROWAWAY = {("drill",)}
 #: ``check`` is a monitor: its exit code is its finding (0 ok, 1 warn, 2 alert), and a check
 #: that cannot run is an alert, so an unreachable ledger exits 2 there; its lines say ALERT.
 MONITORS = {("check",)}
@@ -64,10 +67,13 @@ def test_every_ledger_command_is_covered():
         "db init", "db upgrade", "status", "serve", "breaker show", "breaker open",
         "breaker close", "breaker disable", "breaker reset", "breaker calibrate",
         "degrade show", "degrade set", "degrade auto", "dlq list", "dlq show", "dlq requeue",
-        "check", "process", "compensate", "reconcile"}
+        "check", "process", "compensate", "reconcile", "drill"}
 
 
-@pytest.mark.parametrize("path, parser", LEDGER_COMMANDS, ids=_ids(LEDGER_COMMANDS))
+NEEDING = [(path, parser) for path, parser in LEDGER_COMMANDS if path not in THROWAWAY]
+
+
+@pytest.mark.parametrize("path, parser", NEEDING, ids=_ids(NEEDING))
 def test_no_ledger_given_is_a_usage_error_naming_the_forms(path, parser, tmp_path, capsys):
     """Without --db or FAIR_DB_URL every ledger command exits 2 with one line naming the forms."""
     code, _, err = _outcome(path, parser, None, tmp_path, capsys)

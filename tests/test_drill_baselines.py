@@ -16,6 +16,7 @@ import pytest
 import requests
 import responses
 
+from optional_deps import baseline_params, needs_tenacity
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.drill import baselines
 from fme_ai_resilience.drill.baselines import (BASELINES, TENACITY_MISSING, BaselineError,
@@ -138,6 +139,7 @@ def test_waits_are_production_seconds_slept_times_the_time_scale(mocked):
 
 # --- tenacity ------------------------------------------------------------------------------------
 
+@needs_tenacity
 def test_tenacity_stops_after_five_attempts_with_random_exponential_waits(mocked):
     """tenacity: five attempts, the n-th wait drawn from [0, 2**(n-1)], from the seed."""
     record = feature()
@@ -150,6 +152,7 @@ def test_tenacity_stops_after_five_attempts_with_random_exponential_waits(mocked
     assert run("tenacity", body_of(record), seed=4).waits_s != job.waits_s
 
 
+@needs_tenacity
 def test_tenacity_waits_grow_but_never_pass_their_max():
     """wait_random_exponential(multiplier=1, max=60): the window doubles up to 60 s."""
     wait = tenacity_wait(rng=random.Random(7))
@@ -159,6 +162,7 @@ def test_tenacity_waits_grow_but_never_pass_their_max():
     assert max(draws[15]) > 50 and max(draws[1]) <= 1
 
 
+@needs_tenacity
 @pytest.mark.parametrize("failure", [requests.ConnectionError("refused"),
                                      requests.ReadTimeout("slow"), 429, 500, 502, 503, 504])
 def test_tenacity_retries_connection_errors_timeouts_429_and_5xx(mocked, failure):
@@ -168,6 +172,7 @@ def test_tenacity_retries_connection_errors_timeouts_429_and_5xx(mocked, failure
     assert run("tenacity", body_of(record)).vision_calls == 5
 
 
+@needs_tenacity
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 def test_tenacity_does_not_retry_a_client_error(mocked, status):
     """A 4xx other than 429 fails the photo on the first attempt."""
@@ -177,6 +182,7 @@ def test_tenacity_does_not_retry_a_client_error(mocked, status):
     assert job.vision_calls == 1 and job.waits_s == () and not job.photos[0].succeeded
 
 
+@needs_tenacity
 def test_tenacity_ignores_retry_after(mocked):
     """tenacity's wait knows nothing of Retry-After: a 429 asking 120 s waits at most 1 s."""
     record = feature()
@@ -239,7 +245,7 @@ def test_the_httpcaller_model_says_what_it_assumes():
 
 # --- what every baseline does alike --------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 def test_every_baseline_posts_the_photo_and_writes_the_answer_by_global_id(mocked, name):
     """The photo's bytes go to Vision as octet-stream; the answer goes back with applyEdits."""
     record = feature()
@@ -262,7 +268,7 @@ def test_every_baseline_posts_the_photo_and_writes_the_answer_by_global_id(mocke
     assert job.photos[0].sha256 == record.attachments[0].sha256
 
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 def test_a_drifted_answer_fails_the_photo_and_writes_nothing(mocked, name):
     """An answer whose confidence was renamed cannot be read: the photo fails, no retry."""
     record = feature()
@@ -272,7 +278,7 @@ def test_a_drifted_answer_fails_the_photo_and_writes_nothing(mocked, name):
     assert job.vision_calls == 1 and calls_to(mocked, APPLY_EDITS) == []
 
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 def test_a_photo_that_cannot_be_downloaded_fails_without_a_vision_call(mocked, name):
     """A 404 photo fails at the download; Vision is never called."""
     record = feature()
@@ -282,7 +288,7 @@ def test_a_photo_that_cannot_be_downloaded_fails_without_a_vision_call(mocked, n
     assert job.vision_calls == 0
 
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 @pytest.mark.parametrize("answer, code", [
     ({"updateResults": [{"success": False, "error": {"code": 1019,
                                                      "description": "Object is missing."}}]},
@@ -298,14 +304,14 @@ def test_a_refused_write_back_fails_the_photo(mocked, name, answer, code):
     assert not job.photos[0].succeeded and code in job.photos[0].error
 
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 def test_an_unreadable_body_fails_the_job_and_keeps_nothing(mocked, name):
     """A body parse_webhook refuses is a failed job with no photo: nothing keeps it."""
     job = run(name, {"eventType": "addData"})
     assert job.photos == () and "feature" in job.error and job.vision_calls == 0
 
 
-@pytest.mark.parametrize("name", sorted(BASELINES))
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
 def test_a_body_without_its_photo_list_has_nothing_to_analyse(mocked, name):
     """No attachments in the body: the job does not list the feature's photos itself."""
     body = Survey123Sender("http://127.0.0.1:9/unused").body_for(feature(), attachments="null")

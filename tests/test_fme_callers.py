@@ -88,15 +88,16 @@ def test_the_processor_without_a_vision_endpoint_is_refused(fair_db, fake_clock)
         .rejected == []
 
 
-def test_a_ledger_without_its_schema_is_a_configuration_error(tmp_path, fake_clock):
-    """An empty SQLite file: rejected naming FAIR_DB and saying to run db init."""
+def test_an_empty_sqlite_ledger_gets_its_schema_on_first_open(tmp_path, fake_clock):
+    """An empty SQLite file (the embedded default, as a new engine host has it) gets the
+    schema when the caller first opens it, as every command's ledger does: nothing rejected."""
     path = tmp_path / "empty.db"
     path.write_bytes(b"")   # what SQLite makes of a new file: a database with no table
     run = run_caller(CompensatorCaller, [{}], {"FAIR_DB": f"sqlite:///{path}"},
                      clock=fake_clock)
-    (out,) = run.rejected
-    assert out.getAttribute("fair_parameter") == "FAIR_DB"
-    assert "run fme-ai-resilience db init" in out.getAttribute("fair_reason")
+    assert run.rejected == [] and run.output
+    with open_store(f"sqlite:///{path}") as store:
+        assert store.schema_version() == store.latest_schema_version("sqlite")
 
 
 def test_a_bad_row_of_the_config_table_says_where_it_is(fair_db, fake_clock):

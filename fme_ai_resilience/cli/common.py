@@ -231,11 +231,12 @@ def ledger_error(args: argparse.Namespace, exc: StoreError) -> str:
 
 def command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """``run`` with the exit-code policy: a ledger that cannot do the work exits 1, a usage or
-    configuration error 2; each with one line on stderr and no traceback."""
+    configuration error 2; each with one line on stderr and no traceback. ``--db`` is checked
+    first (a command whose parser sets ``db_optional`` may go without one)."""
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
         try:
-            if hasattr(args, "db"):
+            if hasattr(args, "db") and (args.db or not getattr(args, "db_optional", False)):
                 args.db = check_db_url(args.db)
             return run(args)
         except StoreError as exc:

@@ -12,10 +12,11 @@ written twice, engines within N), 1 it did not, 2 usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
-from typing import Any, Dict
+from typing import Any, Dict, Iterator, Tuple
 
 from ..drill.html import render_html
 from ..drill.report import DrillReport
@@ -23,9 +24,13 @@ from ..drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAULT_SUBMISSIONS,
                          DEFAULT_TIME_SCALE, run_drill)
 from ..drill.scenarios import SCENARIOS
 from ..drill.table import render_table
-from .common import EXIT_FAILED, EXIT_OK, check_db_url, command, exit_codes, number, whole
+from ..errors import ConfigurationError
+from .common import DB_FORMS, EXIT_FAILED, EXIT_OK, command, exit_codes, ledger, number, whole
 
-__all__ = ["add_parser", "verdicts"]
+__all__ = ["add_parser", "verdicts", "THROWAWAY_DEFAULT"]
+
+#: How ``--db`` shows its default: the drill never touches $FAIR_DB_URL's ledger unasked.
+THROWAWAY_DEFAULT = "default: a new SQLite file in a temporary directory"
 
 
 def verdicts(report: DrillReport) -> Dict[str, bool]:
@@ -43,39 +48,49 @@ def verdicts(report: DrillReport) -> Dict[str, bool]:
     return out
 
 
-def _baselines(names: Any) -> Dict[str, Any]:
-    if not names:
-        return {}
-    from ..drill import baselines
-    return {name: baselines.runner(name) for name in names}
-
-
-def _compare(text: str) -> tuple:
+def _compare(text: str) -> Tuple[str, ...]:
+    """``--compare``: baseline names, comma-separated, or ``none``."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     if names == ("none",):
         return ()
     unknown = [n for n in names if n not in BASELINE_NAMES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown baseline(s) {', '.join(unknown)}: choose "
-                                         f"from {', '.join(BASELINE_NAMES)} or none")
+    if unknown or not names:
+        raise ConfigurationError("--compare", text, f"choose among {', '.join(BASELINE_NAMES)}"
+                                                    " (comma-separated), or none")
     return names
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """The drill's own components log nothing while it runs (the report says what happened):
+    their loggers' levels are raised, and put back after."""
+    loggers = [logging.getLogger(n) for n in ("fme_ai_resilience", "waitress")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 @command
 def run(args: argparse.Namespace) -> int:
     quiet = args.json or not sys.stderr.isatty()
-    logging.getLogger("fme_ai_resilience").setLevel(logging.CRITICAL)
-    logging.getLogger("waitress").setLevel(logging.CRITICAL)
+    compare = _compare(args.compare)
 
     def progress(text: str) -> None:
         if not quiet:
             print(f"  {text}", file=sys.stderr, flush=True)
 
-    db_url = check_db_url(args.ledger_url) if args.ledger_url else None
-    report = run_drill(args.scenario, submissions=args.submissions, engines=args.engines,
-                       db_url=db_url, seed=args.seed, time_scale=args.time_scale,
-                       compare=args.compare, baselines=_baselines(args.compare),
-                       on_progress=progress)
+    if args.db:
+        with ledger(args, create=True):      # named on stderr, or one line on why not
+            pass
+    with _quiet_logs():
+        report = run_drill(args.scenario, submissions=args.submissions, engines=args.engines,
+                           db_url=args.db, seed=args.seed, time_scale=args.time_scale,
+                           compare=compare, on_progress=progress)
     if args.html:
         with open(args.html, "w", encoding="utf-8") as page:
             page.write(render_html(report))
@@ -101,26 +116,25 @@ def add_parser(subparsers: Any) -> None:
                           "twice, engines past N)"))
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default="storm",
                    help="what goes wrong (default: storm): " + "; ".join(
-                       f"{s.name}: {s.summary}" for s in SCENARIOS.values()))
+                       f"{s.name}: {s.summary}" for s in SCENARIOS.values()).replace("%", "%%"))
     p.add_argument("--submissions", type=whole(minimum=1, maximum=100_000),
                    default=DEFAULT_SUBMISSIONS,
                    help=f"survey submissions, one photo each (default: {DEFAULT_SUBMISSIONS})")
     p.add_argument("--engines", type=whole(minimum=1, maximum=64), default=DEFAULT_ENGINES,
                    help=f"engine processes running WS-02 (default: {DEFAULT_ENGINES})")
-    p.add_argument("--db", dest="ledger_url", metavar="URL", default=None,
-                   help="the ledger, which the drill empties first: sqlite:///path.db or "
-                        "postgresql://user@host:port/db (default: a SQLite file in a "
-                        "temporary directory)")
+    p.add_argument("--db", metavar="URL", default=None,
+                   help=f"the ledger, which the drill empties first (it refuses one holding "
+                        f"work that is not a drill's): {DB_FORMS} ({THROWAWAY_DEFAULT})")
     p.add_argument("--seed", type=whole(minimum=0), default=1,
                    help="the seed of the faults, photos and deliveries (default: 1)")
     p.add_argument("--time-scale", type=number(above=0, maximum=1),
                    default=DEFAULT_TIME_SCALE,
                    help="real seconds per production second: waits, windows and faults are "
                         f"scaled by it (default: {DEFAULT_TIME_SCALE:g})")
-    p.add_argument("--compare", type=_compare, default=BASELINE_NAMES, metavar="NAMES",
+    p.add_argument("--compare", default=",".join(BASELINE_NAMES), metavar="NAMES",
                    help="baselines to run, comma-separated, or none (default: "
                         f"{','.join(BASELINE_NAMES)})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--html", metavar="FILE", default=None,
                    help="also write the report as a self-contained HTML page (default: none)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, db_optional=True)

@@ -16,7 +16,8 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from urllib.parse import urlsplit
 
 from ..breaker import effective_state
 from ..calibrate import percentile
@@ -29,6 +30,7 @@ from ..settings import Settings
 from ..store import SqlStore, open_store
 from .engines import Engines
 from .report import LIBRARY, SubjectResult, Timeline
+from .sampling import Sample, Sampler, bin_calls
 from .scenarios import Plan, Scenario
 from .standins import Survey123Sender
 from .world import World, photo_keys
@@ -56,7 +58,6 @@ _TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0
 #: period in the drill.
 JOB_START_S = 2.0
 COMPENSATOR_TICK_S = 60.0
-SAMPLE_STEP_S = 0.25
 COST_PER_CALL = 0.01
 
 
@@ -101,37 +102,14 @@ def _gateway(db_url: str) -> Iterator[str]:
         store.close()
 
 
-class _Sampler:
-    """Records the timeline every step while the run goes on."""
-
-    def __init__(self, world: World, engines: Engines, service: str, started: float, *,
-                 store: SqlStore) -> None:
-        self.timeline = Timeline(step_s=SAMPLE_STEP_S)
-        self._store, self._world, self._engines = store, world, engines
-        self._service, self._started = service, started
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fair-drill-sampler",
-                                        daemon=True)
-
-    def __enter__(self) -> "_Sampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self) -> None:
-        tl = self.timeline
-        while not self._stop.wait(SAMPLE_STEP_S):
-            now = time.time()
-            breaker = self._store.breaker_get(self._service, now=now)
-            ladder = self._store.degrade_get(now=now)
-            tl.t.append(round(time.monotonic() - self._started, 3))
-            tl.backlog.append(self._store.backlog())
-            tl.in_flight.append(self._engines.busy_count())
-            tl.breaker.append(effective_state(breaker).value)
-            tl.level.append(int(ladder.effective))
+def _probe(engines: Engines, service: str, *, store: SqlStore) -> Callable[[], Sample]:
+    """The library's sample: the ledger's backlog, busy engines, the breaker and the ladder."""
+    def probe() -> Sample:
+        now = time.time()
+        breaker = store.breaker_get(service, now=now)
+        return (store.backlog(), engines.busy_count(), effective_state(breaker).value,
+                int(store.degrade_get(now=now).effective))
+    return probe
 
 
 def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
@@ -193,6 +171,7 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
     """Run ``plan`` through the pipeline; the library's figures."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
+        _refuse_work_not_a_drills(store=store)
         store.clear()
         store.set_config(drill_settings(world, engines=engines, time_scale=time_scale),
                          now=time.time())
@@ -208,8 +187,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             world.vision.reset()
             started = time.monotonic()
             compensator.start()
-            with _gateway(db_url) as url, _Sampler(world, fleet, settings.vision.service,
-                                                   started, store=store) as sampler:
+            with _gateway(db_url) as url, Sampler(
+                    _probe(fleet, settings.vision.service, store=store), started) as sampler:
                 chaos = threading.Thread(target=_chaos, args=(scenario, fleet, db_url,
                                                               started, time_scale), daemon=True)
                 chaos.start()
@@ -233,6 +212,16 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
         return _result(plan, world, deliveries, [r for r in records if r is not None],
                        sampler.timeline, drained=drained, backfilled=reconciled.backfilled,
                        complete=complete, killed=fleet.killed)
+
+
+def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
+    """The drill empties its ledger: never one holding tasks whose Vision AI is not on
+    loopback (a real pipeline's ledger, given to ``--db`` by mistake)."""
+    held = sum(store.counts().values())
+    endpoint = store.get_config().get("vision.endpoint", "")
+    if held and urlsplit(endpoint).hostname != "127.0.0.1":
+        raise DrillError(f"{store.describe()} holds {held} task(s) that are not a drill's, and "
+                         "the drill empties its ledger: give it a new or a drill's own")
 
 
 def _all_keys(plan: Plan, deliveries: Sequence[Any], reconciled: Any) -> List[str]:
@@ -311,19 +300,7 @@ def _result(plan: Plan, world: World, deliveries: Sequence[Any], records: Sequen
         degradation_levels=sorted({f"L{lv}" for lv in timeline.level if lv is not None}),
         p95_end_to_end_s=round(percentile(ends, 95), 3) if ends else None,
         drain_s=round(drained, 3), backfilled=backfilled,
-        ai_spend=round(vision["total"] * COST_PER_CALL, 4), timeline=_with_calls(
+        ai_spend=round(vision["total"] * COST_PER_CALL, 4), timeline=bin_calls(
             timeline, vision["log"], world.time_scale),
         notes=([] if complete else ["the run timed out before every task settled"])
         + ([f"{killed} engine(s) SIGKILLed mid-task and restarted"] if killed else []))
-
-
-def _with_calls(timeline: Timeline, log: Sequence[Any], time_scale: float) -> Timeline:
-    """Bin the stand-in's calls (schedule seconds) into the timeline's real-time steps."""
-    steps = len(timeline.t)
-    calls: Dict[str, List[int]] = {}
-    for at_s, _, outcome in log:
-        i = int(at_s * time_scale / timeline.step_s)
-        if 0 <= i < steps:
-            calls.setdefault(outcome, [0] * steps)[i] += 1
-    timeline.ai_calls = calls
-    return timeline

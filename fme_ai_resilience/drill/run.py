@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from typing import Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ConfigurationError
 from ..settings import Settings
+from .baselines import Progress, baseline_result, run_baseline
 from .bounds import drain_bound_s, probe_bound
-from .library import drill_settings, run_library
+from .library import COST_PER_CALL, drill_settings, run_library
 from .report import DrillReport, SubjectResult
+from .sampling import Sampler, bin_calls
 from .scenarios import SCENARIOS, Plan, Scenario
 from .world import World
 
@@ -29,7 +32,7 @@ DEFAULT_ENGINES = 4
 DEFAULT_TIME_SCALE = 0.04
 BASELINE_NAMES = ("naive", "tenacity", "httpcaller")
 
-#: ``(scenario, plan, world, engines, time_scale, seed) -> SubjectResult`` per baseline name.
+#: ``(name, plan, world, engines, time_scale, seed) -> SubjectResult``: how a baseline is run.
 BaselineRunner = Callable[..., SubjectResult]
 
 
@@ -63,13 +66,35 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
                 rate_limit_per_s=limit, outage=outage), 3)}
 
 
+def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
+                         time_scale: float, seed: int) -> SubjectResult:
+    """Baseline ``name`` on ``plan`` in ``world`` (fresh, as the library's): its figures, its
+    AI spend at the library's price per call and its timeline (no breaker, no ladder)."""
+    progress = Progress()
+    world.vision.reset()
+    with Sampler(lambda: (progress.backlog, progress.busy, None, None),
+                 time.monotonic()) as sampler:
+        run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
+                           engines=engines, time_scale=time_scale, seed=seed,
+                           progress=progress)
+    snaps = world.snapshots()
+    result = baseline_result(name, run, vision_snapshot=snaps["vision"],
+                             layer_snapshot=snaps["layer"], facts=plan.facts,
+                             outage=plan.outage)
+    if result.skipped is None:
+        result.ai_spend = round(result.ai_calls * COST_PER_CALL, 4)
+        result.timeline = bin_calls(sampler.timeline, snaps["vision"]["log"], time_scale)
+    return result
+
+
 def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMISSIONS,
               engines: int = DEFAULT_ENGINES, db_url: Optional[str] = None, seed: int = 1,
               time_scale: float = DEFAULT_TIME_SCALE,
               compare: Sequence[str] = BASELINE_NAMES,
-              baselines: Optional[Dict[str, BaselineRunner]] = None,
+              baseline_runner: BaselineRunner = run_baseline_subject,
               on_progress: Optional[Callable[[str], None]] = None) -> DrillReport:
-    """Run one scenario for the library and each baseline in ``compare``."""
+    """Run one scenario for the library and each baseline in ``compare`` (through
+    ``baseline_runner``, :func:`run_baseline_subject` unless told otherwise)."""
     if scenario_name not in SCENARIOS:
         raise ConfigurationError("scenario", scenario_name, f"must be one of {list(SCENARIOS)}")
     unknown = [b for b in compare if b not in BASELINE_NAMES]
@@ -91,12 +116,8 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
                          else None, library=library, **bounds)  # type: ignore[arg-type]
     for name in compare:
         say(f"{name}: the same deliveries, the same faults")
-        runner = (baselines or {}).get(name)
-        if runner is None:
-            report.baselines[name] = SubjectResult(name=name, skipped="not available")
-            continue
         with World(scenario, seed=seed, time_scale=time_scale) as world:
             plan = world.plan(submissions)
-            report.baselines[name] = runner(scenario, plan, world, engines=engines,
-                                            time_scale=time_scale, seed=seed)
+            report.baselines[name] = baseline_runner(name, plan, world, engines=engines,
+                                                     time_scale=time_scale, seed=seed)
     return report

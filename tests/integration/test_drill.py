@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,58 @@ def test_the_command_prints_the_json_report_with_its_keys(tmp_path):
         assert key in report, key
     assert report["lost"] == 0 and report["engines"] == 2
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_baselines_meet_the_same_plan_with_figures_and_timelines():
+    """Each baseline runs the library's plan on its own fresh stand-ins: the same facts and
+    deliveries, its own Vision AI calls (priced as the library's) and its sampled timeline."""
+    report = run_drill("storm", submissions=12, engines=2, time_scale=0.04,
+                       compare=("naive", "httpcaller"))
+    lib = report.library
+    assert list(report.baselines) == ["naive", "httpcaller"]
+    for result in report.baselines.values():
+        assert result.skipped is None and result.notes
+        assert (result.submitted, result.distinct_facts) == (lib.submitted, lib.distinct_facts)
+        assert result.ai_calls > 0 and result.ai_spend == round(result.ai_calls * 0.01, 4)
+        assert result.timeline is not None and result.timeline.t
+        assert max(result.timeline.in_flight) <= report.engines
+        assert sum(map(sum, result.timeline.ai_calls.values())) <= result.ai_calls
+        # nothing keeps what the storm loses: its missing photos and its lost webhooks
+        assert result.lost >= SCENARIOS["storm"].never_delivered
+
+
+def test_the_command_runs_the_baselines_asked_for_and_refuses_unknown_ones(tmp_path):
+    """``--compare naive`` reports that baseline beside the library; an unknown name is a usage
+    error of one line, before anything runs."""
+    line = [sys.executable, "-m", "fme_ai_resilience", "drill", "--scenario", "calm",
+            "--submissions", "6", "--engines", "1", "--json"]
+    done = subprocess.run(line + ["--compare", "naive"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    baselines = json.loads(done.stdout)["baselines"]
+    assert list(baselines) == ["naive"] and baselines["naive"]["succeeded_total"] == 6
+    bad = subprocess.run(line + ["--compare", "naive,retry-forever"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("error: --compare='naive,retry-forever': choose among naive")
+
+
+def test_the_drill_refuses_a_ledger_holding_a_pipelines_work(tmp_path):
+    """Given a real pipeline's ledger by mistake, the drill empties nothing: exit 1, one line."""
+    from fme_ai_resilience import open_store, parse_webhook
+
+    url = f"sqlite:///{tmp_path / 'production.db'}"
+    body = (Path(__file__).parents[1] / "data" / "survey123_add.json").read_bytes()
+    with open_store(url, init_schema=True, create=True) as store:
+        store.set_config({"vision.endpoint": "https://vision.example.com/analyze"}, now=1.0)
+        for submission in parse_webhook(body):
+            store.register(submission, 100, now=1.0)
+        held = sum(store.counts().values())
+    done = subprocess.run([sys.executable, "-m", "fme_ai_resilience", "drill", "--db", url,
+                           "--compare", "none", "--submissions", "2"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 2       # the ledger's name, then why not
+    assert f"holds {held} task(s) that are not a drill's" in done.stderr
+    with open_store(url) as store:
+        assert held > 0 and sum(store.counts().values()) == held

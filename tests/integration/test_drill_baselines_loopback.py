@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import pytest
 
+from optional_deps import baseline_params, needs_tenacity
 from fme_ai_resilience.drill import world as drill_world
 from fme_ai_resilience.drill.baselines import (BASELINES, Progress, baseline_result,
                                                run_baseline)
@@ -21,7 +22,7 @@ from fme_ai_resilience.keys import compose_key, normalise_global_id
 pytestmark = pytest.mark.integration
 
 TIME_SCALE = 0.02
-NAMES = sorted(BASELINES)
+NAMES = baseline_params(sorted(BASELINES))
 #: Vision calls per photo when every call fails: 3 tries, 5 attempts, 1 + 3 retries.
 CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4}
 
@@ -143,7 +144,8 @@ def test_the_engines_never_exceed_n_busy(name):
         assert progress.sample() == (0, 0, 0) and result.lost == 0
 
 
-@pytest.mark.parametrize("name, most", [("naive", 1), ("tenacity", 1), ("httpcaller", 25)])
+@pytest.mark.parametrize("name, most", [("naive", 1), pytest.param("tenacity", 1, marks=needs_tenacity),
+                                        ("httpcaller", 25)])
 def test_transfers_in_flight_per_job(name, most):
     """A Python job calls one photo at a time; HTTPCaller keeps up to 25 transfers going."""
     with Stage(FaultSchedule(latency_s=2.0)) as world:
