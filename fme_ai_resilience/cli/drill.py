@@ -75,22 +75,45 @@ def _quiet_logs() -> Iterator[None]:
             lg.setLevel(level)
 
 
-@command
-def run(args: argparse.Namespace) -> int:
-    quiet = args.json or not sys.stderr.isatty()
-    compare = _compare(args.compare)
+class _Display:
+    """Progress on a terminal: a line per phase, and the running subject's state rewritten
+    in place; nothing at all when off (``--json``, or stderr not a terminal)."""
 
-    def progress(text: str) -> None:
-        if not quiet:
+    def __init__(self, on: bool) -> None:
+        self.on, self._live = on, False
+
+    def phase(self, text: str) -> None:
+        if self.on:
+            self.end()
             print(f"  {text}", file=sys.stderr, flush=True)
 
+    def live(self, text: str) -> None:
+        if self.on:
+            sys.stderr.write(f"\r    {text}\033[K")
+            sys.stderr.flush()
+            self._live = True
+
+    def end(self) -> None:
+        if self._live:
+            sys.stderr.write("\n")
+            self._live = False
+
+
+@command
+def run(args: argparse.Namespace) -> int:
+    display = _Display(not args.json and sys.stderr.isatty())
+    compare = _compare(args.compare)
     if args.db:
         with ledger(args, create=True):      # named on stderr, or one line on why not
             pass
-    with _quiet_logs():
-        report = run_drill(args.scenario, submissions=args.submissions, engines=args.engines,
-                           db_url=args.db, seed=args.seed, time_scale=args.time_scale,
-                           compare=compare, on_progress=progress)
+    try:
+        with _quiet_logs():
+            report = run_drill(args.scenario, submissions=args.submissions,
+                               engines=args.engines, db_url=args.db, seed=args.seed,
+                               time_scale=args.time_scale, compare=compare,
+                               on_progress=display.phase, on_live=display.live)
+    finally:
+        display.end()
     if args.html:
         with open(args.html, "w", encoding="utf-8") as page:
             page.write(render_html(report))

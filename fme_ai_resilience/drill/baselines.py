@@ -23,7 +23,7 @@ The three baselines (:data:`BASELINES`), each retrying the Vision AI call only (
 and the write-back are tried once, as the faults under test are the Vision AI's):
 
 - ``naive``: three tries with a fixed 1 s wait, whatever failed (a 400 too), Retry-After not
-  read, a 30 s timeout: what the seed warns against;
+  read, a 30 s timeout: retries inside the engine with nothing kept;
 - ``tenacity``: ``tenacity.retry(wait=wait_random_exponential(multiplier=1, max=60),
   stop=stop_after_attempt(5))`` retrying connection errors, timeouts, 429 and 5xx, a 30 s
   timeout: what a careful Python author writes. tenacity is optional (the ``drill`` extra);

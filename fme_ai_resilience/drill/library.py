@@ -167,8 +167,10 @@ def _compensate(db_url: str, tick_s: float, stop: threading.Event) -> None:
 
 
 def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_scale: float,
-                timeout_s: float = 600.0) -> SubjectResult:
-    """Run ``plan`` through the pipeline; the library's figures."""
+                timeout_s: float = 600.0,
+                on_sample: Optional[Callable[[Timeline], None]] = None) -> SubjectResult:
+    """Run ``plan`` through the pipeline; the library's figures (``on_sample``: see
+    :class:`~fme_ai_resilience.drill.sampling.Sampler`)."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
         _refuse_work_not_a_drills(store=store)
@@ -188,7 +190,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             started = time.monotonic()
             compensator.start()
             with _gateway(db_url) as url, Sampler(
-                    _probe(fleet, settings.vision.service, store=store), started) as sampler:
+                    _probe(fleet, settings.vision.service, store=store), started,
+                    on_sample=on_sample) as sampler:
                 chaos = threading.Thread(target=_chaos, args=(scenario, fleet, db_url,
                                                               started, time_scale), daemon=True)
                 chaos.start()

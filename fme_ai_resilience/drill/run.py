@@ -18,8 +18,8 @@ from ..settings import Settings
 from .baselines import Progress, baseline_result, run_baseline
 from .bounds import drain_bound_s, probe_bound
 from .library import COST_PER_CALL, drill_settings, run_library
-from .report import DrillReport, SubjectResult
-from .sampling import Sampler, bin_calls
+from .report import LIBRARY, DrillReport, SubjectResult, Timeline
+from .sampling import SAMPLE_STEP_S, Sampler, bin_calls
 from .scenarios import SCENARIOS, Plan, Scenario
 from .world import World
 
@@ -28,8 +28,10 @@ __all__ = ["run_drill", "DEFAULT_SUBMISSIONS", "DEFAULT_ENGINES", "DEFAULT_TIME_
 
 DEFAULT_SUBMISSIONS = 120
 DEFAULT_ENGINES = 4
-#: Real seconds per production second: a 90 s outage lasts 3.6 s.
-DEFAULT_TIME_SCALE = 0.04
+#: Real seconds per production second: a 90 s outage lasts 9 s, the default storm about ten
+#: seconds for the library, so a job's fixed costs (an engine's start-up, the last
+#: reconciliation pass) stay small beside the work, and the whole drill about a minute.
+DEFAULT_TIME_SCALE = 0.1
 BASELINE_NAMES = ("naive", "tenacity", "httpcaller")
 
 #: ``(name, plan, world, engines, time_scale, seed) -> SubjectResult``: how a baseline is run.
@@ -66,14 +68,30 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
                 rate_limit_per_s=limit, outage=outage), 3)}
 
 
+def _live(name: str, show: Optional[Callable[[str], None]]
+          ) -> Optional[Callable[[Timeline], None]]:
+    """A sampler's ``on_sample`` that shows ``name``'s state about once a second."""
+    if show is None:
+        return None
+    every = max(1, round(1.0 / SAMPLE_STEP_S))
+
+    def on_sample(tl: Timeline) -> None:
+        if len(tl.t) % every == 0:
+            show(f"{name}: {tl.t[-1]:5.1f} s, backlog {tl.backlog[-1]}, "
+                 f"engines busy {tl.in_flight[-1]}")
+    return on_sample
+
+
 def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
-                         time_scale: float, seed: int) -> SubjectResult:
+                         time_scale: float, seed: int,
+                         on_sample: Optional[Callable[[Timeline], None]] = None
+                         ) -> SubjectResult:
     """Baseline ``name`` on ``plan`` in ``world`` (fresh, as the library's): its figures, its
     AI spend at the library's price per call and its timeline (no breaker, no ladder)."""
     progress = Progress()
     world.vision.reset()
-    with Sampler(lambda: (progress.backlog, progress.busy, None, None),
-                 time.monotonic()) as sampler:
+    with Sampler(lambda: (progress.backlog, progress.busy, None, None), time.monotonic(),
+                 on_sample=on_sample) as sampler:
         run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
                            engines=engines, time_scale=time_scale, seed=seed,
                            progress=progress)
@@ -92,9 +110,13 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
               time_scale: float = DEFAULT_TIME_SCALE,
               compare: Sequence[str] = BASELINE_NAMES,
               baseline_runner: BaselineRunner = run_baseline_subject,
-              on_progress: Optional[Callable[[str], None]] = None) -> DrillReport:
+              on_progress: Optional[Callable[[str], None]] = None,
+              on_live: Optional[Callable[[str], None]] = None) -> DrillReport:
     """Run one scenario for the library and each baseline in ``compare`` (through
-    ``baseline_runner``, :func:`run_baseline_subject` unless told otherwise)."""
+    ``baseline_runner``, :func:`run_baseline_subject` unless told otherwise).
+
+    ``on_progress`` hears each phase as it starts; ``on_live``, about once a second, a line
+    on the subject running (its time, backlog and busy engines)."""
     if scenario_name not in SCENARIOS:
         raise ConfigurationError("scenario", scenario_name, f"must be one of {list(SCENARIOS)}")
     unknown = [b for b in compare if b not in BASELINE_NAMES]
@@ -109,7 +131,7 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
         say(f"fme-ai-resilience: {len(plan.deliveries)} deliveries, {engines} engines")
         library = run_library(plan, world, db_url=url, engines=engines,
-                              time_scale=time_scale)
+                              time_scale=time_scale, on_sample=_live(LIBRARY, on_live))
     report = DrillReport(scenario=scenario.name, seed=seed, submissions=submissions,
                          engines=engines, backend=url.split(":", 1)[0],
                          time_scale=time_scale, outage=list(plan.outage) if plan.outage
@@ -119,5 +141,6 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         with World(scenario, seed=seed, time_scale=time_scale) as world:
             plan = world.plan(submissions)
             report.baselines[name] = baseline_runner(name, plan, world, engines=engines,
-                                                     time_scale=time_scale, seed=seed)
+                                                     time_scale=time_scale, seed=seed,
+                                                     on_sample=_live(name, on_live))
     return report

@@ -22,12 +22,14 @@ Sample = Tuple[int, int, Optional[str], Optional[int]]
 
 class Sampler:
     """Records ``probe()`` into :attr:`timeline` every ``step_s`` from ``started``
-    (``time.monotonic()``) until the ``with`` block ends."""
+    (``time.monotonic()``) until the ``with`` block ends; ``on_sample(timeline)``, when given,
+    is called after each sample (a live display)."""
 
     def __init__(self, probe: Callable[[], Sample], started: float, *,
-                 step_s: float = SAMPLE_STEP_S) -> None:
+                 step_s: float = SAMPLE_STEP_S,
+                 on_sample: Optional[Callable[[Timeline], None]] = None) -> None:
         self.timeline = Timeline(step_s=step_s)
-        self._probe, self._started = probe, started
+        self._probe, self._started, self._on_sample = probe, started, on_sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fair-drill-sampler",
                                         daemon=True)
@@ -49,6 +51,8 @@ class Sampler:
             tl.in_flight.append(in_flight)
             tl.breaker.append(breaker)
             tl.level.append(level)
+            if self._on_sample is not None:
+                self._on_sample(tl)
 
 
 def bin_calls(timeline: Timeline, log: Sequence[Any], time_scale: float) -> Timeline:

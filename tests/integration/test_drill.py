@@ -73,6 +73,7 @@ def test_the_command_prints_the_json_report_with_its_keys(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "fme_ai_resilience", "drill", "--scenario", "calm",
          "--submissions", "12", "--engines", "2", "--compare", "none", "--json",
+         "--time-scale", "0.04",
          "--html", str(page)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
@@ -106,7 +107,7 @@ def test_the_command_runs_the_baselines_asked_for_and_refuses_unknown_ones(tmp_p
     """``--compare naive`` reports that baseline beside the library; an unknown name is a usage
     error of one line, before anything runs."""
     line = [sys.executable, "-m", "fme_ai_resilience", "drill", "--scenario", "calm",
-            "--submissions", "6", "--engines", "1", "--json"]
+            "--submissions", "6", "--engines", "1", "--time-scale", "0.04", "--json"]
     done = subprocess.run(line + ["--compare", "naive"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -137,3 +138,39 @@ def test_the_drill_refuses_a_ledger_holding_a_pipelines_work(tmp_path):
     assert f"holds {held} task(s) that are not a drill's" in done.stderr
     with open_store(url) as store:
         assert held > 0 and sum(store.counts().values()) == held
+
+
+def test_on_a_terminal_the_drill_shows_its_progress_live(tmp_path):
+    """stderr a terminal: a line per phase, and the running subject's time, backlog and busy
+    engines rewritten in place; the report on stdout all the same."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "fme_ai_resilience", "drill", "--scenario", "calm",
+             "--submissions", "6", "--engines", "1", "--compare", "naive", "--time-scale",
+             "0.04"],
+            stderr=follower, stdout=subprocess.PIPE, text=True, timeout=300)
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:                     # the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    text = shown.decode("utf-8", "replace")
+    assert done.returncode == 0, text[-2000:]
+    assert "calm: submissions spread over two minutes" in text
+    assert "\r    fme-ai-resilience: " in text and "backlog " in text and "engines busy " in text
+    assert "\r    naive: " in text
+    assert "LOST" in done.stdout
