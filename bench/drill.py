@@ -13,7 +13,8 @@ time. The library's targets, computed from the settings and the scenario before 
 
 * lost 0 and duplicate analyses 0;
 * AI calls per succeeded fact <= 1.1 x 1/(1-p), where p is the scenario's share of transient
-  failures (each such call is asked again once);
+  failures (each such call is asked again once); not in an outage, where the calls beyond one
+  per fact are the calls into the outage, judged by the next target instead;
 * calls during the outage <= the breaker's probe bound;
 * drain <= 1.15 x the Little's-law bound (the work over the engines, no sooner than the last
   arrival, the rate limit's pace or the outage's end).
@@ -24,6 +25,7 @@ printed beside. Exit 1 when the library misses a target.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -60,10 +62,13 @@ def targets(report: DrillReport) -> List[Tuple[str, bool]]:
     lib = report.library
     p = SCENARIOS[report.scenario].transient_rate
     calls = _calls_per_fact(lib)
-    out = [("lost 0", lib.lost == 0), ("duplicate analyses 0", lib.duplicate_analyses == 0),
-           (f"AI calls per succeeded fact {_fmt(calls)} <= {CALLS_TARGET} x 1/(1-{p:g}) = "
-            f"{CALLS_TARGET / (1 - p):.2f}",
-            calls is not None and calls <= CALLS_TARGET / (1 - p))]
+    out = [("lost 0", lib.lost == 0), ("duplicate analyses 0", lib.duplicate_analyses == 0)]
+    if not report.outage:
+        # In an outage the calls beyond one per fact are the calls into it, which the breaker
+        # must make to notice it: they are judged against the probe bound instead.
+        out.append((f"AI calls per succeeded fact {_fmt(calls)} <= {CALLS_TARGET} x "
+                    f"1/(1-{p:g}) = {CALLS_TARGET / (1 - p):.2f}",
+                    calls is not None and calls <= CALLS_TARGET / (1 - p)))
     if report.outage:
         out.append((f"outage calls {lib.outage_ai_calls} <= probe bound {report.probe_bound}",
                     lib.outage_ai_calls <= report.probe_bound))
@@ -99,6 +104,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--compare", default=",".join(BASELINE_NAMES))
     parser.add_argument("--db", default=None, help="the ledger (default: a temporary SQLite)")
     args = parser.parse_args(argv)
+    for noisy in ("fme_ai_resilience", "waitress"):   # the report says what happened
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     compare = tuple(n for n in args.compare.split(",") if n and n != "none")
     reports: Dict[str, DrillReport] = {}
     for name in args.scenarios.split(","):

@@ -451,3 +451,15 @@ LIMIT %(limit)s
 -- anomalies_since --
 -- How many format anomalies were observed since a time
 SELECT count(*) AS n FROM format_anomaly WHERE observed_at >= %(since)s
+
+-- pace_get --
+-- A service's call interval (0 or no row: not paced)
+SELECT interval_s FROM call_pace WHERE service = %(service)s
+
+-- pace_relax --
+-- One call went through: a paced service's interval shrinks by a factor, and the pace is off
+-- once it is below a floor
+UPDATE call_pace
+SET interval_s = CASE WHEN interval_s * %(factor)s < %(floor)s THEN 0
+                      ELSE interval_s * %(factor)s END
+WHERE service = %(service)s AND interval_s > 0

@@ -210,6 +210,17 @@ CREATE TABLE IF NOT EXISTS analysis_claim (
     until                REAL NOT NULL
 );
 
+-- migration_0005 --
+-- Calls spaced fleet-wide: after a 429 every engine takes the next slot of the service's pace
+-- (one interval apart) before calling it, so the fleet keeps to the rate the service allows
+-- instead of being refused over and over; the interval relaxes with each success until the
+-- pace is off again.
+CREATE TABLE IF NOT EXISTS call_pace (
+    service              TEXT PRIMARY KEY,
+    interval_s           REAL NOT NULL,
+    next_at              REAL NOT NULL
+);
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

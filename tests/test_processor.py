@@ -381,3 +381,26 @@ def test_a_failed_analysis_gives_its_claim_up(ledger, clock):
     digest = hashlib.sha256(b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
     fingerprint = analysis_fingerprint(digest, processor.routes[Model.PRIMARY].model)
     assert ledger.claim_analysis(fingerprint, "next-task", T0 + 300, now=T0 + 1)
+
+
+@responses.activate
+def test_a_429_paces_the_fleet_so_the_next_calls_are_not_refused(ledger, clock):
+    """The first call is refused with Retry-After 2 s: nobody calls before it has passed (the
+    task waits it out inline) and the service is paced; the other tasks call one slot apart,
+    and every task succeeds without spending an attempt on a second refusal."""
+    responses.add(responses.POST, VISION, status=429, headers={"Retry-After": "2"},
+                  json={"error": {"message": "slow down"}})
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, *(submission(f"k{i}", photo=f"p{i}") for i in range(4)))
+    results = make(ledger, clock).run_batch().results
+    assert [r.status for r in results] == [Status.SUCCEEDED] * 4
+    assert [c.response.status_code for c in responses.calls] == [429, 200, 200, 200, 200]
+    assert ledger.pace_get("vision") > 0           # still paced, a little less each success
+    assert sum(clock.sleeps) >= 2.0 + 0.1 * (0.97 + 0.97 ** 2)    # the Retry-After, 2 slots
+
+
+def test_the_pace_starts_at_its_first_interval_and_doubles_on_a_refusal_at_pace():
+    from fme_ai_resilience.pace import FIRST_INTERVAL_S, slower
+
+    assert slower(0.0) == FIRST_INTERVAL_S == 0.1
+    assert slower(0.1) == 0.2 and slower(1.5) == 3.0 and slower(0.01) == FIRST_INTERVAL_S

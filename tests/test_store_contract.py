@@ -592,3 +592,42 @@ def test_the_upgrade_drops_a_retired_setting_row_and_keeps_the_others(store):
     store._transact(lambda tx: tx.execute("DELETE FROM schema_version WHERE version = 3"))
     assert store.init_schema(now=T0) == [3]
     assert store.get_config() == {"intake.watermark": "60"}
+
+
+# -- the pace of a rate-limited service ------------------------------------------------------------
+
+def test_a_service_is_not_paced_until_a_429_says_so(store):
+    """No row, no pace: pace_get is 0 and pace_claim hands out no slot."""
+    assert store.pace_get("vision") == 0.0
+    assert store.pace_claim("vision", now=T0) is None
+
+
+def test_each_claim_takes_the_next_slot_one_interval_on(store):
+    """After a 429 asking 2 s: no slot before the Retry-After, then slots 0.5 s apart, one
+    per claim, however many engines claim at once."""
+    store.pace_slow("vision", 0.5, not_before=T0 + 2)
+    assert store.pace_get("vision") == 0.5
+    slots = [store.pace_claim("vision", now=T0)[0] for _ in range(3)]
+    assert slots == [T0 + 2, T0 + 2.5, T0 + 3]
+    # an engine that comes after the slots ran out takes one at its own time
+    assert store.pace_claim("vision", now=T0 + 60) == (T0 + 60, 0.5)
+
+
+def test_the_pace_never_shortens_on_a_429_and_relaxes_on_success_until_off(store):
+    """pace_slow keeps the longer interval and the later start; pace_relax shrinks the
+    interval by its factor and switches the pace off below the floor."""
+    store.pace_slow("vision", 1.0, not_before=T0 + 5)
+    store.pace_slow("vision", 0.2, not_before=T0 + 1)
+    assert store.pace_get("vision") == 1.0
+    assert store.pace_claim("vision", now=T0)[0] == T0 + 5
+    store.pace_relax("vision", 0.5, 0.3)
+    assert store.pace_get("vision") == 0.5
+    store.pace_relax("vision", 0.5, 0.3)
+    assert store.pace_get("vision") == 0.0 and store.pace_claim("vision", now=T0) is None
+    assert store.pace_get("other") == 0.0
+
+
+def test_clear_forgets_the_pace(store):
+    store.pace_slow("vision", 1.0, not_before=T0)
+    store.clear()
+    assert store.pace_get("vision") == 0.0

@@ -44,6 +44,7 @@ from ..submission import Submission
 from ..task_budget import worst_case_task_s
 from .fleet_retry_gate import FleetRetryGate
 from .observe import trace
+from .pacer import CallPacer
 from .shared_breaker import CircuitBreaker
 from .shared_ladder import Degradation
 from .sinks import Sink
@@ -173,6 +174,9 @@ class Processor:
         self.breakers = {route.service: CircuitBreaker(route.service, settings.breaker,
                                                        store=store, clock=self.clock)
                          for route in self.routes.values()}
+        self.pacers = {service: CallPacer(service, store=store, clock=self.clock,
+                                          cache_ttl_s=settings.breaker.cache_ttl_s)
+                       for service in self.breakers}
         self.ladder = Degradation.from_settings(settings, store=store, clock=self.clock)
         self.policy = RetryPolicy.from_settings(settings)
         self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)

@@ -204,8 +204,17 @@ class TaskRun:
                         "for another task: its answer will be reused", error_class=None)
 
     def _ask(self, route: "VisionRoute", image: bytes) -> Any:
-        """One Vision AI call under the breaker: logged, judged, its anomaly recorded."""
+        """One Vision AI call under the breaker and at the service's pace: logged, judged,
+        its anomaly recorded."""
         p, task = self.p, self.task
+        pacer = p.pacers[route.service]
+        wait = pacer.wait_s()
+        if wait > p.settings.retry.max_inline_wait_s:
+            # the service's next slot is far off: park without an attempt, as behind a breaker
+            return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is paced after a 429: "
+                           f"its next call slot is in {wait:.1f} s", wait)
+        if wait > 0:
+            p.clock.sleep(wait)
         breaker = p.breakers[route.service]
         permit = breaker.allow()
         if not permit:
@@ -213,6 +222,10 @@ class TaskRun:
                            permit.retry_after_s)
         started = p.clock.now()
         outcome: VisionOutcome = route.client.analyze(image, task.trace_id)
+        if outcome.error_class is ErrorClass.RATE_LIMITED:
+            pacer.refused(outcome.retry_after_s)
+        elif outcome.ok:
+            pacer.passed()
         retry = bool(task.attempt_count or self.calls.get(route.service))
         self.calls[route.service] = self.calls.get(route.service, 0) + 1
         breaker.record(permit, outcome.to_call_record(route.service, started, retry=retry,

@@ -288,6 +288,19 @@ class Store(Protocol):
     def breaker_probe_tally(self, service: str, generation: int) -> Tuple[int, int]:
         """(successes, failures) reported in probe round ``generation``."""
 
+    def pace_get(self, service: str) -> float:
+        """The seconds between two calls of ``service`` (0: not paced)."""
+
+    def pace_claim(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+        """Take the next call slot of a paced service: ``(slot_at, interval_s)``; None when the
+        service is not paced."""
+
+    def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
+        """Space the service's calls at least ``interval_s`` apart, none before ``not_before``."""
+
+    def pace_relax(self, service: str, factor: float, floor_s: float) -> None:
+        """A call went through: the interval times ``factor``; no pace below ``floor_s``."""
+
     def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's degradation ladder row; created at L0 (generation 0) if missing."""
 

@@ -150,6 +150,35 @@ class BreakerLadderOps:
                         write=False).rows[0]
         return int(row["successes"]), int(row["failures"])
 
+    # -- the pace of a rate-limited service -----------------------------------------------------
+    def pace_get(self, service: str) -> float:
+        """The seconds between two calls of ``service`` (0: not paced)."""
+        rows = self._statement("pace_get", {"service": _service(service)}, write=False).rows
+        return float(rows[0]["interval_s"]) if rows else 0.0
+
+    def pace_claim(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+        """Take the next call slot of a paced ``service``: ``(slot_at, interval_s)``, the time
+        the call may start and the interval in force; None when the service is not paced. One
+        statement: every engine's claim moves the same slot on, so no two share one."""
+        rows = self._statement("pace_claim", {"service": _service(service),
+                                              "now": _seconds("now", now)}).rows
+        return (float(rows[0]["slot_at"]), float(rows[0]["interval_s"])) if rows else None
+
+    def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
+        """Space the calls of ``service`` at least ``interval_s`` apart, none before
+        ``not_before`` (epoch seconds): a 429 asked for it. Never shortens either."""
+        self._statement("pace_slow", {"service": _service(service),
+                                      "interval": finite("interval_s", interval_s, above=0),
+                                      "not_before": _seconds("not_before", not_before)},
+                        idempotent=True)
+
+    def pace_relax(self, service: str, factor: float, floor_s: float) -> None:
+        """One call of a paced ``service`` went through: its interval times ``factor``, and no
+        pace at all below ``floor_s``."""
+        self._statement("pace_relax", {"service": _service(service),
+                                       "factor": finite("factor", factor, above=0, maximum=1),
+                                       "floor": finite("floor_s", floor_s, minimum=0)})
+
     def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's ladder; created at L0 if missing, never overwritten."""
         params = {"now": _seconds("now", now)}
