@@ -144,18 +144,3 @@ SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0
 -- chaos; an operator's last resort). Returns one row per connection cut.
 SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
-
--- pace_claim --
--- Take the next call slot of a paced service: its next slot moves one interval on, and the slot
--- taken comes back (no row when the service is not paced)
-UPDATE call_pace SET next_at = GREATEST(next_at, %(now)s) + interval_s
-WHERE service = %(service)s AND interval_s > 0
-RETURNING next_at - interval_s AS slot_at, interval_s
-
--- pace_slow --
--- Space a service's calls at least an interval apart, and none before a time (a 429 said so)
-INSERT INTO call_pace (service, interval_s, next_at)
-VALUES (%(service)s, %(interval)s, %(not_before)s)
-ON CONFLICT (service) DO UPDATE
-SET interval_s = GREATEST(call_pace.interval_s, excluded.interval_s),
-    next_at = GREATEST(call_pace.next_at, excluded.next_at)

@@ -452,6 +452,25 @@ LIMIT %(limit)s
 -- How many format anomalies were observed since a time
 SELECT count(*) AS n FROM format_anomaly WHERE observed_at >= %(since)s
 
+-- pace_claim --
+-- Take the next call slot of a paced service: its next slot moves one interval on, and the slot
+-- taken comes back (no row when the service is not paced)
+UPDATE call_pace
+SET next_at = CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END + interval_s
+WHERE service = %(service)s AND interval_s > 0
+RETURNING next_at - interval_s AS slot_at, interval_s
+
+-- pace_slow --
+-- Space a service's calls at least an interval apart, and none before a time (a 429 said so);
+-- neither is ever shortened
+INSERT INTO call_pace (service, interval_s, next_at)
+VALUES (%(service)s, %(interval)s, %(not_before)s)
+ON CONFLICT (service) DO UPDATE
+SET interval_s = CASE WHEN call_pace.interval_s > excluded.interval_s
+                      THEN call_pace.interval_s ELSE excluded.interval_s END,
+    next_at = CASE WHEN call_pace.next_at > excluded.next_at
+                   THEN call_pace.next_at ELSE excluded.next_at END
+
 -- pace_get --
 -- A service's call interval (0 or no row: not paced)
 SELECT interval_s FROM call_pace WHERE service = %(service)s

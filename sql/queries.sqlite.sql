@@ -41,18 +41,3 @@ LIMIT %(limit)s
 -- existing_keys --
 -- Which of the given keys (a JSON array) the ledger holds
 SELECT task_key FROM ai_task_registry WHERE task_key IN (SELECT value FROM json_each(%(keys)s))
-
--- pace_claim --
--- Take the next call slot of a paced service: its next slot moves one interval on, and the slot
--- taken comes back (no row when the service is not paced)
-UPDATE call_pace SET next_at = MAX(next_at, %(now)s) + interval_s
-WHERE service = %(service)s AND interval_s > 0
-RETURNING next_at - interval_s AS slot_at, interval_s
-
--- pace_slow --
--- Space a service's calls at least an interval apart, and none before a time (a 429 said so)
-INSERT INTO call_pace (service, interval_s, next_at)
-VALUES (%(service)s, %(interval)s, %(not_before)s)
-ON CONFLICT (service) DO UPDATE
-SET interval_s = MAX(call_pace.interval_s, excluded.interval_s),
-    next_at = MAX(call_pace.next_at, excluded.next_at)

@@ -34,10 +34,6 @@ DEFAULT_ENGINES = 4
 DEFAULT_TIME_SCALE = 0.1
 BASELINE_NAMES = ("naive", "tenacity", "httpcaller")
 
-#: ``(name, plan, world, engines, time_scale, seed) -> SubjectResult``: how a baseline is run.
-BaselineRunner = Callable[..., SubjectResult]
-
-
 @contextlib.contextmanager
 def _ledger(db_url: Optional[str]) -> Iterator[str]:
     if db_url:
@@ -109,11 +105,10 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
               engines: int = DEFAULT_ENGINES, db_url: Optional[str] = None, seed: int = 1,
               time_scale: float = DEFAULT_TIME_SCALE,
               compare: Sequence[str] = BASELINE_NAMES,
-              baseline_runner: BaselineRunner = run_baseline_subject,
               on_progress: Optional[Callable[[str], None]] = None,
               on_live: Optional[Callable[[str], None]] = None) -> DrillReport:
-    """Run one scenario for the library and each baseline in ``compare`` (through
-    ``baseline_runner``, :func:`run_baseline_subject` unless told otherwise).
+    """Run one scenario for the library and each baseline in ``compare``
+    (:func:`run_baseline_subject`).
 
     ``on_progress`` hears each phase as it starts; ``on_live``, about once a second, a line
     on the subject running (its time, backlog and busy engines)."""
@@ -140,7 +135,7 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         say(f"{name}: the same deliveries, the same faults")
         with World(scenario, seed=seed, time_scale=time_scale) as world:
             plan = world.plan(submissions)
-            report.baselines[name] = baseline_runner(name, plan, world, engines=engines,
-                                                     time_scale=time_scale, seed=seed,
-                                                     on_sample=_live(name, on_live))
+            report.baselines[name] = run_baseline_subject(
+                name, plan, world, engines=engines, time_scale=time_scale, seed=seed,
+                on_sample=_live(name, on_live))
     return report
