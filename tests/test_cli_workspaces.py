@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.parameters import WORKSPACES
+from fme_ai_resilience.fme.parameters import WORKSPACES
 
 from tests.fmw_reference import require_reference
 

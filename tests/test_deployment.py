@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings as hsettings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.deployment import (COMPENSATOR_CRON, PROCESSOR_CRON, V3, V4,
+from fme_ai_resilience.fme.deployment import (COMPENSATOR_CRON, PROCESSOR_CRON, V3, V4,
                                           JobDirectives, JobRequest, Schedule, describe,
                                           job_body, processor_job, processor_job_runtime_s,
                                           schedule_body, schedules)

@@ -190,7 +190,7 @@ def test_max_stale_s_is_validated():
 # --- deployment ------------------------------------------------------------------------------
 
 def _job(**changes):
-    from fme_ai_resilience.deployment import processor_job
+    from fme_ai_resilience.fme.deployment import processor_job
     from fme_ai_resilience.settings import Settings
 
     return processor_job("fair", Settings(), db_url="postgresql://u:pw-77@h/ledger", **changes)
@@ -230,7 +230,7 @@ def test_upload_quotes_names_and_refuses_odd_files(clock):
 @responses.activate
 def test_schedules_begin_by_the_injected_clock(clock):
     """A new schedule's begin is the client's clock, in UTC."""
-    from fme_ai_resilience.deployment import Schedule
+    from fme_ai_resilience.fme.deployment import Schedule
 
     responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
     responses.get(f"{BASE}/fmeapiv4/schedules/c/n", status=404, json={})

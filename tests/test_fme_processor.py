@@ -200,7 +200,7 @@ def test_one_batch_per_input_feature_over_one_ledger_connection(fair_db, fake_cl
                                                                 fake_vision, monkeypatch):
     """Two schedule features make two batches; the ledger is opened once for the instance and
     closed by close()."""
-    import fme_ai_resilience.fme_base as base
+    import fme_ai_resilience.fme.caller_base as base
 
     opened = []
 

@@ -28,6 +28,11 @@ LAYERS = ("core", "store", "services", "adapters")
 RANK = {layer: rank for rank, layer in enumerate(LAYERS)}
 #: The sub-packages that are a layer: everything under them belongs to it, nothing else does.
 LAYER_PACKAGES = {f"{NAME}.store": "store", f"{NAME}.services": "services"}
+#: The packages whose modules are of two layers, core or adapters as each one's row says. Such a
+#: package's ``__init__`` is a facade like the package's own (core, its re-exports loaded lazily
+#: inside ``__getattr__``), because importing any of its core modules runs that ``__init__``.
+MIXED_PACKAGES = frozenset({f"{NAME}.fme"})
+FACADES = frozenset({NAME}) | MIXED_PACKAGES
 MAP_HEADER = ["module", "layer", "purpose"]
 
 #: What the pure core may import: the standard-library modules it uses today, plus ``abc``.
@@ -42,7 +47,7 @@ CORE_THIRD_PARTY = frozenset({"jsonschema"})
 #: More that one core module may import, and why.
 CORE_EXTRA = {
     f"{NAME}.clock": frozenset({"time"}),  # it is the clock
-    NAME: frozenset({"importlib"}),        # the facade's lazy re-exports
+    **{facade: frozenset({"importlib"}) for facade in FACADES},  # the lazy re-exports
 }
 DRIVERS = frozenset({"sqlite3", "psycopg2", "psycopg", "pg8000", "asyncpg", "aiosqlite"})
 #: Parameter names and annotation type names that mean "holds a store, session or socket".
@@ -256,7 +261,7 @@ def _is_type_checking(test: ast.expr) -> bool:
 def _nodes(module: Module) -> Iterator[Tuple[ast.AST, bool, bool]]:
     """The module's statements (every node, where a dynamic import may hide) with
     (annotation_only, lazy)."""
-    facade = module.name == NAME
+    facade = module.name in FACADES
     dynamic = "import_module" in module.source or "__import__" in module.source
     stack: List[Tuple[ast.AST, bool, bool]] = [(module.tree, False, False)]
     while stack:
@@ -359,11 +364,11 @@ def check_map(root: Path, architecture: Path) -> List[str]:
         layer = package.layers[name]
         parts = name.split(".")
         home = next((lp for lp in LAYER_PACKAGES if _matches(name, lp)), None)
-        if name == NAME:
+        if name in FACADES:
             allowed: Tuple[Optional[str], ...] = ("core",)
         elif home is not None:
             allowed = (LAYER_PACKAGES[home],)
-        elif len(parts) == 2:
+        elif len(parts) == 2 or ".".join(parts[:2]) in MIXED_PACKAGES:
             allowed = ("core", "adapters")
         else:
             allowed = (package.layers.get(".".join(parts[:2])),)  # its top-level package's
@@ -378,7 +383,8 @@ def check_import_direction(root: Path, architecture: Path) -> List[str]:
     package = load(root, architecture)
     found: List[str] = []
     for module, layer in _mapped(package):
-        hint = " (the facade re-exports lazily, inside __getattr__)" if module.name == NAME else ""
+        hint = (" (the facade re-exports lazily, inside __getattr__)" if module.name in FACADES
+                else "")
         for imp in package.imports(module.name):
             if not _internal(imp.module) or imp.annotation_only or imp.lazy:
                 continue
@@ -822,6 +828,9 @@ PLANTED = [
     pytest.param(_plant_in("__init__.py", "from .services.intake import decide"),
                  check_import_direction, "the facade re-exports lazily",
                  id="facade-eager-service-import"),
+    pytest.param(_plant_in("fme/__init__.py", "from .callers import IntakeCaller"),
+                 check_import_direction, f"imports the adapter {NAME}.fme.callers",
+                 id="fme-facade-eager-caller-import"),
     pytest.param(_plant_in("keys.py", "import requests"),
                  check_core_imports, "imports requests", id="core-non-stdlib-import"),
     pytest.param(_plant_in("keys.py", "def _planted(*, store=None):\n    return store"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS,
+from fme_ai_resilience.fme.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS,
                                           PROCESSOR, WORKSPACES, PublishedParameter,
                                           changed_settings, parameter_name, parameters_for)
 from fme_ai_resilience.settings import SECRET_SETTINGS, Settings

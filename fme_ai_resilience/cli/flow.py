@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
-from ..deployment import DEFAULT_QUEUE, describe, processor_job, schedules
-from ..parameters import WORKSPACES
+from ..fme.deployment import DEFAULT_QUEUE, describe, processor_job, schedules
+from ..fme.parameters import WORKSPACES
 from ..redact import redact_url
 from ..services.flow import FlowClient
 from .common import (DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes,

@@ -2,9 +2,9 @@
 
 ``build`` writes ``WS-01_intake.fmw``, ``WS-02_processor.fmw`` and ``WS-03_compensator.fmw``
 from the ``.py`` scripts beside them (the source of truth) and the published parameters of
-:mod:`fme_ai_resilience.parameters`; a file whose text would not change is not touched.
+:mod:`fme_ai_resilience.fme.parameters`; a file whose text would not change is not touched.
 ``check`` checks any ``.fmw`` (by default the three in ``--dir``): the rules of
-:mod:`fme_ai_resilience.fmw_check`, and, for a template with its script beside it, that the
+:mod:`fme_ai_resilience.fme.fmw_check`, and, for a template with its script beside it, that the
 file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
 Exit codes: 0 every file passes, 1 a problem (one line each on stdout, ``FILE: rule:
 what``), 2 a usage error (a missing directory, script or file).
@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from ..fmw import WorkspaceSpec, render_workspace
-from ..fmw_check import Problem, check_workspace
-from ..parameters import WORKSPACES, parameters_for
+from ..fme.fmw import WorkspaceSpec, render_workspace
+from ..fme.fmw_check import Problem, check_workspace
+from ..fme.parameters import WORKSPACES, parameters_for
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 
 __all__ = ["add_parser", "render_template", "check_file"]

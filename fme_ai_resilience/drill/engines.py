@@ -53,7 +53,7 @@ def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
 
 def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
             doomed: Any, kicks: Any, ready: Any) -> None:
-    from ..parameters import PROCESSOR
+    from ..fme.parameters import PROCESSOR
     from ..testing import run_caller
     from ..testing.templates import template_caller
 

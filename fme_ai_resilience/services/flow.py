@@ -7,7 +7,7 @@ neither do the values of secret published parameters (the ledger URL).
 
 Deployment: :meth:`FlowClient.ensure_repository`, :meth:`FlowClient.upload_workspace`,
 :meth:`FlowClient.put_schedule` and :meth:`FlowClient.submit_job`, with the request bodies of
-:mod:`fme_ai_resilience.deployment`. The job submission (v4 body, v3 path) and the v3 upload
+:mod:`fme_ai_resilience.fme.deployment`. The job submission (v4 body, v3 path) and the v3 upload
 are in shared/reference/fme.md; the other request shapes are modelled on Safe's documentation
 and unverified against a live FME Flow (docs/fme-flow.md lists them).
 
@@ -36,7 +36,7 @@ import requests
 
 from ..checks import count, finite
 from ..clock import Clock, SystemClock
-from ..deployment import V3, V4, JobRequest, Schedule, job_body, schedule_body
+from ..fme.deployment import V3, V4, JobRequest, Schedule, job_body, schedule_body
 from ..errors import ConfigurationError, FlowError
 from ..redact import excerpt, redact_text
 

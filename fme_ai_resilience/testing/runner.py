@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import requests
 
 from ..clock import Clock
-from ..fme import REJECTED_TAG, injected
+from ..fme.callers import REJECTED_TAG, injected
 from .features import FakeFeature, FakeFME, FMEException, LogLine, installed_fme, macro_strings
 
 __all__ = ["run_caller", "CallerRun", "OUTPUT", "REJECTED"]

@@ -1,6 +1,6 @@
 """A stand-in for FME Flow's REST API on 127.0.0.1, recording every request it gets.
 
-It speaks the request shapes ``fme_ai_resilience.deployment`` and ``services.flow`` model: in
+It speaks the request shapes ``fme_ai_resilience.fme.deployment`` and ``services.flow`` model: in
 ``v4`` mode under ``/fmeapiv4``; in ``v3`` mode every ``/fmeapiv4`` path answers 404 (an FME
 Flow older than 2025) and ``/fmerest/v3`` answers instead. It keeps repositories, items and
 schedules, so a second deployment sees what the first one left. A request without the

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple
 
-from .checks import name as _name
-from .errors import ConfigurationError
+from ..checks import name as _name
+from ..errors import ConfigurationError
 from .fmw_encoding import encode_fme, xml_escape
 from .parameters import PublishedParameter
 

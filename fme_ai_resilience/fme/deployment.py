@@ -24,12 +24,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from .checks import count
-from .checks import name as _name
-from .errors import ConfigurationError
+from ..checks import count
+from ..checks import name as _name
+from ..errors import ConfigurationError
 from .parameters import COMPENSATOR, DB_PARAMETER, PROCESSOR, changed_settings, parameters_for
-from .settings import Settings
-from .task_budget import task_budget_s
+from ..settings import Settings
+from ..task_budget import task_budget_s
 
 __all__ = ["JobDirectives", "JobRequest", "Schedule", "processor_job_runtime_s",
            "processor_job", "schedules", "job_body", "schedule_body", "SCHEDULE_CATEGORY",

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from .errors import ConfigurationError
-from .settings import ENV_PREFIX, SECRET_SETTINGS, Settings
+from ..errors import ConfigurationError
+from ..settings import ENV_PREFIX, SECRET_SETTINGS, Settings
 
 __all__ = ["PublishedParameter", "PARAMETERS", "WORKSPACES", "INTAKE", "PROCESSOR",
            "COMPENSATOR", "DB_PARAMETER", "BODY_PARAMETER", "HEADERS_PARAMETER",

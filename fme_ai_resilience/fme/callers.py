@@ -3,7 +3,7 @@ compensator.
 
 Each has the PythonCaller class interface (FME makes it with no arguments, calls
 ``input(feature)`` per feature and ``close()`` at the end, and injects ``self.pyoutput``;
-:class:`~fme_ai_resilience.fme_base.CallerBase` says how settings, the ledger, the log and the
+:class:`~fme_ai_resilience.fme.caller_base.CallerBase` says how settings, the ledger, the log and the
 output features work). A workspace's script only subclasses one::
 
     from fme_ai_resilience.fme import ProcessorCaller
@@ -36,21 +36,21 @@ import os
 import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import ConfigurationError, ResilienceError, StoreError
-from .fme_base import (ATTRIBUTES, CONCLUSION_ATTRIBUTES, CONFIGURATION_CODE, REJECTED_TAG,
+from ..errors import ConfigurationError, ResilienceError, StoreError
+from .caller_base import (ATTRIBUTES, CONCLUSION_ATTRIBUTES, CONFIGURATION_CODE, REJECTED_TAG,
                        CallerBase, fme_time, injected, is_null)
-from .keys import trace_id_for
-from .ledger import Status
+from ..keys import trace_id_for
+from ..ledger import Status
 from .parameters import BODY_PARAMETER, COMPENSATOR, HEADERS_PARAMETER, INTAKE, PROCESSOR
-from .redact import redact_text
-from .services.intake import decide
-from .services.observe import read_signals
-from .services.pipeline import build_compensator, build_processor
-from .services.processor import BatchReport, Stop
-from .services.sinks import CollectingSink
-from .settings import Settings
-from .store import SqlStore
-from .survey123 import parse_webhook
+from ..redact import redact_text
+from ..services.intake import decide
+from ..services.observe import read_signals
+from ..services.pipeline import build_compensator, build_processor
+from ..services.processor import BatchReport, Stop
+from ..services.sinks import CollectingSink
+from ..settings import Settings
+from ..store import SqlStore
+from ..survey123 import parse_webhook
 
 __all__ = ["IntakeCaller", "ProcessorCaller", "CompensatorCaller", "ATTRIBUTES",
            "CONCLUSION_ATTRIBUTES", "REJECTED_TAG", "CONFIGURATION_CODE", "BODY_PARAMETER",

@@ -41,12 +41,12 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .clock import Clock, SystemClock
-from .errors import ConfigurationError, StoreError
+from ..clock import Clock, SystemClock
+from ..errors import ConfigurationError, StoreError
 from .parameters import DB_PARAMETER, PARAMETERS, parameter_name
-from .redact import REDACTED, redact_text
-from .settings import SECRET_SETTINGS, Settings
-from .store import SqlStore, display_url, open_store
+from ..redact import REDACTED, redact_text
+from ..settings import SECRET_SETTINGS, Settings
+from ..store import SqlStore, display_url, open_store
 
 __all__ = ["CallerBase", "ATTRIBUTES", "CONCLUSION_ATTRIBUTES", "REJECTED_TAG",
            "CONFIGURATION_CODE", "injected", "fme_time", "is_null"]

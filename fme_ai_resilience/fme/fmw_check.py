@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 from .fmw import COMMON_ATTRIBUTES, SECTIONS
 from .fmw_encoding import decode_fme, encode_fme
 

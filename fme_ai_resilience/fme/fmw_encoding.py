@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = ["TOKENS", "encode_fme", "decode_fme", "xml_escape"]
 
