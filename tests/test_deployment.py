@@ -136,3 +136,23 @@ def test_bad_values_are_refused(build):
     empty ledger URL raise ConfigurationError."""
     with pytest.raises(ConfigurationError):
         build()
+
+
+@pytest.mark.parametrize("operation, threshold", [
+    ("repositories", 22337), ("jobs", 25208), ("engines", 25208), ("submit", 26018),
+    ("upload", 26018), ("schedules", 26018)])
+def test_api_for_switches_to_v4_at_the_threshold_build(operation, threshold):
+    """Each operation is v3 one build below its threshold and v4 from it on."""
+    from fme_ai_resilience.fme.deployment import api_for
+
+    assert api_for(operation, threshold - 1) == V3 and api_for(operation, threshold) == V4
+
+
+def test_api_for_refuses_an_unknown_operation_or_build():
+    """An operation outside the table or a build that is no whole number is a usage error."""
+    from fme_ai_resilience.fme.deployment import api_for
+
+    with pytest.raises(ConfigurationError):
+        api_for("backups", 26000)
+    with pytest.raises(ConfigurationError):
+        api_for("jobs", True)

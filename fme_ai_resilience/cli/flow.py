@@ -68,8 +68,12 @@ def add_parser(subparsers: Any) -> None:
                         metavar="NAME=VALUE",
                         help="any setting, e.g. --set processing.claim_limit=20; repeatable "
                              "(default: none)")
+    deploy.add_argument("--time-zone", metavar="ZONE",
+                        help="FME Flow's time zone (IANA name, e.g. Europe/Oslo), for when the "
+                             "server does not report it; schedules begin in it (default: the "
+                             "zone FME Flow reports)")
     deploy.add_argument("--submit", action="store_true",
-                        help="also submit one WS-02 job now")
+                        help="also submit one WS-02 job now (default: no)")
     deploy.set_defaults(func=run_deploy)
 
 
@@ -100,9 +104,11 @@ def run_deploy(args: argparse.Namespace) -> int:
         print("error: the workspaces do not pass 'workspaces check'; nothing was deployed",
               file=sys.stderr)
         return EXIT_FAILED
-    client = FlowClient(args.url, token, timeout_s=TIMEOUT_S)
+    client = FlowClient(args.url, token, timeout_s=TIMEOUT_S, time_zone=args.time_zone)
+    routes = client.routes()
+    print(f"FME Flow {redact_url(client.base_url)}: build {client.build}, REST "
+          + ", ".join(f"{op} {api}" for op, api in routes.items()))
     created = client.ensure_repository(args.repository, "fme-ai-resilience workspaces")
-    print(f"FME Flow {redact_url(client.base_url)}: REST {client.api_version}")
     print(f"repository {args.repository}: {'created' if created else 'exists'}")
     for path in files:
         outcome = client.upload_workspace(args.repository, path.name, path.read_bytes())

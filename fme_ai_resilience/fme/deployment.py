@@ -34,10 +34,22 @@ from ..task_budget import task_budget_s
 __all__ = ["JobDirectives", "JobRequest", "Schedule", "processor_job_runtime_s",
            "processor_job", "schedules", "job_body", "schedule_body", "SCHEDULE_CATEGORY",
            "DEFAULT_QUEUE", "PROCESSOR_CRON", "COMPENSATOR_CRON", "START_MARGIN_S",
-           "PROCESSOR_INTERVAL_S", "COMPENSATOR_INTERVAL_S", "V3", "V4", "describe"]
+           "PROCESSOR_INTERVAL_S", "COMPENSATOR_INTERVAL_S", "V3", "V4", "describe",
+           "V4_FROM_BUILD", "OPERATIONS", "api_for"]
 
 V4 = "v4"
 V3 = "v3"
+
+#: The first FME Flow build whose REST v4 serves each operation; below it the operation goes
+#: to v3 (``/fmerest/v3``). Repositories, the job lists and engines and job submission follow
+#: Safe's own CLI (safesoftware/fmeflow-cli, the ``...V4BuildThreshold`` variables and
+#: ``cmd/run.go``); the CLI uploads no workspace and keeps no schedule, so those two follow job
+#: submission: v3 serves both on every build below it, and a schedule carries a job request.
+V4_FROM_BUILD: Mapping[str, int] = {
+    "repositories": 22337, "jobs": 25208, "engines": 25208, "submit": 26018,
+    "upload": 26018, "schedules": 26018,
+}
+OPERATIONS = tuple(V4_FROM_BUILD)
 
 SCHEDULE_CATEGORY = "fme-ai-resilience"
 DEFAULT_QUEUE = "fair_processor"
@@ -213,6 +225,15 @@ def schedule_body(schedule: Schedule, api: str, *, begin: str) -> Dict[str, Any]
     if api == V3:
         return {**head, "request": _v3_request(schedule.job)}
     raise ConfigurationError("api", api, f"must be {V4} or {V3}")
+
+
+def api_for(operation: str, build: int) -> str:
+    """The REST version FME Flow build ``build`` serves ``operation`` (one of
+    :data:`OPERATIONS`) with: :data:`V4` from its threshold build on, :data:`V3` below."""
+    if operation not in V4_FROM_BUILD:
+        raise ConfigurationError("operation", operation, f"must be one of {', '.join(OPERATIONS)}")
+    count("build", build)
+    return V4 if build >= V4_FROM_BUILD[operation] else V3
 
 
 def describe(job: JobRequest) -> List[str]:

@@ -1,8 +1,10 @@
 """A stand-in for FME Flow's REST API on 127.0.0.1, recording every request it gets.
 
-It speaks the request shapes ``fme_ai_resilience.fme.deployment`` and ``services.flow`` model: in
-``v4`` mode under ``/fmeapiv4``; in ``v3`` mode every ``/fmeapiv4`` path answers 404 (an FME
-Flow older than 2025) and ``/fmerest/v3`` answers instead. It keeps repositories, items and
+It speaks the request shapes ``fme_ai_resilience.fme.deployment`` and ``services.flow`` model
+and plays one FME Flow build: ``GET /fmeinfo/version`` tells it (``/fmerest/v3/info`` too, with
+the server's time zone), and each operation answers only on the REST version that build serves
+it with (``V4_FROM_BUILD``, as Safe's CLI routes): the other version's path answers 404, so a
+client that routes wrongly fails. It also serves the job lists and engines. It keeps repositories, items and
 schedules, so a second deployment sees what the first one left. A request without the
 expected token gets 401 with a message that repeats the token it was given (the way a
 careless server might), so tests can prove the client never shows it.
@@ -16,6 +18,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from fme_ai_resilience.fme.deployment import V3, V4, api_for
+
+#: Builds a stand-in plays: before v4 repositories, between v4 lists and v4 submission, after.
+BUILD_V3 = 22300
+BUILD_MIDDLE = 25615
+BUILD_V4 = 26100
 
 
 @dataclass
@@ -40,7 +49,11 @@ class FlowStandIn:
     """The state behind the stand-in; ``fail`` maps (method, path regex) to (status, body)."""
 
     token: str
-    mode: str = "v4"
+    build: int = BUILD_V4
+    time_zone: str = "America/Vancouver"
+    queued: int = 0
+    running: int = 0
+    engines: List[Dict[str, Any]] = field(default_factory=list)
     repositories: Dict[str, Dict[str, bytes]] = field(default_factory=dict)
     schedules: Dict[Tuple[str, str], Any] = field(default_factory=dict)
     services: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
@@ -48,6 +61,7 @@ class FlowStandIn:
     fail: Dict[Tuple[str, str], Tuple[int, Any]] = field(default_factory=dict)
     next_job: int = 41
     lock: threading.Lock = field(default_factory=threading.Lock)
+    mode: str = V4  # the version of the request being routed
 
     def handle(self, rec: Recorded) -> Tuple[int, Any]:
         with self.lock:
@@ -58,14 +72,32 @@ class FlowStandIn:
             if rec.headers.get("authorization") != f"fmetoken token={self.token}":
                 return 401, {"message": f"Authorization {rec.headers.get('authorization')} "
                                         f"is not valid"}
-            root = "/fmeapiv4" if self.mode == "v4" else "/fmerest/v3"
-            if not rec.path.startswith(root + "/"):
-                return 404, {"message": "no such endpoint"}
-            return self._route(rec, rec.path[len(root):])
+            if rec.path == "/fmeinfo/version":
+                return 200, {"buildNumber": self.build, "buildString": f"FME Flow {self.build}"}
+            if rec.path == "/fmerest/v3/info" and self.build < 26018:
+                return 200, {"build": f"FME Flow 20xx.x - Build {self.build} - linux-x64",
+                             "timeZone": self.time_zone, "version": "FME Flow"}
+            if rec.path == "/fmeapiv4/info" and self.build >= 25208:
+                return 200, {"buildNumber": self.build, "timeZone": self.time_zone}
+            for version, root in ((V4, "/fmeapiv4"), (V3, "/fmerest/v3")):
+                if rec.path.startswith(root + "/"):
+                    parts = [unquote(p) for p in rec.path[len(root):].strip("/").split("/")]
+                    operation = _operation(rec.method, parts)
+                    if operation is None or api_for(operation, self.build) != version:
+                        return 404, {"message": "no such endpoint"}
+                    self.mode = version
+                    return self._route(rec, parts)
+            return 404, {"message": "no such endpoint"}
 
-    def _route(self, rec: Recorded, path: str) -> Tuple[int, Any]:
-        parts = [unquote(p) for p in path.strip("/").split("/")]
+    def _route(self, rec: Recorded, parts: List[str]) -> Tuple[int, Any]:
         method = rec.method
+        if parts[-1] == "engines":
+            return 200, {"offset": 0, "limit": -1, "totalCount": len(self.engines),
+                         "items": self.engines}
+        if parts[0] == "jobs" and method == "GET" or parts[:2] == ["transformations", "jobs"]:
+            status = rec.query.get("status", [parts[-1]])[0]
+            total = self.queued if status == "queued" else self.running
+            return 200, {"offset": 0, "limit": 1, "totalCount": total, "items": []}
         if parts == ["repositories"] and method == "GET":
             items = [{"name": name} for name in sorted(self.repositories)]
             return 200, {"offset": 0, "limit": -1, "totalCount": len(items), "items": items}
@@ -109,16 +141,31 @@ class FlowStandIn:
                 body = rec.json()
                 self.schedules[(body["category"], body["name"])] = body
                 return 201, {}
-        if self.mode == "v4" and parts == ["jobs"] and method == "POST":
+        if parts == ["jobs"] and method == "POST":
             self.next_job += 1
             return 202, {"id": self.next_job}
-        if self.mode == "v3" and parts[:2] == ["transformations", "submit"] and method == "POST":
+        if parts[:2] == ["transformations", "submit"] and method == "POST":
             self.next_job += 1
             return 202, {"id": self.next_job}
         return 404, {"message": "no such endpoint"}
 
     def calls(self) -> List[Tuple[str, str]]:
         return [(r.method, r.path) for r in self.requests]
+
+
+def _operation(method: str, parts: List[str]) -> Any:
+    """Which operation of ``V4_FROM_BUILD`` a path (below its version's root) is, or None."""
+    if parts[0] == "repositories":
+        return "repositories" if len(parts) == 1 else "upload"
+    if parts[0] == "schedules":
+        return "schedules"
+    if parts == ["jobs"] or parts[:2] == ["transformations", "jobs"]:
+        return "jobs" if method == "GET" else "submit"
+    if parts[:2] == ["transformations", "submit"]:
+        return "submit"
+    if parts[-1] == "engines":
+        return "engines"
+    return None
 
 
 def _handler(state: FlowStandIn) -> type:
@@ -164,5 +211,5 @@ class FlowServer:
         self.thread.join(5)
 
 
-def start(token: str, mode: str = "v4", **kwargs: Any) -> FlowServer:
-    return FlowServer(FlowStandIn(token=token, mode=mode, **kwargs))
+def start(token: str, build: int = BUILD_V4, **kwargs: Any) -> FlowServer:
+    return FlowServer(FlowStandIn(token=token, build=build, **kwargs))

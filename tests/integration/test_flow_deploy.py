@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
-from tests.integration.flow_standin import start
+from tests.integration.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
 
 pytestmark = pytest.mark.integration
 
@@ -27,8 +27,8 @@ V4_JOB = {"FAIR_DB": DB}
 def flow():
     servers = []
 
-    def run(mode="v4", token=TOKEN, **kwargs):
-        server = start(token, mode, **kwargs)
+    def run(build=BUILD_V4, token=TOKEN, **kwargs):
+        server = start(token, build, **kwargs)
         servers.append(server)
         return server
 
@@ -69,17 +69,19 @@ def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
     assert deploy(server) == 0
     state = server.state
     assert state.calls() == [
+        ("GET", "/fmeinfo/version"),
         ("GET", "/fmeapiv4/repositories"),
         ("POST", "/fmeapiv4/repositories"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
+        ("GET", "/fmeapiv4/info"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("POST", "/fmeapiv4/schedules"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
         ("POST", "/fmeapiv4/schedules"),
     ]
-    requests = state.requests
+    requests = state.requests[1:]
     assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
     assert requests[0].query == {"limit": ["-1"]}
     assert requests[1].json() == {"name": "fair", "description": "fme-ai-resilience workspaces"}
@@ -87,7 +89,7 @@ def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
         assert upload.headers["content-type"] == "application/octet-stream"
         assert upload.headers["content-disposition"] == f'attachment; filename="{name}"'
         assert upload.body == (WORKSPACES / name).read_bytes()
-    processor, compensator = requests[6].json(), requests[8].json()
+    processor, compensator = requests[7].json(), requests[9].json()
     assert BEGIN.fullmatch(processor.pop("begin")) and BEGIN.fullmatch(compensator.pop("begin"))
     assert processor.pop("description") and compensator.pop("description")
     assert processor == schedule_v4("WS-02_processor", "0 * * * * ?", {
@@ -95,7 +97,8 @@ def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
     assert compensator == schedule_v4("WS-03_compensator", "0 0/10 * * * ?", {
         "maxJobRuntime": 600, "maxTimeInQueue": 600})
     out = capsys.readouterr()
-    assert "REST v4" in out.out and "repository fair: created" in out.out
+    assert f"build {BUILD_V4}, REST repositories v4" in out.out
+    assert "repository fair: created" in out.out
     assert_nothing_secret(out.out, out.err)
 
 
@@ -107,10 +110,12 @@ def test_a_second_deploy_replaces_the_files_and_updates_the_schedules(flow, caps
     first = len(server.state.requests)
     assert deploy(server) == 0
     assert server.state.calls()[first:] == [
+        ("GET", "/fmeinfo/version"),
         ("GET", "/fmeapiv4/repositories"),
         *[c for name in FILES for c in (
             ("POST", "/fmeapiv4/repositories/fair/items"),
             ("PUT", f"/fmeapiv4/repositories/fair/items/{name}"))],
+        ("GET", "/fmeapiv4/info"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("PUT", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
@@ -145,7 +150,7 @@ def test_a_vision_key_reaches_the_processor_schedule_and_no_output(flow, capsys,
     monkeypatch.setenv("FAIR_VISION_KEY", key)
     server = flow()
     assert deploy(server) == 0
-    processor, compensator = server.state.requests[6].json(), server.state.requests[8].json()
+    processor, compensator = server.state.requests[8].json(), server.state.requests[10].json()
     assert processor["publishedParameters"] == {"FAIR_DB": DB, "FAIR_VISION_KEY": key}
     assert compensator["publishedParameters"] == V4_JOB
     out = capsys.readouterr()
@@ -153,19 +158,20 @@ def test_a_vision_key_reaches_the_processor_schedule_and_no_output(flow, capsys,
     assert_nothing_secret(out.out, out.err)
 
 
-def test_deploy_falls_back_to_v3_when_v4_answers_404(flow, capsys):
-    """On a Flow without /fmeapiv4 every request goes to /fmerest/v3: a form to create the
-    repository, uploads registered with the job submitter, v3 schedule and submit bodies."""
-    server = flow(mode="v3")
+def test_below_build_22337_every_request_goes_to_v3(flow, capsys):
+    """On a build before v4 repositories every request goes to /fmerest/v3: a form to create
+    the repository, uploads registered with the job submitter, v3 schedule and submit bodies."""
+    server = flow(BUILD_V3)
     assert deploy(server, "--submit") == 0
     state = server.state
     assert state.calls() == [
-        ("GET", "/fmeapiv4/repositories"),
+        ("GET", "/fmeinfo/version"),
         ("GET", "/fmerest/v3/repositories"),
         ("POST", "/fmerest/v3/repositories"),
         *[c for name in FILES for c in (
             ("POST", "/fmerest/v3/repositories/fair/items"),
             ("PUT", f"/fmerest/v3/repositories/fair/items/{name}/services"))],
+        ("GET", "/fmerest/v3/info"),
         ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-02_processor"),
         ("POST", "/fmerest/v3/schedules"),
         ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-03_compensator"),
@@ -185,8 +191,40 @@ def test_deploy_falls_back_to_v3_when_v4_answers_404(flow, capsys):
     assert requests[-1].json() == schedule["request"]
     assert set(state.services) == {("fair", name) for name in FILES}
     out = capsys.readouterr()
-    assert "REST v3" in out.out
+    assert "REST repositories v3" in out.out and "submit v3" in out.out
     assert_nothing_secret(out.out, out.err)
+
+
+def test_between_25208_and_26018_repositories_on_v4_and_the_job_through_v3(flow, capsys):
+    """On FME Flow 2025 (build 25615) repositories go to v4, while the uploads, schedules and
+    the job submission go to v3 with TMDirectives (v4 job submission starts at build 26018);
+    the scheduled job carries the processor's runtime limit as ttc."""
+    server = flow(BUILD_MIDDLE)
+    assert deploy(server, "--submit") == 0
+    calls = server.state.calls()
+    assert calls[:3] == [("GET", "/fmeinfo/version"), ("GET", "/fmeapiv4/repositories"),
+                         ("POST", "/fmeapiv4/repositories")]
+    assert ("POST", "/fmerest/v3/repositories/fair/items") in calls
+    assert ("POST", "/fmerest/v3/schedules") in calls
+    assert calls[-1] == ("POST", "/fmerest/v3/transformations/submit/fair/WS-02_processor.fmw")
+    assert not any(path.startswith("/fmeapiv4/jobs") for _, path in calls)
+    schedule = next(r for r in server.state.requests if r.path == "/fmerest/v3/schedules")
+    assert schedule.json()["request"]["TMDirectives"]["ttc"] == 2160
+    assert_nothing_secret(*capsys.readouterr())
+
+
+def test_schedules_begin_on_the_servers_wall_clock(flow, capsys):
+    """A schedule's begin is now in the time zone FME Flow reports, not in UTC."""
+    import datetime
+    import zoneinfo
+
+    server = flow(time_zone="Asia/Kolkata")
+    before = datetime.datetime.now(zoneinfo.ZoneInfo("Asia/Kolkata")).replace(tzinfo=None)
+    assert deploy(server) == 0
+    after = datetime.datetime.now(zoneinfo.ZoneInfo("Asia/Kolkata")).replace(tzinfo=None)
+    body = next(r for r in server.state.requests if r.path == "/fmeapiv4/schedules").json()
+    begin = datetime.datetime.strptime(body["begin"], "%Y-%m-%dT%H:%M:%S")
+    assert before.replace(microsecond=0) <= begin <= after
 
 
 def test_a_refused_token_is_never_shown(flow, capsys):
@@ -194,7 +232,7 @@ def test_a_refused_token_is_never_shown(flow, capsys):
     server = flow(token="another-token")
     assert deploy(server) == 1
     out = capsys.readouterr()
-    assert "GET /fmeapiv4/repositories: HTTP 401: Authorization fmetoken token=[REDACTED]" \
+    assert "GET /fmeinfo/version: HTTP 401: Authorization fmetoken token=[REDACTED]" \
         in out.err
     assert_nothing_secret(out.out, out.err)
 
