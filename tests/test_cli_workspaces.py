@@ -112,3 +112,32 @@ def test_a_script_fme_could_not_run_writes_nothing(scripts, capsys):
     assert main(["workspaces", "build", "--dir", str(scripts)]) == 2
     assert "does not compile" in capsys.readouterr().err
     assert list(scripts.glob("*.fmw")) == []
+
+
+@pytest.mark.parametrize("name", WORKSPACES)
+def test_the_shipped_templates_expose_every_fair_attribute_and_no_secret_as_text(name):
+    """Each template's PythonCaller shows every fair_* attribute its caller sets on both
+    ports, every secret published parameter is FME's password type, and the template asks
+    for the lowest interpreter the library supports (3.9)."""
+    import base64
+    import json
+    import xml.etree.ElementTree as ET
+
+    from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
+    from fme_ai_resilience.fme.parameters import parameters_for
+
+    text = (ROOT / "workspaces" / f"{name}.fmw").read_text(encoding="utf-8")
+    head = "\n".join(line[3:] for line in text.split("\n#! </WORKSPACE>")[0].split("\n")
+                     if line.startswith("#! ")) + "\n</WORKSPACE>"
+    root = ET.fromstring(head.replace("<?xml version=\"1.0\" encoding=\"UTF-8\" ?>", ""))
+    caller = next(t for t in root.find("TRANSFORMERS") if t.get("TYPE") == "PythonCaller")
+    for port in ("0", "1"):
+        shown = {a.get("ATTR_NAME") for a in caller.findall("XFORM_ATTR")
+                 if a.get("FEAT_INDEX") == port}
+        assert set(WORKSPACE_ATTRIBUTES[name]) <= shown
+    form = json.loads(base64.b64decode(root.find("USER_PARAMETERS").get("FORM")))
+    kinds = {p["name"]: p["type"] for p in form["parameters"]}
+    secrets = [p.name for p in parameters_for(name) if p.secret]
+    assert secrets and all(kinds[s] == "password" for s in secrets)
+    assert all(kinds[p.name] == "text" for p in parameters_for(name) if not p.secret)
+    assert root.get("PYTHON_COMPATIBILITY") == "39"

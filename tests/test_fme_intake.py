@@ -170,3 +170,17 @@ def test_a_binary_message_attribute_is_read_as_utf8(fair_db, fake_clock, feature
     """A reader handing the body as bytes: the same registration."""
     run = run_caller(IntakeCaller, [feature], intake_macros(fair_db), clock=fake_clock)
     assert run.output[0].getAttribute("fair_key") == KEY
+
+
+def test_a_portal_token_in_the_published_parameter_is_warned_about_once(fair_db, fake_clock):
+    """A body carrying the submitter's portal token through FAIR_WEBHOOK_BODY (which FME
+    writes into the job log) is registered with one WARN naming the fix, without the token;
+    the same body as the feature's message attribute gets no such warning."""
+    macros = intake_macros(fair_db, FAIR_WEBHOOK_BODY=body(), FAIR_WEBHOOK_HEADERS=HEADERS)
+    run = run_caller(IntakeCaller, [{}, {}], macros, clock=fake_clock)
+    warnings = [m for m in run.messages("WARN") if "portal token" in m]
+    assert len(warnings) == 1 and "turn off the portal info" in warnings[0]
+    assert_no_secret(run.messages())
+    attribute = run_caller(IntakeCaller, [{"message": body(), "webhook.headers": HEADERS}],
+                           intake_macros(fair_db), clock=fake_clock)
+    assert not [m for m in attribute.messages("WARN") if "portal token" in m]

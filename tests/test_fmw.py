@@ -170,9 +170,9 @@ def test_header_has_the_common_attributes_in_order_and_the_sixteen_sections():
     assert [c.tag for c in root] == list(SECTIONS)
     assert root.get("LAST_SAVE_BUILD") == LAST_SAVE_BUILD
     assert root.get("FME_BUILD_NUM") == BUILD_NUMBER == "25241"
-    assert root.get("PYTHON_COMPATIBILITY") == "313"
+    assert root.get("PYTHON_COMPATIBILITY") == "39"
     assert 'LAST_SAVE_BUILD "FME 2025.0.3.0 (20250602 - Build 25241 - WIN64)"' in mapping(text)
-    assert "FME_PYTHON_VERSION 313" in mapping(text)
+    assert "FME_PYTHON_VERSION 39" in mapping(text)
 
 
 def test_both_script_copies_decode_to_the_script():
@@ -224,15 +224,15 @@ def test_graph_links_creator_caller_and_both_loggers():
 
 def test_published_parameters_appear_in_every_place_fme_keeps_them():
     """Each parameter is in FORM (2025.0 key order), PARAMETER_INFO, GLOBAL_PARAMETERS, a
-    DEFAULT_MACRO and the command-line note; only the required one gets a value check."""
+    DEFAULT_MACRO and the command-line note; only the required one gets a value check; the
+    secret one (the ledger URL) is FME's password type, the others text."""
     text = render_workspace(spec())
     root = header(text)
     form = json.loads(base64.b64decode(root.find("USER_PARAMETERS").get("FORM")))
     assert form["parameters"][0] == {
         "name": "FAIR_DB", "prompt": "Ledger database URL", "valueType": "string",
         "defaultValue": "", "supportedValueTypes": ["expression", "globalParameter"],
-        "deprecatedFlags": ["none"], "type": "text", "editor": "plaintext",
-        "showEditButton": False}
+        "deprecatedFlags": ["none"], "type": "password", "showConfirm": False}
     assert list(form["parameters"][1]) == [
         "name", "prompt", "valueType", "required", "defaultValue", "supportedValueTypes",
         "deprecatedFlags", "type", "editor", "showEditButton"]
@@ -242,7 +242,7 @@ def test_published_parameters_appear_in_every_place_fme_keeps_them():
         "NAME": "FAIR_TIMEOUTS_TTFB_S", "DEFAULT_VALUE": "15", "SCOPE": "STAND_ALONE",
         "GENERATED_GUI_LINE": "false",
         "GUI_LINE": "GUI OPTIONAL TEXT FAIR_TIMEOUTS_TTFB_S Time to first byte, s"}
-    assert info["FAIR_DB"]["GUI_LINE"] == "GUI TEXT FAIR_DB Ledger database URL"
+    assert info["FAIR_DB"]["GUI_LINE"] == "GUI PASSWORD FAIR_DB Ledger database URL"
     assert [g.get("DEFAULT_VALUE") for g in root.find("GLOBAL_PARAMETERS")] == ["", "15"]
     body = mapping(text)
     assert "DEFAULT_MACRO FAIR_DB " in body and "DEFAULT_MACRO FAIR_TIMEOUTS_TTFB_S 15" in body
@@ -263,3 +263,20 @@ def test_render_refuses_anything_but_a_spec():
     """render_workspace takes a WorkspaceSpec, nothing looser."""
     with pytest.raises(ConfigurationError):
         render_workspace({"name": "x"})
+
+
+def test_exposed_attributes_are_on_both_caller_ports_and_in_attributes_to_expose():
+    """The spec's attributes appear on the PythonCaller's OUTPUT and <Rejected> ports and in
+    its NEW_ATTRIBUTES ("Attributes to Expose"); a bad or repeated name is refused."""
+    root = header(render_workspace(spec(attributes=("fair_kind", "fair_status"))))
+    caller = next(t for t in root.find("TRANSFORMERS") if t.get("TYPE") == "PythonCaller")
+    ports: dict = {}
+    for attr in caller.findall("XFORM_ATTR"):
+        ports.setdefault(attr.get("FEAT_INDEX"), []).append(attr.get("ATTR_NAME"))
+    assert {"fair_kind", "fair_status"} <= set(ports["0"]) and {
+        "fair_kind", "fair_status", "fme_rejection_code"} <= set(ports["1"])
+    parms = {p.get("PARM_NAME"): p.get("PARM_VALUE") for p in caller.findall("XFORM_PARM")}
+    assert parms["NEW_ATTRIBUTES"] == "fair_kind buffer fair_status buffer"
+    for bad in (("fair kind",), ("fair_kind", "fair_kind")):
+        with pytest.raises(ConfigurationError):
+            spec(attributes=bad)

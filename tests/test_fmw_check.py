@@ -130,7 +130,7 @@ PLANTED = [
     ("build", lambda t: plant(t, 'FME_BUILD_NUM="25241"', 'FME_BUILD_NUM="25835"')),
     ("build", lambda t: plant(t, 'LAST_SAVE_BUILD "FME 2025.0.3.0',
                               'LAST_SAVE_BUILD "FME 2025.0.2.0')),
-    ("python", lambda t: plant(t, "FME_PYTHON_VERSION 313", "FME_PYTHON_VERSION 39")),
+    ("python", lambda t: plant(t, "FME_PYTHON_VERSION 39", "FME_PYTHON_VERSION 313")),
     ("script", lambda t: plant(t, "<u00e5>", "<aring>")),
     ("script", lambda t: plant(plant(t, "class<space>FeatureProcessor",
                                      "class<space>Feature<space>Processor"),

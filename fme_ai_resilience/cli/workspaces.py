@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
+from ..fme.caller_base import WORKSPACE_ATTRIBUTES
 from ..fme.fmw import WorkspaceSpec, render_workspace
 from ..fme.fmw_check import Problem, check_workspace
 from ..fme.parameters import WORKSPACES, parameters_for
@@ -58,7 +59,8 @@ def add_parser(subparsers: Any) -> None:
 
 def render_template(name: str, script: str) -> str:
     """The ``.fmw`` text of the template ``name`` (one of :data:`WORKSPACES`) for ``script``."""
-    return render_workspace(WorkspaceSpec(name, script, parameters_for(name)))
+    return render_workspace(WorkspaceSpec(name, script, parameters_for(name),
+                                          WORKSPACE_ATTRIBUTES[name]))
 
 
 def _read(path: Path) -> str:

@@ -43,13 +43,13 @@ import requests
 
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, StoreError
-from .parameters import DB_PARAMETER, PARAMETERS, parameter_name
+from .parameters import COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR, parameter_name
 from ..redact import REDACTED, redact_text
 from ..settings import SECRET_SETTINGS, Settings
 from ..store import SqlStore, display_url, open_store
 
-__all__ = ["CallerBase", "ATTRIBUTES", "CONCLUSION_ATTRIBUTES", "REJECTED_TAG",
-           "CONFIGURATION_CODE", "injected", "fme_time", "is_null"]
+__all__ = ["CallerBase", "ATTRIBUTES", "CONCLUSION_ATTRIBUTES", "WORKSPACE_ATTRIBUTES",
+           "REJECTED_TAG", "CONFIGURATION_CODE", "injected", "fme_time", "is_null"]
 
 log = logging.getLogger("fme_ai_resilience.fme")
 
@@ -83,6 +83,22 @@ ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
 CONCLUSION_ATTRIBUTES = ("fair_feature_globalid", "fair_attachment_globalid", "fair_layer_url",
                          "fair_asset_type", "fair_model_version", "fair_labels",
                          "fair_assessed_at")
+
+
+
+def _union(*groups: Sequence[str]) -> Tuple[str, ...]:
+    return tuple(dict.fromkeys(a for group in groups for a in group))
+
+
+#: The attributes each workspace's caller sets on some feature it outputs, in a stable order:
+#: the templates expose all of them on both PythonCaller ports.
+WORKSPACE_ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
+    INTAKE: _union(ATTRIBUTES["registration"], ATTRIBUTES["dead_letter"],
+                   ATTRIBUTES["configuration"]),
+    PROCESSOR: _union(ATTRIBUTES["task"], CONCLUSION_ATTRIBUTES, ATTRIBUTES["configuration"]),
+    COMPENSATOR: _union(ATTRIBUTES["report"], ATTRIBUTES["notification"],
+                        ATTRIBUTES["configuration"]),
+})
 
 _INT32 = 2 ** 31
 #: Published parameters whose whole value is a secret (FAIR_DB is shown without credentials).

@@ -70,12 +70,30 @@ class IntakeCaller(CallerBase):
     workspace = INTAKE
     body_attribute = "message"
     headers_attribute = "webhook.headers"
+    _warned_token = False
 
     def _given(self, feature: Any, attribute: str, parameter: str) -> str:
         value = feature.getAttribute(attribute)
         if value not in (None, "") and not is_null(feature, attribute):
             return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
         return self._macros.get(parameter, "")
+
+    def _from_parameter(self, feature: Any) -> bool:
+        value = feature.getAttribute(self.body_attribute)
+        return value in (None, "") or is_null(feature, self.body_attribute)
+
+    def _warn_token_in_parameter(self, feature: Any, submissions: Sequence[Any]) -> None:
+        """Once per job: a body holding the submitter's portal token came in through the
+        published parameter, which FME writes into the job log."""
+        if self._warned_token or not any(s.portal_token for s in submissions[:1]) \
+                or not self._from_parameter(feature):
+            return
+        self._warned_token = True
+        self._log("WARN", f"the webhook body carries the submitter's portal token and came in "
+                          f"through the published parameter {BODY_PARAMETER}, which FME writes "
+                          f"into the job log: turn off the portal info in the Survey123 webhook "
+                          f"(the library needs no submitter token) or send the webhook to the "
+                          f"library's gateway (docs/fme-flow.md, Secrets)")
 
     def _webhook(self, feature: Any) -> Tuple[str, Dict[str, str]]:
         body = self._given(feature, self.body_attribute, BODY_PARAMETER)
@@ -126,6 +144,7 @@ class IntakeCaller(CallerBase):
         except ResilienceError:
             submissions = []
         self._secrets += tuple(s.portal_token for s in submissions[:1] if s.portal_token)
+        self._warn_token_in_parameter(feature, submissions)
         for i, sub in enumerate(submissions):
             reg = registrations[i] if i < len(registrations) else None
             self.pyoutput(self._make(  # type: ignore[attr-defined]

@@ -38,7 +38,9 @@ DEFAULT_SYMBOL = "FeatureProcessor"
 #: ``<Rejected>`` port and output tags that is seen in a saved file (fmw-format.md section 4).
 LAST_SAVE_BUILD = "FME(R) 2025.0.3.0 (20250602 - Build 25241 - WIN64)"
 BUILD_NUMBER = "25241"
-PYTHON_COMPATIBILITY = "313"
+#: The lowest interpreter the library supports: FME reads the value as "this version or a
+#: newer compatible one", and real 2025.1.1 saves carry 39.
+PYTHON_COMPATIBILITY = "39"
 #: Fixed, so that regenerating a template gives no diff.
 LAST_SAVE_DATE = "2025-06-02T12:00:00"
 
@@ -91,13 +93,16 @@ class WorkspaceSpec:
     ``name`` is the file name without ``.fmw`` (it also seeds the document GUIDs); ``script``
     is the PythonCaller's script, exactly as its ``.py`` file holds it; ``symbol`` the class
     (or function) FME calls; ``parameters`` the published parameters, in the order Workbench
-    shows them. Raises :class:`ConfigurationError` for a script FME could not run (a syntax
+    shows them; ``attributes`` the attributes the script sets, exposed on both of the
+    PythonCaller's ports (its "Attributes to Expose") so that downstream transformers can pick
+    them. Raises :class:`ConfigurationError` for a script FME could not run (a syntax
     error, no ``symbol``, a character FME cannot encode).
     """
 
     name: str
     script: str
     parameters: Tuple[PublishedParameter, ...] = ()
+    attributes: Tuple[str, ...] = ()
     symbol: str = DEFAULT_SYMBOL
     output_message: str = "PythonCaller output"
     rejected_message: str = "rejected: @Value(fme_rejection_code) @Value(fme_rejection_message)"
@@ -124,6 +129,13 @@ class WorkspaceSpec:
         if len(set(names)) != len(names):
             raise ConfigurationError("parameters", names, "names a parameter twice")
         object.__setattr__(self, "parameters", params)
+        exposed = tuple(self.attributes)
+        for a in exposed:
+            if not isinstance(a, str) or not _SYMBOL.fullmatch(a):
+                raise ConfigurationError("attributes", a, "must be attribute names")
+        if len(set(exposed)) != len(exposed):
+            raise ConfigurationError("attributes", exposed, "names an attribute twice")
+        object.__setattr__(self, "attributes", exposed)
         for label in ("output_message", "rejected_message"):
             _encodable(label, _name(label, getattr(self, label)))
 
@@ -174,8 +186,9 @@ class _Graph:
 
 def _graph(spec: WorkspaceSpec) -> Tuple[_Graph, Dict[str, _Node]]:
     """The minimal canvas: Creator -> PythonCaller -> Logger, <Rejected> -> Logger_2."""
-    created = ("_creation_instance",)
+    created = ("_creation_instance",) + spec.attributes
     rejected = created + ("fme_rejection_code", "fme_rejection_message")
+    exposed = " ".join(f"{a} buffer" for a in spec.attributes)
     creator = _Node(2, "Creator", "7", "Creator", (0, 0), 500000000000001,
                     (("CREATED", created),), (
                         ("ATEND", "no"), ("COORDSYS", ""), ("CRE_ATTR", "_creation_instance"),
@@ -187,7 +200,7 @@ def _graph(spec: WorkspaceSpec) -> Tuple[_Graph, Dict[str, _Node]]:
                    (("OUTPUT", created), ("<Rejected>", rejected)), (
                        ("ADVANCED_GROUP", ""), ("GROUP_BY", "<Unused>"),
                        ("GROUP_BY_MODE", "<Unused>"), ("GROUP_PROCESSING_GROUP", "NO"),
-                       ("HIDE_ATTRIBUTES", ""), ("LIST_ATTRS", ""), ("NEW_ATTRIBUTES", ""),
+                       ("HIDE_ATTRIBUTES", ""), ("LIST_ATTRS", ""), ("NEW_ATTRIBUTES", exposed),
                        ("PARAMETERS_GROUP", ""), ("PYTHONSOURCE", encode_fme(spec.script)),
                        ("PYTHONSYMBOL", spec.symbol), ("TRANSFORMER_GROUP", ""),
                        ("XFORMER_NAME", "PythonCaller")))
@@ -290,8 +303,10 @@ def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
 
 def _gui_line(p: PublishedParameter) -> str:
     # A user-made text parameter saved by 2025.0.3 reads "GUI TEXT NAME Prompt"; an optional
-    # one gets OPTIONAL in front, as optional file parameters do.
-    return f"GUI {'' if p.required else 'OPTIONAL '}TEXT {p.name} {p.prompt}"
+    # one gets OPTIONAL in front, as optional file parameters do. A secret is a password
+    # parameter, "GUI PASSWORD NAME Prompt" (no saved sample holds one: unverified).
+    kind = "PASSWORD" if p.secret else "TEXT"
+    return f"GUI {'' if p.required else 'OPTIONAL '}{kind} {p.name} {p.prompt}"
 
 
 def _global_parameters(parameters: Sequence[PublishedParameter]) -> List[str]:
@@ -305,14 +320,19 @@ def _global_parameters(parameters: Sequence[PublishedParameter]) -> List[str]:
 
 
 def form_entry(p: PublishedParameter) -> Dict[str, object]:
-    """The FORM JSON object of a text parameter, keys in the order FME 2025.0 writes them."""
+    """The FORM JSON object of a parameter, keys in the order FME 2025.0 writes them: a text
+    parameter, or for a secret FME's password type (masked where FME shows it; its form
+    keys follow FME's parameter-form schema, no saved sample holds one)."""
     entry: Dict[str, object] = {"name": p.name, "prompt": p.prompt, "valueType": "string"}
     if not p.required:
         entry["required"] = False
     entry.update({"defaultValue": p.default,
                   "supportedValueTypes": ["expression", "globalParameter"],
-                  "deprecatedFlags": ["none"], "type": "text", "editor": "plaintext",
-                  "showEditButton": False})
+                  "deprecatedFlags": ["none"]})
+    if p.secret:
+        entry.update({"type": "password", "showConfirm": False})
+    else:
+        entry.update({"type": "text", "editor": "plaintext", "showEditButton": False})
     return entry
 
 
