@@ -87,7 +87,12 @@ def pg_run(url: str, sql, params=()):
         conn.close()
 
 
-STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql")
+STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql", "postgresql-pg8000")
+
+
+def pg8000_url(url: str) -> str:
+    """The same PostgreSQL database through the pure-Python driver."""
+    return "postgresql+pg8000://" + url.split("://", 1)[1]
 
 
 @pytest.fixture(params=STORE_BACKENDS)
@@ -97,6 +102,8 @@ def store(request, tmp_path):
 
     if request.param == "postgresql":
         url = request.getfixturevalue("pg_store_url")
+    elif request.param == "postgresql-pg8000":
+        url = pg8000_url(request.getfixturevalue("pg_store_url"))
     elif request.param == "sqlite-memory":
         url = "sqlite:///:memory:"
     else:
@@ -109,13 +116,15 @@ def store(request, tmp_path):
         s.close()
 
 
-@pytest.fixture(params=("sqlite", "postgresql"))
+@pytest.fixture(params=("sqlite", "postgresql", "postgresql-pg8000"))
 def shared_ledger_url(request, tmp_path):
     """URL of an initialised, empty ledger that several connections can share, on each backend."""
     from fme_ai_resilience.store import open_store
 
     if request.param == "postgresql":
         url = request.getfixturevalue("pg_store_url")
+    elif request.param == "postgresql-pg8000":
+        url = pg8000_url(request.getfixturevalue("pg_store_url"))
     else:
         url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with open_store(url, init_schema=True) as s:

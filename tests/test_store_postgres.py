@@ -6,7 +6,7 @@ import pytest
 from fme_ai_resilience.ledger import RegisterOutcome, TaskOutcome
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
-from tests.conftest import pg_run
+from tests.conftest import pg8000_url, pg_run
 
 pytestmark = pytest.mark.postgres
 T0 = 1_790_000_000.0
@@ -20,16 +20,27 @@ def pg(pg_store_url):
     store.close()
 
 
+@pytest.fixture(params=("psycopg2", "pg8000"))
+def pg_any(request, pg_store_url):
+    """A store on each PostgreSQL driver."""
+    url = pg_store_url if request.param == "psycopg2" else pg8000_url(pg_store_url)
+    store = open_store(url)
+    assert store.driver == request.param
+    store.clear()
+    yield store
+    store.close()
 
-def test_reconnects_after_the_server_drops_an_idle_connection(pg, pg_store_url):
+
+
+def test_reconnects_after_the_server_drops_an_idle_connection(pg_any, pg_store_url):
     """A connection the server terminated is replaced before the next operation."""
-    pg.register(Submission("k", "F", "t"), 10, now=T0)
-    pid = pg._conn.get_backend_pid()
+    pg_any.register(Submission("k", "F", "t"), 10, now=T0)
+    pid = pg_any._conn.get_backend_pid()
     # Wait for the backend to be gone, as after a restart (termination is asynchronous).
     pg_run(pg_store_url, "SELECT pg_terminate_backend(%s, 5000)", (pid,))
-    assert pg.register(Submission("k", "F", "t"), 10, now=T0).outcome is \
+    assert pg_any.register(Submission("k", "F", "t"), 10, now=T0).outcome is \
         RegisterOutcome.DUPLICATE_IN_PROGRESS
-    assert pg._conn.get_backend_pid() != pid
+    assert pg_any._conn.get_backend_pid() != pid
 
 
 def test_one_connection_is_reused(pg):
@@ -146,42 +157,54 @@ def _lost_mid_statement(pg, pg_store_url, operation):
     return outcome
 
 
-def test_a_checkpoint_lost_mid_statement_is_sent_again(pg, pg_store_url):
+def test_a_checkpoint_lost_mid_statement_is_sent_again(pg_any, pg_store_url):
     """A fenced checkpoint is the same written twice: after a lost connection it is sent again
     on a new one and lands, so the stage is not redone."""
     from fme_ai_resilience.ledger import Stage
 
-    pg.register(Submission("k", "F", "t"), 10, now=T0)
-    (task,) = pg.claim("e", 1, 60, now=T0)
-    outcome = _lost_mid_statement(pg, pg_store_url, lambda: pg.checkpoint(
+    pg_any.register(Submission("k", "F", "t"), 10, now=T0)
+    (task,) = pg_any.claim("e", 1, 60, now=T0)
+    outcome = _lost_mid_statement(pg_any, pg_store_url, lambda: pg_any.checkpoint(
         "k", task.lease_token, Stage.ANALYZED, {"condition": "fair"}, now=T0 + 1))
     assert outcome == {"value": True}
-    assert pg.get("k").checkpoints["analyzed"] == {"condition": "fair"}
+    assert pg_any.get("k").checkpoints["analyzed"] == {"condition": "fair"}
 
 
-def test_a_completion_lost_mid_statement_is_not_guessed(pg, pg_store_url):
+def test_a_completion_lost_mid_statement_is_not_guessed(pg_any, pg_store_url):
     """A completion may have committed: it is reported unavailable, never sent twice."""
     from fme_ai_resilience.errors import StoreUnavailable
 
-    pg.register(Submission("k", "F", "t"), 10, now=T0)
-    (task,) = pg.claim("e", 1, 60, now=T0)
-    outcome = _lost_mid_statement(pg, pg_store_url, lambda: pg.complete(
+    pg_any.register(Submission("k", "F", "t"), 10, now=T0)
+    (task,) = pg_any.claim("e", 1, 60, now=T0)
+    outcome = _lost_mid_statement(pg_any, pg_store_url, lambda: pg_any.complete(
         "k", task.lease_token, TaskOutcome.ACCEPTED, {"a": 1}, now=T0 + 1))
     assert isinstance(outcome.get("error"), StoreUnavailable)
 
 
-def test_terminating_the_other_sessions_cuts_them_and_they_heal(pg, pg_store_url):
+def test_terminating_the_other_sessions_cuts_them_and_they_heal(pg_any, pg_store_url):
     """terminate_other_sessions cuts the other stores' connections (not its own); each
     reconnects on its next operation."""
     import time
 
-    other = open_store(pg_store_url)
+    other = open_store(pg_any.url)
     other.counts()
     pid = other._conn.get_backend_pid()
-    assert pg.terminate_other_sessions() >= 1
+    assert pg_any.terminate_other_sessions() >= 1
     for _ in range(100):     # termination is asynchronous
         if not pg_run(pg_store_url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)):
             break
         time.sleep(0.02)
-    assert other.counts() == pg.counts() and other._conn.get_backend_pid() != pid
+    assert other.counts() == pg_any.counts() and other._conn.get_backend_pid() != pid
     other.close()
+
+
+def test_a_plain_url_takes_psycopg2_and_a_named_driver_is_honoured(pg_store_url):
+    """postgresql:// uses psycopg2 when installed; postgresql+pg8000:// and
+    postgresql+psycopg2:// name the driver; both reach the same ledger."""
+    tail = pg_store_url.split("://", 1)[1]
+    with open_store(pg_store_url) as plain, open_store("postgresql+pg8000://" + tail) as pure, \
+            open_store("postgresql+psycopg2://" + tail) as named:
+        assert (plain.driver, pure.driver, named.driver) == ("psycopg2", "pg8000", "psycopg2")
+        plain.clear()
+        pure.register(Submission("k-pure", "F", "t"), 10, now=T0)
+        assert named.get("k-pure").status == plain.get("k-pure").status

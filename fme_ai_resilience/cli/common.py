@@ -44,7 +44,7 @@ DB_ENV = "FAIR_DB_URL"
 DB_FORMS = ("sqlite:///relative/path.db, sqlite:////absolute/path.db or "
             "postgresql://user@host:port/db")
 _SQLITE = "sqlite:///"
-_POSTGRES = ("postgresql://", "postgres://")
+_POSTGRES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
 
 
 class OptionError(ConfigurationError, argparse.ArgumentTypeError):

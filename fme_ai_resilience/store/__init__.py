@@ -20,7 +20,8 @@ __all__ = ["Store", "SqlStore", "open_store", "display_url", "DEFAULT_URL"]
 DEFAULT_URL = "sqlite:///fme_ai_resilience.db"
 
 _SQLITE = "sqlite://"
-_POSTGRES = ("postgresql://", "postgres://")
+#: The PostgreSQL URL schemes: plain, or naming the driver (see :mod:`.pg_drivers`).
+_POSTGRES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
 
 
 def open_store(url: str, *, init_schema: bool = False, create: bool = True,
@@ -31,7 +32,8 @@ def open_store(url: str, *, init_schema: bool = False, create: bool = True,
 
     ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite:///:memory:``
     (private to this store) or ``postgresql://user@host:port/db`` (needs the ``postgres``
-    extra). With ``create=False`` a SQLite file must already exist (PostgreSQL databases are
+    extra, psycopg2, or pg8000; ``postgresql+pg8000://`` or ``postgresql+psycopg2://`` names
+    the driver). With ``create=False`` a SQLite file must already exist (PostgreSQL databases are
     never created); ``create_parents`` also creates a new SQLite file's missing directories.
     A SQLite store creates or upgrades its schema when it first connects (``auto_schema``);
     a PostgreSQL store never does (a missing schema is :class:`SchemaMissing`: run

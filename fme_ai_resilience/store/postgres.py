@@ -1,4 +1,5 @@
-"""The PostgreSQL ledger (psycopg2): shared by every engine on every host.
+"""The PostgreSQL ledger: shared by every engine on every host, through psycopg2 or pg8000
+(the pure-Python driver an FME Package ships; :mod:`.pg_drivers` says which a URL gets).
 
 One connection per store, reused, guarded by a lock. Transactions are explicit: an operation
 that is one statement (register, claim, every fenced write) runs as its own transaction in a
@@ -20,13 +21,12 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set
 from ..errors import ConfigurationError, StoreError, StoreUnavailable
 from ..redact import redact_url
 from ..settings import DatabaseSettings
+from .pg_drivers import Driver, driver_for
 from .sqlbase import Result, SqlStore, T, Tx, status_of_new_task, translate
 from .text import clean_value
 
 try:  # the extra: pip install 'fme-ai-resilience[postgres]'
     import psycopg2
-    import psycopg2.extensions
-    import psycopg2.extras
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg2 = None
 
@@ -50,42 +50,30 @@ _UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03", "57014", "55P03")
 _RETRIES = 3
 
 
-def _driver_errors() -> Mapping[type, Type[StoreError]]:
+def _psycopg2_errors() -> Mapping[type, Type[StoreError]]:
     if psycopg2 is None:
         return {}
-    ext = psycopg2.extensions
-    return {
-        psycopg2.Warning: StoreError,
-        psycopg2.Error: StoreError,
-        psycopg2.InterfaceError: StoreUnavailable,
-        psycopg2.DatabaseError: StoreError,
-        psycopg2.DataError: StoreError,
-        psycopg2.OperationalError: StoreError,
-        psycopg2.IntegrityError: StoreError,
-        psycopg2.InternalError: StoreError,
-        psycopg2.ProgrammingError: StoreError,
-        psycopg2.NotSupportedError: StoreError,
-        ext.QueryCanceledError: StoreError,
-        ext.TransactionRollbackError: StoreError,
-    }
+    return driver_for("postgresql+psycopg2://").errors
 
 
 #: Every exception class psycopg2 exports, mapped once (a test checks none is missing); the
-#: hundreds in ``psycopg2.errors`` subclass these and resolve through their MRO.
-DRIVER_ERRORS: Mapping[type, Type[StoreError]] = _driver_errors()
+#: hundreds in ``psycopg2.errors`` subclass these and resolve through their MRO. pg8000's
+#: table is its driver's (:mod:`.pg_drivers`).
+DRIVER_ERRORS: Mapping[type, Type[StoreError]] = _psycopg2_errors()
 
 
-def _unavailable(exc: BaseException) -> bool:
+def _unavailable(exc: BaseException, driver: Driver) -> bool:
     """No server answer at all (connect failed, connection lost) or a server refusing work."""
-    if not isinstance(exc, psycopg2.OperationalError):
-        return False
-    code = getattr(exc, "pgcode", None)
-    return code is None or code.startswith(_UNAVAILABLE_CODES)
+    if driver.lost(exc):
+        return True
+    code = driver.code(exc)
+    return bool(code) and code.startswith(_UNAVAILABLE_CODES)  # type: ignore[union-attr]
 
 
-def translate_error(exc: BaseException) -> StoreError:
-    """The library exception for a psycopg2 exception."""
-    return translate(exc, DRIVER_ERRORS, _unavailable)
+def translate_error(exc: BaseException, driver: Optional[Driver] = None) -> StoreError:
+    """The library exception for a driver exception (psycopg2's unless ``driver`` says)."""
+    driver = driver or driver_for("postgresql+psycopg2://")
+    return translate(exc, driver.errors, lambda e: _unavailable(e, driver))
 
 
 class PostgresStore(SqlStore):
@@ -102,10 +90,9 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, connect_timeout_s: Optional[float] = None,
                  application_name: str = "fme-ai-resilience", prepare: bool = True, *,
                  settings: Optional[DatabaseSettings] = None) -> None:
-        if psycopg2 is None:
-            raise StoreError("PostgreSQL needs psycopg2: pip install 'fme-ai-resilience[postgres]'")
+        self._driver = driver_for(url)
         super().__init__()
-        self._target = _target_of(url)
+        self._target = _target_of(url, self._driver)
         self.url = url
         self.settings = settings or DatabaseSettings()
         self.connect_timeout_s = (self.settings.connect_timeout_s if connect_timeout_s is None
@@ -119,18 +106,24 @@ class PostgresStore(SqlStore):
         # transaction mode).
         self._prepare: Dict[str, Prepared] = {
             name: prepared_forms(name, self._queries[name])
-            for name in PREPARED} if prepare else {}
+            for name in PREPARED} if prepare and self._driver.name == "psycopg2" else {}
         self._prepared: Set[str] = set()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_url(self.url)!r})"
+
+    @property
+    def driver(self) -> str:
+        """The driver this store speaks through: ``psycopg2`` or ``pg8000``."""
+        return self._driver.name
 
     def describe(self) -> str:
         """``postgresql host=... port=... database=... user=...``: never the password."""
         return "postgresql " + " ".join(f"{k}={v}" for k, v in self._target.items() if v)
 
     def _connect(self) -> Any:
-        if self._conn is not None and not self._conn.closed and self._pid == os.getpid():
+        driver = self._driver
+        if self._conn is not None and not driver.closed(self._conn) and self._pid == os.getpid():
             return self._conn
         self._conn = None
         limits = self.settings
@@ -143,10 +136,11 @@ class PostgresStore(SqlStore):
         options: Dict[str, Any] = {
             name: value if isinstance(value, str) else max(1, int(round(value)))
             for name, value in wanted.items() if name not in self.url}
+        read_s = limits.statement_timeout_s + limits.lock_timeout_s
         try:
-            conn = psycopg2.connect(self.url, **options)
-        except (psycopg2.Error, ValueError) as exc:  # ValueError: a NUL in the URL
-            raise translate_error(exc) from exc
+            conn = driver.connect(self.url, options, read_timeout_s=read_s)
+        except (driver.Error, ValueError) as exc:  # ValueError: a NUL in the URL
+            raise translate_error(exc, driver) from exc
         try:
             # Autocommit at the driver: a one-statement operation is one round trip;
             # operations of several statements open an explicit transaction (see _transact).
@@ -156,11 +150,11 @@ class PostgresStore(SqlStore):
                 cur.execute(self._queries["session_limits"], {
                     "statement_timeout": _ms(limits.statement_timeout_s),
                     "lock_timeout": _ms(limits.lock_timeout_s)})
-        except psycopg2.Error as exc:
+        except driver.Error as exc:
             conn.close()
-            raise translate_error(exc) from exc
-        # JSON columns come back as text, as from SQLite; the shared code decodes them.
-        psycopg2.extras.register_default_jsonb(conn, loads=lambda text: text)
+            raise translate_error(exc, driver) from exc
+        # JSON columns come back as text, as from SQLite (the driver's connect sees to it);
+        # the shared code decodes them.
         self._conn, self._pid, self._prepared = conn, os.getpid(), set()
         self._cursor = conn.cursor()
         return conn
@@ -184,7 +178,8 @@ class PostgresStore(SqlStore):
         """
         conn = self._conn
         if conn is not None:
-            if not conn.closed and self._pid == os.getpid() and not _readable(conn):
+            if not self._driver.closed(conn) and self._pid == os.getpid() \
+                    and not _readable(conn, self._driver):
                 return conn
             self._drop(conn)
         return self._connect()
@@ -199,17 +194,17 @@ class PostgresStore(SqlStore):
                 conn = self._live_connection()
                 try:
                     return _PgTx(self._cursor, store=self).run(name, params)
-                except psycopg2.Error as exc:
-                    lost = bool(conn.closed)
+                except self._driver.Error as exc:
+                    lost = self._driver.closed(conn) or self._driver.lost(exc)
                     self._abandon(conn, in_transaction=False)
                     # A lost write may have committed: only reads, idempotent writes, and
                     # statements the server rolled back (deadlock, serialisation failure), are
                     # run again.
-                    if attempt < _RETRIES and (_rolled_back(exc) or (
+                    if attempt < _RETRIES and (self._rolled_back(exc) or (
                             lost and (idempotent or not write))):
                         log.info("retrying ledger query %s after %s", name, type(exc).__name__)
                         continue
-                    raise translate_error(exc) from exc
+                    raise translate_error(exc, self._driver) from exc
                 except StoreError:  # a value the driver refused to bind: nothing was sent
                     raise
                 except BaseException:
@@ -229,38 +224,43 @@ class PostgresStore(SqlStore):
                     with conn.cursor() as cur:
                         cur.execute("BEGIN")
                         out = fn(_PgTx(cur, store=self))
-                except psycopg2.Error as exc:
-                    lost = bool(conn.closed)
+                except self._driver.Error as exc:
+                    lost = self._driver.closed(conn) or self._driver.lost(exc)
                     self._abandon(conn, in_transaction=True)
                     # Nothing was committed: the server rolls back a transaction it loses.
-                    if attempt < _RETRIES and (_rolled_back(exc) or lost):
+                    if attempt < _RETRIES and (self._rolled_back(exc) or lost):
                         log.info("retrying a ledger transaction after %s", type(exc).__name__)
                         continue
-                    raise translate_error(exc) from exc
+                    raise translate_error(exc, self._driver) from exc
                 except BaseException:
                     self._abandon(conn, in_transaction=True)
                     raise
                 try:
                     with conn.cursor() as cur:
                         cur.execute("COMMIT")
-                except psycopg2.Error as exc:
+                except self._driver.Error as exc:
                     # The outcome is unknown: never run a write twice on a guess.
                     self._abandon(conn, in_transaction=True)
-                    raise translate_error(exc) from exc
+                    raise translate_error(exc, self._driver) from exc
                 return out
         raise StoreError("no attempt was made")  # pragma: no cover - the loop always ends it
 
     def _abandon(self, conn: Any, in_transaction: bool) -> None:
         """End a failed transaction, or drop a connection that is gone."""
-        if not conn.closed:
+        if not self._driver.closed(conn):
             try:
                 if in_transaction:
                     with conn.cursor() as cur:
                         cur.execute("ROLLBACK")
                 return
-            except psycopg2.Error:
+            except self._driver.Error:
                 pass
         self._drop(conn)
+
+    def _rolled_back(self, exc: BaseException) -> bool:
+        """The server aborted the work (deadlock, serialisation failure, SQLSTATE class 40):
+        nothing took effect."""
+        return (self._driver.code(exc) or "").startswith("40")
 
     def _drop(self, conn: Any) -> None:
         if conn is self._conn:
@@ -268,7 +268,7 @@ class PostgresStore(SqlStore):
         if self._pid == os.getpid():
             try:
                 conn.close()
-            except psycopg2.Error:
+            except self._driver.Error:
                 pass
 
     def _register_row(self, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -292,15 +292,15 @@ def _ms(seconds: float) -> str:
     return str(max(1, int(round(seconds * 1000))))
 
 
-def _target_of(url: str) -> Dict[str, str]:
+def _target_of(url: str, driver: Driver) -> Dict[str, str]:
     """Host, port, database and user a URL names, read as libpq reads it (query parameters
     such as ``?host=`` included). Raises ConfigurationError when the URL does not parse or
     leaves the host or the database to libpq's defaults (the environment, the user's name):
     the ledger is never a database nobody named."""
     shown = redact_url(url)
     try:
-        params = psycopg2.extensions.parse_dsn(url)
-    except (psycopg2.Error, ValueError):  # ValueError: a NUL in the URL
+        params = driver.target(url)
+    except (driver.Error, ValueError):  # ValueError: a NUL in the URL
         raise ConfigurationError("store URL", shown, "is not a PostgreSQL URL: write "
                                  "postgresql://user@host:5432/database") from None
     if not params.get("dbname"):
@@ -315,16 +315,11 @@ def _target_of(url: str) -> Dict[str, str]:
             "user": params.get("user", "")}
 
 
-def _rolled_back(exc: BaseException) -> bool:
-    """The server aborted the work (deadlock, serialisation failure): nothing took effect."""
-    return isinstance(exc, psycopg2.extensions.TransactionRollbackError)
-
-
-def _readable(conn: Any) -> bool:
+def _readable(conn: Any, driver: Driver) -> bool:
     """Whether an idle connection has something to read (the server hung up)."""
     try:
         ready, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError, psycopg2.Error):
+    except (OSError, ValueError, AttributeError, driver.Error):
         return True
     return bool(ready)
 

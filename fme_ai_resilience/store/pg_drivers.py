@@ -1,0 +1,304 @@
+"""The two PostgreSQL drivers the ledger speaks through: psycopg2 (compiled, the ``postgres``
+extra) and pg8000 (pure Python, the one an FME Package can ship).
+
+A URL picks its driver by scheme: ``postgresql+psycopg2://`` or ``postgresql+pg8000://``; a
+plain ``postgresql://`` (or ``postgres://``) takes psycopg2 when it is installed and pg8000
+otherwise. :class:`Driver` is what :class:`~.postgres.PostgresStore` needs of either: connect,
+the driver's exception classes, the SQLSTATE of an error, whether a connection is closed, and
+the URL read as libpq reads it (host, port, database, user).
+
+pg8000 reads the URL here: user, password, host, port and database, and the query parameters
+``host``, ``port``, ``dbname``, ``user``, ``password``, ``connect_timeout``,
+``application_name`` and ``sslmode`` (``require`` encrypts, ``verify-ca`` and
+``verify-full`` also check the server's certificate; anything else, as libpq's default
+``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
+and read as "keepalives on", which pg8000 always is. pg8000 has one socket timeout for the
+connect and every later read: the store sets it to the larger of the connect timeout and the
+statement timeout (plus a margin), since the server's ``statement_timeout`` bounds a
+statement first. pg8000 takes ``%(name)s`` parameters through its module-wide
+``paramstyle``, which the store sets to ``pyformat`` (the only style it accepts as well).
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+import ssl
+import struct
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ..errors import ConfigurationError, StoreError, StoreUnavailable
+from ..redact import redact_url
+
+__all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
+
+PSYCOPG2 = "psycopg2"
+PG8000 = "pg8000"
+SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
+#: JSON column types come back as text from either driver (the shared code decodes them).
+_JSON_OIDS = (114, 3802)
+#: What a pg8000 socket read may take beyond the server's statement timeout.
+_READ_MARGIN_S = 10.0
+_PG8000_PARAMS = frozenset({"host", "port", "dbname", "user", "password", "connect_timeout",
+                            "application_name", "sslmode", "keepalives", "keepalives_idle",
+                            "keepalives_interval", "keepalives_count"})
+
+
+def _import(name: str) -> Optional[Any]:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def libpq_url(url: str) -> str:
+    """``url`` with a driver-naming scheme written as libpq knows it (``postgresql://``)."""
+    scheme = _scheme(url)
+    return "postgresql" + url[len(scheme):] if scheme.startswith("postgresql+") else url
+
+
+class Driver(abc.ABC):
+    """One PostgreSQL driver behind the store (see the module docstring)."""
+
+    name = ""
+    Error: Type[BaseException] = Exception
+    OperationalError: Type[BaseException] = Exception
+    InterfaceError: Type[BaseException] = Exception
+    #: The driver's exception classes and the library exception each becomes.
+    errors: Mapping[type, Type[StoreError]] = {}
+
+    @abc.abstractmethod
+    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
+        """A connection to ``url`` (``options``: libpq's keyword parameters)."""
+
+    @abc.abstractmethod
+    def target(self, url: str) -> Dict[str, str]:
+        """The URL's connection parameters: ``host``, ``port``, ``dbname``, ``user`` ..."""
+
+    @abc.abstractmethod
+    def code(self, exc: BaseException) -> Optional[str]:
+        """The SQLSTATE the server gave, if any."""
+
+    @abc.abstractmethod
+    def closed(self, conn: Any) -> bool:
+        """Whether ``conn`` is closed (by us, or found lost)."""
+
+    @abc.abstractmethod
+    def lost(self, exc: BaseException) -> bool:
+        """No server answer at all: the connection failed or was lost."""
+
+
+class _Psycopg2(Driver):
+    name = PSYCOPG2
+
+    def __init__(self, module: Any) -> None:
+        import psycopg2.extensions
+        import psycopg2.extras
+
+        self.module = module
+        self.Error, self.OperationalError = module.Error, module.OperationalError
+        self.InterfaceError = module.InterfaceError
+        ext = psycopg2.extensions
+        self._extras = psycopg2.extras
+        self._parse_dsn = ext.parse_dsn
+        self.errors = {
+            module.Warning: StoreError, module.Error: StoreError,
+            module.InterfaceError: StoreUnavailable, module.DatabaseError: StoreError,
+            module.DataError: StoreError, module.OperationalError: StoreError,
+            module.IntegrityError: StoreError, module.InternalError: StoreError,
+            module.ProgrammingError: StoreError, module.NotSupportedError: StoreError,
+            ext.QueryCanceledError: StoreError, ext.TransactionRollbackError: StoreError,
+        }
+
+    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
+        conn = self.module.connect(libpq_url(url), **options)
+        self._extras.register_default_jsonb(conn, loads=lambda text: text)
+        return conn
+
+    def target(self, url: str) -> Dict[str, str]:
+        params = self._parse_dsn(libpq_url(url))
+        return {k: str(v) for k, v in params.items()}
+
+    def code(self, exc: BaseException) -> Optional[str]:
+        return getattr(exc, "pgcode", None)
+
+    def closed(self, conn: Any) -> bool:
+        return bool(conn.closed)
+
+    def lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.OperationalError) and self.code(exc) is None
+
+
+class _Pg8000Connection:
+    """A pg8000 connection with what the store uses of psycopg2's: ``closed``, ``fileno()``,
+    ``autocommit`` and cursors usable as context managers."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    @property
+    def closed(self) -> bool:
+        return getattr(self.raw, "_sock", None) is None
+
+    @property
+    def autocommit(self) -> bool:
+        return bool(self.raw.autocommit)
+
+    @autocommit.setter
+    def autocommit(self, value: bool) -> None:
+        self.raw.autocommit = value
+
+    def fileno(self) -> int:
+        return self.raw._usock.fileno()
+
+    def get_backend_pid(self) -> int:
+        """The server process serving this connection (as psycopg2's connection says)."""
+        return int(struct.unpack("!i", bytes(self.raw._backend_key_data[:4]))[0])
+
+    def cursor(self) -> "_Pg8000Cursor":
+        return _Pg8000Cursor(self.raw.cursor())
+
+    def close(self) -> None:
+        if not self.closed:
+            self.raw.close()
+
+
+class _Pg8000Cursor:
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        if params:
+            self.raw.execute(sql, params)
+        else:
+            self.raw.execute(sql)
+
+    def __enter__(self) -> "_Pg8000Cursor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.raw.close()
+        except Exception:  # noqa: BLE001 - a cursor of a lost connection
+            pass
+
+
+class _Pg8000(Driver):
+    name = PG8000
+
+    def __init__(self, module: Any) -> None:
+        dbapi = importlib.import_module("pg8000.dbapi")
+        dbapi.paramstyle = "pyformat"
+        self.module = dbapi
+        self.Error, self.OperationalError = dbapi.Error, dbapi.OperationalError
+        self.InterfaceError = dbapi.InterfaceError
+        self.errors = {
+            dbapi.Warning: StoreError, dbapi.Error: StoreError,
+            dbapi.InterfaceError: StoreUnavailable, dbapi.DatabaseError: StoreError,
+            dbapi.OperationalError: StoreError, dbapi.IntegrityError: StoreError,
+            dbapi.InternalError: StoreError, dbapi.ProgrammingError: StoreError,
+            dbapi.NotSupportedError: StoreError,
+        }
+
+    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
+        params = self._params(url)
+        connect_s = float(params.get("connect_timeout") or options.get("connect_timeout", 10))
+        context = _ssl_context(params.get("sslmode", ""))
+        try:
+            raw = self.module.connect(
+                user=params.get("user") or "postgres", password=params.get("password"),
+                host=params["host"], port=int(params.get("port") or 5432),
+                database=params["dbname"], timeout=max(connect_s, read_timeout_s),
+                tcp_keepalive=True, ssl_context=context,
+                application_name=params.get("application_name")
+                or options.get("application_name"))
+        except (OSError, ssl.SSLError) as exc:  # raised before pg8000 wraps it, on some paths
+            raise StoreUnavailable(f"PostgreSQL at {params['host']}: cannot connect "
+                                   f"({type(exc).__name__})") from None
+        for oid in _JSON_OIDS:
+            raw.register_in_adapter(oid, str)
+        return _Pg8000Connection(raw)
+
+    def _params(self, url: str) -> Dict[str, str]:
+        shown = redact_url(url)
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            raise ConfigurationError("store URL", shown, "has a port that is no number") from None
+        params: Dict[str, str] = {}
+        if parts.hostname:
+            params["host"] = unquote(parts.hostname)
+        if port:
+            params["port"] = str(port)
+        if parts.username:
+            params["user"] = unquote(parts.username)
+        if parts.password is not None:
+            params["password"] = unquote(parts.password)
+        if parts.path.strip("/"):
+            params["dbname"] = unquote(parts.path.strip("/"))
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in _PG8000_PARAMS:
+                raise ConfigurationError("store URL", shown, f"has ?{key}=, which the pure "
+                                         f"PostgreSQL driver (pg8000) does not take")
+            params[key] = value
+        return params
+
+    def target(self, url: str) -> Dict[str, str]:
+        return self._params(url)
+
+    def code(self, exc: BaseException) -> Optional[str]:
+        detail = exc.args[0] if exc.args else None
+        return detail.get("C") if isinstance(detail, dict) else None
+
+    def closed(self, conn: Any) -> bool:
+        return bool(conn.closed)
+
+    def lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, self.InterfaceError) or (
+            isinstance(exc, self.Error) and self.code(exc) is None
+            and not isinstance(exc, self.module.ProgrammingError))
+
+
+def _ssl_context(mode: str) -> Optional[ssl.SSLContext]:
+    if mode in ("verify-ca", "verify-full"):
+        context = ssl.create_default_context()
+        context.check_hostname = mode == "verify-full"
+        return context
+    if mode == "require":
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    return None
+
+
+_LOADED: Dict[str, Driver] = {}
+_KINDS: Tuple[Tuple[str, type], ...] = ((PSYCOPG2, _Psycopg2), (PG8000, _Pg8000))
+
+
+def driver_for(url: str) -> Driver:
+    """The driver ``url`` names by its scheme, or the first one installed for a plain
+    ``postgresql://``. Raises StoreError naming the extra when none is installed."""
+    scheme = _scheme(url)
+    wanted: List[str] = [scheme.split("+", 1)[1]] if "+" in scheme else [PSYCOPG2, PG8000]
+    for name, kind in _KINDS:
+        if name not in wanted:
+            continue
+        if name not in _LOADED:
+            module = _import(name)
+            if module is None:
+                continue
+            _LOADED[name] = kind(module)
+        return _LOADED[name]
+    if wanted == [PG8000]:
+        raise StoreError("postgresql+pg8000:// needs pg8000: pip install pg8000")
+    raise StoreError("PostgreSQL needs a driver: pip install 'fme-ai-resilience[postgres]' "
+                     "(psycopg2) or pg8000 (pure Python, as the FME Package ships)")

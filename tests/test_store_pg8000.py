@@ -1,0 +1,48 @@
+"""The pure-Python PostgreSQL driver (pg8000) behind the ledger: how it reads a URL, and
+failures as the library's errors, free of the password."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from fme_ai_resilience.errors import ConfigurationError, StoreUnavailable
+from fme_ai_resilience.store import open_store
+from fme_ai_resilience.store.pg_drivers import driver_for, libpq_url
+
+pytest.importorskip("pg8000")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_url_is_read_as_libpq_reads_it():
+    """User, password, host, port and database from the URL, query parameters winning."""
+    driver = driver_for("postgresql+pg8000://")
+    assert driver.target("postgresql+pg8000://fair:p%40ss@db.internal:6543/ledger") == {
+        "host": "db.internal", "port": "6543", "user": "fair", "password": "p@ss",
+        "dbname": "ledger"}
+    assert driver.target("postgresql+pg8000://u@h/d?host=other&application_name=x")[
+        "host"] == "other"
+    assert libpq_url("postgresql+pg8000://u@h/d") == "postgresql://u@h/d"
+
+
+def test_a_parameter_pg8000_cannot_honour_is_refused_without_the_password():
+    """A libpq parameter pg8000 has no equivalent for is a ConfigurationError naming it."""
+    with pytest.raises(ConfigurationError, match="target_session_attrs") as info:
+        open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1/ledger"
+                   "?target_session_attrs=read-write")
+    assert "s3cret-pw" not in str(info.value)
+
+
+def test_an_unreachable_server_is_store_unavailable_without_the_password():
+    """Nothing listening: StoreUnavailable, and the password appears nowhere."""
+    store = open_store(f"postgresql+pg8000://fair:s3cret-pw@127.0.0.1:{_closed_port()}/ledger",
+                       connect_timeout_s=2)
+    with pytest.raises(StoreUnavailable) as info:
+        store.counts()
+    assert "s3cret-pw" not in str(info.value) and "s3cret-pw" not in repr(store)
+    store.close()
