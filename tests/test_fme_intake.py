@@ -184,3 +184,22 @@ def test_a_portal_token_in_the_published_parameter_is_warned_about_once(fair_db,
     attribute = run_caller(IntakeCaller, [{"message": body(), "webhook.headers": HEADERS}],
                            intake_macros(fair_db), clock=fake_clock)
     assert not [m for m in attribute.messages("WARN") if "portal token" in m]
+
+
+def test_the_native_transformer_reads_its_parameters_off_the_feature(fair_db, fake_clock):
+    """FairIntake's class takes ___XF_FAIR_DB and the body from the feature (removing them),
+    registers the photo, and sends an invalid body out of its one port with
+    fme_rejection_code set, for the template to route."""
+    from fme_ai_resilience.fme.transformers import IntakeTransformer
+
+    feature = {"___XF_FAIR_DB": fair_db, "___XF_FAIR_WEBHOOK_BODY": body(),
+               "___XF_FAIR_WEBHOOK_HEADERS": HEADERS, "___XF_FAIR_INTAKE_ENGINES": ""}
+    run = run_caller(IntakeTransformer, [feature], {}, clock=fake_clock)
+    (out,) = run.output
+    assert out.as_dict() == registration()
+    assert not [n for n in out.getAllAttributeNames() if n.startswith("___XF_")]
+    bad = run_caller(IntakeTransformer, [{"___XF_FAIR_DB": fair_db,
+                                          "___XF_FAIR_WEBHOOK_BODY": "{not json"}], {},
+                     clock=fake_clock)
+    assert bad.rejected == [] and [f.getAttribute("fme_rejection_code")
+                                   for f in bad.output] == ["INVALID_PAYLOAD"]

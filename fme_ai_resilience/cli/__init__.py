@@ -30,6 +30,7 @@ COMMANDS = (
     "check",
     "workspaces",
     "flow",
+    "package",
 )
 
 

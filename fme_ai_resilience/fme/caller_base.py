@@ -238,7 +238,7 @@ class CallerBase:
     # -- the PythonCaller interface ----------------------------------------------------------
     def input(self, feature: Any) -> None:
         """Handle one feature (see the class docstring)."""
-        self._macros = _macro_values()
+        self._macros = self._parameters(feature)
         self._secrets = _secret_values(self._macros)
         with _forwarding(self._secrets):
             try:
@@ -248,6 +248,10 @@ class CallerBase:
                 self._refuse(feature, exc)
             except StoreError as exc:
                 self._ledger_down(feature, exc)
+
+    def _parameters(self, feature: Any) -> Dict[str, str]:
+        """The published parameters in force for ``feature``: ``fme.macroValues``."""
+        return _macro_values()
 
     def close(self) -> None:
         """Close the ledger (also when no feature ever came)."""

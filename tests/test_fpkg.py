@@ -1,0 +1,69 @@
+"""The FME Package's content as the core makes it: package.yml, the transformers' forms,
+ports and templates, the icon, and the checks that keep compiled code out."""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.fme import fpkg
+from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
+from fme_ai_resilience.fme.parameters import parameters_for
+
+
+def test_package_yml_lists_the_transformers_and_the_wheels_in_order():
+    """The manifest names the package, the three transformers at version 1 and each wheel."""
+    text = fpkg.package_yml("1.2.3", ["fme_ai_resilience", "jsonschema"])
+    assert "uid: fme-ai-resilience\npublisher_uid: fair\n" in text
+    assert "version: 1.2.3\nminimum_fme_build: 23146\n" in text
+    for t in fpkg.TRANSFORMERS:
+        assert f"    - name: {t.name}\n      version: 1\n" in text
+    assert text.endswith("  python_packages:\n    - name: fme_ai_resilience\n"
+                         "    - name: jsonschema\n")
+    with pytest.raises(ConfigurationError):
+        fpkg.package_yml("1.2", [])
+
+
+@pytest.mark.parametrize("transformer", fpkg.TRANSFORMERS, ids=lambda t: t.name)
+def test_each_transformer_has_its_workspace_form_ports_and_class(transformer):
+    """The form holds the workspace's published parameters as ___XF_ parameters, secrets as
+    password fields; both ports list every fair_* attribute; the template runs the class."""
+    attributes = WORKSPACE_ATTRIBUTES[transformer.workspace]
+    definition = fpkg.fmxj(transformer, attributes)
+    (version,) = definition["versions"]
+    assert definition["info"]["name"] == f"fair.fme-ai-resilience.{transformer.name}"
+    params = {p["name"]: p for p in version["form"]["parameters"][1]["parameters"]}
+    for p in parameters_for(transformer.workspace):
+        entry = params[fpkg.PARAMETER_PREFIX + p.name]
+        assert entry["type"] == ("password" if p.secret else "text")
+    output, rejected = version["outputPorts"]
+    assert [a["name"] for a in output["attributesAdded"]] == list(attributes)
+    assert rejected["name"] == "<REJECTED>" and [a["name"] for a in rejected[
+        "attributesAdded"]][-2:] == ["fme_rejection_code", "fme_rejection_message"]
+    assert f"    SYMBOL_NAME {transformer.symbol}" in version["executionTemplate"]
+
+
+def test_the_icon_is_a_square_png_of_at_least_200_pixels():
+    """A PNG whose header says 256 x 256, RGB, with intact chunks."""
+    data = fpkg.icon_png()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    width, height = struct.unpack(">II", data[16:24])
+    assert (kind, width, height) == (b"IHDR", 256, 256)
+    assert struct.unpack(">I", data[16 + length:20 + length])[0] == zlib.crc32(
+        data[12:16 + length]) & 0xFFFFFFFF
+    with pytest.raises(ConfigurationError):
+        fpkg.icon_png(100)
+
+
+def test_compiled_members_and_platform_wheels_are_found():
+    """A .so, .pyd or .dll member is compiled; only a none-any wheel is pure."""
+    assert fpkg.compiled_files(["a/x.py", "a/_speed.cpython-39-x86_64-linux-gnu.so",
+                                "b/y.PYD"]) == ["a/_speed.cpython-39-x86_64-linux-gnu.so",
+                                                "b/y.PYD"]
+    assert fpkg.is_pure_wheel("attrs-26.1.0-py3-none-any.whl")
+    assert not fpkg.is_pure_wheel("rpds_py-0.20.0-cp39-cp39-manylinux_2_17_x86_64.whl")
+    assert fpkg.wheel_distribution("python_dateutil-3.0.0-py2.py3-none-any.whl") == \
+        "python_dateutil"
