@@ -46,3 +46,13 @@ def test_an_unreachable_server_is_store_unavailable_without_the_password():
         store.counts()
     assert "s3cret-pw" not in str(info.value) and "s3cret-pw" not in repr(store)
     store.close()
+
+
+def test_every_pg8000_exception_class_is_mapped():
+    """Each exception class pg8000's DB-API module exports becomes a library error."""
+    import pg8000.dbapi as dbapi
+
+    exported = {v for v in vars(dbapi).values()
+                if isinstance(v, type) and issubclass(v, Exception)}
+    errors = driver_for("postgresql+pg8000://").errors
+    assert exported and exported <= set(errors)

@@ -205,6 +205,8 @@ class _Pg8000(Driver):
             dbapi.OperationalError: StoreError, dbapi.IntegrityError: StoreError,
             dbapi.InternalError: StoreError, dbapi.ProgrammingError: StoreError,
             dbapi.NotSupportedError: StoreError,
+            **{getattr(dbapi, name): StoreError for name in (
+                "DataError", "ArrayContentNotSupportedError") if hasattr(dbapi, name)},
         }
 
     def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:

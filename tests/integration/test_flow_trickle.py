@@ -2,8 +2,10 @@
 trickles its answer one byte a second, and the health probe against a 300 MB answer."""
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -49,6 +51,9 @@ def test_ten_webhooks_are_answered_while_flow_trickles(serve, tmp_path, monkeypa
             post(port, delivery(i), f"d-{i}", timeout_s=STATUS_LINE_S * 2))) for i in range(10)]
         for poster in posters:
             poster.start()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz",
+                                    timeout=STATUS_LINE_S * 2) as response:
+            health = json.loads(response.read())
         for poster in posters:
             poster.join(STATUS_LINE_S * 2)
         elapsed = time.monotonic() - started
@@ -57,6 +62,7 @@ def test_ten_webhooks_are_answered_while_flow_trickles(serve, tmp_path, monkeypa
         thread.join(30)
         store.close()
     assert sorted(statuses) == [202] * 10
+    assert health["flow"]["reachable"] is False  # not known yet: never waited for
     assert elapsed < STATUS_LINE_S / 2, f"ten webhooks took {elapsed:.1f} s"
 
 
