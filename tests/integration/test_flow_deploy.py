@@ -273,3 +273,23 @@ def test_a_missing_secret_variable_is_a_usage_error(flow, monkeypatch, capsys, u
     assert deploy(server) == 2
     assert server.state.requests == []
     assert unset in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("build, lists", [
+    (BUILD_V3, ["/fmerest/v3/transformations/jobs/queued",
+                "/fmerest/v3/transformations/jobs/running",
+                "/fmerest/v3/transformations/engines"]),
+    (BUILD_MIDDLE, ["/fmeapiv4/jobs", "/fmeapiv4/jobs", "/fmeapiv4/engines"]),
+    (BUILD_V4, ["/fmeapiv4/jobs", "/fmeapiv4/jobs", "/fmeapiv4/engines"]),
+])
+def test_the_health_probe_reads_the_lists_on_the_version_its_build_serves(flow, build, lists):
+    """Below 25208 the job lists and engines come from v3, from it on from v4; the counts
+    and the busy engines reach the verdict."""
+    from fme_ai_resilience.services.flow import FlowClient
+
+    server = flow(build, queued=3, running=1, engines=[
+        {"name": "e1", "currentJobID": 7}, {"name": "e2", "currentJobID": -1}])
+    health = FlowClient(server.url, TOKEN).refresh_health()
+    assert (health.reachable, health.queued, health.running, health.engines,
+            health.busy_engines) == (True, 3, 1, 2, 1)
+    assert [path for _, path in server.state.calls()] == ["/fmeinfo/version", *lists]
