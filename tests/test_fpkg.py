@@ -67,3 +67,17 @@ def test_compiled_members_and_platform_wheels_are_found():
     assert not fpkg.is_pure_wheel("rpds_py-0.20.0-cp39-cp39-manylinux_2_17_x86_64.whl")
     assert fpkg.wheel_distribution("python_dateutil-3.0.0-py2.py3-none-any.whl") == \
         "python_dateutil"
+
+
+@pytest.mark.parametrize("name", ["ProcessorTransformer", "CompensatorTransformer"])
+def test_a_transformer_without_a_ledger_says_so_through_its_one_port(name):
+    """No ___XF_FAIR_DB: the feature leaves through the Python port with the CONFIGURATION
+    code naming FAIR_DB (the template routes it to <Rejected>), nothing else."""
+    from fme_ai_resilience.fme import transformers
+    from fme_ai_resilience.testing import run_caller
+
+    run = run_caller(getattr(transformers, name), [{"___XF_FAIR_DB": "  "}], {})
+    assert run.rejected == []
+    (out,) = run.output
+    assert out.getAttribute("fme_rejection_code") == "CONFIGURATION"
+    assert "FAIR_DB" in out.getAttribute("fme_rejection_message")
