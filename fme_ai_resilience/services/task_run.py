@@ -1,42 +1,115 @@
 """One claimed task's pass through the processor's stages, with its task-wide attempt budget.
 
-:class:`TaskRun` is what :class:`~fme_ai_resilience.services.processor.Processor` runs per task:
-admission (ladder and breaker), the photo list of a webhook that carried none, download,
-analysis (the analysis cache or one Vision AI call, validated), and the sink's write-back and
-completion. Each stage runs under the retry engine; a stage that cannot finish now ends the
-task's work by moving its row (parked FAILED or DEFERRED, or buried DEAD) and raising
-:class:`Parked`, which the processor turns into the task's :class:`TaskResult`.
+:class:`TaskRun` is what the processor runs per task: admission (ladder and breaker), the photo
+list of a webhook that carried none, download, analysis (the analysis cache or one Vision AI
+call, validated), and the sink's write-back and completion. Everything it works with comes in
+one frozen :class:`Collaborators` value (the store, clock, routes, breakers, pacers, ladder,
+retry policy, sink, downloader, token and photo lister). Each stage runs under the retry
+engine; a stage that cannot finish now ends the task's work by moving its row (parked FAILED or
+DEFERRED, or buried DEAD) and raising :class:`Parked`, which the processor turns into the
+task's :class:`TaskResult`.
 """
 from __future__ import annotations
 
 import enum
 import hashlib
+import json
+import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
+from types import MappingProxyType
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..classification import CLASSIFICATION
-from ..clock import Deadline
+from ..clock import Clock, Deadline
 from ..degrade import Model
 from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
                       UnsafeURL)
 from ..ledger import CallRecord, Stage, Status, Task, TaskOutcome
 from ..redact import redact_text
-from ..retry import DecisionKind, RetryDecision, RetryHistory
-from ..settings import MAX_COUNT
+from ..retry import DecisionKind, RetryDecision, RetryHistory, RetryPolicy
+from ..settings import MAX_COUNT, Settings
+from ..store.base import Store
+from ..submission import Submission
 from ..validate import VerdictKind, validate
+from .fleet_retry_gate import FleetRetryGate
+from .pacer import CallPacer
 from .retrying import Retrying, classify_exception
-from .sinks import Conclusion
-from .vision import Photo, VisionOutcome
+from .shared_breaker import CircuitBreaker
+from .shared_ladder import Degradation
+from .sinks import Conclusion, Sink
+from .vision import Photo, VisionClient, VisionOutcome
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .processor import Processor, VisionRoute
+__all__ = ["TaskRun", "TaskResult", "Parked", "Collaborators", "VisionRoute", "PhotoLister",
+           "Downloader", "analysis_fingerprint"]
 
-__all__ = ["TaskRun", "TaskResult", "Parked", "analysis_fingerprint"]
+#: How the processor lists the photos of a feature whose webhook carried no photo list:
+#: ``(task) -> submissions`` (one per photo, keys from the GlobalIDs).
+PhotoLister = Callable[[Task], Sequence[Submission]]
+#: How the processor fetches a photo: ``(url, token) -> Photo``, raising DownloadError/UnsafeURL.
+Downloader = Callable[[str, Optional[str]], Photo]
 
 
 def analysis_fingerprint(photo_sha256: str, model: str) -> str:
     """The analysis-cache key: the photo's content and the model configuration."""
     return f"{photo_sha256}|{model}"
+
+
+@dataclass(frozen=True)
+class VisionRoute:
+    """A model the processor may call: its client, its name in the breaker and the call log,
+    and ``model`` (what makes two answers comparable: provider, endpoint, model, prompt)."""
+
+    client: VisionClient
+    service: str
+    model: str
+
+    @classmethod
+    def of(cls, client: VisionClient, service: str) -> "VisionRoute":
+        """A route whose model key is derived from the client's configuration."""
+        options = client.options
+        described = json.dumps({"provider": client.provider, "endpoint": client.endpoint,
+                                "model": options.model, "prompt": options.prompt,
+                                "conditions": list(options.conditions)}, sort_keys=True)
+        return cls(client, service, hashlib.sha256(described.encode()).hexdigest()[:16])
+
+
+@dataclass(frozen=True, init=False)
+class Collaborators:
+    """What a task's run works with, handed over explicitly by the processor (keyword-only).
+
+    ``routes`` maps each model to its route; ``breakers`` and ``pacers`` are keyed by service;
+    ``download`` fetches a photo; ``token`` gives the ArcGIS token (``(now) -> str``, None for
+    public layers); ``lister`` lists the photos of a webhook that carried none.
+    """
+
+    settings: Settings
+    store: Store
+    clock: Clock
+    rng: random.Random
+    routes: Mapping[Model, VisionRoute]
+    breakers: Mapping[str, CircuitBreaker]
+    pacers: Mapping[str, CallPacer]
+    ladder: Degradation
+    policy: RetryPolicy
+    gate: FleetRetryGate
+    sink: Sink
+    download: Downloader
+    token: Optional[Callable[[float], Optional[str]]]
+    lister: Optional[PhotoLister]
+
+    def __init__(self, *, settings: Settings, store: Store, clock: Clock, rng: random.Random,
+                 routes: Mapping[Model, VisionRoute], breakers: Mapping[str, CircuitBreaker],
+                 pacers: Mapping[str, CallPacer], ladder: Degradation, policy: RetryPolicy,
+                 gate: FleetRetryGate, sink: Sink, download: Downloader,
+                 token: Optional[Callable[[float], Optional[str]]] = None,
+                 lister: Optional[PhotoLister] = None) -> None:
+        values = dict(settings=settings, store=store, clock=clock, rng=rng,
+                      routes=MappingProxyType(dict(routes)),
+                      breakers=MappingProxyType(dict(breakers)),
+                      pacers=MappingProxyType(dict(pacers)), ladder=ladder, policy=policy,
+                      gate=gate, sink=sink, download=download, token=token, lister=lister)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -90,16 +163,17 @@ class Parked(ResilienceError):
 class TaskRun:
     """One task's pass through the stages, with its task-wide attempt budget."""
 
-    def __init__(self, processor: "Processor", task: Task) -> None:
-        self.p = processor
+    def __init__(self, collaborators: Collaborators, task: Task) -> None:
+        self.p = collaborators
         self.task = task
         self.failures = 0   # failed attempts in this run (inline retries included)
-        self.started = processor.clock.now()
-        self.deadline = None if processor.policy.deadline_s is None else Deadline(
-            self.started, processor.policy.deadline_s)
+        self.started = collaborators.clock.now()
+        self.deadline = None if collaborators.policy.deadline_s is None else Deadline(
+            self.started, collaborators.policy.deadline_s)
         self.calls: Dict[str, int] = {}   # Vision AI calls this run made, per service
-        self.retrying = Retrying(processor.policy, clock=processor.clock, rng=processor.rng,
-                                 classifier=_classify, gate=processor.gate)
+        self.retrying = Retrying(collaborators.policy, clock=collaborators.clock,
+                                 rng=collaborators.rng, classifier=_classify,
+                                 gate=collaborators.gate)
 
     # -- stages ----------------------------------------------------------------------------------
     def through(self) -> TaskResult:
@@ -140,10 +214,10 @@ class TaskRun:
         if not url:
             return _Failed(ErrorClass.NOT_FOUND, "the submission names no photo URL")
         now = p.clock.now()
-        token = p._token(now) if p._token else None
+        token = p.token(now) if p.token else None
         started, mono = now, p.clock.monotonic()
         try:
-            photo = p._download(url, token)
+            photo = p.download(url, token)
         except (DownloadError, UnsafeURL) as exc:
             self._log_call("photos", started, p.clock.monotonic() - mono, exc.error_class,
                            getattr(exc, "status_code", None))
@@ -163,7 +237,7 @@ class TaskRun:
                                     reason=f"lease lost before the {stage.value} checkpoint"))
 
     def _analysis(self, fetched: Tuple[Photo, str],
-                  route: "VisionRoute") -> Mapping[str, Any]:
+                  route: VisionRoute) -> Mapping[str, Any]:
         p, task = self.p, self.task
         photo, digest = fetched
         fingerprint = analysis_fingerprint(digest, route.model)
@@ -203,7 +277,7 @@ class TaskRun:
             self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed "
                         "for another task: its answer will be reused", error_class=None)
 
-    def _ask(self, route: "VisionRoute", image: bytes) -> Any:
+    def _ask(self, route: VisionRoute, image: bytes) -> Any:
         """One Vision AI call under the breaker and at the service's pace: logged, judged,
         its anomaly recorded."""
         p, task = self.p, self.task
@@ -280,10 +354,11 @@ class TaskRun:
     def _expand(self) -> TaskResult:
         """A webhook without a photo list: list the feature's photos, one task each."""
         p, task = self.p, self.task
-        if p._lister is None:
+        lister = p.lister
+        if lister is None:
             return self._bury(FailureClass.BAD_REQUEST,
                               "the webhook carried no photo list and no layer lister is set")
-        listed = self._stage("photo list", lambda: list(p._lister(task)))  # type: ignore[misc]
+        listed = self._stage("photo list", lambda: list(lister(task)))
         # Photos of a task already accepted: stored whatever the backlog (never refused).
         registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now()).key
                       for sub in listed]
