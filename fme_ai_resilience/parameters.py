@@ -187,6 +187,10 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     _setting("breaker.slow_call_s", "A call this long is slow, s", PROCESSOR),
     _setting("breaker.cooldown_s", "Breaker cooldown, s", PROCESSOR, COMPENSATOR),
     _setting("degrade.critical_types", "Asset types always analysed", PROCESSOR),
+    _setting("degrade.non_critical_types", "Asset types a degraded pipeline may skip",
+             PROCESSOR),
+    _setting("degrade.when_degraded", "Non-critical types when degraded: defer or skip",
+             PROCESSOR),
     # the Vision AI service (WS-03 evaluates its breakers by name)
     _setting("vision.provider", "Vision AI provider: azure-v4, google, rekognition, openai, "
              "generic", PROCESSOR),

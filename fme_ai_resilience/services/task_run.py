@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import logging
 import random
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,10 +22,10 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..classification import CLASSIFICATION
 from ..clock import Clock, Deadline
-from ..degrade import Model
+from ..degrade import Admission, Level, Model, priority_of
 from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
                       UnsafeURL)
-from ..ledger import CallRecord, Stage, Status, Task, TaskOutcome
+from ..ledger import CallRecord, DeferCause, LayerStatus, Stage, Status, Task, TaskOutcome
 from ..redact import redact_text
 from ..retry import DecisionKind, RetryDecision, RetryHistory, RetryPolicy
 from ..settings import MAX_COUNT, Settings
@@ -41,6 +42,8 @@ from .vision import Photo, VisionClient, VisionOutcome
 
 __all__ = ["TaskRun", "TaskResult", "Parked", "Collaborators", "VisionRoute", "PhotoLister",
            "Downloader", "analysis_fingerprint"]
+
+log = logging.getLogger("fme_ai_resilience.processor")
 
 #: How the processor lists the photos of a feature whose webhook carried no photo list:
 #: ``(task) -> submissions`` (one per photo, keys from the GlobalIDs).
@@ -183,7 +186,9 @@ class TaskRun:
             return self._expand()
         level_model = self._admission()
         if level_model is None:
-            return self._skip("not analysed at this degradation level (manual review)")
+            return self._skip(f"skipped at degradation {p.ladder.level().label} by the "
+                              "deployment's policy (degrade.non_critical_types, "
+                              "when_degraded=skip): manual review")
         analyzed = task.checkpoint(Stage.ANALYZED)
         if analyzed is None:
             photo = self._stage("download", self._fetch)
@@ -191,16 +196,17 @@ class TaskRun:
         return self._finish(analyzed)
 
     def _admission(self) -> Optional[Model]:
-        """The model to call, or None to skip; defers the task when the ladder pauses or the
-        breaker of the model refuses."""
+        """The model to call, or None to skip by the deployment's policy; holds the task back
+        when the ladder does, defers it when the breaker of the model refuses."""
         p, task = self.p, self.task
         if task.done(Stage.ANALYZED):
             return Model.PRIMARY   # nothing left to ask: only the write-back remains
         ladder = p.ladder
-        if ladder.paused():
-            self._defer(p.settings.breaker.cooldown_s, "analysis paused (degradation L4)")
-        if not ladder.should_analyze(task.payload.get("asset_type"), task.key):
+        decision = ladder.admission(task.payload.get("asset_type"), task.key)
+        if decision is Admission.SKIP:
             return None
+        if decision is Admission.DEFER:
+            self._hold(ladder.level())
         model = ladder.model()
         breaker = p.breakers[p.routes[model].service]
         refusal = breaker.refusal()   # claims no probe: the call itself does (_ask)
@@ -360,8 +366,8 @@ class TaskRun:
                               "the webhook carried no photo list and no layer lister is set")
         listed = self._stage("photo list", lambda: list(lister(task)))
         # Photos of a task already accepted: stored whatever the backlog (never refused).
-        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now()).key
-                      for sub in listed]
+        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now(), priority=priority_of(
+            p.settings.degrade, sub.asset_type)).key for sub in listed]
         return self._complete(TaskOutcome.SKIPPED, {
             "outcome": TaskOutcome.SKIPPED.value, "reused": False,
             "reason": f"the feature's {len(registered)} photo(s) registered as their own tasks",
@@ -398,6 +404,39 @@ class TaskRun:
             status = Status.DEFERRED
         raise Parked(TaskResult(task.key, status, task.trace_id, error_class=error_class,
                                  retry_at=until, reason=detail))
+
+    def _hold(self, level: Level) -> None:
+        """Hold the photo back for the ladder: owed, DEFERRED with cause degraded until the
+        ladder steps down (which makes it due at once) or ``degrade.hold_s`` passes, and shown
+        on the layer as awaiting analysis (written once, not on every deferral)."""
+        p, task = self.p, self.task
+        if task.layer_flag is not LayerStatus.AWAITING_ANALYSIS:
+            self._flag(LayerStatus.AWAITING_ANALYSIS)
+        now = p.clock.now()
+        until = now + p.settings.degrade.hold_s
+        p.store.defer(task.key, task.lease_token, until, now=now, cause=DeferCause.DEGRADED)
+        raise Parked(TaskResult(task.key, Status.DEFERRED, task.trace_id, retry_at=until,
+                                reason=f"held back at degradation {level.label}: awaiting "
+                                       "analysis"))
+
+    def _flag(self, value: LayerStatus) -> None:
+        """Show ``value`` on the layer through the sink and remember it; a write that fails
+        is logged and tried again at the next deferral (the deferral itself goes ahead)."""
+        p, task = self.p, self.task
+        flag = getattr(p.sink, "flag", None)
+        if flag is None:
+            return
+        try:
+            flag(Conclusion(task, None, layer=value), store=p.store, now=p.clock.now())
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified, re-raised when unknown
+            if _classify(exc) is None:
+                raise
+            log.warning("task %s: the layer could not be told %s yet: %s", task.key,
+                        value.value, redact_text(str(exc)))
+            return
+        p.store.flag_layer(task.key, task.lease_token, value, now=p.clock.now())
 
     def _defer(self, wait_s: float, reason: str,
                error_class: Optional[ErrorClass] = ErrorClass.CIRCUIT_OPEN) -> None:
