@@ -16,7 +16,7 @@ from .errors import ErrorClass, FailureClass
 __all__ = ["Status", "TaskOutcome", "LayerStatus", "DeferCause", "ReviewState", "RegisterOutcome", "WhenDegraded", "OverloadMode", "Stage", "Registration",
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
            "AssetRow", "Notification", "PruneResult", "CallSample", "CompletionSample",
-           "RegistrationSample", "DeadLetterOutcome", "Refusal", "OutcomeCounts", "ReviewItem",
+           "RegistrationSample", "DeadLetterOutcome", "Refusal", "OutcomeCounts", "LedgerState", "ReviewItem",
            "ReviewVerdict", "INVALID_NOT_KEPT", "REFUSALS_NOT_RECORDED"]
 
 #: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
@@ -337,7 +337,8 @@ class CallSample:
 
 @dataclass(frozen=True)
 class CompletionSample:
-    """One finished task as the golden signals read it (``reused``: its analysis was reused)."""
+    """One finished task as the golden signals read it (``reused``: its analysis was reused;
+    ``expanded``: a feature whose photo list was registered as their own tasks, no photo)."""
 
     created_at: float
     completed_at: float
@@ -345,6 +346,7 @@ class CompletionSample:
     outcome: Optional[TaskOutcome]
     failure_class: Optional[FailureClass]
     reused: bool
+    expanded: bool = False
 
 
 @dataclass(frozen=True)
@@ -451,3 +453,38 @@ class ReviewItem:
     state: ReviewState = ReviewState.OPEN
     verdict: Optional[ReviewVerdict] = None
     written_at: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """What the ledger says about its work at ``observed_at``, for the signals that page.
+
+    ``outcomes`` counts it in the honest vocabulary; ``due`` tasks are claimable now, the
+    oldest due since ``oldest_due_at`` and registered at ``oldest_due_created_at``;
+    ``last_progress_at`` is when an engine last finished a task; ``expired_leases`` are held
+    by processors that stopped renewing (the oldest expired at ``oldest_expiry``); the review
+    queue holds ``review_queue`` photos, the oldest since ``review_oldest_at``.
+    """
+
+    observed_at: float
+    outcomes: OutcomeCounts = field(default_factory=OutcomeCounts)
+    due: int = 0
+    oldest_due_at: Optional[float] = None
+    oldest_due_created_at: Optional[float] = None
+    last_progress_at: Optional[float] = None
+    expired_leases: int = 0
+    oldest_expiry: Optional[float] = None
+    review_queue: int = 0
+    review_oldest_at: Optional[float] = None
+
+    def age(self, since: Optional[float]) -> Optional[float]:
+        """Seconds from ``since`` to ``observed_at`` (None for None)."""
+        return None if since is None else max(0.0, self.observed_at - since)
+
+    @property
+    def stalled_for_s(self) -> Optional[float]:
+        """How long due work has seen no engine finish anything (None: nothing due)."""
+        if not self.due or self.oldest_due_at is None:
+            return None
+        since = max(self.oldest_due_at, self.last_progress_at or self.oldest_due_at)
+        return max(0.0, self.observed_at - since)

@@ -240,6 +240,9 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
              COMPENSATOR),
     _setting("alerts.backlog_ratio", "Backlog warning, x watermark", COMPENSATOR),
     _setting("alerts.window_s", "Window the signals cover, s", COMPENSATOR),
+    _setting("alerts.dead_letter_ratio", "Dead letters worth an alert, x tasks finished",
+             COMPENSATOR),
+    _setting("alerts.review_age_s", "Review queue age worth a warning, s", COMPENSATOR),
     _setting("cost.per_call", "Price of one Vision AI call", COMPENSATOR),
     # the compensator's budgets and the reconciliation window
     _setting("compensation.requeue_budget", "Automatic requeues of a spent task", COMPENSATOR),

@@ -389,17 +389,22 @@ class AlertSettings:
 
     Format anomalies above ``anomaly_rate`` of the AI calls: alert; the end-to-end P95 above
     ``e2e_p95_warning_ratio`` of the latency promise: warn; the backlog above
-    ``backlog_ratio`` of the watermark: backpressure (warn).
+    ``backlog_ratio`` of the watermark: backpressure (warn); dead letters above
+    ``dead_letter_ratio`` of the tasks finished in the window: alert; the review queue's
+    oldest photo waiting longer than ``review_age_s``: warn.
     """
 
     anomaly_rate: float = 0.05
     e2e_p95_warning_ratio: float = 0.8
     backlog_ratio: float = 0.8
     window_s: float = 900.0
+    dead_letter_ratio: float = 0.1
+    review_age_s: float = 86400.0
 
     def __post_init__(self) -> None:
-        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio")
-        _positive("alerts", self, "window_s")
+        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio",
+               "dead_letter_ratio")
+        _positive("alerts", self, "window_s", "review_age_s")
 
 
 @dataclass(frozen=True)

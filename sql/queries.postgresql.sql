@@ -117,8 +117,9 @@ DELETE FROM call_pace;
 SET enable_bitmapscan = off
 
 -- completed_since_rows --
--- Tasks finished since a time: end-to-end times and whether the analysis was reused
-SELECT created_at, completed_at, status, outcome, failure_class,
+-- Tasks finished since a time: end-to-end times, whether the analysis was reused and whether
+-- the task went into the review queue
+SELECT created_at, completed_at, status, outcome, failure_class, review_state,
        coalesce((result ->> 'reused')::boolean, false) AS reused
 FROM ai_task_registry
 WHERE completed_at >= %(since)s

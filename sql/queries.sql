@@ -537,3 +537,19 @@ WHERE task_key = %(key)s AND review_state = 'OPEN'
 -- The verdict reached the layer (its write-back is never sent twice)
 UPDATE ai_task_registry SET review_written_at = %(now)s, updated_at = %(now)s
 WHERE task_key = %(key)s AND review_state = 'RESOLVED' AND review_written_at IS NULL
+
+-- due_stats --
+-- Work due now: how much, since when it is due, and the registration of the oldest
+SELECT count(*) AS n, min(next_attempt_at) AS oldest_due, min(created_at) AS oldest_created
+FROM ai_task_registry
+WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
+
+-- last_progress --
+-- When an engine last finished a task (SUCCEEDED or DEAD), through the completion index
+SELECT max(completed_at) AS at FROM ai_task_registry
+WHERE completed_at IS NOT NULL AND lease_token > 0
+
+-- expired_leases --
+-- Leases nobody renewed: their holder stopped (crashed, hung or cut off), through the lease index
+SELECT count(*) AS n, min(lease_expires_at) AS oldest FROM ai_task_registry
+WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s

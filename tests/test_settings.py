@@ -131,6 +131,8 @@ INVALID = [
     ("degrade.hold_s", "0", "degrade.hold_s"),
     ("degrade.sample_ratio", "2", "degrade.sample_ratio"),
     ("degrade.when_degraded", "drop", "degrade.when_degraded"),
+    ("alerts.dead_letter_ratio", "1.5", "alerts.dead_letter_ratio"),
+    ("alerts.review_age_s", "0", "alerts.review_age_s"),
     ("intake.engines", "0", "intake.engines"),
     ("intake.mean_processing_s", "0", "intake.mean_processing_s"),
     ("intake.latency_promise_s", "-5", "intake.latency_promise_s"),

@@ -24,6 +24,7 @@ from ..ledger import (
     DeferCause,
     FormatAnomaly,
     LayerStatus,
+    LedgerState,
     OutcomeCounts,
     ReviewItem,
     ReviewState,
@@ -187,6 +188,10 @@ class Store(Protocol):
     def outcome_counts(self) -> OutcomeCounts:
         """The ledger in the one honest vocabulary: analysed, awaiting analysis (held back),
         skipped by policy, in review, reviewed, expanded, dead by cause."""
+
+    def ledger_state(self, *, now: float) -> LedgerState:
+        """The ledger's work at ``now`` for the signals that page: the honest counts, due
+        work and the last progress, leases nobody renewed, the review queue."""
 
     def review_stats(self) -> Tuple[int, Optional[float]]:
         """The review queue's size and when its oldest photo entered it (None: empty)."""

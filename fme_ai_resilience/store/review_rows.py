@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..checks import count, finite, name
-from ..ledger import (AssetRow, LayerStatus, OutcomeCounts, ReviewItem, ReviewState, ReviewVerdict,
+from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem, ReviewState, ReviewVerdict,
                       Status, TaskOutcome)
 from .rows import NO_LIMIT, from_json, optional, to_json
 
@@ -103,6 +103,21 @@ class ReviewRowOps:
                              skipped=got["SKIPPED"], expanded=got["expanded"],
                              awaiting=awaiting, held_back=held, in_review=got["in_review"],
                              reviewed=got["reviewed"], dead=dead)
+
+    def ledger_state(self, *, now: float) -> LedgerState:
+        """The ledger's work at ``now`` for the signals that page (see :class:`LedgerState`)."""
+        now = finite("now", now)
+        due = self._statement("due_stats", {"now": now}, write=False).rows[0]
+        progress = self._statement("last_progress", write=False).rows[0]
+        leases = self._statement("expired_leases", {"now": now}, write=False).rows[0]
+        queue, oldest = self.review_stats()
+        return LedgerState(
+            observed_at=now, outcomes=self.outcome_counts(), due=int(due["n"]),
+            oldest_due_at=optional(float, due["oldest_due"]),
+            oldest_due_created_at=optional(float, due["oldest_created"]),
+            last_progress_at=optional(float, progress["at"]),
+            expired_leases=int(leases["n"]), oldest_expiry=optional(float, leases["oldest"]),
+            review_queue=queue, review_oldest_at=oldest)
 
     # -- the review queue ----------------------------------------------------------------------
     def review_stats(self) -> Tuple[int, Optional[float]]:
