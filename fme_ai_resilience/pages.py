@@ -17,13 +17,25 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import List, Mapping
+from typing import List, Mapping, Optional
 
 from .errors import FailureClass
 from .ledger import LedgerState
 from .settings import Settings
 
-__all__ = ["AlertLevel", "Alert", "ledger_alerts"]
+__all__ = ["AlertLevel", "Alert", "ledger_alerts", "human_age"]
+
+
+def human_age(seconds: Optional[float]) -> str:
+    """An age as people read it at a glance: seconds up to two minutes, then minutes, then
+    hours past two hours (``check --json`` and ``/metrics`` have the seconds)."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 class AlertLevel(enum.IntEnum):
@@ -53,22 +65,23 @@ def ledger_alerts(settings: Settings, ledger: LedgerState, *, dead_in_window: Ma
         oldest = ledger.age(ledger.oldest_due_created_at) or 0.0
         alerts.append(Alert(AlertLevel.ALERT, "stall",
                             f"stall: {ledger.due} task(s) due and no task finished for "
-                            f"{stalled:.0f} s (over the {promise:g} s promise); the oldest due "
-                            f"task is {oldest:.0f} s old: is any processor running?"))
+                            f"{human_age(stalled)} (over the {promise:g} s promise); the "
+                            f"oldest due task is {human_age(oldest)} old: is any processor "
+                            f"running?"))
     alerts += _dead_letter_alerts(settings, ledger, dead_in_window, finished_in_window)
     if ledger.expired_leases:
         expired = ledger.age(ledger.oldest_expiry) or 0.0
         level = AlertLevel.ALERT if expired > promise else AlertLevel.WARN
         alerts.append(Alert(level, "leases",
                             f"{ledger.expired_leases} lease(s) not renewed, the oldest expired "
-                            f"{expired:.0f} s ago: a processor stopped (the compensator's "
+                            f"{human_age(expired)} ago: a processor stopped (the compensator's "
                             f"reaper hands its tasks back)"))
     waited = ledger.age(ledger.review_oldest_at)
     limit = settings.alerts.review_age_s
     if ledger.review_queue and waited is not None and waited > limit:
         alerts.append(Alert(AlertLevel.WARN, "review_queue",
                             f"review queue: {ledger.review_queue} photo(s), the oldest waiting "
-                            f"{waited:.0f} s (over alerts.review_age_s={limit:g}): "
+                            f"{human_age(waited)} (over alerts.review_age_s={limit:g}): "
                             f"run `review list`"))
     return alerts
 

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..clock import Clock, SystemClock
 from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
+from ..pages import human_age as _age
 from ..services.observe import read_signals
 from ..store import SqlStore, display_url
 from ..settings import Settings
@@ -87,8 +88,7 @@ def _render_photos(f: Dict[str, Any]) -> List[str]:
             f"  {'leases not renewed':<22}{f['expired_leases']:>10}"]
 
 
-def _age(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value:.0f} s"
+
 
 
 def _render_signals(s: Dict[str, Any]) -> List[str]:
