@@ -76,7 +76,7 @@ class VisionRoute:
         return cls(client, service, hashlib.sha256(described.encode()).hexdigest()[:16])
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class Collaborators:
     """What a task's run works with, handed over explicitly by the processor (keyword-only).
 
@@ -113,6 +113,10 @@ class Collaborators:
                       gate=gate, sink=sink, download=download, token=token, lister=lister)
         for name, value in values.items():
             object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return (f"Collaborators(routes={[r.service for r in self.routes.values()]!r}, "
+                f"sink={self.sink.name!r})")
 
 
 @dataclass(frozen=True)
