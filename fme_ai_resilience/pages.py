@@ -6,9 +6,10 @@ dead letters and raises:
 * a stall (ALERT): work is due and no engine finished anything for longer than the latency
   promise (no processor running, every engine stuck); the message gives the oldest due task's
   age;
-* dead letters (ALERT): more than ``alerts.dead_letter_ratio`` of the window's finished tasks,
-  or a cause seen for the first time (every dead letter of that cause is in the window; a
-  cause of evidence, a body that never became a task, only warns);
+* dead letters (ALERT): more than ``alerts.dead_letter_ratio`` of the window's finished tasks
+  (the evidence of bodies that never became tasks left out of both), or a cause seen for the
+  first time (every dead letter of that cause is in the window; a cause of evidence only
+  warns);
 * a processor that stopped renewing (WARN, ALERT past the latency promise): leases expired
   and not renewed, which the compensator's reaper hands back;
 * the review queue (WARN): its oldest photo waiting longer than ``alerts.review_age_s``.
@@ -89,18 +90,20 @@ def ledger_alerts(settings: Settings, ledger: LedgerState, *, dead_in_window: Ma
 def _dead_letter_alerts(settings: Settings, ledger: LedgerState, dead: Mapping[str, int],
                         finished: int) -> List[Alert]:
     alerts: List[Alert] = []
-    total = sum(dead.values())
+    evidence = {c.value for c in FailureClass if c.evidence}
+    tasks = {k: v for k, v in dead.items() if k not in evidence}
+    total = sum(tasks.values())
+    finished -= sum(dead.values()) - total
     ratio = settings.alerts.dead_letter_ratio
     if total and finished and total / finished > ratio:
-        causes = ", ".join(f"{k} {v}" for k, v in sorted(dead.items()))
+        causes = ", ".join(f"{k} {v}" for k, v in sorted(tasks.items()))
         alerts.append(Alert(AlertLevel.ALERT, "dead_letters",
                             f"{total} of {finished} task(s) finished in the window are dead "
                             f"letters ({causes}; over alerts.dead_letter_ratio={ratio:g}): "
                             f"run `dlq list`"))
     for cause, n in sorted(dead.items()):
         if n and ledger.outcomes.dead.get(cause, 0) <= n:
-            evidence = cause in {c.value for c in FailureClass if c.evidence}
-            alerts.append(Alert(AlertLevel.WARN if evidence else AlertLevel.ALERT,
+            alerts.append(Alert(AlertLevel.WARN if cause in evidence else AlertLevel.ALERT,
                                 "new_dead_letter_cause",
                                 f"a new dead-letter cause: {cause} ({n} in the window, none "
                                 f"before): run `dlq list --cause {cause}`"))

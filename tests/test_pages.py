@@ -147,3 +147,15 @@ def test_status_check_and_metrics_agree_on_every_figure(db, capsys):
     assert [a["signal"] for a in status["alerts"]] == [a["signal"] for a in check["alerts"]]
     assert status["level"] == check["level"] == "ALERT"
     assert families["fair_alert_level"].samples[0].value == 2
+
+
+def test_junk_bodies_only_warn_and_never_count_as_dead_tasks(db, capsys):
+    """Invalid bodies kept as evidence: a WARN for the new cause, no dead-letter rate ALERT."""
+    now = time.time()
+    with open_store(db) as store:
+        for i in range(5):
+            store.record_dead_letter(f"body:{i}", {"raw": "junk"}, FailureClass.INVALID_PAYLOAD,
+                                     "not JSON", now=now - 30)
+    code, out = _check(capsys, db)
+    assert code == 1 and "a new dead-letter cause: INVALID_PAYLOAD" in out
+    assert "are dead letters" not in out
