@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 
-from fme_ai_resilience.services import processor, task_run
+from fme_ai_resilience.services import collaborators, processor, task_run
 
 
 def _tree(module):
@@ -32,6 +32,6 @@ def test_the_processor_hands_over_one_frozen_value():
     """The processor builds the collaborators once; the run gets them, not the processor."""
     source = inspect.getsource(processor.Processor._work)
     assert "TaskRun(self.collaborators, task)" in source
-    fields = set(task_run.Collaborators.__dataclass_fields__)
+    fields = set(collaborators.Collaborators.__dataclass_fields__)
     assert {"store", "clock", "sink", "download", "token", "lister", "routes"} <= fields
-    assert task_run.Collaborators.__dataclass_params__.frozen
+    assert collaborators.Collaborators.__dataclass_params__.frozen

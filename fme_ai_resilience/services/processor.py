@@ -45,8 +45,8 @@ from .pacer import CallPacer
 from .shared_breaker import CircuitBreaker
 from .shared_ladder import Degradation
 from .sinks import Sink
-from .task_run import (Collaborators, Downloader, Parked, PhotoLister, TaskResult, TaskRun,
-                       VisionRoute, analysis_fingerprint)
+from .collaborators import Collaborators, Downloader, PhotoLister, VisionRoute
+from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
 from .vision import DownloadPolicy, fetch_photo
 
 __all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "Stop", "PhotoLister",

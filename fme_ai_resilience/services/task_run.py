@@ -13,110 +13,33 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import logging
-import random
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..classification import CLASSIFICATION
-from ..clock import Clock, Deadline
+from ..clock import Deadline
 from ..degrade import Admission, Level, Model, priority_of
 from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
                       UnsafeURL)
 from ..ledger import CallRecord, DeferCause, LayerStatus, Stage, Status, Task, TaskOutcome
 from ..redact import redact_text
-from ..retry import DecisionKind, RetryDecision, RetryHistory, RetryPolicy
-from ..settings import MAX_COUNT, Settings
-from ..store.base import Store
-from ..submission import Submission
+from ..retry import DecisionKind, RetryDecision, RetryHistory
+from ..settings import MAX_COUNT
 from ..validate import VerdictKind, validate
-from .fleet_retry_gate import FleetRetryGate
-from .pacer import CallPacer
+from .collaborators import Collaborators, VisionRoute
 from .retrying import Retrying, classify_exception
-from .shared_breaker import CircuitBreaker
-from .shared_ladder import Degradation
-from .sinks import Conclusion, Sink
-from .vision import Photo, VisionClient, VisionOutcome
+from .sinks import Conclusion
+from .vision import Photo, VisionOutcome
 
-__all__ = ["TaskRun", "TaskResult", "Parked", "Collaborators", "VisionRoute", "PhotoLister",
-           "Downloader", "analysis_fingerprint"]
+__all__ = ["TaskRun", "TaskResult", "Parked", "analysis_fingerprint"]
 
 log = logging.getLogger("fme_ai_resilience.processor")
-
-#: How the processor lists the photos of a feature whose webhook carried no photo list:
-#: ``(task) -> submissions`` (one per photo, keys from the GlobalIDs).
-PhotoLister = Callable[[Task], Sequence[Submission]]
-#: How the processor fetches a photo: ``(url, token) -> Photo``, raising DownloadError/UnsafeURL.
-Downloader = Callable[[str, Optional[str]], Photo]
 
 
 def analysis_fingerprint(photo_sha256: str, model: str) -> str:
     """The analysis-cache key: the photo's content and the model configuration."""
     return f"{photo_sha256}|{model}"
-
-
-@dataclass(frozen=True)
-class VisionRoute:
-    """A model the processor may call: its client, its name in the breaker and the call log,
-    and ``model`` (what makes two answers comparable: provider, endpoint, model, prompt)."""
-
-    client: VisionClient
-    service: str
-    model: str
-
-    @classmethod
-    def of(cls, client: VisionClient, service: str) -> "VisionRoute":
-        """A route whose model key is derived from the client's configuration."""
-        options = client.options
-        described = json.dumps({"provider": client.provider, "endpoint": client.endpoint,
-                                "model": options.model, "prompt": options.prompt,
-                                "conditions": list(options.conditions)}, sort_keys=True)
-        return cls(client, service, hashlib.sha256(described.encode()).hexdigest()[:16])
-
-
-@dataclass(frozen=True, init=False, repr=False)
-class Collaborators:
-    """What a task's run works with, handed over explicitly by the processor (keyword-only).
-
-    ``routes`` maps each model to its route; ``breakers`` and ``pacers`` are keyed by service;
-    ``download`` fetches a photo; ``token`` gives the ArcGIS token (``(now) -> str``, None for
-    public layers); ``lister`` lists the photos of a webhook that carried none.
-    """
-
-    settings: Settings
-    store: Store
-    clock: Clock
-    rng: random.Random
-    routes: Mapping[Model, VisionRoute]
-    breakers: Mapping[str, CircuitBreaker]
-    pacers: Mapping[str, CallPacer]
-    ladder: Degradation
-    policy: RetryPolicy
-    gate: FleetRetryGate
-    sink: Sink
-    download: Downloader
-    token: Optional[Callable[[float], Optional[str]]]
-    lister: Optional[PhotoLister]
-
-    def __init__(self, *, settings: Settings, store: Store, clock: Clock, rng: random.Random,
-                 routes: Mapping[Model, VisionRoute], breakers: Mapping[str, CircuitBreaker],
-                 pacers: Mapping[str, CallPacer], ladder: Degradation, policy: RetryPolicy,
-                 gate: FleetRetryGate, sink: Sink, download: Downloader,
-                 token: Optional[Callable[[float], Optional[str]]] = None,
-                 lister: Optional[PhotoLister] = None) -> None:
-        values = dict(settings=settings, store=store, clock=clock, rng=rng,
-                      routes=MappingProxyType(dict(routes)),
-                      breakers=MappingProxyType(dict(breakers)),
-                      pacers=MappingProxyType(dict(pacers)), ladder=ladder, policy=policy,
-                      gate=gate, sink=sink, download=download, token=token, lister=lister)
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
-
-    def __repr__(self) -> str:
-        return (f"Collaborators(routes={[r.service for r in self.routes.values()]!r}, "
-                f"sink={self.sink.name!r})")
 
 
 @dataclass(frozen=True)
