@@ -3,10 +3,16 @@
 Levels are cumulative (shared/DESIGN.md section 5)::
 
     L0 NORMAL         everything analysed with the primary model
-    L1 SAMPLE         non-critical asset types: only a sample analysed, the rest SKIPPED
+    L1 SAMPLE         critical asset types and a sample of the others analysed, the rest held
     L2 FALLBACK       as L1, with the fallback (lighter) model
     L3 CRITICAL_ONLY  only critical asset types analysed, with the fallback model
-    L4 PAUSED         no AI call: keep photo and metadata, defer analysis for the backfill
+    L4 PAUSED         no AI call: every photo held
+
+A photo a level holds back is owed, not dropped (:func:`admission`): DEFERRED, shown on the
+layer as awaiting analysis and analysed once the ladder allows (critical types are claimed
+first, :func:`priority_of`). Only a type the deployment names in ``non_critical_types``, with
+``when_degraded=skip``, is SKIPPED instead (manual review). The ladder climbs on the backlog
+without the photos it holds back, so holding them back never keeps it up.
 
 :func:`next_state` is pure: signals (backlog against the watermark, the primary service's
 error rate, breaker states) + the persisted :class:`LadderState` + ``now`` -> the new state.
@@ -26,11 +32,16 @@ from typing import Optional, Union
 from .breaker import CircuitState
 from .checks import count, finite, ratio
 from .errors import ConfigurationError
-from .ledger import CallWindow
+from .ledger import CallWindow, WhenDegraded
 from .settings import DegradeSettings
 
-__all__ = ["Level", "Model", "Signals", "LadderState", "target_level", "holding_level",
-           "next_state", "with_override", "sampled", "should_analyze", "model_for"]
+__all__ = ["Level", "Model", "Admission", "Signals", "LadderState", "target_level",
+           "holding_level", "next_state", "with_override", "sampled", "should_analyze",
+           "admission", "priority_of", "model_for", "CRITICAL", "ORDINARY"]
+
+#: Claim priorities: a critical asset type's photo is claimed before any other.
+CRITICAL = 1
+ORDINARY = 0
 
 
 class Level(enum.IntEnum):
@@ -57,6 +68,14 @@ class Level(enum.IntEnum):
         except (KeyError, ValueError):
             raise ConfigurationError("level", text, "is not a degradation level (L0-L4)") \
                 from None
+
+
+class Admission(str, enum.Enum):
+    """What the processor does with a photo at the level in force."""
+
+    ANALYSE = "analyse"   # call the Vision AI now
+    DEFER = "defer"       # held back: DEFERRED (cause degraded), analysed once the ladder allows
+    SKIP = "skip"         # the deployment's skip policy: SKIPPED for manual review
 
 
 class Model(str, enum.Enum):
@@ -199,7 +218,7 @@ def sampled(key: str, ratio: float) -> bool:
 
 def should_analyze(settings: DegradeSettings, level: Level, asset_type: Optional[str],
                    key: str = "") -> bool:
-    """Whether a photo of ``asset_type`` gets an AI call at ``level`` (else SKIPPED/deferred).
+    """Whether a photo of ``asset_type`` gets an AI call at ``level`` (else held back).
 
     At L1/L2 a non-critical asset is analysed when its task ``key`` falls in the sample.
     """
@@ -215,3 +234,20 @@ def should_analyze(settings: DegradeSettings, level: Level, asset_type: Optional
 def model_for(level: Level) -> Model:
     """The model to call at ``level``."""
     return Model.FALLBACK if level >= Level.FALLBACK else Model.PRIMARY
+
+
+def admission(settings: DegradeSettings, level: Level, asset_type: Optional[str],
+              key: str = "") -> Admission:
+    """What becomes of a photo of ``asset_type`` at ``level``: analysed, deferred (owed), or
+    skipped, the last only for a type in ``non_critical_types`` under ``when_degraded=skip``."""
+    if should_analyze(settings, level, asset_type, key):
+        return Admission.ANALYSE
+    if (asset_type or "") in settings.non_critical_types \
+            and settings.when_degraded is WhenDegraded.SKIP:
+        return Admission.SKIP
+    return Admission.DEFER
+
+
+def priority_of(settings: DegradeSettings, asset_type: Optional[str]) -> int:
+    """The claim priority of a photo of ``asset_type``: CRITICAL for ``critical_types``."""
+    return CRITICAL if (asset_type or "") in settings.critical_types else ORDINARY

@@ -28,7 +28,7 @@ from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
 from .checks import count, finite, hostname_problem, ratio, read_count, read_number
 from .errors import ConfigurationError
-from .ledger import OverloadMode
+from .ledger import OverloadMode, WhenDegraded
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
                                 CostSettings, VisionSettings, WritebackSettings)
 from .redact import REDACTED
@@ -167,8 +167,11 @@ class DegradeSettings:
     signal reaches the threshold and left only after every signal has stayed below
     ``exit_ratio`` x its threshold for ``hold_s`` seconds, then straight to the level the
     signals still justify (hysteresis).
-    ``critical_types`` are asset types always analysed (until L4); at L1 a ``sample_ratio``
-    share of the others is still analysed.
+    ``critical_types`` are asset types always analysed (until L4) and claimed first; at L1 a
+    ``sample_ratio`` share of the others is still analysed. A photo a level holds back stays
+    owed (DEFERRED, analysed once the ladder allows), unless its asset type is one of
+    ``non_critical_types`` and ``when_degraded`` is ``skip``: then it is SKIPPED for manual
+    review (never analysed, in the review queue).
     """
 
     sample_backlog: float = 1.0
@@ -179,6 +182,8 @@ class DegradeSettings:
     hold_s: float = 300.0
     sample_ratio: float = 0.25
     critical_types: Tuple[str, ...] = ()
+    non_critical_types: Tuple[str, ...] = ()
+    when_degraded: WhenDegraded = WhenDegraded.DEFER
 
     def __post_init__(self) -> None:
         _positive("degrade", self, "sample_backlog", "critical_backlog", "pause_backlog",
@@ -187,7 +192,11 @@ class DegradeSettings:
         _check("degrade", "critical_backlog", self.critical_backlog,
                self.sample_backlog <= self.critical_backlog <= self.pause_backlog,
                "must lie between sample_backlog and pause_backlog")
-        _names("degrade", self, "critical_types")
+        _names("degrade", self, "critical_types", "non_critical_types")
+        _enum("degrade", self, "when_degraded", WhenDegraded)
+        both = sorted(set(self.critical_types) & set(self.non_critical_types))
+        _check("degrade", "non_critical_types", self.non_critical_types, not both,
+               f"names {both} also in degrade.critical_types")
 
 
 @dataclass(frozen=True)
@@ -380,17 +389,22 @@ class AlertSettings:
 
     Format anomalies above ``anomaly_rate`` of the AI calls: alert; the end-to-end P95 above
     ``e2e_p95_warning_ratio`` of the latency promise: warn; the backlog above
-    ``backlog_ratio`` of the watermark: backpressure (warn).
+    ``backlog_ratio`` of the watermark: backpressure (warn); dead letters above
+    ``dead_letter_ratio`` of the tasks finished in the window: alert; the review queue's
+    oldest photo waiting longer than ``review_age_s``: warn.
     """
 
     anomaly_rate: float = 0.05
     e2e_p95_warning_ratio: float = 0.8
     backlog_ratio: float = 0.8
     window_s: float = 900.0
+    dead_letter_ratio: float = 0.1
+    review_age_s: float = 86400.0
 
     def __post_init__(self) -> None:
-        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio")
-        _positive("alerts", self, "window_s")
+        _ratio("alerts", self, "anomaly_rate", "e2e_p95_warning_ratio", "backlog_ratio",
+               "dead_letter_ratio")
+        _positive("alerts", self, "window_s", "review_age_s")
 
 
 @dataclass(frozen=True)

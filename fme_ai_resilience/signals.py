@@ -4,49 +4,38 @@ Pure: :func:`golden_signals` takes what the ledger and the call log hold for the
 (samples read by ``fme_ai_resilience.services.observe``) and computes:
 
 * latency, P95: intake (webhook arrival to registration), the AI call, end to end
-  (registration to completion);
-* traffic: webhooks and AI calls per minute, analyses reused, tasks finished;
+  (registration to analysis);
+* traffic: webhooks and AI calls per minute, analyses reused, tasks finished, of them
+  analysed (SUCCEEDED, ACCEPTED or REVIEW) and skipped by policy, never the one for the other;
 * errors: AI calls by error class, dead letters by cause;
 * saturation: the backlog against the watermark;
 * spend: AI calls x ``cost.per_call``;
+* the ledger (a :class:`~fme_ai_resilience.ledger.LedgerState`, when read): analysed,
+  awaiting analysis (held back by the ladder), in review, skipped by policy and dead by cause,
+  the due work and the stall, leases nobody renewed, the review queue's age;
 
 and the seed's alerts (section 9.1): format anomalies above ``alerts.anomaly_rate`` of the AI
 calls is an ALERT; an end-to-end P95 above ``alerts.e2e_p95_warning_ratio`` of the latency
 promise a WARN; a backlog above ``alerts.backlog_ratio`` of the watermark a WARN
-(backpressure); an AUTH dead letter or error in the window an ALERT (credentials). ``check``
-turns the worst level into its exit code (0 ok, 1 warn, 2 alert).
+(backpressure); an AUTH dead letter or error in the window an ALERT (credentials); and the
+pages of :mod:`fme_ai_resilience.pages` (stall, dead letters, leases, review queue). ``check``
+turns the worst level into its exit code (0 ok, 1 warn, 2 alert). ``status``, ``check`` and
+``/metrics`` all show these same figures.
 """
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .calibrate import percentile
 from .errors import ErrorClass, FailureClass
-from .ledger import CallSample, CompletionSample, RegistrationSample, Status
+from .ledger import CallSample, CompletionSample, LedgerState, RegistrationSample, Status
+from .pages import Alert, AlertLevel, ledger_alerts
 from .settings import Settings
 
 __all__ = ["AlertLevel", "Alert", "GoldenSignals", "golden_signals", "prometheus_text"]
-
-
-class AlertLevel(enum.IntEnum):
-    """How bad it is; the exit code of ``check``."""
-
-    OK = 0
-    WARN = 1
-    ALERT = 2
-
-
-@dataclass(frozen=True)
-class Alert:
-    """One signal past its threshold."""
-
-    level: AlertLevel
-    signal: str
-    message: str
 
 
 def _p95(values: Sequence[float]) -> Optional[float]:
@@ -80,6 +69,9 @@ class GoldenSignals:
     currency: str
     alerts: Tuple[Alert, ...] = ()
     samples_capped: bool = False
+    analysed: int = 0
+    skipped: int = 0
+    ledger: Optional[LedgerState] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "errors_by_class", MappingProxyType(dict(self.errors_by_class)))
@@ -108,6 +100,20 @@ class GoldenSignals:
         worst = [a for a in self.alerts if a.level is self.level]
         return f"{self.level.name}: " + "; ".join(a.message for a in worst)
 
+    def ledger_figures(self) -> Optional[Dict[str, Any]]:
+        """The ledger's figures (honest counts, due work, leases, review queue), or None."""
+        led = self.ledger
+        if led is None:
+            return None
+        return {**led.outcomes.as_dict(),
+                "due": led.due, "stalled_for_s": _round(led.stalled_for_s),
+                "oldest_due_age_s": _round(led.age(led.oldest_due_created_at)),
+                "last_progress_age_s": _round(led.age(led.last_progress_at)),
+                "expired_leases": led.expired_leases,
+                "oldest_expired_lease_s": _round(led.age(led.oldest_expiry)),
+                "review_queue": led.review_queue,
+                "review_oldest_age_s": _round(led.age(led.review_oldest_at))}
+
     def as_dict(self) -> Dict[str, object]:
         """A JSON-ready form (``status --json``, ``check --json``)."""
         return {
@@ -117,7 +123,8 @@ class GoldenSignals:
             "traffic": {"webhooks_per_min": self.webhooks_per_min,
                         "ai_calls_per_min": self.ai_calls_per_min, "ai_calls": self.ai_calls,
                         "reused_analyses": self.reused_analyses, "completed": self.completed,
-                        "succeeded": self.succeeded},
+                        "succeeded": self.succeeded, "analysed": self.analysed,
+                        "skipped_by_policy": self.skipped},
             "errors": {"by_class": dict(self.errors_by_class),
                        "dead_by_cause": dict(self.dead_by_cause)},
             "saturation": {"backlog": self.backlog, "watermark": self.watermark,
@@ -128,6 +135,7 @@ class GoldenSignals:
             "alerts": [{"level": a.level.name, "signal": a.signal, "message": a.message}
                        for a in self.alerts],
             "samples_capped": self.samples_capped,
+            "ledger": self.ledger_figures(),
         }
 
 
@@ -135,12 +143,18 @@ def _seconds(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.1f} s"
 
 
+def _round(value: Optional[float]) -> Optional[float]:
+    return None if value is None else round(value, 3)
+
+
 def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
                    completions: Sequence[CompletionSample],
                    registrations: Sequence[RegistrationSample], backlog: int,
                    format_anomalies: int, now: float, window_s: Optional[float] = None,
-                   sample_limit: Optional[int] = None) -> GoldenSignals:
-    """The signals over the window ending at ``now`` (``alerts.window_s`` by default)."""
+                   sample_limit: Optional[int] = None,
+                   ledger: Optional[LedgerState] = None) -> GoldenSignals:
+    """The signals over the window ending at ``now`` (``alerts.window_s`` by default), with
+    the ledger's figures and pages when ``ledger`` is given."""
     window = settings.alerts.window_s if window_s is None else window_s
     since = now - window
     minutes = window / 60.0
@@ -157,7 +171,8 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
         if c.status is Status.DEAD:
             cause = c.failure_class.value if c.failure_class else "UNKNOWN"
             dead[cause] = dead.get(cause, 0) + 1
-    succeeded = [c for c in done if c.status is Status.SUCCEEDED]
+    succeeded = [c for c in done if c.status is Status.SUCCEEDED and not c.expanded]
+    analysed = [c for c in succeeded if c.outcome is None or c.outcome.analysed]
     capped = sample_limit is not None and any(
         len(s) >= sample_limit for s in (calls, completions, registrations))
     signals = GoldenSignals(
@@ -165,14 +180,15 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
         intake_p95_s=_p95([r.created_at - r.received_at for r in fresh
                            if r.received_at is not None]),
         ai_call_p95_s=_p95([c.duration_s for c in ai]),
-        end_to_end_p95_s=_p95([c.completed_at - c.created_at for c in succeeded]),
+        end_to_end_p95_s=_p95([c.completed_at - c.created_at for c in analysed]),
         webhooks_per_min=sum(1 for r in fresh if r.source == "survey123") / minutes,
         ai_calls_per_min=len(ai) / minutes, ai_calls=len(ai),
-        reused_analyses=sum(1 for c in succeeded if c.reused), completed=len(done),
+        reused_analyses=sum(1 for c in analysed if c.reused), completed=len(done),
         succeeded=len(succeeded), errors_by_class=errors, dead_by_cause=dead,
         backlog=backlog, watermark=settings.intake.capacity.watermark,
         format_anomalies=format_anomalies, spend=len(ai) * settings.cost.per_call,
-        currency=settings.cost.currency, samples_capped=capped)
+        currency=settings.cost.currency, samples_capped=capped, analysed=len(analysed),
+        skipped=len(succeeded) - len(analysed), ledger=ledger)
     return _with_alerts(signals, settings)
 
 
@@ -199,6 +215,9 @@ def _with_alerts(s: GoldenSignals, settings: Settings) -> GoldenSignals:
         alerts.append(Alert(AlertLevel.WARN, "backlog",
                             f"backlog {s.backlog} is over {limits.backlog_ratio:.0%} of the "
                             f"watermark {s.watermark}: backpressure"))
+    if s.ledger is not None:
+        alerts += ledger_alerts(settings, s.ledger, dead_in_window=s.dead_by_cause,
+                                finished_in_window=s.completed)
     return replace(s, alerts=tuple(alerts))
 
 
@@ -247,5 +266,31 @@ def prometheus_text(s: GoldenSignals) -> str:
             [("", s.anomaly_rate)])
     _metric(lines, "fair_ai_spend", "What the window's AI calls cost",
             [(_label(currency=s.currency), s.spend)])
+    _metric(lines, "fair_finished_tasks", "Tasks that succeeded in the window, analysed or "
+            "skipped by policy", [(_label(kind="analysed"), s.analysed),
+                                  (_label(kind="skipped_by_policy"), s.skipped)])
+    figures = s.ledger_figures()
+    if figures is not None:
+        _ledger_metrics(lines, figures)
     _metric(lines, "fair_alert_level", "0 ok, 1 warn, 2 alert", [("", int(s.level))])
     return "\n".join(lines) + "\n"
+
+
+def _ledger_metrics(lines: List[str], f: Mapping[str, Any]) -> None:
+    """The ledger's figures, the same ``status`` and ``check --json`` show."""
+    _metric(lines, "fair_photos", "Photos in the ledger by where they stand",
+            [(_label(state=k), f[k]) for k in ("analysed", "accepted", "review",
+                                                "awaiting_analysis", "held_back", "in_review",
+                                                "reviewed", "skipped_by_policy", "expanded")])
+    _metric(lines, "fair_dead_letters_total", "Dead letters in the ledger, by cause",
+            [(_label(cause=k), v) for k, v in sorted(f["dead_by_cause"].items())])
+    _metric(lines, "fair_due_tasks", "Tasks due now", [("", f["due"])])
+    _metric(lines, "fair_stalled_seconds", "How long due work has seen no task finish",
+            [("", f["stalled_for_s"])])
+    _metric(lines, "fair_oldest_due_age_seconds", "Age of the oldest due task",
+            [("", f["oldest_due_age_s"])])
+    _metric(lines, "fair_expired_leases", "Leases nobody renewed (a processor stopped)",
+            [("", f["expired_leases"])])
+    _metric(lines, "fair_review_queue", "Photos waiting for a person", [("", f["review_queue"])])
+    _metric(lines, "fair_review_oldest_age_seconds", "How long the oldest photo in review has "
+            "waited", [("", f["review_oldest_age_s"])])

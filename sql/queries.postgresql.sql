@@ -22,12 +22,12 @@ WITH backlog AS (
 ), inserted AS (
     INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
         attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at,
-        received_at)
+        received_at, priority)
     SELECT %(key)s::text, decision.status, p.doc ->> 'source', p.doc ->> 'trace_id',
         p.doc ->> 'feature_global_id', p.doc ->> 'attachment_global_id',
         p.doc ->> 'event_type', p.doc, %(due_at)s::double precision,
         %(now)s::double precision, %(now)s::double precision,
-        %(received_at)s::double precision
+        %(received_at)s::double precision, %(priority)s::integer
     FROM decision, (SELECT %(payload)s::jsonb AS doc) AS p
     WHERE decision.status IS NOT NULL
     ON CONFLICT (task_key) DO NOTHING
@@ -41,25 +41,27 @@ FROM (SELECT 1) AS one
 LEFT JOIN ai_task_registry AS existing ON existing.task_key = %(key)s::text
 
 -- claim --
--- Lease due tasks with fresh fencing tokens; rows another engine holds locked are skipped.
--- Columns are listed (not t.*) so the prepared statement survives a migration adding one.
+-- Lease due tasks with fresh fencing tokens, critical asset types first, then the longest due;
+-- rows another engine holds locked are skipped. Columns are listed (not t.*) so the prepared
+-- statement survives a migration adding one.
 WITH picked AS (
-    SELECT task_key, next_attempt_at AS due FROM ai_task_registry
+    SELECT task_key, next_attempt_at AS due, priority FROM ai_task_registry
     WHERE status IN ('PENDING', 'FAILED', 'DEFERRED')
       AND next_attempt_at <= %(now)s::double precision
-    ORDER BY next_attempt_at, created_at
+    ORDER BY priority DESC, next_attempt_at, created_at
     LIMIT %(limit)s::bigint
     FOR UPDATE SKIP LOCKED
 )
 UPDATE ai_task_registry AS t
 SET status = 'PROCESSING', lease_token = t.lease_token + 1, lease_owner = %(owner)s::text,
     lease_expires_at = %(expires_at)s::double precision,
-    next_attempt_at = %(expires_at)s::double precision, updated_at = %(now)s::double precision
+    next_attempt_at = %(expires_at)s::double precision, defer_cause = NULL,
+    updated_at = %(now)s::double precision
 FROM picked
 WHERE t.task_key = picked.task_key
 RETURNING t.task_key, t.lease_token, t.lease_expires_at, t.attempt_count, t.payload,
     t.trace_id, t.source, t.created_at, t.failure_class, t.error_class, t.requeue_count,
-    t.downloaded, t.analyzed, t.written,
+    t.downloaded, t.analyzed, t.written, t.layer_flag, t.priority,
     (SELECT p.due FROM picked AS p WHERE p.task_key = t.task_key) AS due
 
 -- probe_claim --
@@ -115,8 +117,9 @@ DELETE FROM call_pace;
 SET enable_bitmapscan = off
 
 -- completed_since_rows --
--- Tasks finished since a time: end-to-end times and whether the analysis was reused
-SELECT created_at, completed_at, status, outcome, failure_class,
+-- Tasks finished since a time: end-to-end times, whether the analysis was reused and whether
+-- the task went into the review queue
+SELECT created_at, completed_at, status, outcome, failure_class, review_state,
        coalesce((result ->> 'reused')::boolean, false) AS reused
 FROM ai_task_registry
 WHERE completed_at >= %(since)s

@@ -30,10 +30,10 @@ SELECT count(*) AS n FROM (
 -- A new task (SQLite registration; the PostgreSQL one is a single statement)
 INSERT INTO ai_task_registry (task_key, status, source, trace_id, feature_global_id,
     attachment_global_id, event_type, payload, next_attempt_at, created_at, updated_at,
-    received_at)
+    received_at, priority)
 VALUES (%(key)s, %(status)s, %(source)s, %(trace_id)s, %(feature_global_id)s,
     %(attachment_global_id)s, %(event_type)s, %(payload)s, %(due_at)s, %(now)s, %(now)s,
-    %(received_at)s)
+    %(received_at)s, %(priority)s)
 
 -- insert_dead_letter --
 -- Evidence of something that never became a task, kept once per key
@@ -44,10 +44,11 @@ VALUES (%(key)s, 'DEAD', %(source)s, %(trace_id)s, %(payload)s, %(failure_class)
 ON CONFLICT (task_key) DO NOTHING
 
 -- due_keys --
--- Due tasks in claim order (SQLite claim, inside BEGIN IMMEDIATE)
-SELECT task_key, next_attempt_at AS due FROM ai_task_registry
+-- Due tasks in claim order (SQLite claim, inside BEGIN IMMEDIATE): critical asset types first,
+-- then the longest due
+SELECT task_key, next_attempt_at AS due, priority FROM ai_task_registry
 WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
-ORDER BY next_attempt_at, created_at
+ORDER BY priority DESC, next_attempt_at, created_at
 LIMIT %(limit)s
 
 -- lease_one --
@@ -55,7 +56,8 @@ LIMIT %(limit)s
 -- next_attempt_at is the lease expiry: when the task is due again if its holder vanishes
 UPDATE ai_task_registry
 SET status = 'PROCESSING', lease_token = lease_token + 1, lease_owner = %(owner)s,
-    lease_expires_at = %(expires_at)s, next_attempt_at = %(expires_at)s, updated_at = %(now)s
+    lease_expires_at = %(expires_at)s, next_attempt_at = %(expires_at)s, defer_cause = NULL,
+    updated_at = %(now)s
 WHERE task_key = %(key)s AND status IN ('PENDING', 'FAILED', 'DEFERRED')
 
 -- get --
@@ -81,7 +83,8 @@ WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 -- PROCESSING -> SUCCEEDED
 UPDATE ai_task_registry
 SET status = 'SUCCEEDED', outcome = %(outcome)s, result = %(result)s, completed_at = %(now)s,
-    lease_expires_at = NULL, next_attempt_at = NULL, updated_at = %(now)s
+    lease_expires_at = NULL, next_attempt_at = NULL, review_state = %(review_state)s,
+    updated_at = %(now)s
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 
 -- fail --
@@ -93,10 +96,11 @@ SET status = 'FAILED', attempt_count = attempt_count + %(attempts)s, error_class
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 
 -- defer --
--- PROCESSING -> DEFERRED until a time; no attempt counted
+-- PROCESSING -> DEFERRED until a time, with its cause ('degraded': held back by the ladder);
+-- no attempt counted
 UPDATE ai_task_registry
 SET status = 'DEFERRED', next_attempt_at = %(until)s, lease_expires_at = NULL,
-    updated_at = %(now)s
+    defer_cause = %(cause)s, updated_at = %(now)s
 WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
 
 -- bury --
@@ -482,3 +486,70 @@ UPDATE call_pace
 SET interval_s = CASE WHEN interval_s * %(factor)s < %(floor)s THEN 0
                       ELSE interval_s * %(factor)s END
 WHERE service = %(service)s AND interval_s > 0
+
+-- flag_layer --
+-- The interim value written on the layer for a task still owed (fenced: written once)
+UPDATE ai_task_registry SET layer_flag = %(flag)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND lease_token = %(token)s AND status = 'PROCESSING'
+
+-- release_held --
+-- The ladder stepped down: every photo it held back is due now (claimed critical first)
+UPDATE ai_task_registry SET next_attempt_at = %(now)s, updated_at = %(now)s
+WHERE status = 'DEFERRED' AND defer_cause = 'degraded' AND next_attempt_at > %(now)s
+
+-- ladder_backlog --
+-- In-progress rows the ladder climbs on: those it holds back are left out (holding a photo
+-- back must not keep the ladder up), counted through the partial index up to a limit
+SELECT count(*) AS n FROM (
+    SELECT 1 FROM ai_task_registry
+    WHERE status IN ('PENDING', 'PROCESSING', 'FAILED', 'DEFERRED')
+      AND coalesce(defer_cause, '') <> 'degraded'
+    LIMIT %(count_limit)s) AS capped
+
+-- held_back --
+-- Photos the degradation ladder holds back (owed, shown on the layer as awaiting analysis)
+SELECT count(*) AS n FROM ai_task_registry
+WHERE status = 'DEFERRED' AND defer_cause = 'degraded'
+
+-- outcome_counts --
+-- Finished tasks by outcome and review state: analysed, skipped by policy, expanded, reviewed
+SELECT outcome, review_state, count(*) AS n FROM ai_task_registry
+WHERE status = 'SUCCEEDED' GROUP BY outcome, review_state
+
+-- review_stats --
+-- The review queue's size and the completion time of its oldest photo
+SELECT count(*) AS n, min(completed_at) AS oldest FROM ai_task_registry
+WHERE review_state = 'OPEN'
+
+-- review_list --
+-- The review queue, oldest first
+SELECT * FROM ai_task_registry WHERE review_state = %(state)s
+ORDER BY completed_at, task_key
+LIMIT %(limit)s OFFSET %(offset)s
+
+-- review_resolve --
+-- Record a reviewer's verdict, once: a photo already resolved matches no row
+UPDATE ai_task_registry
+SET review_state = 'RESOLVED', review_verdict = %(verdict)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND review_state = 'OPEN'
+
+-- review_written --
+-- The verdict reached the layer (its write-back is never sent twice)
+UPDATE ai_task_registry SET review_written_at = %(now)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND review_state = 'RESOLVED' AND review_written_at IS NULL
+
+-- due_stats --
+-- Work due now: how much, since when it is due, and the registration of the oldest
+SELECT count(*) AS n, min(next_attempt_at) AS oldest_due, min(created_at) AS oldest_created
+FROM ai_task_registry
+WHERE status IN ('PENDING', 'FAILED', 'DEFERRED') AND next_attempt_at <= %(now)s
+
+-- last_progress --
+-- When an engine last finished a task (SUCCEEDED or DEAD), through the completion index
+SELECT max(completed_at) AS at FROM ai_task_registry
+WHERE completed_at IS NOT NULL AND lease_token > 0
+
+-- expired_leases --
+-- Leases nobody renewed: their holder stopped (crashed, hung or cut off), through the lease index
+SELECT count(*) AS n, min(lease_expires_at) AS oldest FROM ai_task_registry
+WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s

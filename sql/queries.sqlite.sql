@@ -30,8 +30,9 @@ DELETE FROM analysis_claim;
 DELETE FROM call_pace;
 
 -- completed_since_rows --
--- Tasks finished since a time: end-to-end times and whether the analysis was reused
-SELECT created_at, completed_at, status, outcome, failure_class,
+-- Tasks finished since a time: end-to-end times, whether the analysis was reused and whether
+-- the task went into the review queue
+SELECT created_at, completed_at, status, outcome, failure_class, review_state,
        coalesce(json_extract(result, '$.reused'), 0) AS reused
 FROM ai_task_registry
 WHERE completed_at >= %(since)s

@@ -221,6 +221,28 @@ CREATE TABLE IF NOT EXISTS call_pace (
     next_at              REAL NOT NULL
 );
 
+-- migration_0006 --
+-- Done means analysed. A photo the degradation ladder holds back stays owed: DEFERRED with
+-- defer_cause 'degraded' (the ladder's own backlog leaves it out, so holding it back never keeps
+-- the ladder up), layer_flag remembers the interim value written on the layer (AWAITING_ANALYSIS,
+-- written once), and priority (1 for a critical asset type, set at registration) puts critical
+-- photos first in the claim order. A photo skipped by the deployment's policy, or analysed under
+-- the confidence threshold, waits in the review queue (review_state OPEN) until a person's
+-- verdict (review_verdict) is recorded and written back (review_written_at).
+ALTER TABLE ai_task_registry ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ai_task_registry ADD COLUMN defer_cause TEXT;
+ALTER TABLE ai_task_registry ADD COLUMN layer_flag TEXT;
+ALTER TABLE ai_task_registry ADD COLUMN review_state TEXT
+    CHECK (review_state IN ('OPEN', 'RESOLVED'));
+ALTER TABLE ai_task_registry ADD COLUMN review_verdict TEXT;
+ALTER TABLE ai_task_registry ADD COLUMN review_written_at REAL;
+CREATE INDEX IF NOT EXISTS ai_task_registry_claim_idx
+    ON ai_task_registry (priority DESC, next_attempt_at, created_at)
+    WHERE status IN ('PENDING', 'FAILED', 'DEFERRED');
+CREATE INDEX IF NOT EXISTS ai_task_registry_review_idx
+    ON ai_task_registry (completed_at)
+    WHERE review_state = 'OPEN';
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

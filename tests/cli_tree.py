@@ -15,7 +15,7 @@ from fme_ai_resilience.cli import build_parser, main
 REQUIRED = {"--service": "vision", "level": "L1", "key": "feature-1/photo-1",
             "keys": "feature-1/photo-1", "--url": "http://127.0.0.1:9", "--repository": "fair",
             "--layer": "https://gis.test/arcgis/rest/services/inspection/FeatureServer/0",
-            "--since": "2026-11-30"}
+            "--since": "2026-11-30", "--condition": "good", "--reviewer": "inspector"}
 
 Path = Tuple[str, ...]
 

@@ -7,6 +7,9 @@ import pytest
 
 from fme_ai_resilience.breaker import CircuitState
 from fme_ai_resilience.degrade import (
+    CRITICAL,
+    ORDINARY,
+    Admission,
     LadderState,
     Level,
     Model,
@@ -14,6 +17,8 @@ from fme_ai_resilience.degrade import (
     holding_level,
     model_for,
     next_state,
+    admission,
+    priority_of,
     sampled,
     should_analyze,
     target_level,
@@ -131,6 +136,19 @@ def test_should_analyze_per_level():
     assert should_analyze(S, Level.CRITICAL_ONLY, "hydrant")
     assert not any(should_analyze(S, Level.CRITICAL_ONLY, "bench", k) for k in keys)
     assert not should_analyze(S, Level.PAUSED, "hydrant")
+
+
+def test_a_held_back_photo_is_deferred_unless_the_deployment_skips_its_type():
+    """Default: every held-back photo DEFER; only a named type under skip is SKIP."""
+    assert admission(S, Level.PAUSED, "hydrant") is Admission.DEFER
+    assert admission(S, Level.CRITICAL_ONLY, "bench") is Admission.DEFER
+    assert admission(S, Level.CRITICAL_ONLY, "hydrant") is Admission.ANALYSE
+    skipping = replace(S, non_critical_types=("bench",), when_degraded="skip")
+    assert admission(skipping, Level.CRITICAL_ONLY, "bench") is Admission.SKIP
+    assert admission(skipping, Level.CRITICAL_ONLY, "sign") is Admission.DEFER
+    assert admission(skipping, Level.NORMAL, "bench") is Admission.ANALYSE
+    assert (priority_of(S, "hydrant"), priority_of(S, "bench"), priority_of(S, None)) == (
+        CRITICAL, ORDINARY, ORDINARY)
 
 
 def test_model_switches_to_fallback_from_l2():

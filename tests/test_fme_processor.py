@@ -136,7 +136,8 @@ def test_format_drift_ends_in_a_rejected_dead_letter(fair_db, fake_clock, fake_v
 def test_a_missing_photo_is_rejected_then_notified_once_by_the_compensator(
         fair_db, fake_clock, fake_vision):
     """The photo answers 404: NOT_FOUND through <Rejected>; WS-03's pass then emits its
-    report (notified 1) and one notification feature for an Emailer, handed over once."""
+    report (notified 1, the new dead-letter cause paged) and one notification feature for an
+    Emailer, handed over once."""
     registered(fair_db, fake_clock)
     serve_photo(fake_vision, status=404)
     run = run_caller(ProcessorCaller, [{}], processor_macros(fair_db, fake_vision.endpoint),
@@ -153,8 +154,9 @@ def test_a_missing_photo_is_rejected_then_notified_once_by_the_compensator(
                                    "fair_backlog", "fair_error_class")} == {
         "fair_kind": "report", "fair_status": "DONE", "fair_reaped": 0, "fair_buried": 0,
         "fair_requeued": 0, "fair_notified": 1, "fair_breakers": "vision=CLOSED",
-        "fair_ladder": "L0", "fair_reconciled": None, "fair_alert_level": "OK",
+        "fair_ladder": "L0", "fair_reconciled": None, "fair_alert_level": "ALERT",
         "fair_backlog": 0, "fair_error_class": None}
+    assert "a new dead-letter cause: NOT_FOUND" in values["fair_alerts"]
     note_values = note.as_dict()
     assert note_values["fair_kind"] == "notification" and note_values["fair_key"] == KEY
     assert isinstance(note_values["fair_notification_id"], str)   # a sequence: text

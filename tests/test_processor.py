@@ -13,7 +13,7 @@ from fme_ai_resilience.breaker import BreakerState, CircuitState, Manual
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
 from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import Stage, Status, TaskOutcome
+from fme_ai_resilience.ledger import DeferCause, Stage, Status, TaskOutcome
 from fme_ai_resilience.degrade import Model
 from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute, analysis_fingerprint
 from fme_ai_resilience.services.shared_breaker import CircuitBreaker
@@ -219,17 +219,19 @@ def test_a_half_open_circuit_closes_on_its_probes_and_no_slot_goes_silent(ledger
 
 
 @responses.activate
-def test_a_paused_ladder_defers_and_a_sampling_one_skips(ledger, clock):
-    """L4 keeps the photo for later; L3 skips non-critical assets (SKIPPED: manual review)."""
-    register(ledger, submission("paused"))
+def test_a_paused_ladder_and_a_critical_only_one_hold_photos_back_as_owed(ledger, clock):
+    """L4 and L3 leave a non-critical photo DEFERRED (cause degraded), never SUCCEEDED."""
+    register(ledger, submission("held", asset_type="bench"))
     ladder = Degradation(store=ledger, clock=clock)
     ladder.set_override("L4")
     (paused,) = make(ledger, clock).run_batch().results
-    assert paused.status is Status.DEFERRED
+    assert paused.status is Status.DEFERRED and paused.outcome is None
     ladder.set_override("L3")
     clock.advance(3600)
-    (skipped,) = make(ledger, clock).run_batch().results
-    assert (skipped.status, skipped.outcome) == (Status.SUCCEEDED, TaskOutcome.SKIPPED)
+    (held,) = make(ledger, clock).run_batch().results
+    assert (held.status, held.outcome) == (Status.DEFERRED, None)
+    record = ledger.get("held")
+    assert record.defer_cause is DeferCause.DEGRADED and record.next_attempt_at > clock.now()
     assert len(responses.calls) == 0
 
 

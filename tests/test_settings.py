@@ -90,6 +90,8 @@ def test_flat_dict_names_every_setting():
 # host entries are checked where the download policy is built (DownloadPolicy.from_settings)
 UNCONSTRAINED = {"download.allowed_hosts", "download.allow_http_hosts",
                  "download.allow_private_hosts", "degrade.critical_types",
+                 # names checked against degrade.critical_types (test below)
+                 "degrade.non_critical_types",
                  # free text: a model name, a prompt, a credential, a currency, a boolean
                  "vision.key", "vision.model", "vision.fallback_model", "vision.prompt",
                  "arcgis.token", "arcgis.web_connection", "compensation.reconcile_backfill",
@@ -128,6 +130,9 @@ INVALID = [
     ("degrade.exit_ratio", "-0.1", "degrade.exit_ratio"),
     ("degrade.hold_s", "0", "degrade.hold_s"),
     ("degrade.sample_ratio", "2", "degrade.sample_ratio"),
+    ("degrade.when_degraded", "drop", "degrade.when_degraded"),
+    ("alerts.dead_letter_ratio", "1.5", "alerts.dead_letter_ratio"),
+    ("alerts.review_age_s", "0", "alerts.review_age_s"),
     ("intake.engines", "0", "intake.engines"),
     ("intake.mean_processing_s", "0", "intake.mean_processing_s"),
     ("intake.latency_promise_s", "-5", "intake.latency_promise_s"),
@@ -385,3 +390,17 @@ def test_feature_services_are_read_from_text_and_compared_loosely():
     assert not s.intake.serves("https://evil.example.com/arcgis/rest/services/A/FeatureServer")
     assert not s.intake.serves(None) and not Settings().intake.serves(
         "https://gis.example.com/arcgis/rest/services/A/FeatureServer")
+
+
+def test_an_asset_type_cannot_be_critical_and_non_critical():
+    """A type named in both degrade lists is refused, naming the skip list."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"degrade.critical_types": "hydrant,valve",
+                               "degrade.non_critical_types": "bench,valve"})
+    assert info.value.field == "degrade.non_critical_types" and "valve" in str(info.value)
+
+
+def test_nothing_is_skipped_unless_the_deployment_says_so():
+    """The default holds analysis back by deferral: no type is named non-critical."""
+    degrade = Settings().degrade
+    assert degrade.when_degraded.value == "defer" and degrade.non_critical_types == ()

@@ -65,7 +65,8 @@ def test_without_prepared_statements_the_contract_holds(pg_store_url):
 
 
 def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
-    """With many finished rows, the backlog counts and the claim never scan the table."""
+    """With many finished rows, the backlog counts and the claim never scan the table (the
+    claim walks its own in-progress index, in priority order)."""
     pg_run(pg_store_url,
            "INSERT INTO ai_task_registry (task_key, status, payload, created_at, updated_at,"
            " completed_at) SELECT 'old' || i, 'SUCCEEDED', '{}', i, i, i"
@@ -79,7 +80,8 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
                           "attachment_global_id": None, "event_type": "addData",
                           "payload": "{}", "now": T0, "due_at": T0, "received_at": None,
                           "ceiling": 10,
-                          "park": True, "count_limit": 11, "park_ceiling": 100}),
+                          "park": True, "count_limit": 11, "park_ceiling": 100,
+                          "priority": 0}),
             ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60}),
             ("backlog", {"count_limit": 2 ** 62}), ("backlog", {"count_limit": 35000})):
         with pg._conn.cursor() as cur:
@@ -87,8 +89,10 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
             cur.execute("EXPLAIN " + pg._queries[name], params)
             plans[name, params.get("count_limit")] = "\n".join(row[0] for row in cur.fetchall())
             cur.execute("ROLLBACK")
-    for name, plan in plans.items():
-        assert "ai_task_registry_live_idx" in plan, plan
+    for (name, _), plan in plans.items():
+        # claims walk the in-progress rows in claim order: critical types first, then due
+        index = "ai_task_registry_claim_idx" if name == "claim" else "ai_task_registry_live_idx"
+        assert index in plan, plan
         assert "Seq Scan on ai_task_registry" not in plan, plan
 
 

@@ -10,7 +10,7 @@ import responses
 
 from fme_ai_resilience.errors import ArcGISError, ConfigurationError, ErrorClass
 from fme_ai_resilience.keys import compose_key, trace_id_for
-from fme_ai_resilience.ledger import Stage, TaskOutcome
+from fme_ai_resilience.ledger import LayerStatus, Stage, TaskOutcome
 from fme_ai_resilience.services.pipeline import build_compensator, build_processor
 from fme_ai_resilience.services.sinks import CollectingSink, Conclusion, PostgresTableSink
 from fme_ai_resilience.services.writeback import (FeatureLayerSink, Layers, braced,
@@ -220,3 +220,25 @@ def test_the_compensator_reconciles_only_the_layer_it_is_given(ledger):
     assert build_compensator(Settings(), store=ledger).layer is None
     compensator = build_compensator(Settings(), store=ledger, layer_url=LAYER)
     assert compensator.layer.url == LAYER
+
+
+@responses.activate
+def test_the_feature_sink_flags_a_photo_owed_and_a_skipped_one_for_manual_review(ledger):
+    """AWAITING_ANALYSIS with empty assessment fields, the task left PROCESSING; a SKIPPED
+    conclusion shows MANUAL_REVIEW, never SKIPPED."""
+    responses.post(f"{LAYER}/applyEdits", json={"updateResults": [
+        {"objectId": 7, "globalId": braced(FEATURE), "success": True}]})
+    s = settings()
+    task = claimed(ledger)
+    sink = FeatureLayerSink(s.writeback, layers(s))
+    sink.flag(Conclusion(task, None, layer=LayerStatus.AWAITING_ANALYSIS), store=ledger,
+              now=T0 + 1)
+    (row,) = json.loads(form(responses.calls[0])["updates"])
+    assert (row["attributes"]["ai_status"], row["attributes"]["ai_condition"],
+            row["attributes"]["ai_confidence"]) == ("AWAITING_ANALYSIS", None, None)
+    assert ledger.get(task.key).status.value == "PROCESSING"
+    assert sink.finish(Conclusion(task, TaskOutcome.SKIPPED, {"reason": "policy"}),
+                       store=ledger, now=T0 + 2)
+    (row,) = json.loads(form(responses.calls[1])["updates"])
+    assert row["attributes"]["ai_status"] == "MANUAL_REVIEW"
+    assert ledger.get(task.key).review_state.value == "OPEN"

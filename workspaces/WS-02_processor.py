@@ -40,6 +40,8 @@ class FeatureProcessor(ProcessorCaller):
       FAIR_BREAKER_SLOW_CALL_S              a call this long counts as slow
       FAIR_BREAKER_COOLDOWN_S               how long an open circuit stays open
       FAIR_DEGRADE_CRITICAL_TYPES           asset types always analysed
+      FAIR_DEGRADE_NON_CRITICAL_TYPES       asset types a degraded pipeline may skip
+      FAIR_DEGRADE_WHEN_DEGRADED            defer (default) or skip those types
       FAIR_VISION_PROVIDER                  azure-v4, google, rekognition, openai or generic
       FAIR_VISION_ENDPOINT                  the Vision AI endpoint (required in practice)
       FAIR_VISION_KEY                       its API key (secret)

@@ -37,6 +37,8 @@ class FeatureProcessor(CompensatorCaller):
       FAIR_ALERTS_E2E_P95_WARNING_RATIO  end-to-end P95 warning, x the latency promise
       FAIR_ALERTS_BACKLOG_RATIO          backlog warning, x the watermark
       FAIR_ALERTS_WINDOW_S               the window the signals cover
+      FAIR_ALERTS_DEAD_LETTER_RATIO      dead letters worth an alert, x tasks finished
+      FAIR_ALERTS_REVIEW_AGE_S           review queue age worth a warning
       FAIR_COST_PER_CALL                 the price of one Vision AI call, for the spend
       FAIR_COMPENSATION_REQUEUE_BUDGET   automatic requeues of a task that spent its attempts
       FAIR_COMPENSATION_REQUEUE_BACKOFF_S      the wait before the first requeue

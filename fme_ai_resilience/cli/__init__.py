@@ -27,6 +27,7 @@ COMMANDS = (
     "process",
     "compensate",
     "dlq",
+    "review",
     "check",
     "workspaces",
     "flow",

@@ -1,7 +1,8 @@
 """``fme-ai-resilience status --db URL [--json]``: the ledger's water level and dead letters.
 
-The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, dead
-letters by cause, how many tasks engines finished in the last hour (the measured drain), and
+The seed's ``SELECT status, count(*) ... GROUP BY status`` with every status listed, the photos
+in the one honest vocabulary (analysed, awaiting analysis and held back by the ladder, in
+review, skipped by policy, dead by cause: the same figures ``check`` and ``/metrics`` show), how many tasks engines finished in the last hour (the measured drain), and
 the deliveries intake refused without storing them (counted by reason), and what it could not
 keep (refusals past their bound, invalid bodies past the dead-letter bounds).
 """
@@ -13,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..clock import Clock, SystemClock
 from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
+from ..pages import human_age as _age
 from ..services.observe import read_signals
 from ..store import SqlStore, display_url
 from ..settings import Settings
@@ -49,6 +51,7 @@ def render(where: str, report: Dict[str, Any]) -> str:
     lines += [f"  {status:<16}{n:>10}" for status, n in report["ledger"].items()]
     lines.append(f"  {'total':<16}{report['total']:>10}   in progress {report['in_progress']}, "
                  f"finished in the last hour {report['completed_last_hour']}")
+    lines += _render_photos(report["signals"]["ledger"])
     lines.append("Dead letters by cause")
     lines += [f"  {cause:<16}{n:>10}" for cause, n in report["dead_letters"].items()]
     intake = report["intake"]
@@ -67,6 +70,27 @@ def render(where: str, report: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _render_photos(f: Dict[str, Any]) -> List[str]:
+    """Where the photos stand: only ACCEPTED and REVIEW count as analysed."""
+    return ["Photos (done means analysed)",
+            f"  {'analysed':<22}{f['analysed']:>10}   ACCEPTED {f['accepted']}, REVIEW "
+            f"{f['review']}",
+            f"  {'awaiting analysis':<22}{f['awaiting_analysis']:>10}   of them held back by "
+            f"the degradation ladder {f['held_back']}",
+            f"  {'in review':<22}{f['in_review']:>10}   oldest waiting "
+            f"{_age(f['review_oldest_age_s'])} (review list); resolved {f['reviewed']}",
+            f"  {'skipped by policy':<22}{f['skipped_by_policy']:>10}   never analysed "
+            f"(degrade.non_critical_types, when_degraded=skip)",
+            f"  {'dead letters':<22}{sum(f['dead_by_cause'].values()):>10}   " + (", ".join(
+                f"{k} {v}" for k, v in sorted(f["dead_by_cause"].items())) or "none"),
+            f"  {'due now':<22}{f['due']:>10}   oldest due task {_age(f['oldest_due_age_s'])}"
+            f" old, last task finished {_age(f['last_progress_age_s'])} ago",
+            f"  {'leases not renewed':<22}{f['expired_leases']:>10}"]
+
+
+
+
+
 def _render_signals(s: Dict[str, Any]) -> List[str]:
     def sec(value: Optional[float]) -> str:
         return "n/a" if value is None else f"{value:.2f} s"
@@ -78,8 +102,13 @@ def _render_signals(s: Dict[str, Any]) -> List[str]:
              f"  traffic             {traffic['webhooks_per_min']:.1f} webhooks/min, "
              f"{traffic['ai_calls_per_min']:.1f} AI calls/min, "
              f"{traffic['reused_analyses']} analyses reused",
-             "  errors              " + (", ".join(
-                 f"{k} {v}" for k, v in s["errors"]["by_class"].items()) or "none"),
+             "  errors              AI calls " + (", ".join(
+                 f"{k} {v}" for k, v in s["errors"]["by_class"].items()) or "none")
+             + "; dead letters " + (", ".join(
+                 f"{k} {v}" for k, v in s["errors"]["dead_by_cause"].items()) or "none"),
+             f"  finished            {traffic['analysed']} analysed, "
+             f"{traffic['skipped_by_policy']} skipped by policy, "
+             f"{sum(s['errors']['dead_by_cause'].values())} dead letters",
              f"  saturation          backlog {sat['backlog']} of watermark {sat['watermark']} "
              f"({sat['backlog_ratio']:.0%})",
              f"  format anomalies    {s['format_anomalies']['count']} "

@@ -242,7 +242,7 @@ class ProcessorCaller(CallerBase):
                   "fair_labels": ",".join(labels) or None, "fair_assessed_at": assessed,
                   w.condition_field: result.get("condition"),
                   w.confidence_field: result.get("confidence"),
-                  w.outcome_field: conclusion.outcome, w.model_field: result.get("model_version"),
+                  w.outcome_field: conclusion.layer, w.model_field: result.get("model_version"),
                   w.trace_field: conclusion.task.trace_id, w.assessed_at_field: assessed,
                   w.parent_field: payload.get("feature_global_id"),
                   w.photo_field: payload.get("attachment_global_id")}

@@ -187,6 +187,10 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     _setting("breaker.slow_call_s", "A call this long is slow, s", PROCESSOR),
     _setting("breaker.cooldown_s", "Breaker cooldown, s", PROCESSOR, COMPENSATOR),
     _setting("degrade.critical_types", "Asset types always analysed", PROCESSOR),
+    _setting("degrade.non_critical_types", "Asset types a degraded pipeline may skip",
+             PROCESSOR),
+    _setting("degrade.when_degraded", "Non-critical types when degraded: defer or skip",
+             PROCESSOR),
     # the Vision AI service (WS-03 evaluates its breakers by name)
     _setting("vision.provider", "Vision AI provider: azure-v4, google, rekognition, openai, "
              "generic", PROCESSOR),
@@ -236,6 +240,9 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
              COMPENSATOR),
     _setting("alerts.backlog_ratio", "Backlog warning, x watermark", COMPENSATOR),
     _setting("alerts.window_s", "Window the signals cover, s", COMPENSATOR),
+    _setting("alerts.dead_letter_ratio", "Dead letters worth an alert, x tasks finished",
+             COMPENSATOR),
+    _setting("alerts.review_age_s", "Review queue age worth a warning, s", COMPENSATOR),
     _setting("cost.per_call", "Price of one Vision AI call", COMPENSATOR),
     # the compensator's budgets and the reconciliation window
     _setting("compensation.requeue_budget", "Automatic requeues of a spent task", COMPENSATOR),

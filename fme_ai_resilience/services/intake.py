@@ -47,6 +47,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..capacity import CapacityPlan
+from ..degrade import priority_of
 from ..checks import count
 from ..errors import (
     SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing, StoreError, StoreUnavailable,
@@ -55,7 +56,7 @@ from ..keys import body_key, trace_id_for
 from ..ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
 from ..printable import printable
 from ..redact import excerpt, redact_raw, redact_text, redact_url, token_values
-from ..settings import Settings
+from ..settings import DegradeSettings, Settings
 from ..store.base import Store
 from ..submission import Submission
 from ..survey123 import delivery_id_of, parse_webhook
@@ -141,7 +142,7 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
     try:
         _register_whole(submissions, ceiling, mode, park_ceiling,
                         park_ceiling + intake.max_attachments, registrations,
-                        store=store, now=now)
+                        settings.degrade, store=store, now=now)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
         # Nothing can be recorded: the log line is what reconciliation has to go on.
@@ -156,17 +157,20 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
 
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
-                    park_ceiling: int, hard_ceiling: int, out: List[Registration], *,
-                    store: Store, now: float) -> None:
-    """Register every photo; if the body is partly in the ledger, store the refused rest
-    parked, up to ``hard_ceiling`` unfinished tasks."""
-    for sub in submissions:
-        out.append(store.register(sub, ceiling, mode, park_ceiling, now=now))
+                    park_ceiling: int, hard_ceiling: int, out: List[Registration],
+                    degrade: DegradeSettings, *, store: Store, now: float) -> None:
+    """Register every photo (a critical asset type's with the claim priority that puts it
+    first); if the body is partly in the ledger, store the refused rest parked, up to
+    ``hard_ceiling`` unfinished tasks."""
+    priority = [priority_of(degrade, sub.asset_type) for sub in submissions]
+    for sub, first in zip(submissions, priority):
+        out.append(store.register(sub, ceiling, mode, park_ceiling, now=now, priority=first))
     refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
     if not refused or len(refused) == len(out):
         return
     for i in refused:
-        out[i] = store.register(submissions[i], 0, OverloadMode.PARK, hard_ceiling, now=now)
+        out[i] = store.register(submissions[i], 0, OverloadMode.PARK, hard_ceiling, now=now,
+                                priority=priority[i])
     left = sum(1 for i in refused if out[i].outcome is RegisterOutcome.OVER_BACKLOG)
     log.warning("intake: %d photo(s) of %s over the ceiling parked with the rest of their "
                 "submission%s", len(refused) - left, submissions[0].feature_global_id,

@@ -31,14 +31,14 @@ _TRACE: contextvars.ContextVar[str] = contextvars.ContextVar("fair_trace_id", de
 def read_signals(settings: Settings, *, store: Store, now: float,
                  window_s: Optional[float] = None) -> GoldenSignals:
     """The golden signals over the window ending at ``now`` (``alerts.window_s`` by default),
-    from five reads of the ledger."""
+    from the ledger's samples and its state (honest counts, due work, leases, review queue)."""
     window = settings.alerts.window_s if window_s is None else window_s
     since = now - window
     return golden_signals(
         settings, calls=store.call_samples(since), completions=store.completion_samples(since),
         registrations=store.registration_samples(since),
         backlog=store.backlog(), format_anomalies=store.anomalies_since(since), now=now,
-        window_s=window, sample_limit=SAMPLE_LIMIT)
+        window_s=window, sample_limit=SAMPLE_LIMIT, ledger=store.ledger_state(now=now))
 
 
 @contextlib.contextmanager

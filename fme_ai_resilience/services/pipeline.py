@@ -27,7 +27,8 @@ from .vision import Credentials, RequestOptions, VisionClient
 from .vision.builders import DEFAULT_PROMPT
 from .writeback import FeatureLayerSink, Layers, layer_photo_lister, trusted_layers
 
-__all__ = ["build_processor", "build_compensator", "vision_routes", "layers_for"]
+__all__ = ["build_processor", "build_compensator", "build_sink", "vision_routes",
+           "layers_for"]
 
 
 def vision_routes(settings: Settings, *, session: Optional[requests.Session] = None,
@@ -73,6 +74,16 @@ def _sink(settings: Settings, layers: Layers, sink: Optional[Sink]) -> Sink:
     if name == "collect":
         return CollectingSink()
     raise ConfigurationError("writeback.sink", name, "is not a known sink")
+
+
+def build_sink(settings: Settings, *, store: Store, session: Optional[requests.Session] = None,
+               clock: Optional[Clock] = None) -> Sink:
+    """The sink ``writeback.sink`` names, with the ArcGIS credential the settings name (for
+    the review queue's verdicts, written where the processor writes its conclusions)."""
+    session = session or requests.Session()
+    provider = token_provider_from_settings(settings, session=session)
+    return _sink(settings, layers_for(settings, store=store, token=provider, session=session,
+                                      clock=clock), None)
 
 
 def build_processor(settings: Settings, *, store: Store, sink: Optional[Sink] = None,

@@ -24,8 +24,6 @@ task (unstarted tasks are handed back at once).
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import logging
 import random
 import threading
@@ -40,7 +38,6 @@ from ..redact import redact_text
 from ..retry import RetryPolicy
 from ..settings import Settings
 from ..store.base import Store
-from ..submission import Submission
 from ..task_budget import worst_case_task_s
 from .fleet_retry_gate import FleetRetryGate
 from .observe import trace
@@ -48,38 +45,14 @@ from .pacer import CallPacer
 from .shared_breaker import CircuitBreaker
 from .shared_ladder import Degradation
 from .sinks import Sink
+from .collaborators import Collaborators, Downloader, PhotoLister, VisionRoute
 from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
-from .vision import DownloadPolicy, Photo, VisionClient, fetch_photo
+from .vision import DownloadPolicy, fetch_photo
 
 __all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "Stop", "PhotoLister",
            "Downloader", "analysis_fingerprint"]
 
 log = logging.getLogger("fme_ai_resilience.processor")
-
-#: How the processor lists the photos of a feature whose webhook carried no photo list:
-#: ``(task) -> submissions`` (one per photo, keys from the GlobalIDs).
-PhotoLister = Callable[[Task], Sequence[Submission]]
-#: How the processor fetches a photo: ``(url, token) -> Photo``, raising DownloadError/UnsafeURL.
-Downloader = Callable[[str, Optional[str]], Photo]
-
-
-@dataclass(frozen=True)
-class VisionRoute:
-    """A model the processor may call: its client, its name in the breaker and the call log,
-    and ``model`` (what makes two answers comparable: provider, endpoint, model, prompt)."""
-
-    client: VisionClient
-    service: str
-    model: str
-
-    @classmethod
-    def of(cls, client: VisionClient, service: str) -> "VisionRoute":
-        """A route whose model key is derived from the client's configuration."""
-        options = client.options
-        described = json.dumps({"provider": client.provider, "endpoint": client.endpoint,
-                                "model": options.model, "prompt": options.prompt,
-                                "conditions": list(options.conditions)}, sort_keys=True)
-        return cls(client, service, hashlib.sha256(described.encode()).hexdigest()[:16])
 
 
 class Stop(enum.Enum):
@@ -182,11 +155,13 @@ class Processor:
         self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)
         self.worst_case_s = worst_case_task_s(self.policy, settings.timeouts)
         # configuration only: the served feature services' hosts and the photo hosts
-        self._policy_download = policy or DownloadPolicy.from_settings(settings)
-        self._download = download or (lambda url, tok: fetch_photo(
-            url, tok, self._policy_download, clock=self.clock))
-        self._token = token
-        self._lister = lister
+        guarded = policy or DownloadPolicy.from_settings(settings)
+        clock = self.clock
+        self.collaborators = Collaborators(
+            settings=settings, store=store, clock=clock, rng=self.rng, routes=self.routes,
+            breakers=self.breakers, pacers=self.pacers, ladder=self.ladder, policy=self.policy,
+            gate=self.gate, sink=sink, token=token, lister=lister,
+            download=download or (lambda url, tok: fetch_photo(url, tok, guarded, clock=clock)))
         limit = settings.processing.job_runtime_limit_s
         self.job_deadline = None if not limit else Deadline(
             self.clock.now() if job_started is None else job_started, limit)
@@ -255,7 +230,7 @@ class Processor:
                 task.key, task.lease_token, lease_s, now=now):
             return TaskResult(task.key, Status.PROCESSING, task.trace_id,
                               reason="lease lost before the task started")
-        run = TaskRun(self, task)
+        run = TaskRun(self.collaborators, task)
         with trace(task.trace_id):
             try:
                 with _Heartbeat(task, lease_s, store=self.store, clock=self.clock):

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from ..caseless import get_ignoring_case
+from ..degrade import priority_of
 from ..errors import InvalidPayload
 from ..keys import compose_key, normalise_global_id, trace_id_for
 from ..settings import MAX_COUNT, Settings
@@ -120,7 +121,9 @@ class Reconciler:
         if backfill:
             for _, sub in missing:
                 # Found missing after the fact: stored whatever the backlog (never refused).
-                if self.store.register(sub, MAX_COUNT, now=now).outcome.value == "NEW":
+                first = priority_of(self.settings.degrade, sub.asset_type)
+                if self.store.register(sub, MAX_COUNT, now=now,
+                                       priority=first).outcome.value == "NEW":
                     backfilled += 1
             if backfilled:
                 log.warning("reconcile: %d missing photo(s) of %s registered", backfilled,

@@ -13,8 +13,8 @@ from typing import Callable, Optional, Union
 
 from ..breaker import effective_state
 from ..clock import Clock, SystemClock
-from ..degrade import (LadderState, Level, Model, Signals, model_for, next_state,
-                       should_analyze, with_override)
+from ..degrade import (Admission, LadderState, Level, Model, Signals, admission, model_for,
+                       next_state, should_analyze, with_override)
 from ..errors import StoreError
 from ..settings import DegradeSettings, IntakeSettings, Settings
 from ..store.base import Store
@@ -30,9 +30,11 @@ def gather_signals(intake: IntakeSettings, primary: CircuitBreaker,
                    now: float) -> Signals:
     """Signals read from the ledger: backlog vs the watermark, the primary's window, breakers.
 
-    For the compensator, which then calls :meth:`Degradation.observe`.
+    The backlog leaves out the photos the ladder holds back: they are owed, but counting them
+    would keep the ladder up by its own doing (a pause that never ends). For the compensator,
+    which then calls :meth:`Degradation.observe`.
     """
-    backlog = store.backlog()   # in-progress rows through their index, not the whole ledger
+    backlog = store.ladder_backlog()   # in-progress rows through their index
     policy = primary.policy
     window = store.call_window(primary.service, now - policy.window_s, policy.slow_call_s)
     return Signals.measured(
@@ -88,6 +90,12 @@ class Degradation:
                     log.warning("degradation: %s -> %s%s", current.effective.label,
                                 target.effective.label,
                                 " (override)" if target.override is not None else "")
+                if target.effective < current.effective:
+                    # the photos held back come back at once, critical types claimed first
+                    released = self.store.release_held(now=self.clock.now())
+                    if released:
+                        log.warning("degradation: %d photo(s) held back are due again",
+                                    released)
                 return self._remember(target)
         raise StoreError("degradation state kept changing; update not applied")
 
@@ -111,13 +119,17 @@ class Degradation:
         return self.state().effective
 
     def should_analyze(self, asset_type: Optional[str], key: str = "") -> bool:
-        """Whether this photo gets an AI call now (False: SKIPPED, or deferred when paused)."""
+        """Whether this photo gets an AI call now (False: held back)."""
         return should_analyze(self.settings, self.level(), asset_type, key)
+
+    def admission(self, asset_type: Optional[str], key: str = "") -> Admission:
+        """What becomes of this photo now: analysed, deferred (owed) or skipped by policy."""
+        return admission(self.settings, self.level(), asset_type, key)
 
     def model(self) -> Model:
         """The model to call now: primary, or the fallback from L2 up."""
         return model_for(self.level())
 
     def paused(self) -> bool:
-        """True at L4: keep photo and metadata, defer every analysis for the backfill."""
+        """True at L4: keep photo and metadata, every analysis held back."""
         return self.level() >= Level.PAUSED

@@ -1,37 +1,40 @@
 """One claimed task's pass through the processor's stages, with its task-wide attempt budget.
 
-:class:`TaskRun` is what :class:`~fme_ai_resilience.services.processor.Processor` runs per task:
-admission (ladder and breaker), the photo list of a webhook that carried none, download,
-analysis (the analysis cache or one Vision AI call, validated), and the sink's write-back and
-completion. Each stage runs under the retry engine; a stage that cannot finish now ends the
-task's work by moving its row (parked FAILED or DEFERRED, or buried DEAD) and raising
-:class:`Parked`, which the processor turns into the task's :class:`TaskResult`.
+:class:`TaskRun` is what the processor runs per task: admission (ladder and breaker), the photo
+list of a webhook that carried none, download, analysis (the analysis cache or one Vision AI
+call, validated), and the sink's write-back and completion. Everything it works with comes in
+one frozen :class:`Collaborators` value (the store, clock, routes, breakers, pacers, ladder,
+retry policy, sink, downloader, token and photo lister). Each stage runs under the retry
+engine; a stage that cannot finish now ends the task's work by moving its row (parked FAILED or
+DEFERRED, or buried DEAD) and raising :class:`Parked`, which the processor turns into the
+task's :class:`TaskResult`.
 """
 from __future__ import annotations
 
 import enum
 import hashlib
+import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ..classification import CLASSIFICATION
 from ..clock import Deadline
-from ..degrade import Model
+from ..degrade import Admission, Level, Model, priority_of
 from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
                       UnsafeURL)
-from ..ledger import CallRecord, Stage, Status, Task, TaskOutcome
+from ..ledger import CallRecord, DeferCause, LayerStatus, Stage, Status, Task, TaskOutcome
 from ..redact import redact_text
 from ..retry import DecisionKind, RetryDecision, RetryHistory
 from ..settings import MAX_COUNT
 from ..validate import VerdictKind, validate
+from .collaborators import Collaborators, VisionRoute
 from .retrying import Retrying, classify_exception
 from .sinks import Conclusion
 from .vision import Photo, VisionOutcome
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .processor import Processor, VisionRoute
-
 __all__ = ["TaskRun", "TaskResult", "Parked", "analysis_fingerprint"]
+
+log = logging.getLogger("fme_ai_resilience.processor")
 
 
 def analysis_fingerprint(photo_sha256: str, model: str) -> str:
@@ -90,16 +93,17 @@ class Parked(ResilienceError):
 class TaskRun:
     """One task's pass through the stages, with its task-wide attempt budget."""
 
-    def __init__(self, processor: "Processor", task: Task) -> None:
-        self.p = processor
+    def __init__(self, collaborators: Collaborators, task: Task) -> None:
+        self.p = collaborators
         self.task = task
         self.failures = 0   # failed attempts in this run (inline retries included)
-        self.started = processor.clock.now()
-        self.deadline = None if processor.policy.deadline_s is None else Deadline(
-            self.started, processor.policy.deadline_s)
+        self.started = collaborators.clock.now()
+        self.deadline = None if collaborators.policy.deadline_s is None else Deadline(
+            self.started, collaborators.policy.deadline_s)
         self.calls: Dict[str, int] = {}   # Vision AI calls this run made, per service
-        self.retrying = Retrying(processor.policy, clock=processor.clock, rng=processor.rng,
-                                 classifier=_classify, gate=processor.gate)
+        self.retrying = Retrying(collaborators.policy, clock=collaborators.clock,
+                                 rng=collaborators.rng, classifier=_classify,
+                                 gate=collaborators.gate)
 
     # -- stages ----------------------------------------------------------------------------------
     def through(self) -> TaskResult:
@@ -109,7 +113,9 @@ class TaskRun:
             return self._expand()
         level_model = self._admission()
         if level_model is None:
-            return self._skip("not analysed at this degradation level (manual review)")
+            return self._skip(f"skipped at degradation {p.ladder.level().label} by the "
+                              "deployment's policy (degrade.non_critical_types, "
+                              "when_degraded=skip): manual review")
         analyzed = task.checkpoint(Stage.ANALYZED)
         if analyzed is None:
             photo = self._stage("download", self._fetch)
@@ -117,16 +123,17 @@ class TaskRun:
         return self._finish(analyzed)
 
     def _admission(self) -> Optional[Model]:
-        """The model to call, or None to skip; defers the task when the ladder pauses or the
-        breaker of the model refuses."""
+        """The model to call, or None to skip by the deployment's policy; holds the task back
+        when the ladder does, defers it when the breaker of the model refuses."""
         p, task = self.p, self.task
         if task.done(Stage.ANALYZED):
             return Model.PRIMARY   # nothing left to ask: only the write-back remains
         ladder = p.ladder
-        if ladder.paused():
-            self._defer(p.settings.breaker.cooldown_s, "analysis paused (degradation L4)")
-        if not ladder.should_analyze(task.payload.get("asset_type"), task.key):
+        decision = ladder.admission(task.payload.get("asset_type"), task.key)
+        if decision is Admission.SKIP:
             return None
+        if decision is Admission.DEFER:
+            self._hold(ladder.level())
         model = ladder.model()
         breaker = p.breakers[p.routes[model].service]
         refusal = breaker.refusal()   # claims no probe: the call itself does (_ask)
@@ -140,10 +147,10 @@ class TaskRun:
         if not url:
             return _Failed(ErrorClass.NOT_FOUND, "the submission names no photo URL")
         now = p.clock.now()
-        token = p._token(now) if p._token else None
+        token = p.token(now) if p.token else None
         started, mono = now, p.clock.monotonic()
         try:
-            photo = p._download(url, token)
+            photo = p.download(url, token)
         except (DownloadError, UnsafeURL) as exc:
             self._log_call("photos", started, p.clock.monotonic() - mono, exc.error_class,
                            getattr(exc, "status_code", None))
@@ -163,7 +170,7 @@ class TaskRun:
                                     reason=f"lease lost before the {stage.value} checkpoint"))
 
     def _analysis(self, fetched: Tuple[Photo, str],
-                  route: "VisionRoute") -> Mapping[str, Any]:
+                  route: VisionRoute) -> Mapping[str, Any]:
         p, task = self.p, self.task
         photo, digest = fetched
         fingerprint = analysis_fingerprint(digest, route.model)
@@ -203,7 +210,7 @@ class TaskRun:
             self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed "
                         "for another task: its answer will be reused", error_class=None)
 
-    def _ask(self, route: "VisionRoute", image: bytes) -> Any:
+    def _ask(self, route: VisionRoute, image: bytes) -> Any:
         """One Vision AI call under the breaker and at the service's pace: logged, judged,
         its anomaly recorded."""
         p, task = self.p, self.task
@@ -280,13 +287,14 @@ class TaskRun:
     def _expand(self) -> TaskResult:
         """A webhook without a photo list: list the feature's photos, one task each."""
         p, task = self.p, self.task
-        if p._lister is None:
+        lister = p.lister
+        if lister is None:
             return self._bury(FailureClass.BAD_REQUEST,
                               "the webhook carried no photo list and no layer lister is set")
-        listed = self._stage("photo list", lambda: list(p._lister(task)))  # type: ignore[misc]
+        listed = self._stage("photo list", lambda: list(lister(task)))
         # Photos of a task already accepted: stored whatever the backlog (never refused).
-        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now()).key
-                      for sub in listed]
+        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now(), priority=priority_of(
+            p.settings.degrade, sub.asset_type)).key for sub in listed]
         return self._complete(TaskOutcome.SKIPPED, {
             "outcome": TaskOutcome.SKIPPED.value, "reused": False,
             "reason": f"the feature's {len(registered)} photo(s) registered as their own tasks",
@@ -323,6 +331,39 @@ class TaskRun:
             status = Status.DEFERRED
         raise Parked(TaskResult(task.key, status, task.trace_id, error_class=error_class,
                                  retry_at=until, reason=detail))
+
+    def _hold(self, level: Level) -> None:
+        """Hold the photo back for the ladder: owed, DEFERRED with cause degraded until the
+        ladder steps down (which makes it due at once) or ``degrade.hold_s`` passes, and shown
+        on the layer as awaiting analysis (written once, not on every deferral)."""
+        p, task = self.p, self.task
+        if task.layer_flag is not LayerStatus.AWAITING_ANALYSIS:
+            self._flag(LayerStatus.AWAITING_ANALYSIS)
+        now = p.clock.now()
+        until = now + p.settings.degrade.hold_s
+        p.store.defer(task.key, task.lease_token, until, now=now, cause=DeferCause.DEGRADED)
+        raise Parked(TaskResult(task.key, Status.DEFERRED, task.trace_id, retry_at=until,
+                                reason=f"held back at degradation {level.label}: awaiting "
+                                       "analysis"))
+
+    def _flag(self, value: LayerStatus) -> None:
+        """Show ``value`` on the layer through the sink and remember it; a write that fails
+        is logged and tried again at the next deferral (the deferral itself goes ahead)."""
+        p, task = self.p, self.task
+        flag = getattr(p.sink, "flag", None)
+        if flag is None:
+            return
+        try:
+            flag(Conclusion(task, None, layer=value), store=p.store, now=p.clock.now())
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified, re-raised when unknown
+            if _classify(exc) is None:
+                raise
+            log.warning("task %s: the layer could not be told %s yet: %s", task.key,
+                        value.value, redact_text(str(exc)))
+            return
+        p.store.flag_layer(task.key, task.lease_token, value, now=p.clock.now())
 
     def _defer(self, wait_s: float, reason: str,
                error_class: Optional[ErrorClass] = ErrorClass.CIRCUIT_OPEN) -> None:

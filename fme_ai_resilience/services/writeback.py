@@ -107,11 +107,15 @@ class FeatureLayerSink:
                 return False
         return _complete(conclusion, store=store, now=now)
 
+    def flag(self, conclusion: Conclusion, *, store: Store, now: float) -> None:
+        """Write the layer value (AWAITING_ANALYSIS, REVIEWED) the same idempotent way."""
+        self._write(conclusion, now=now)
+
     def _fields(self, conclusion: Conclusion, *, now: float) -> Dict[str, Any]:
         s, result = self.settings, conclusion.result
         return {s.condition_field: result.get("condition"),
                 s.confidence_field: result.get("confidence"),
-                s.outcome_field: conclusion.outcome.value,
+                s.outcome_field: conclusion.layer.value,  # type: ignore[union-attr]
                 s.model_field: result.get("model_version"),
                 s.trace_field: conclusion.task.trace_id,
                 s.assessed_at_field: int(now * 1000)}

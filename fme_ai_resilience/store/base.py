@@ -21,7 +21,14 @@ from ..ledger import (
     RegistrationSample,
     CallWindow,
     DeadLetterOutcome,
+    DeferCause,
     FormatAnomaly,
+    LayerStatus,
+    LedgerState,
+    OutcomeCounts,
+    ReviewItem,
+    ReviewState,
+    ReviewVerdict,
     OverloadMode,
     ReapResult,
     Refusal,
@@ -61,14 +68,16 @@ class Store(Protocol):
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
-                 now: float, received_at: Optional[float] = None) -> Registration:
+                 now: float, received_at: Optional[float] = None,
+                 priority: int = 0) -> Registration:
         """Insert-or-report-existing plus the backlog check, in one round trip.
 
         Past ``backlog_ceiling`` due-or-running tasks: ``REJECT`` stores nothing and returns
         OVER_BACKLOG; ``PARK`` stores the row DEFERRED (PARKED) up to ``park_ceiling`` (None:
         no limit), past which it too returns OVER_BACKLOG. A duplicate key is reported whatever
         the backlog. ``due_at`` (default ``now``) is when the new task becomes claimable;
-        ``received_at`` when the webhook that carried it arrived (the intake latency signal).
+        ``received_at`` when the webhook that carried it arrived (the intake latency signal);
+        ``priority`` orders claims (1: a critical asset type, claimed first).
         """
 
     def record_dead_letter(self, key: str, payload: Mapping[str, Any],
@@ -103,21 +112,26 @@ class Store(Protocol):
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:
-        """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come)."""
+        """Lease up to ``limit`` due tasks (PENDING, or FAILED/DEFERRED whose time has come),
+        the highest priority first, then the longest due."""
 
     def checkpoint(self, key: str, token: int, stage: Stage, data: Any, *, now: float) -> bool:
         """Record that ``stage`` finished, with its data (JSON-ready)."""
 
     def complete(self, key: str, token: int, outcome: TaskOutcome,
-                 result: Optional[Mapping[str, Any]], *, now: float) -> bool:
-        """PROCESSING -> SUCCEEDED with the outcome and result."""
+                 result: Optional[Mapping[str, Any]], *, now: float,
+                 review: bool = False) -> bool:
+        """PROCESSING -> SUCCEEDED with the outcome and result (``review``: into the review
+        queue)."""
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
              retry_at: float, *, now: float, attempts: int = 1) -> bool:
         """PROCESSING -> FAILED, due again at ``retry_at``; adds ``attempts`` to the count."""
 
-    def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
-        """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
+    def defer(self, key: str, token: int, until: float, *, now: float,
+              cause: Optional[DeferCause] = None) -> bool:
+        """PROCESSING -> DEFERRED until ``until`` without counting an attempt (``cause``
+        DEGRADED: held back by the degradation ladder)."""
 
     def bury(self, key: str, token: int, failure_class: FailureClass, error: str, *,
              now: float) -> bool:
@@ -128,8 +142,17 @@ class Store(Protocol):
 
     def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,
                             result: Optional[Mapping[str, Any]], asset: AssetRow, *,
-                            now: float) -> bool:
+                            now: float, review: bool = False) -> bool:
         """:meth:`complete` and the task's ``asset_condition`` row in one transaction."""
+
+    def flag_layer(self, key: str, token: int, flag: LayerStatus, *, now: float) -> bool:
+        """Remember the interim value written on the layer for a task still owed (fenced)."""
+
+    def put_asset(self, asset: AssetRow, *, now: float) -> None:
+        """Write a task's ``asset_condition`` row without touching the task (idempotent)."""
+
+    def release_held(self, *, now: float) -> int:
+        """Make every photo the degradation ladder holds back due at ``now``; how many."""
 
     # -- compensation ------------------------------------------------------------------------
     def reap_expired(self, max_attempts: int, *, now: float) -> ReapResult:
@@ -157,6 +180,34 @@ class Store(Protocol):
         Counted through the in-progress index alone (finished rows are never read), and never
         past ``limit`` entries when one is given (None: count them all).
         """
+
+    def ladder_backlog(self, limit: Optional[int] = None) -> int:
+        """In-progress tasks without those the degradation ladder holds back, at most
+        ``limit``: the backlog the ladder climbs on."""
+
+    def outcome_counts(self) -> OutcomeCounts:
+        """The ledger in the one honest vocabulary: analysed, awaiting analysis (held back),
+        skipped by policy, in review, reviewed, expanded, dead by cause."""
+
+    def ledger_state(self, *, now: float) -> LedgerState:
+        """The ledger's work at ``now`` for the signals that page: the honest counts, due
+        work and the last progress, leases nobody renewed, the review queue."""
+
+    def review_stats(self) -> Tuple[int, Optional[float]]:
+        """The review queue's size and when its oldest photo entered it (None: empty)."""
+
+    def review_items(self, state: ReviewState = ReviewState.OPEN, limit: int = 50,
+                     offset: int = 0) -> List[ReviewItem]:
+        """Photos of the review queue in ``state``, oldest first."""
+
+    def review_item(self, key: str) -> Optional[ReviewItem]:
+        """One photo of the review queue (open or resolved), or None."""
+
+    def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float) -> bool:
+        """Record a reviewer's verdict on an open photo, once; False when it is not open."""
+
+    def review_written(self, key: str, *, now: float) -> bool:
+        """Note that the verdict reached the layer; False when it had already."""
 
     def dead_letters(self) -> Dict[str, int]:
         """``{failure_class: n}`` over DEAD rows."""

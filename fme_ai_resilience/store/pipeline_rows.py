@@ -170,7 +170,9 @@ class PipelineRowOps:
                                  status=Status(r["status"]),
                                  outcome=optional(TaskOutcome, r["outcome"]),
                                  failure_class=optional(FailureClass, r["failure_class"]),
-                                 reused=bool(r["reused"])) for r in rows]
+                                 reused=bool(r["reused"]),
+                                 expanded=r["outcome"] == TaskOutcome.SKIPPED.value
+                                 and r["review_state"] is None) for r in rows]
 
     def registration_samples(self, since: float,
                              limit: int = SAMPLE_LIMIT) -> List[RegistrationSample]:

@@ -11,7 +11,8 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..checks import count
 from ..errors import ConfigurationError, ErrorClass, FailureClass
-from ..ledger import Stage, Status, Task, TaskOutcome, TaskRecord
+from ..ledger import (DeferCause, LayerStatus, ReviewState, Stage, Status, Task, TaskOutcome,
+                      TaskRecord)
 from .text import clean_json, needs_cleaning
 
 __all__ = ["to_json", "from_json", "checkpoints_of", "optional", "task_of", "record_of",
@@ -80,7 +81,8 @@ def task_of(row: Mapping[str, Any]) -> Task:
         checkpoints=checkpoints_of(row),
         failure_class=optional(FailureClass, row["failure_class"]),
         error_class=optional(ErrorClass, row.get("error_class")),
-        requeue_count=int(row.get("requeue_count") or 0))
+        requeue_count=int(row.get("requeue_count") or 0),
+        layer_flag=optional(LayerStatus, row.get("layer_flag")))
 
 
 def record_of(row: Mapping[str, Any]) -> TaskRecord:
@@ -96,4 +98,10 @@ def record_of(row: Mapping[str, Any]) -> TaskRecord:
         lease_token=int(row["lease_token"]), checkpoints=checkpoints_of(row),
         result=from_json(row["result"]), completed_at=row["completed_at"],
         error_class=optional(ErrorClass, row.get("error_class")),
-        requeue_count=int(row.get("requeue_count") or 0), received_at=row.get("received_at"))
+        requeue_count=int(row.get("requeue_count") or 0), received_at=row.get("received_at"),
+        priority=int(row.get("priority") or 0),
+        defer_cause=optional(DeferCause, row.get("defer_cause")),
+        layer_flag=optional(LayerStatus, row.get("layer_flag")),
+        review_state=optional(ReviewState, row.get("review_state")),
+        review_verdict=from_json(row.get("review_verdict")),
+        review_written_at=row.get("review_written_at"))

@@ -27,6 +27,7 @@ from ..ledger import (
     AssetRow,
     CallRecord,
     CallWindow,
+    DeferCause,
     FormatAnomaly,
     OverloadMode,
     ReapResult,
@@ -45,6 +46,7 @@ from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
 from .intake_records import IntakeRecordOps
 from .pipeline_rows import PipelineRowOps
+from .review_rows import ReviewRowOps, asset_params, review_state as _review
 from .rows import (
     ERROR_LIMIT, NO_LIMIT, from_json, limit_of, optional, record_of, task_of, to_json,
 )
@@ -142,7 +144,7 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
+class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, ReviewRowOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -231,7 +233,8 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
     def register(self, submission: Submission, backlog_ceiling: int,
                  overload_mode: OverloadMode = OverloadMode.PARK,
                  park_ceiling: Optional[int] = None, due_at: Optional[float] = None, *,
-                 now: float, received_at: Optional[float] = None) -> Registration:
+                 now: float, received_at: Optional[float] = None,
+                 priority: int = 0) -> Registration:
         """:meth:`Store.register <fme_ai_resilience.store.base.Store.register>`, in one round
         trip. The ceiling is a watermark: concurrent registrations may pass it by a few rows."""
         if not isinstance(submission, Submission):
@@ -253,6 +256,7 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
             "received_at": None if received_at is None else finite("received_at", received_at),
             "ceiling": ceiling, "park": park, "count_limit": limit + 1,
             "park_ceiling": NO_LIMIT if park_ceiling is None else min(park_ceiling, NO_LIMIT),
+            "priority": count("priority", priority),
         })
         backlog = int(row["backlog"])
         key = submission.idempotency_key
@@ -288,14 +292,16 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
 
         Each comes with a fresh ``lease_token``; the lease runs until ``now + lease_s``, which
         also becomes the row's ``next_attempt_at`` (when it is due again if the holder
-        vanishes). Tasks are returned in claim order: due time, then registration time.
+        vanishes). Tasks are returned in claim order: priority (critical asset types first),
+        then due time, then registration time.
         """
         now = finite("now", now)
         lease_s = finite("lease_s", lease_s, above=0)
         rows = self._claim_rows({"owner": name("owner", owner),
                                  "limit": limit_of("limit", limit, 1),
                                  "now": now, "expires_at": now + lease_s})
-        rows.sort(key=lambda r: (r["due"], r["created_at"], r["task_key"]))
+        rows.sort(key=lambda r: (-int(r.get("priority") or 0), r["due"], r["created_at"],
+                                 r["task_key"]))
         return [task_of(r) for r in rows]
 
     def _fenced(self, query: str, key: str, token: int, *, now: float,
@@ -312,10 +318,12 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
                             data=to_json(True if data is None else data, stage.value))
 
     def complete(self, key: str, token: int, outcome: TaskOutcome,
-                 result: Optional[Mapping[str, Any]], *, now: float) -> bool:
-        """PROCESSING -> SUCCEEDED with the outcome and result."""
+                 result: Optional[Mapping[str, Any]], *, now: float,
+                 review: bool = False) -> bool:
+        """PROCESSING -> SUCCEEDED with the outcome and result; ``review`` puts the task in the
+        review queue (skipped by policy, or analysed under the confidence threshold)."""
         return self._fenced("complete", key, token, now=now, outcome=TaskOutcome(outcome).value,
-                            result=to_json(result, "result"))
+                            result=to_json(result, "result"), review_state=_review(review))
 
     def fail(self, key: str, token: int, error_class: ErrorClass, error: str,
              retry_at: float, *, now: float, attempts: int = 1) -> bool:
@@ -327,9 +335,12 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
                             retry_at=finite("retry_at", retry_at),
                             attempts=count("attempts", attempts, minimum=1))
 
-    def defer(self, key: str, token: int, until: float, *, now: float) -> bool:
-        """PROCESSING -> DEFERRED until ``until`` without counting an attempt."""
-        return self._fenced("defer", key, token, now=now, until=finite("until", until))
+    def defer(self, key: str, token: int, until: float, *, now: float,
+              cause: Optional[DeferCause] = None) -> bool:
+        """PROCESSING -> DEFERRED until ``until`` without counting an attempt; ``cause``
+        DEGRADED marks a photo the degradation ladder holds back."""
+        return self._fenced("defer", key, token, now=now, until=finite("until", until),
+                            cause=None if cause is None else DeferCause(cause).value)
 
     def bury(self, key: str, token: int, failure_class: FailureClass, error: str, *,
              now: float) -> bool:
@@ -346,7 +357,7 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
 
     def complete_with_asset(self, key: str, token: int, outcome: TaskOutcome,
                             result: Optional[Mapping[str, Any]], asset: AssetRow, *,
-                            now: float) -> bool:
+                            now: float, review: bool = False) -> bool:
         """:meth:`complete` and the task's ``asset_condition`` row in one transaction.
 
         Either both are written or neither: a stale token (the lease was lost) writes no asset
@@ -354,16 +365,9 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, abc.ABC):
         task was completed.
         """
         params = {"key": key, "token": count("token", token), "now": finite("now", now),
-                  "outcome": TaskOutcome(outcome).value, "result": to_json(result, "result")}
-        row = {"key": name("asset.task_key", asset.task_key),
-               "feature_global_id": name("asset.feature_global_id", asset.feature_global_id),
-               "attachment_global_id": asset.attachment_global_id,
-               "asset_type": asset.asset_type, "condition": asset.condition,
-               "confidence": None if asset.confidence is None else finite(
-                   "asset.confidence", asset.confidence, minimum=0, maximum=1),
-               "outcome": TaskOutcome(asset.outcome).value,
-               "model_version": asset.model_version, "trace_id": asset.trace_id,
-               "now": params["now"]}
+                  "outcome": TaskOutcome(outcome).value, "result": to_json(result, "result"),
+                  "review_state": _review(review)}
+        row = asset_params(asset, now=params["now"])
 
         def work(tx: Tx) -> bool:
             tx.run("asset_upsert", row)
