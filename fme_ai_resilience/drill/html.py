@@ -61,7 +61,7 @@ def _params(report: DrillReport) -> str:
     parts = [f"seed {report.seed}", f"{report.submissions} submissions",
              f"{report.engines} engines", f"{report.backend} ledger",
              f"time scale {report.time_scale:g} s per production second",
-             f"watermark {report.watermark}", f"hard ceiling {report.hard_ceiling}",
+             f"watermark {report.watermark}",
              f"probe bound {report.probe_bound}", outage,
              f"drain bound {seconds(report.drain_bound_s)}"]
     return " \u00b7 ".join(escape(p) for p in parts)
@@ -94,8 +94,10 @@ def _figures(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[str
             f'<p class="legend">{_MARK_TEXT[Verdict.GOOD]}: within its target \u00b7 '
             f"{_MARK_TEXT[Verdict.BAD]}: misses it \u00b7 {escape(LIBRARY)} is the library; "
             "the other columns are the approaches FME users reach for today.</p>"]
-    notes = [f'<li class="note"><strong>{escape(name)}</strong>: {escape(note)}</li>'
-             for name, note in subject_notes(report)]
+    notes = [f'<li class="model"><strong>{escape(s.name)}</strong> models: '
+             f'{escape(s.model)}</li>' for s in subjects if s.model]
+    notes += [f'<li class="note"><strong>{escape(name)}</strong>: {escape(note)}</li>'
+              for name, note in subject_notes(report)]
     notes += [f'<li class="skipped"><strong>{escape(s.name)}</strong> not run: '
               f"{escape(s.skipped)}</li>" for s in skipped(report)]
     if notes:

@@ -46,9 +46,9 @@ def _heading(report: DrillReport) -> List[str]:
         f"drill: scenario {report.scenario}, seed {report.seed}, {report.submissions} "
         f"submissions, {report.engines} engines, {report.backend} ledger, time scale "
         f"{report.time_scale:g}"),
-        printable(f"bounds: watermark {report.watermark}, hard ceiling {report.hard_ceiling}, "
-                  f"probe bound {report.probe_bound}, drain bound "
-                  f"{seconds(report.drain_bound_s)}, {outage}")]
+        printable(f"bounds: probe bound {report.probe_bound}, drain bound "
+                  f"{seconds(report.drain_bound_s)}, {outage}; every subject judged at the "
+                  "stand-ins by the same function")]
 
 
 def _columns(header: Sequence[str], lines: Sequence[Sequence[str]]) -> List[int]:
@@ -73,6 +73,7 @@ def render_table(report: DrillReport) -> str:
     out += [line(cells) for cells in body]
     out += ["", "ok: within its target; BAD: misses it. "
             f"{LIBRARY} is the library; the other columns are the usual approaches."]
+    out += [printable(f"{s.name} models: {s.model}") for s in ran(report) if s.model]
     out += [f"{name}: {note}" for name, note in subject_notes(report)]
     out += [printable(f"{s.name}: not run: {s.skipped}") for s in skipped(report)]
     return "\n".join(out) + "\n"

@@ -119,6 +119,7 @@ class FeatureLayerStandIn(StandInServer):
         self._attachments: Dict[int, List[AttachmentRecord]] = {}
         self._next_oid = 1
         self._next_aid = 1
+        self._gone: List[AttachmentRecord] = []
         self._clear()
 
     # --- urls ------------------------------------------------------------------------------
@@ -215,6 +216,30 @@ class FeatureLayerStandIn(StandInServer):
                     return dict(row)
         raise ConfigurationError("global_id", global_id, "is not a feature of the layer")
 
+    def lose_photo(self, attachment_id: int) -> None:
+        """The photo is gone from the layer: no longer listed, its bytes answer 404."""
+        with self.lock:
+            for oid, records in self._attachments.items():
+                kept = [a for a in records if a.id != attachment_id]
+                if len(kept) < len(records):
+                    self._gone.extend(a for a in records if a.id == attachment_id)
+                    self._attachments[oid] = kept
+                    return
+        raise ConfigurationError("attachment_id", attachment_id, "is not a photo of the layer")
+
+    def photos(self) -> Dict[str, List[Tuple[str, str, bool]]]:
+        """Every photo the layer was given, by feature GlobalID: ``(attachment GlobalID,
+        SHA-256, gone)``, gone ones included (the world's ground truth)."""
+        with self.lock:
+            out: Dict[str, List[Tuple[str, str, bool]]] = {
+                row[GLOBAL_ID_FIELD]: [] for row in self._rows.values()}
+            for oid, records in self._attachments.items():
+                out[self._rows[oid][GLOBAL_ID_FIELD]].extend(
+                    (a.global_id, a.sha256, False) for a in records)
+            for a in self._gone:
+                out[a.parent_global_id].append((a.global_id, a.sha256, True))
+            return out
+
     # --- counters --------------------------------------------------------------------------
 
     def _clear(self) -> None:
@@ -223,6 +248,7 @@ class FeatureLayerStandIn(StandInServer):
         self._apply_edits = 0
         self._writes: Counter = Counter()
         self._last_written: Dict[str, Dict[str, Any]] = {}
+        self._history: Dict[str, List[Tuple[float, Dict[str, Any]]]] = {}
         self._failed_rows = 0
         self._downloads: Counter = Counter()
         self._unauthorized = 0
@@ -231,12 +257,15 @@ class FeatureLayerStandIn(StandInServer):
     def snapshot(self) -> Dict[str, Any]:
         """``queries``, ``query_attachments`` and ``apply_edits`` (calls); ``writes`` (rows
         written per feature GlobalID, ``{UPPER}``); ``last_written`` (the attributes each
-        feature's last written row carried); ``failed_rows``; ``attachment_downloads`` (per
+        feature's last written row carried); ``history`` (per feature GlobalID, every row written
+        as ``(monotonic seconds, the values it set)``, in order); ``failed_rows``; ``attachment_downloads`` (per
         attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``."""
         with self.lock:
             return {"queries": self._queries, "query_attachments": self._query_attachments,
                     "apply_edits": self._apply_edits, "writes": dict(self._writes),
                     "last_written": {k: dict(v) for k, v in self._last_written.items()},
+                    "history": {k: [(t, dict(v)) for t, v in rows]
+                                for k, rows in self._history.items()},
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
                     "unauthorized": self._unauthorized, "token_in_query": self._token_in_query}
@@ -477,6 +506,8 @@ class FeatureLayerStandIn(StandInServer):
                 row.update(values)
                 row["EditDate"], row["Editor"] = now_ms, CREATOR
                 self._writes[row[GLOBAL_ID_FIELD]] += 1
+                self._history.setdefault(row[GLOBAL_ID_FIELD], []).append(
+                    (self.clock.monotonic(), dict(values)))
                 self._last_written[row[GLOBAL_ID_FIELD]] = dict(sent)
         return Reply.json(200, {"addResults": [], "updateResults": results,
                                 "deleteResults": []})
