@@ -249,6 +249,7 @@ class FeatureLayerStandIn(StandInServer):
         self._writes: Counter = Counter()
         self._last_written: Dict[str, Dict[str, Any]] = {}
         self._history: Dict[str, List[Tuple[float, Dict[str, Any]]]] = {}
+        self._rows_added: Counter = Counter()
         self._failed_rows = 0
         self._downloads: Counter = Counter()
         self._unauthorized = 0
@@ -258,7 +259,8 @@ class FeatureLayerStandIn(StandInServer):
         """``queries``, ``query_attachments`` and ``apply_edits`` (calls); ``writes`` (rows
         written per feature GlobalID, ``{UPPER}``); ``last_written`` (the attributes each
         feature's last written row carried); ``history`` (per feature GlobalID, every row written
-        as ``(monotonic seconds, the values it set)``, in order); ``failed_rows``; ``attachment_downloads`` (per
+        as ``(monotonic seconds, the values it set)``, in order); ``rows_added`` (related-table
+        rows added, per ``(parent GlobalID, photo GlobalID)``); ``failed_rows``; ``attachment_downloads`` (per
         attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``."""
         with self.lock:
             return {"queries": self._queries, "query_attachments": self._query_attachments,
@@ -266,6 +268,7 @@ class FeatureLayerStandIn(StandInServer):
                     "last_written": {k: dict(v) for k, v in self._last_written.items()},
                     "history": {k: [(t, dict(v)) for t, v in rows]
                                 for k, rows in self._history.items()},
+                    "rows_added": dict(self._rows_added),
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
                     "unauthorized": self._unauthorized, "token_in_query": self._token_in_query}
@@ -306,6 +309,8 @@ class FeatureLayerStandIn(StandInServer):
                 if request.method != "POST":
                     return _bad("applyEdits needs POST")
                 return self._apply(params)
+            if rest == "/1/applyEdits" and request.method == "POST":
+                return self._add_related(params)
             match = _ATTACHMENT_PATH.match(rest)
             if match and match.group(1) == "0":
                 return self._attachment(int(match.group(2)), match.group(3))
@@ -510,6 +515,26 @@ class FeatureLayerStandIn(StandInServer):
                     (self.clock.monotonic(), dict(values)))
                 self._last_written[row[GLOBAL_ID_FIELD]] = dict(sent)
         return Reply.json(200, {"addResults": [], "updateResults": results,
+                                "deleteResults": []})
+
+    def _add_related(self, params: Mapping[str, str]) -> Reply:
+        """Table 1, a related table of assessments: ``adds`` only, each row counted by its
+        ``parentglobalid`` and ``ai_photo_globalid`` (rows added twice are visible)."""
+        try:
+            adds = json.loads(params.get("adds") or "[]")
+        except ValueError:
+            return _bad("'adds' parameter is invalid")
+        if not isinstance(adds, list) or not all(isinstance(a, dict) for a in adds):
+            return _bad("'adds' parameter is invalid")
+        results = []
+        with self.lock:
+            for add in adds:
+                row = add.get("attributes") or {}
+                key = (str(get_ignoring_case(row, "parentglobalid")).upper(),
+                       str(get_ignoring_case(row, "ai_photo_globalid")).upper())
+                self._rows_added[key] += 1
+                results.append({"objectId": sum(self._rows_added.values()), "success": True})
+        return Reply.json(200, {"addResults": results, "updateResults": [],
                                 "deleteResults": []})
 
     def _resolve(self, attributes: Any, by_gid: bool
