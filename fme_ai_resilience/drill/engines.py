@@ -39,7 +39,7 @@ class FaultingStore:
     """A ledger as the processor sees it, calling ``fault(point)`` at each of
     :data:`KILL_POINTS` it passes; every other call goes to ``store`` unchanged."""
 
-    def __init__(self, store: Any, fault: Callable[[str], None]) -> None:
+    def __init__(self, fault: Callable[[str], None], *, store: Any) -> None:
         self._store = store
         self._fault = fault
 
@@ -77,7 +77,7 @@ def _doomed_caller(doomed: Any, index: int) -> Any:
 
     class Doomable(ws02):  # type: ignore[misc, valid-type]
         def _configure(self, settings: Any, *, store: Any) -> None:
-            super()._configure(settings, store=FaultingStore(store, fault))
+            super()._configure(settings, store=FaultingStore(fault, store=store))
 
     return Doomable
 

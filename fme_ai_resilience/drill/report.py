@@ -29,7 +29,8 @@ class Timeline:
     ``backlog`` is the unfinished work at the sample (tasks for the library, deliveries not
     yet done for a baseline); ``in_flight`` the engines busy with work; ``breaker`` the
     primary circuit's state and ``level`` the degradation level (None where the subject has
-    neither).
+    neither); ``photos`` the features on the layer at the end of each step by outcome
+    (``analysed``, ``in review``, ``awaiting``, ``skipped``), read from the layer's writes.
     """
 
     step_s: float
@@ -39,6 +40,7 @@ class Timeline:
     ai_calls: Dict[str, List[int]] = field(default_factory=dict)
     breaker: List[Optional[str]] = field(default_factory=list)
     level: List[Optional[int]] = field(default_factory=list)
+    photos: Dict[str, List[int]] = field(default_factory=dict)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from .bounds import calls_per_analysed_bound, drain_bound_s, outage_call_bound, 
 from .judge import judge
 from .library import COST_PER_CALL, drill_settings, run_library
 from .report import LIBRARY, DrillReport, SubjectResult, Timeline
-from .sampling import SAMPLE_STEP_S, Sampler, bin_calls
+from .sampling import SAMPLE_STEP_S, Sampler, bin_calls, bin_photos
 from .scenarios import SCENARIOS, Plan, Scenario
 from .world import World, photo_keys
 
@@ -114,7 +114,9 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
                     concurrency_bound=engines * chosen.transfers_per_job,
                     peak_backlog=run.peak_backlog)
     result.ai_spend = round(result.ai_calls * COST_PER_CALL, 4)
-    result.timeline = bin_calls(sampler.timeline, world.vision.snapshot()["log"], time_scale)
+    result.timeline = bin_photos(bin_calls(sampler.timeline, world.vision.snapshot()["log"],
+                                           time_scale),
+                                 world.layer.snapshot()["history"], sampler.started)
     return result
 
 
@@ -147,6 +149,8 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         library = judged(LIBRARY, world, started=ran.started,
                          **ran.extras(world, engines=engines))
         library.ai_spend = round(library.ai_calls * COST_PER_CALL, 4)
+        bin_photos(library.timeline, world.layer.snapshot()["history"],  # type: ignore[arg-type]
+                   ran.started)
     report = DrillReport(scenario=scenario.name, seed=seed, submissions=submissions,
                          engines=engines, backend=url.split(":", 1)[0],
                          time_scale=time_scale, outage=list(plan.outage) if plan.outage

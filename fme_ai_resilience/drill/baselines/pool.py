@@ -101,7 +101,7 @@ class _Pool:
                 kind, (payload, answer) = item
                 self.gauges.change(queued=-1, busy=1)
                 try:
-                    written = self._run(kind, payload, rng, session)
+                    written = self._run(kind, payload, rng=rng, session=session)
                     if answer is not None:
                         answer.put(written)
                 except BaseException as exc:  # a fault of the model itself, raised below
@@ -114,7 +114,7 @@ class _Pool:
                         self.ran += 1
                         self.lock.notify_all()
 
-    def _run(self, kind: str, payload: Any, rng: random.Random,
+    def _run(self, kind: str, payload: Any, *, rng: random.Random,
              session: requests.Session) -> int:
         if kind == "delivery":
             result = run_job(self.name, payload, vision_url=self.vision_url, rng=rng,
