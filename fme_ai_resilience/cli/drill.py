@@ -111,12 +111,12 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         with open(args.html, "w", encoding="utf-8") as page:
             page.write(render_html(report))
+    held = verdicts(report)
     if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+        print(json.dumps({**report.as_dict(), "targets": held}, indent=2))
     else:
         print(render_table(report))
-    held = verdicts(report)
-    if not args.json:
+        print("the library's targets:")
         for what, ok in held.items():
             print(f"{'ok ' if ok else 'BAD'}  {what}")
     return EXIT_OK if all(held.values()) else EXIT_FAILED
