@@ -26,7 +26,7 @@ from ..drill.report import DrillReport
 from ..drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAULT_SUBMISSIONS,
                          DEFAULT_TIME_SCALE, run_drill)
 from ..drill.scenarios import SCENARIOS
-from ..drill.table import render_table
+from ..drill.table import render_checklist, render_table
 from ..errors import ConfigurationError
 from .common import DB_FORMS, EXIT_FAILED, EXIT_OK, command, exit_codes, ledger, number, whole
 
@@ -116,9 +116,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**report.as_dict(), "targets": held}, indent=2))
     else:
         print(render_table(report))
-        print("the library's targets:")
-        for what, ok in held.items():
-            print(f"{'ok ' if ok else 'BAD'}  {what}")
+        print(render_checklist(report), end="")
     return EXIT_OK if all(held.values()) else EXIT_FAILED
 
 
