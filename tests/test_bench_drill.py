@@ -44,27 +44,30 @@ def test_a_small_run_writes_its_figures_between_the_markers(tmp_path):
     assert "storm 6 submissions" in bench and "`naive`:" in bench
     readme = (tmp_path / "README.md").read_text(encoding="utf-8")
     excerpt = _between(readme, START, END)
-    assert excerpt.startswith("\n```text\nfigure") and CHECKLIST_TITLE in excerpt
+    assert excerpt.startswith("\n```text\ndrill: scenario storm, seed 1, 6 submissions")
+    assert CHECKLIST_TITLE in excerpt
     assert readme.split(START)[0] == before.split(START)[0]
     assert readme.split(END)[1] == before.split(END)[1]
 
 
 def _labels(block):
-    lines = block.strip("\n").strip("`").strip().splitlines()[2:]
+    lines = block.strip("\n").strip("`").strip().splitlines()
+    assert lines[0].startswith("drill: scenario storm, seed ") and lines[1] == ""
+    lines = lines[4:]
     rows = lines[:lines.index("...")]
     return [re.split(r"\s{2,}", line.strip())[0] for line in rows], lines[lines.index("...") + 1:]
 
 
 def test_the_readmes_excerpt_is_the_shape_the_drill_prints():
-    """The README's excerpt has the header, the rows in the order render_excerpt prints
-    them, then every target of a storm's checklist, each ok or BAD."""
+    """The README's excerpt has the storm's heading, the header, the rows in the order
+    render_excerpt prints them, then every target of a storm's checklist, each ok or BAD."""
     block = _between((ROOT / "README.md").read_text(encoding="utf-8"), START, END)
     body = block.strip("\n")
     assert body.startswith("```text\n") and body.endswith("```")
-    header = body.splitlines()[1].split()
+    header = body.splitlines()[3].split()
     assert header[:3] == ["figure", "target", "fme-ai-resilience"]
     report = sample_report()
-    report.outage = None
+    report.outage, report.scenario = None, "storm"
     want_rows, want_checks = _labels(render_excerpt(report))
     got_rows, got_checks = _labels(body[len("```text\n"):-3])
     assert got_rows == want_rows

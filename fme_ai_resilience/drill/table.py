@@ -89,8 +89,10 @@ def render_checklist(report: DrillReport) -> str:
 
 
 def render_excerpt(report: DrillReport) -> str:
-    """What the README shows of a run: the rows of :data:`EXCERPT_ROWS`, then the checklist."""
-    return "\n".join(_table(report, EXCERPT_ROWS) + ["..."]) + "\n" + render_checklist(report)
+    """What the README shows of a run: the heading's first line (the scenario and its size),
+    the rows of :data:`EXCERPT_ROWS`, then the checklist."""
+    lines = _heading(report)[:1] + [""] + _table(report, EXCERPT_ROWS) + ["..."]
+    return "\n".join(lines) + "\n" + render_checklist(report)
 
 
 def render_table(report: DrillReport) -> str:
