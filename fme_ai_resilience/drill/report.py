@@ -143,5 +143,7 @@ class DrillReport:
                     "probe_interval_s": self.probe_interval_s,
                     "calls_per_analysed_bound": self.calls_per_analysed_bound,
                     "drain_bound_s": self.drain_bound_s, "outage": self.outage,
-                    "baselines": {name: r.as_dict() for name, r in self.baselines.items()}})
+                    "baselines": {name: {**r.as_dict(), "probe_bound": self.probe_bound,
+                                         "drain_bound_s": self.drain_bound_s}
+                                  for name, r in self.baselines.items()}})
         return out

@@ -83,7 +83,7 @@ def test_the_command_prints_the_json_report_with_its_keys_and_exits_on_its_targe
             "drain_s", "dead_by_cause", "model")
     for key in keys + ("probe_bound", "drain_bound_s", "baselines", "targets"):
         assert key in report, key
-    for key in keys:
+    for key in keys + ("probe_bound", "drain_bound_s"):
         assert key in report["baselines"]["naive"], key
     assert done.returncode == (0 if all(report["targets"].values()) else 1), done.stderr[-3000:]
     assert report["lost"] == 0 and report["engines"] == 2
