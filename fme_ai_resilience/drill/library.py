@@ -263,8 +263,10 @@ def _forward_notifications(settings: Settings, world: World, *, store: SqlStore)
         if not batch:
             return
         for note in batch:
+            # sent when WS-03 raised it, not when the drill hands it on
+            at = time.monotonic() - max(0.0, time.time() - note.created_at)
             world.mailbox.notify(note.kind, f"{note.subject}: {note.body}",
-                                 task_key=note.task_key)
+                                 task_key=note.task_key, at=at)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ def test_rows_added_to_the_related_table_are_counted_per_photo():
 
 
 def test_the_mailbox_keeps_each_message_with_what_it_names_and_why():
-    """notify() keeps the cause, the text, the task or feature named and when, in order."""
+    """notify() keeps the cause, the text, the task or feature named and when (now, or when
+    a message handed on later was sent), in order."""
     box = NotificationStandIn()
     box.notify("photo-not-found", "gone", task_key="a/b")
     box.notify("budget", "gave up", feature_global_id="{F}")
@@ -73,3 +74,5 @@ def test_the_mailbox_keeps_each_message_with_what_it_names_and_why():
                                                                       None)
     assert (second.cause, second.feature_global_id) == ("budget", "{F}")
     assert first.at <= second.at
+    box.notify("late", "handed on later", at=1.5)
+    assert box.snapshot()["messages"][-1].at == 1.5

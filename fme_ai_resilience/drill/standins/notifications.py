@@ -39,10 +39,12 @@ class NotificationStandIn:
         return f"NotificationStandIn(messages={len(self._messages)})"
 
     def notify(self, cause: str, text: str, *, task_key: Optional[str] = None,
-               feature_global_id: Optional[str] = None) -> None:
-        """A person is told ``text`` because of ``cause`` about a task or a feature."""
+               feature_global_id: Optional[str] = None, at: Optional[float] = None) -> None:
+        """A person is told ``text`` because of ``cause`` about a task or a feature, ``at``
+        (monotonic seconds, default now: a message handed on later says when it was sent)."""
         with self._lock:
-            self._messages.append(Message(str(cause), str(text), time.monotonic(),
+            self._messages.append(Message(str(cause), str(text),
+                                          time.monotonic() if at is None else float(at),
                                           task_key, feature_global_id))
 
     def snapshot(self) -> Dict[str, Any]:
