@@ -1,9 +1,10 @@
 """A hand-built drill report for the renderers: an outage, a skipped baseline, hostile text.
 
 The library rides the outage out behind its breaker (OPEN, HALF_OPEN probes, CLOSED again)
-and a degradation step; ``naive`` hammers the dead service and loses facts; ``tenacity`` is
-skipped (its reason carries markup); ``httpcaller`` runs more transfers than engines and
-reports an outcome and a dead-letter cause no stand-in knows, both hostile strings.
+and a degradation step, six photos awaiting analysis; ``naive`` hammers the dead service,
+loses facts and tells people with a hostile cause; ``tenacity`` is skipped (its reason
+carries markup); ``httpcaller`` has more calls in flight than its bound, overwrites an
+assessment, adds a row twice and reports an outcome no stand-in knows.
 """
 from __future__ import annotations
 
@@ -54,14 +55,25 @@ def _library() -> SubjectResult:
     calls = {"ok": _series({range(0, 10): 4, range(20, 34): 5}),
              "server_error": _series({range(4, 6): 1}), "outage": outage}
     return SubjectResult(
-        name=LIBRARY, submitted=130, distinct_facts=100, duplicates_collapsed=30,
-        succeeded={"accepted": 80, "review": 12, "skipped": 6}, dead_by_cause={"format": 2},
-        lost=0, duplicate_analyses=0, duplicate_writes=0, ai_calls=113,
-        ai_calls_per_completed_task=1.153, analyses_reused=9, outage_ai_calls=3,
-        peak_backlog=60, peak_concurrent_engines=4, breaker_transitions=6,
-        degradation_levels=["L0", "L2", "L1"], p95_end_to_end_s=14.25, drain_s=32.0,
-        backfilled=2, ai_spend=1.13,
-        timeline=timeline(backlog=backlog, ai_calls=calls, breaker=breaker, level=level))
+        name=LIBRARY, model="the library as deployed", submitted=130, facts=100,
+        unanalysable=2, analysed=92, accepted=80, review=12, flagged=6, awaiting=6,
+        dead_by_cause={"format": 2}, lost=0, duplicate_analyses=0, conflicting_writes=0,
+        layer_edits=98, ai_calls=113, ai_calls_per_analysed=1.228, outage_ai_calls=3,
+        recovery_lag_s=1.5, peak_concurrent_calls=4, concurrency_bound=4, peak_backlog=60,
+        breaker_transitions=6, degradation_levels=["L0", "L2", "L1"], drain_s=32.0,
+        ai_spend=1.13,
+        timeline=_with_photos(timeline(backlog=backlog, ai_calls=calls, breaker=breaker,
+                                       level=level)))
+
+
+def _with_photos(tl: Timeline) -> Timeline:
+    """The library's photos on the layer: analysed up to 80, in review up to 12."""
+    n = len(tl.t)
+    tl.photos = {"analysed": [min(80, 3 * i) for i in range(n)],
+                 "in review": [min(12, i // 2) for i in range(n)],
+                 "awaiting": [6 if 11 <= i < 22 else 0 for i in range(n)],
+                 "skipped": [0] * n}
+    return tl
 
 
 def _naive() -> SubjectResult:
@@ -69,12 +81,12 @@ def _naive() -> SubjectResult:
     calls = {"ok": _series({range(0, 10): 4, range(20, 36): 6}),
              "outage": _series({range(10, 20): 12}), "server_error": _series({range(4, 6): 2})}
     return SubjectResult(
-        name="naive", submitted=130, distinct_facts=100, duplicates_collapsed=0,
-        succeeded={"accepted": 75, "review": 10}, dead_by_cause={HOSTILE_CAUSE: 8},
-        lost=7, duplicate_analyses=5, duplicate_writes=3, ai_calls=260,
-        ai_calls_per_completed_task=3.059, analyses_reused=0, outage_ai_calls=120,
-        peak_backlog=100, peak_concurrent_engines=4, p95_end_to_end_s=31.5, drain_s=37.0,
-        ai_spend=2.6, timeline=timeline(backlog=backlog, ai_calls=calls))
+        name="naive", model="three tries", submitted=130, facts=100, unanalysable=2,
+        analysed=85, accepted=75, review=10, flagged=8, notified=8,
+        dead_by_cause={HOSTILE_CAUSE: 8}, lost=5, duplicate_analyses=5, conflicting_writes=3,
+        layer_edits=90, ai_calls=260, ai_calls_per_analysed=3.059, outage_ai_calls=120,
+        recovery_lag_s=9.0, peak_concurrent_calls=4, concurrency_bound=4, peak_backlog=100,
+        drain_s=37.0, ai_spend=2.6, timeline=timeline(backlog=backlog, ai_calls=calls))
 
 
 def _httpcaller() -> SubjectResult:
@@ -82,11 +94,12 @@ def _httpcaller() -> SubjectResult:
     calls = {"ok": _series({range(0, 10): 5, range(20, 35): 6}),
              "outage": _series({range(10, 20): 6}), ODD_OUTCOME: _series({range(30, 32): 1})}
     return SubjectResult(
-        name="httpcaller", submitted=130, distinct_facts=100,
-        succeeded={"accepted": 88, "review": 9}, dead_by_cause={"server_error": 3},
-        lost=0, duplicate_analyses=2, duplicate_writes=1, ai_calls=190,
-        ai_calls_per_completed_task=1.959, outage_ai_calls=60, peak_backlog=80,
-        peak_concurrent_engines=6, p95_end_to_end_s=22.0, drain_s=36.0, ai_spend=1.9,
+        name="httpcaller", model=HTTPCALLER_NOTE, submitted=130, facts=100, unanalysable=2,
+        analysed=95, accepted=86, review=9, flagged=3, notified=3,
+        dead_by_cause={"server_error": 3}, lost=0, duplicate_analyses=2, conflicting_writes=1,
+        duplicate_rows=1, layer_edits=99, ai_calls=190, ai_calls_per_analysed=2.0,
+        outage_ai_calls=60, recovery_lag_s=None, peak_concurrent_calls=6, concurrency_bound=4,
+        peak_backlog=80, drain_s=36.0, ai_spend=1.9,
         notes=[HTTPCALLER_NOTE], timeline=timeline(backlog=backlog, ai_calls=calls))
 
 
@@ -94,8 +107,9 @@ def sample_report() -> DrillReport:
     """The report described in the module docstring (a fresh value each call)."""
     return DrillReport(
         scenario=HOSTILE_SCENARIO, seed=7, submissions=100, engines=4, backend="sqlite",
-        time_scale=0.01, watermark=40, hard_ceiling=120, probe_bound=4, drain_bound_s=30.0,
-        outage=list(OUTAGE), library=_library(),
+        time_scale=0.01, watermark=40, probe_bound=4, drain_bound_s=30.0,
+        outage=list(OUTAGE), library=_library(), probe_interval_s=2.0,
+        calls_per_analysed_bound=1.222,
         baselines={"naive": _naive(), "tenacity": SubjectResult(name="tenacity",
                                                                  skipped=HOSTILE_REASON),
                    "httpcaller": _httpcaller()})

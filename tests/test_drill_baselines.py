@@ -18,12 +18,9 @@ import responses
 
 from optional_deps import baseline_params, needs_tenacity
 from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.drill import baselines
 from fme_ai_resilience.drill.baselines import (BASELINES, TENACITY_MISSING, BaselineError,
-                                               BaselineRun, FactOutcome, Progress,
-                                               baseline_result, run_baseline, run_job,
+                                               Progress, pool, run_baseline, run_job,
                                                tenacity_wait)
-from fme_ai_resilience.drill.report import SubjectResult
 from fme_ai_resilience.drill.scenarios import Scheduled
 from fme_ai_resilience.drill.standins import (AttachmentRecord, FeatureRecord, Survey123Sender,
                                               fake_jpeg)
@@ -164,12 +161,28 @@ def test_tenacity_waits_grow_but_never_pass_their_max():
 
 @needs_tenacity
 @pytest.mark.parametrize("failure", [requests.ConnectionError("refused"),
-                                     requests.ReadTimeout("slow"), 429, 500, 502, 503, 504])
-def test_tenacity_retries_connection_errors_timeouts_429_and_5xx(mocked, failure):
-    """What the careful author retries: connection errors, timeouts, 429 and every 5xx."""
+                                     requests.ReadTimeout("slow"),
+                                     requests.exceptions.ChunkedEncodingError("cut short"),
+                                     429, 500, 502, 503, 504])
+def test_tenacity_retries_connection_errors_timeouts_cut_bodies_429_and_5xx(mocked, failure):
+    """What the careful author retries: every RequestException (a body cut short too), 429
+    and every 5xx."""
     record = feature()
     serve(mocked, record, failure)
     assert run("tenacity", body_of(record)).vision_calls == 5
+
+
+@needs_tenacity
+def test_tenacity_retries_a_body_that_is_not_json(mocked):
+    """A truncated answer (JSONDecodeError) is asked again, and the next answer is written."""
+    record = feature()
+    for photo in record.attachments:
+        mocked.add(responses.GET, photo.url, body=photo.data, content_type="image/jpeg")
+    mocked.add(responses.POST, VISION, body='{"condition": "fa', content_type="application/json")
+    mocked.add(responses.POST, VISION, json=OK)
+    mocked.add(responses.POST, APPLY_EDITS, json=WRITTEN)
+    job = run("tenacity", body_of(record))
+    assert job.vision_calls == 2 and job.photos[0].succeeded
 
 
 @needs_tenacity
@@ -199,9 +212,7 @@ def test_the_tenacity_baseline_is_skipped_when_tenacity_is_missing(monkeypatch):
     assert run_.skipped == TENACITY_MISSING
     assert TENACITY_MISSING == ("tenacity is not installed "
                                 "(pip install 'fme-ai-resilience[drill]')")
-    assert run_.jobs == 0 and run_.facts == {}
-    result = baseline_result("tenacity", run_, vision_snapshot={}, layer_snapshot={}, facts=[])
-    assert (result.name, result.skipped) == ("tenacity", TENACITY_MISSING)
+    assert run_.jobs == 0 and run_.deliveries == 0
     with pytest.raises(ConfigurationError):
         run("tenacity", body_of(feature()))
 
@@ -261,7 +272,7 @@ def test_every_baseline_posts_the_photo_and_writes_the_answer_by_global_id(mocke
     assert form["useGlobalIds"] == "true" and form["f"] == "json"
     [update] = json.loads(form["updates"])
     assert update["attributes"] == {
-        "globalid": GID, "ai_condition": "fair", "ai_confidence": 0.81, "ai_status": "accepted",
+        "globalid": GID, "ai_condition": "fair", "ai_confidence": 0.81, "ai_status": "ACCEPTED",
         "ai_model": "standin-vision-1.0", "ai_trace_id": job.photos[0].trace_id,
         "ai_assessed_at": 1_790_000_123_500}
     assert set(WRITEBACK_FIELDS) == set(update["attributes"]) - {"globalid"}
@@ -355,69 +366,30 @@ def test_progress_counts_queued_busy_and_in_flight_with_their_peaks():
             progress.peak_backlog) == (3, 1, 2, 3)
 
 
-def _run(facts) -> BaselineRun:
-    return BaselineRun(name="naive", note="three tries", time_scale=0.05, engines=2,
-                       deliveries=4, jobs=4, facts=facts, vision_calls=9, waits_s=(1.0,),
-                       wall_s=2.0, peak_busy=2, peak_queued=2, peak_in_flight=2,
-                       peak_backlog=4)
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
+def test_every_baseline_writes_an_answer_under_the_threshold_as_review(mocked, name):
+    """The Tester on the confidence: under the library's threshold the answer is REVIEW."""
+    record = feature()
+    serve(mocked, record, {**OK, "confidence": 0.6})
+    run(name, body_of(record))
+    [write] = calls_to(mocked, APPLY_EDITS)
+    [update] = json.loads(parse_qs(write.request.body)["updates"][0])
+    assert update["attributes"]["ai_status"] == "REVIEW"
 
 
-def test_baseline_result_counts_duplicates_lost_and_the_outage():
-    """Valid answers beyond one per photo, writes beyond one per photo of a feature, lost
-    facts, calls in the outage, P95 and drain in real seconds as the library's."""
-    a, b, c = (f"{{{n * 8}-{n * 4}-4{n * 3}-8{n * 3}-{n * 12}}}" for n in "ABC")
-    a1, a2, b1, c1 = (f"{normalise_global_id(g)}/{p}" for g, p in
-                      ((a, "p1"), (a, "p2"), (b, "p1"), (c, "p1")))
-    run_ = _run({a1: FactOutcome(a1, True, 0.0, 0.5, sha256="s1"),
-                 a2: FactOutcome(a2, True, 0.0, 1.0, sha256="s2"),
-                 b1: FactOutcome(b1, True, 0.1, 0.2, sha256="s3"),
-                 c1: FactOutcome(c1, False, 0.1, 1.9, "503 Service Unavailable")})
-    facts = [a1, a2, b1, c1]
-    vision = {"total": 9, "outages": [{"start_s": 10, "end_s": 40, "calls": 3}],
-              "log": [(5.0, "s1", "ok"), (6.0, "s1", "ok"), (7.0, "s3", "drift"),
-                      (8.0, "s3", "drift"), (12.0, "s4", "outage"), (30.0, "s4", "outage"),
-                      (39.0, "s4", "outage"), (41.0, "s2", "ok")]}
-    layer = {"writes": {a: 3, b: 1}}
-    result = baseline_result("naive", run_, vision_snapshot=vision, layer_snapshot=layer,
-                             facts=facts)
-    assert isinstance(result, SubjectResult) and result.name == "naive"
-    assert (result.distinct_facts, result.succeeded, result.lost) == (4, {"accepted": 3}, 1)
-    assert result.dead_by_cause == {} and result.duplicates_collapsed == 0
-    assert (result.duplicate_analyses, result.duplicate_writes) == (1, 1)
-    assert (result.ai_calls, result.ai_calls_per_completed_task) == (9, 3.0)
-    assert result.outage_ai_calls == 3
-    assert (result.peak_concurrent_engines, result.peak_backlog) == (2, 4)
-    assert result.submitted == 4 and result.notes == ["three tries"]
-    assert result.drain_s == pytest.approx(2.0)
-    assert result.p95_end_to_end_s == pytest.approx(1.0)
-    # a plan's outage is in real seconds after the start; the log is in schedule seconds
-    windowed = baseline_result("naive", run_, vision_snapshot=vision, layer_snapshot=layer,
-                               facts=facts, outage=(12.0 * 0.05, 35.0 * 0.05))
-    assert windowed.outage_ai_calls == 2
+@pytest.mark.parametrize("name", baseline_params(sorted(BASELINES)))
+def test_every_baseline_refuses_a_condition_outside_the_domain(mocked, name):
+    """The Tester on the condition: an answer the library would refuse writes nothing."""
+    record = feature()
+    serve(mocked, record, {**OK, "condition": "exploded"})
+    job = run(name, body_of(record))
+    assert not job.photos[0].succeeded and calls_to(mocked, APPLY_EDITS) == []
 
 
-def test_baseline_result_reads_facts_as_photo_keys_or_photo_sha256s():
-    """A plan's facts are photos by SHA-256: a re-created feature's photo written once is done."""
-    first, again = "f1/p1", "f2/p1"                 # the same photo under new GlobalIDs
-    run_ = _run({first: FactOutcome(first, False, 0.0, 1.0, "503", sha256="s1"),
-                 again: FactOutcome(again, True, 0.4, 0.9, sha256="s1")})
-    vision = {"total": 5, "outages": [], "log": [(1.0, "s1", "ok")]}
-    by_sha = baseline_result("naive", run_, vision_snapshot=vision,
-                             layer_snapshot={"writes": {}}, facts=["s1"])
-    assert (by_sha.distinct_facts, by_sha.lost, by_sha.succeeded) == (1, 0, {"accepted": 1})
-    assert by_sha.p95_end_to_end_s == pytest.approx(0.9)   # from the first delivery
-    by_key = baseline_result("naive", run_, vision_snapshot=vision,
-                             layer_snapshot={"writes": {}}, facts=[first, again])
-    assert (by_key.distinct_facts, by_key.lost) == (2, 1)
-
-
-def test_baseline_result_with_nothing_completed_has_no_per_task_figure():
-    """No fact succeeded: AI calls per completed task and the P95 are None, not a division."""
-    run_ = _run({"a/1": FactOutcome("a/1", False, 0.0, 1.0, "503")})
-    result = baseline_result("naive", run_, vision_snapshot={"total": 3, "outages": []},
-                             layer_snapshot={"writes": {}}, facts=["a/1"])
-    assert result.lost == 1 and result.ai_calls_per_completed_task is None
-    assert result.p95_end_to_end_s is None and result.outage_ai_calls == 0
+def test_a_sweep_needs_the_layer_it_queries():
+    """The sweep baseline without a layer URL is refused before anything runs."""
+    with pytest.raises(BaselineError, match="layer"):
+        run_baseline("sweep", [], vision_url=VISION, engines=1, time_scale=0.02, seed=1)
 
 
 def test_a_fault_of_the_model_itself_is_raised_not_counted_as_lost(monkeypatch):
@@ -425,7 +397,7 @@ def test_a_fault_of_the_model_itself_is_raised_not_counted_as_lost(monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("model bug")
 
-    monkeypatch.setattr(baselines, "run_job", broken)
+    monkeypatch.setattr(pool, "run_job", broken)
     with pytest.raises(BaselineError, match="ZeroDivisionError"):
         run_baseline("naive", [Scheduled(0.0, body_of(feature()))], vision_url=VISION,
                      engines=1, time_scale=0.02, seed=1)

@@ -5,28 +5,31 @@ import dataclasses
 
 from fme_ai_resilience.drill.figures import (DRAIN_TOLERANCE, Verdict, figure_rows, printable,
                                              ran, skipped, subject_notes)
+from fme_ai_resilience.drill.invariants import checks
 from fme_ai_resilience.drill.report import LIBRARY
 from tests.drill_reports import HOSTILE_CAUSE, HOSTILE_REASON, HTTPCALLER_NOTE, sample_report
 
-FIGURES = ["submitted", "distinct_facts", "duplicates_collapsed", "succeeded",
-           "succeeded:accepted", "succeeded:review", "succeeded:skipped", "dead", "lost",
-           "duplicate_analyses", "duplicate_writes", "ai_calls", "ai_calls_per_completed_task",
-           "analyses_reused", "outage_ai_calls", "peak_backlog", "peak_concurrent_engines",
-           "breaker_transitions", "degradation_levels", "p95_end_to_end_s", "drain_s",
-           "backfilled", "ai_spend"]
+FIGURES = ["analysed", "accepted", "review", "flagged", "awaiting", "manual_review", "notified",
+           "lost", "unanalysable", "facts", "submitted", "duplicate_analyses",
+           "conflicting_writes", "duplicate_rows", "layer_edits", "ai_calls",
+           "ai_calls_per_analysed", "outage_ai_calls", "recovery_lag_s",
+           "peak_concurrent_calls", "drain_s", "peak_backlog", "breaker_transitions",
+           "degradation_levels", "ai_spend"]
 
 
 def rows_by_key(report):
     return {row.key: row for row in figure_rows(report)}
 
 
-def test_every_figure_of_the_report_has_a_row_in_order():
-    """The rows are the report's figures in the documented order, causes after the dead total."""
+def test_every_figure_of_the_report_has_a_row_in_order_photos_analysed_first():
+    """The rows are the report's figures in the documented order, "photos analysed" first,
+    the causes people were told after the drain."""
     keys = [row.key for row in figure_rows(sample_report())]
     assert [k for k in keys if not k.startswith("dead:")] == FIGURES
-    dead = keys.index("dead")
-    assert keys[dead + 1:dead + 4] == [f"dead:{HOSTILE_CAUSE}", "dead:format",
-                                       "dead:server_error"]
+    assert keys[0] == "analysed" and figure_rows(sample_report())[0].label == "photos analysed"
+    drain = keys.index("drain_s")
+    assert keys[drain + 1:drain + 4] == [f"dead:{HOSTILE_CAUSE}", "dead:format",
+                                         "dead:server_error"]
 
 
 def test_columns_are_the_subjects_that_ran_library_first():
@@ -40,61 +43,63 @@ def test_columns_are_the_subjects_that_ran_library_first():
 def test_cells_hold_the_subjects_figures():
     """Counts, parts of totals, levels and durations read as the report holds them."""
     rows = rows_by_key(sample_report())
-    assert [c.text for c in rows["succeeded"].cells] == ["98", "85", "97"]
-    assert [c.text for c in rows["succeeded:skipped"].cells] == ["6", "0", "0"]
+    assert [c.text for c in rows["analysed"].cells] == ["92 / 98", "85 / 98", "95 / 98"]
+    assert [c.text for c in rows["awaiting"].cells] == ["6", "0", "0"]
     assert [c.text for c in rows[f"dead:{HOSTILE_CAUSE}"].cells] == ["0", "8", "0"]
-    assert [c.text for c in rows["dead"].cells] == ["2", "8", "3"]
-    assert [c.text for c in rows["ai_calls_per_completed_task"].cells] == ["1.15", "3.06", "1.96"]
+    assert [c.text for c in rows["ai_calls_per_analysed"].cells] == ["1.23", "3.06", "2.00"]
+    assert [c.text for c in rows["peak_concurrent_calls"].cells] == ["4 / 4", "4 / 4", "6 / 4"]
     assert rows["degradation_levels"].cells[0].text == "L0, L2, L1"
     assert rows["degradation_levels"].cells[1].text == "-"
-    assert rows["p95_end_to_end_s"].cells[0].text == "14.2 s"
+    assert rows["recovery_lag_s"].cells[0].text == "1.50 s"
     assert rows["drain_s"].cells[0].text == "32.0 s (1.07x)"
 
 
-def test_bounded_figures_are_judged_for_every_subject():
-    """Zero lost or duplicated, outage calls within probes, engines within N: good; else bad."""
-    rows = rows_by_key(sample_report())
-    verdicts = {key: [c.verdict for c in rows[key].cells]
-                for key in ("lost", "duplicate_analyses", "duplicate_writes", "outage_ai_calls",
-                            "peak_concurrent_engines", "peak_backlog")}
+def test_bounded_figures_are_judged_for_every_subject_by_the_same_checks():
+    """Each judged row's verdicts are invariants.checks' for that subject."""
+    report = sample_report()
+    rows = rows_by_key(report)
+    for i, subject in enumerate(ran(report)):
+        for check in checks(report, subject):
+            assert rows[check.key].cells[i].verdict is (
+                Verdict.GOOD if check.met else Verdict.BAD), (subject.name, check)
     good, bad = Verdict.GOOD, Verdict.BAD
-    assert verdicts == {"lost": [good, bad, good], "duplicate_analyses": [good, bad, bad],
-                        "duplicate_writes": [good, bad, bad],
+    verdicts = {key: [c.verdict for c in rows[key].cells]
+                for key in ("analysed", "lost", "conflicting_writes", "duplicate_rows",
+                            "outage_ai_calls", "recovery_lag_s", "peak_concurrent_calls")}
+    assert verdicts == {"analysed": [bad, bad, bad], "lost": [good, bad, good],
+                        "conflicting_writes": [good, bad, bad],
+                        "duplicate_rows": [good, good, bad],
                         "outage_ai_calls": [good, bad, bad],
-                        "peak_concurrent_engines": [good, good, bad],
-                        "peak_backlog": [good, good, good]}
-    assert "4" in rows["outage_ai_calls"].target and "120" in rows["peak_backlog"].target
+                        "recovery_lag_s": [good, bad, bad],
+                        "peak_concurrent_calls": [good, good, bad]}
+    assert "4" in rows["outage_ai_calls"].target
     assert all(c.verdict is None for c in rows["ai_calls"].cells)
+    assert all(c.verdict is None for c in rows["ai_calls_per_analysed"].cells)
 
 
 def test_drain_time_is_judged_against_the_littles_law_bound_with_its_tolerance():
-    """Drain time at most DRAIN_TOLERANCE x the bound is good, a hair over it is bad."""
+    """Drain time at most DRAIN_TOLERANCE x the bound is good, a hair over it is bad, none
+    at all is bad too (nothing settled)."""
     report = sample_report()
     bound = report.drain_bound_s
     report.library.drain_s = bound * DRAIN_TOLERANCE
     report.baselines["naive"].drain_s = bound * DRAIN_TOLERANCE + 0.01
     report.baselines["httpcaller"].drain_s = None
     cells = rows_by_key(report)["drain_s"].cells
-    assert [c.verdict for c in cells] == [Verdict.GOOD, Verdict.BAD, None]
+    assert [c.verdict for c in cells] == [Verdict.GOOD, Verdict.BAD, Verdict.BAD]
     assert cells[2].text == "-"
-    report.drain_bound_s = None
-    assert all(c.verdict is None for c in rows_by_key(report)["drain_s"].cells)
 
 
-def test_outage_calls_are_not_judged_without_an_outage():
-    """A scenario with no outage has no probe bound to judge the outage calls against."""
+def test_without_an_outage_calls_per_analysed_photo_are_judged_instead():
+    """No outage: the outage calls are shown unjudged, AI calls per analysed photo judged."""
     report = dataclasses.replace(sample_report(), outage=None)
-    row = rows_by_key(report)["outage_ai_calls"]
-    assert all(c.verdict is None for c in row.cells) and "no outage" in row.target
-
-
-def test_a_dead_letter_without_a_cause_is_bad():
-    """Every DEAD has a cause: a blank cause shows as such and is marked bad."""
-    report = sample_report()
-    report.library.dead_by_cause = {"": 1, "format": 2}
     rows = rows_by_key(report)
-    assert rows["dead:"].label == "(no cause)"
-    assert rows["dead:"].cells[0].verdict is Verdict.BAD
+    row = rows["outage_ai_calls"]
+    assert all(c.verdict is None for c in row.cells) and "no outage" in row.target
+    assert "recovery_lag_s" not in rows
+    assert [c.verdict for c in rows["ai_calls_per_analysed"].cells] == [
+        Verdict.BAD, Verdict.BAD, Verdict.BAD]
+    assert rows["ai_calls_per_analysed"].target == "<= 1.22"
 
 
 def test_notes_of_the_subjects_that_ran_come_in_column_order():
@@ -110,13 +115,15 @@ def test_notes_of_the_subjects_that_ran_come_in_column_order():
 def test_non_finite_numbers_read_as_not_available():
     """A NaN or infinite figure reads n/a and is not judged good."""
     report = sample_report()
-    report.library.p95_end_to_end_s = float("nan")
+    report.library.recovery_lag_s = float("nan")
     report.library.drain_s = float("inf")
     report.library.ai_spend = float("nan")
     rows = rows_by_key(report)
-    assert rows["p95_end_to_end_s"].cells[0].text == "n/a"
+    assert rows["recovery_lag_s"].cells[0].text == "n/a"
+    assert rows["recovery_lag_s"].cells[0].verdict is Verdict.BAD
     assert rows["ai_spend"].cells[0].text == "n/a"
-    assert rows["drain_s"].cells[0].text == "n/a" and rows["drain_s"].cells[0].verdict is None
+    assert rows["drain_s"].cells[0].text == "n/a"
+    assert rows["drain_s"].cells[0].verdict is Verdict.BAD
 
 
 def test_printable_replaces_control_characters_and_lone_surrogates():

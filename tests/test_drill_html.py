@@ -79,24 +79,25 @@ def test_report_text_is_escaped_everywhere(page, tree):
 def test_each_subject_that_ran_has_its_charts_and_only_those(tree):
     """Backlog and AI calls for everyone; the breaker and level only where a subject has them."""
     found = {s: sorted(svg.get("data-chart") for svg in charts(tree, s)) for s in RAN}
-    assert found == {LIBRARY: ["ai_calls", "backlog", "breaker", "level"],
+    assert found == {LIBRARY: ["ai_calls", "backlog", "breaker", "level", "photos"],
                      "naive": ["ai_calls", "backlog"], "httpcaller": ["ai_calls", "backlog"]}
     assert charts(tree, "tenacity") == []
     notes = [text_of(e) for e in tree.iter() if e.get("class") == "no-chart"]
     assert sum("no circuit breaker" in n for n in notes) == 2
     assert sum("no degradation ladder" in n for n in notes) == 2
+    assert sum("no photos recorded" in n for n in notes) == 2
 
 
 def test_every_chart_is_labelled_for_assistive_technology(tree):
     """Each SVG is an image with a title and an aria-label that says what it shows."""
     svgs = charts(tree)
-    assert len(svgs) == 8
+    assert len(svgs) == 9
     for svg in svgs:
         assert svg.get("role") == "img"
         assert list(svg)[0].tag == "title" and svg.get("data-subject") in list(svg)[0].text
         assert svg.get("aria-label")
     backlog = charts(tree, LIBRARY, "backlog")[0].get("aria-label")
-    assert "peak 60" in backlog and "watermark 40" in backlog and "hard ceiling 120" in backlog
+    assert "peak 60" in backlog and "watermark 40" in backlog
 
 
 def test_the_skipped_baseline_shows_its_reason(tree):
@@ -129,13 +130,13 @@ def figures(tree):
 def test_the_figures_table_holds_every_figure_side_by_side(tree):
     """Each figure is a row with one cell per subject, the library's column first."""
     rows = figures(tree)
-    for key in ("submitted", "distinct_facts", "duplicates_collapsed", "succeeded",
-                "succeeded:accepted", "succeeded:review", "succeeded:skipped", "dead",
-                "dead:format", f"dead:{printable(HOSTILE_CAUSE)}", "lost", "duplicate_analyses",
-                "duplicate_writes", "ai_calls", "ai_calls_per_completed_task", "analyses_reused",
-                "outage_ai_calls", "peak_backlog", "peak_concurrent_engines",
-                "breaker_transitions", "degradation_levels", "p95_end_to_end_s", "drain_s",
-                "backfilled", "ai_spend"):
+    for key in ("analysed", "accepted", "review", "flagged", "awaiting", "manual_review",
+                "notified", "lost", "unanalysable", "facts", "submitted",
+                "dead:format", f"dead:{printable(HOSTILE_CAUSE)}", "duplicate_analyses",
+                "conflicting_writes", "duplicate_rows", "layer_edits", "ai_calls",
+                "ai_calls_per_analysed", "outage_ai_calls", "recovery_lag_s",
+                "peak_concurrent_calls", "peak_backlog", "breaker_transitions",
+                "degradation_levels", "drain_s", "ai_spend"):
         assert list(rows[key]) == list(RAN), key
     assert rows["ai_calls"][LIBRARY][0] == "113" and rows["ai_calls"]["naive"][0] == "260"
     assert rows["drain_s"][LIBRARY][0].startswith("32.0 s (1.07x)")
@@ -145,8 +146,8 @@ def test_good_and_bad_figures_are_marked_in_colour_and_in_words(tree):
     """A judged cell carries a class and a word: the library's zero lost is good, naive's bad."""
     rows = figures(tree)
     assert rows["lost"][LIBRARY] == ("0 \u2713 ok", "good")
-    assert rows["lost"]["naive"] == ("7 \u2717 bad", "bad")
-    assert rows["peak_concurrent_engines"]["httpcaller"][1] == "bad"
+    assert rows["lost"]["naive"] == ("5 \u2717 bad", "bad")
+    assert rows["peak_concurrent_calls"]["httpcaller"][1] == "bad"
     assert rows["ai_calls"][LIBRARY][1] is None
     library_cells = [td for td in tree.iter("td") if td.get("data-subject") == LIBRARY]
     assert all("library" in td.get("class", "").split() for td in library_cells)
@@ -200,20 +201,52 @@ def test_the_outage_is_shaded_on_every_time_chart(tree):
         assert "outage" in [t.text for t in svg.iter("text")]
 
 
-def test_the_backlog_is_drawn_against_the_watermark_and_the_hard_ceiling(tree):
-    """Both lines are drawn and labelled; one y scale is shared by every subject's backlog."""
+def test_the_backlog_is_drawn_against_the_watermark_on_one_shared_scale(tree):
+    """The watermark is drawn and labelled; one y scale is shared by every subject's backlog."""
     scales = set()
     for subject in RAN:
         svg = charts(tree, subject, "backlog")[0]
-        lines = {line.get("class"): line for line in svg.iter("line")
-                 if line.get("class") in ("watermark", "ceiling")}
-        assert set(lines) == {"watermark", "ceiling"}
+        [line] = [line for line in svg.iter("line") if line.get("class") == "watermark"]
         labels = " ".join(t.text or "" for t in svg.iter("text"))
-        assert "watermark 40" in labels and "hard ceiling 120" in labels
-        assert float(lines["ceiling"].get("y1")) < float(lines["watermark"].get("y1"))
+        assert "watermark 40" in labels and "ceiling" not in labels
         assert svg.find(".//path[@class='backlog']") is not None
-        scales.add((lines["ceiling"].get("y1"), svg.get("data-t1")))
+        scales.add((line.get("y1"), svg.get("data-t1")))
     assert len(scales) == 1
+
+
+def test_a_guide_line_far_above_the_backlog_is_not_drawn_on_its_axis():
+    """A watermark of 100,000 against a backlog of 100 is said in words, never drawn at the
+    top of a 0-100 axis."""
+    report = sample_report()
+    report.watermark = 100_000
+    svg = charts(parse(render_html(report)), LIBRARY, "backlog")[0]
+    assert [line for line in svg.iter("line") if line.get("class") == "watermark"] == []
+    assert "watermark 100000 (far above this axis, not drawn)" in svg.get("aria-label")
+    ticks = [float(t.text) for t in svg.iter("text") if t.get("class") == "tick"
+             and not t.text.endswith(" s")]
+    assert max(ticks) <= 200
+
+
+def test_the_photos_on_the_layer_are_drawn_over_time_by_outcome(tree):
+    """Analysed, in review, awaiting and skipped: one line each, a legend with the end value."""
+    svg = charts(tree, LIBRARY, "photos")[0]
+    series = [p.get("data-series") for p in svg.iter("path") if p.get("class") == "photos"]
+    assert series == ["analysed", "in review", "awaiting", "skipped"]
+    legend = [text_of(g) for g in svg.iter("g") if g.get("class") == "legend-entry"]
+    assert legend == ["analysed (80 at the end)", "in review (12 at the end)",
+                      "awaiting (0 at the end)", "skipped (0 at the end)"]
+
+
+def test_charts_are_half_the_page_wide_with_text_of_twelve_pixels_at_least(page):
+    """A chart column is never narrower than the chart's own 640 units (or the page): as
+    many to a row as fit, so each is at least half the page wide and its 13-unit text at
+    least 13 px."""
+    assert "svg.chart text { font: 13px" in page and "max-width: 440px" not in page
+    assert "grid-template-columns: repeat(auto-fill, minmax(min(640px, 100%), 1fr))" in page
+    views = {float(v.split()[2]) for v in re.findall(r'viewBox="([^"]+)"', page)}
+    assert views == {640.0}
+    sizes = {int(px) for px in re.findall(r"font(?:-size)?: (\d+)px", page)}
+    assert min(sizes) >= 12
 
 
 def test_the_breaker_band_follows_the_states_in_time_order_with_labels(tree):
@@ -253,7 +286,7 @@ def test_a_subject_without_a_timeline_says_so_instead_of_charts():
     assert charts(tree, "naive") == []
     notes = [text_of(e) for e in tree.iter() if e.get("class") == "no-chart"]
     assert any("no timeline recorded" in n for n in notes)
-    assert figures(tree)["lost"]["naive"][0].startswith("7")
+    assert figures(tree)["lost"]["naive"][0].startswith("5")
 
 
 def test_odd_timelines_render_without_error():

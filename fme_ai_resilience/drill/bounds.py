@@ -13,7 +13,10 @@ they cannot be bent by what happened in it.
 * :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
   costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
   calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
-  or the end of the outage plus one task.
+  or the end of the outage plus the work owed at the service's return.
+* :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
+  the recovery lag allowed. Both read the breaker's settings in one place each, so a probe
+  schedule computed by the core replaces them there.
 """
 from __future__ import annotations
 
@@ -23,7 +26,13 @@ from typing import Optional, Tuple
 from ..breaker import cooldown_s
 from ..settings import BreakerSettings
 
-__all__ = ["probe_bound", "drain_bound_s", "service_s"]
+__all__ = ["probe_bound", "outage_call_bound", "probe_interval_s", "drain_bound_s",
+           "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
+
+#: How far past 1/(1-p) the AI calls per analysed photo may run.
+CALLS_TOLERANCE = 1.1
+#: How far past the Little's-law bound the drain time may run.
+DRAIN_TOLERANCE = 1.15
 
 
 def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
@@ -42,6 +51,27 @@ def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
     return to_open + rounds * policy.half_open_probes
 
 
+def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
+                      fastest_call_s: float, facts: int) -> int:
+    """The calls allowed into an outage of ``outage_s``: the breaker's :func:`probe_bound`,
+    never more than the facts (a subject that asks once per photo and then waits makes no
+    more). The one place the drill computes it: the breaker's own probe schedule, once the
+    core gives one, is read here."""
+    return min(probe_bound(policy, outage_s, engines=engines, fastest_call_s=fastest_call_s),
+               max(0, facts))
+
+
+def probe_interval_s(policy: BreakerSettings) -> float:
+    """The recovery lag allowed after an outage: one probe interval, the breaker's first
+    (shortest) cooldown between probe rounds."""
+    return cooldown_s(policy, 1)
+
+
+def calls_per_analysed_bound(transient_rate: float) -> float:
+    """The AI calls one analysed photo may cost: :data:`CALLS_TOLERANCE` x 1/(1-p)."""
+    return CALLS_TOLERANCE / max(1.0 - transient_rate, 1e-9)
+
+
 def service_s(mean_latency_s: float, transient_rate: float) -> float:
     """What one task costs an engine: its calls, ``1/(1-p)`` of them, at the mean latency."""
     return mean_latency_s / max(1.0 - transient_rate, 1e-9)
@@ -49,12 +79,15 @@ def service_s(mean_latency_s: float, transient_rate: float) -> float:
 
 def drain_bound_s(tasks: int, *, engines: int, mean_latency_s: float, transient_rate: float,
                   last_arrival_s: float, rate_limit_per_s: Optional[float] = None,
-                  outage: Optional[Tuple[float, float]] = None) -> float:
-    """The least time ``tasks`` can drain in from the first delivery (see above)."""
+                  outage: Optional[Tuple[float, float]] = None,
+                  owed_at_return: int = 0) -> float:
+    """The least time ``tasks`` can drain in from the first delivery (see above); in an
+    outage, counted from the service's return: the ``owed_at_return`` tasks that arrived
+    before it over the engines, after its end."""
     per_task = service_s(mean_latency_s, transient_rate)
     bound = max(tasks * per_task / engines, last_arrival_s + per_task)
     if rate_limit_per_s:
         bound = max(bound, tasks / (rate_limit_per_s * (1.0 - transient_rate)))
     if outage is not None:
-        bound = max(bound, outage[1] + per_task)
+        bound = max(bound, outage[1] + max(1, owed_at_return) * per_task / engines)
     return bound

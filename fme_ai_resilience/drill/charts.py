@@ -1,9 +1,11 @@
 """The drill page's charts over time, as inline SVG: no script, no external resource.
 
-Four charts per subject, drawn on scales every subject shares (:func:`scales_for`) so the
-columns compare at a glance: the backlog against the watermark and the hard ceiling, the AI
+Up to five charts per subject, drawn on scales every subject shares (:func:`scales_for`) so
+they compare at a glance: the photos on the layer over time (analysed, in review, awaiting,
+skipped), the backlog (against the watermark, drawn only where it fits the axis), the AI
 calls per second stacked by outcome (one colour each, with a legend naming each outcome and its
-calls), the breaker state as a band and the degradation level as a step line. Every chart
+calls), the breaker state as a band and the degradation level as a step line. Text is 13
+units high in a 640-unit-wide chart that the page shows at least half its width. Every chart
 shades the outage window, has a ``<title>`` and an ``aria-label`` that says in words what it
 shows, and labels its series in text as well as colour. Report text is escaped; numbers that
 are not finite are left out, so odd timelines still draw.
@@ -20,10 +22,10 @@ from .figures import printable
 from .report import DrillReport, SubjectResult, Timeline
 
 __all__ = ["OUTCOME_COLOURS", "EXTRA_COLOURS", "STATE_COLOURS", "OTHER_STATE_COLOUR",
-           "BACKLOG_LINE", "BACKLOG_FILL", "WATERMARK_COLOUR", "CEILING_COLOUR", "LEVEL_COLOUR",
+           "BACKLOG_LINE", "BACKLOG_FILL", "WATERMARK_COLOUR", "LEVEL_COLOUR", "PHOTO_COLOURS",
            "OUTAGE_FILL", "MAX_BARS", "Scales", "scales_for", "outcome_palette", "escape",
-           "has_breaker", "has_level", "backlog_chart", "ai_calls_chart", "breaker_chart",
-           "level_chart"]
+           "has_breaker", "has_level", "has_photos", "backlog_chart", "ai_calls_chart",
+           "breaker_chart", "level_chart", "photos_chart"]
 
 #: One colour per stand-in outcome (Okabe-Ito first: told apart under colour blindness).
 OUTCOME_COLOURS = {"ok": "#009e73", "server_error": "#d55e00", "html_502": "#e69f00",
@@ -35,16 +37,19 @@ EXTRA_COLOURS = ("#7f7f7f", "#17becf", "#bcbd22", "#aec7e8", "#ff9896", "#c5b0d5
 STATE_COLOURS = {"CLOSED": "#a6dba0", "HALF_OPEN": "#fdb863", "OPEN": "#d73027"}
 OTHER_STATE_COLOUR = "#bdbdbd"
 BACKLOG_LINE, BACKLOG_FILL = "#1f4e79", "#bcd7ee"
-WATERMARK_COLOUR, CEILING_COLOUR = "#b8860b", "#c51b7d"
+WATERMARK_COLOUR = "#b8860b"
+#: The photos chart's series: the layer's outcome values, as the page names them.
+PHOTO_COLOURS = {"analysed": "#009e73", "in review": "#0072b2", "awaiting": "#e69f00",
+                 "skipped": "#d55e00"}
 LEVEL_COLOUR = "#7b3294"
 OUTAGE_FILL = "#e4e4e4"
 #: The most bars the AI-call chart draws; longer timelines are summed into wider steps.
 MAX_BARS = 240
 
-_WIDTH, _LEFT, _RIGHT = 440.0, 84.0, 14.0
+_WIDTH, _LEFT, _RIGHT = 640.0, 96.0, 16.0
 _AXIS, _GRID = "#555555", "#eeeeee"
-_CHAR_W = 6.2  # an 11 px sans-serif character, for laying out labels
-_CEILING_IN_SCALE = 4.0  # draw the ceiling in scale when within this x the highest backlog
+_CHAR_W = 7.4  # a 13 px sans-serif character, for laying out labels
+_GUIDE_IN_SCALE = 4.0  # the watermark widens the axis up to this x the highest backlog
 _LARGEST = 1e15  # numbers past this are drawn at it: no overflow, no exponent in a coordinate
 _LEVEL_TOP = int(max(Level))
 
@@ -108,8 +113,8 @@ class Scales:
     rate_top: float
     outage: Optional[Tuple[float, float]]
     watermark: int
-    hard_ceiling: int
     palette: Dict[str, str]
+    photos_top: float = 1.0
 
 
 def _nice(value: float) -> float:
@@ -160,6 +165,11 @@ def has_breaker(subject: SubjectResult) -> bool:
     return subject.timeline is not None and any(s is not None for s in subject.timeline.breaker)
 
 
+def has_photos(subject: SubjectResult) -> bool:
+    """Whether the subject's timeline records the photos on the layer."""
+    return subject.timeline is not None and bool(subject.timeline.photos)
+
+
 def has_level(subject: SubjectResult) -> bool:
     """Whether the subject's timeline records a degradation level."""
     return subject.timeline is not None and any(
@@ -184,12 +194,16 @@ def scales_for(report: DrillReport, subjects: Sequence[SubjectResult]) -> Scales
         if start is not None and end is not None and end > start:
             outage = (start, end)
             ends.append(end)
-    watermark, ceiling = (_finite(v) or 0.0 for v in (report.watermark, report.hard_ceiling))
-    highest = max(max(backlogs), watermark)
-    if ceiling <= _CEILING_IN_SCALE * max(highest, 1):
-        highest = max(highest, ceiling)
+    watermark = _finite(report.watermark) or 0.0
+    highest = max(backlogs)
+    if watermark <= _GUIDE_IN_SCALE * max(highest, 1):
+        highest = max(highest, watermark)
+    photos = [sum(v[i] for v in s.timeline.photos.values() if i < len(v))
+              for s in subjects if s.timeline is not None and s.timeline.photos
+              for i in range(len(s.timeline.t))]
     return Scales(_top(max(ends), False), _top(highest * 1.05, True), _top(max(rates), False),
-                  outage, report.watermark, report.hard_ceiling, outcome_palette(names))
+                  outage, report.watermark, outcome_palette(names),
+                  _top(max(photos, default=1) * 1.05, True))
 
 
 @dataclass(frozen=True)
@@ -299,7 +313,7 @@ def _spans(runs: Sequence[Tuple[object, float, float]],
 
 
 def backlog_chart(subject: SubjectResult, scales: Scales) -> str:
-    """The subject's backlog over time, with the watermark and hard-ceiling lines."""
+    """The subject's backlog over time, with the watermark where it fits the axis."""
     frame = _Frame(28.0, 120.0, scales.t1, scales.backlog_top)
     samples = _Samples.of(subject.timeline)  # type: ignore[arg-type]
     points = [(frame.x(t), frame.y(v)) for t, v in
@@ -315,20 +329,18 @@ def backlog_chart(subject: SubjectResult, scales: Scales) -> str:
         values = [v for v in samples.values(subject.timeline.backlog) if v is not None]
         at = samples.t[samples.values(subject.timeline.backlog).index(max(values))]
         peak = f"peak {_f(max(values))} at {_f(at)} s"
-    for cls, value, colour, name in (("watermark", scales.watermark, WATERMARK_COLOUR,
-                                      "watermark"),
-                                     ("ceiling", scales.hard_ceiling, CEILING_COLOUR,
-                                      "hard ceiling")):
-        off = value > frame.v1
-        y = frame.y(value)
-        body.append(f'<line class="{cls}" x1="{_f(_LEFT)}" y1="{_f(y)}" x2="{_f(_WIDTH - _RIGHT)}"'
-                    f' y2="{_f(y)}" stroke="{colour}" stroke-width="1.5" stroke-dasharray="6 3"/>')
-        label = f"{name} {value}" + (" (above the scale)" if off else "")
-        body.append(_text(_WIDTH - _RIGHT - 2, y - 3, label, "end", cls + "-label", colour))
+    fits = scales.watermark <= frame.v1
+    if fits:
+        y = frame.y(scales.watermark)
+        body.append(f'<line class="watermark" x1="{_f(_LEFT)}" y1="{_f(y)}" '
+                    f'x2="{_f(_WIDTH - _RIGHT)}" y2="{_f(y)}" stroke="{WATERMARK_COLOUR}" '
+                    'stroke-width="1.5" stroke-dasharray="6 3"/>')
+        body.append(_text(_WIDTH - _RIGHT - 2, y - 3, f"watermark {scales.watermark}", "end",
+                          "watermark-label", WATERMARK_COLOUR))
     body += _time_axis(frame, scales)
     body.append(_text(_LEFT, 14, "backlog (unfinished work)", cls="caption"))
-    label = (f"Backlog of {subject.name} over time: {peak}; watermark {scales.watermark}; "
-             f"hard ceiling {scales.hard_ceiling}" + _outage_words(scales))
+    label = (f"Backlog of {subject.name} over time: {peak}; watermark {scales.watermark}"
+             + ("" if fits else " (far above this axis, not drawn)") + _outage_words(scales))
     return _svg("backlog", subject.name, f"Backlog over time: {subject.name}", label,
                 frame.bottom + 22, frame, body)
 
@@ -441,3 +453,32 @@ def level_chart(subject: SubjectResult, scales: Scales) -> str:
              f"{_spans(runs, lambda v: f'L{v}') or 'no samples'}" + _outage_words(scales))
     return _svg("level", subject.name, f"Degradation level over time: {subject.name}", label,
                 frame.bottom + 22, frame, body)
+
+
+def photos_chart(subject: SubjectResult, scales: Scales) -> str:
+    """The photos on the layer over time, one line per outcome: analysed, in review,
+    awaiting, skipped (the judge's reading of the layer at each sample)."""
+    frame = _Frame(28.0, 150.0, scales.t1, scales.photos_top)
+    timeline: Timeline = subject.timeline  # type: ignore[assignment]
+    samples = _Samples.of(timeline)
+    body = _outage(frame, scales) + _value_axis(frame, _ticks(frame.v1, 4, True), "")
+    finals = []
+    for name, colour in PHOTO_COLOURS.items():
+        values = samples.values(timeline.photos.get(name, ()))
+        points = [f"{_f(frame.x(t + samples.step))},{_f(frame.y(v))}"
+                  for t, v in zip(samples.t, values) if v is not None]
+        if points:
+            body.append(f'<path class="photos" data-series="{escape(name)}" d="M'
+                        + " L".join(points) + f'" fill="none" stroke="{colour}" '
+                        'stroke-width="2.5"/>')
+        last = next((v for v in reversed(values) if v is not None), 0.0)
+        finals.append((name, colour, int(last)))
+    legend, end = _legend(frame.bottom + 34, [(("series", n), c, f"{n} ({v} at the end)")
+                                              for n, c, v in finals])
+    body += _time_axis(frame, scales) + legend
+    body.append(_text(_LEFT, 14, "photos on the layer, by outcome", cls="caption"))
+    words = ", ".join(f"{n} {v}" for n, _, v in finals)
+    label = (f"Photos on the layer of {subject.name} over time, at the end: {words}"
+             + _outage_words(scales))
+    return _svg("photos", subject.name, f"Photos on the layer over time: {subject.name}",
+                label, end, frame, body)

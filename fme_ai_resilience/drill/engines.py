@@ -11,9 +11,13 @@ before the next, or less when intake registered new work (:meth:`Engines.kick`: 
 Automation submitting a WS-02 job). ``busy`` is a shared array the drill reads: 1 while the
 engine's job runs.
 
-:meth:`Engines.doom` (chaos) makes an engine SIGKILL itself right after its next
-``analyzed`` checkpoint: the paid answer is in the ledger, the write-back not yet done; the
-task's lease lapses and another engine must finish it without a second Vision call.
+:meth:`Engines.doom` (chaos) makes an engine SIGKILL itself at a stage boundary of its next
+task, one of :data:`KILL_POINTS`: after the claim, after the ``downloaded`` or ``analyzed``
+checkpoint, between the write-back and its ``written`` checkpoint, or between that checkpoint
+and the completion. The job's processor is handed a view of the ledger that watches those
+boundaries (:class:`FaultingStore`, composed in the drill; nothing in the library is patched):
+the task's lease lapses and another engine must finish it with no second paid call, no
+conflicting write and no row added twice.
 """
 from __future__ import annotations
 
@@ -22,26 +26,60 @@ import multiprocessing
 import os
 import signal
 import time
-from typing import Any, List
+from typing import Any, Callable, List
 
-__all__ = ["start_engines", "Engines"]
+__all__ = ["start_engines", "Engines", "FaultingStore", "KILL_POINTS"]
 
 
-def _arm_doom(doomed: Any, index: int) -> None:
-    """SIGKILL this engine process right after an ``analyzed`` checkpoint once
-    ``doomed[index]`` (the stores its jobs open check their checkpoints through it)."""
-    from ..ledger import Stage
-    from ..store import SqlStore
+#: Where a doomed engine dies, each the boundary after the named step.
+KILL_POINTS = ("claimed", "downloaded", "analyzed", "written", "checkpointed")
 
-    checkpoint = SqlStore.checkpoint
 
-    def then_die(self: Any, key: str, token: int, stage: Stage, data: Any, *,
-                 now: float) -> bool:
-        done = checkpoint(self, key, token, stage, data, now=now)
-        if doomed[index] and Stage(stage) is Stage.ANALYZED:
+class FaultingStore:
+    """A ledger as the processor sees it, calling ``fault(point)`` at each of
+    :data:`KILL_POINTS` it passes; every other call goes to ``store`` unchanged."""
+
+    def __init__(self, fault: Callable[[str], None], *, store: Any) -> None:
+        self._store = store
+        self._fault = fault
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def claim(self, *args: Any, **kwargs: Any) -> Any:
+        tasks = self._store.claim(*args, **kwargs)
+        if tasks:
+            self._fault("claimed")
+        return tasks
+
+    def checkpoint(self, key: str, token: int, stage: Any, data: Any, *, now: float) -> bool:
+        from ..ledger import Stage
+
+        if Stage(stage) is Stage.WRITTEN:
+            self._fault("written")           # the layer holds the write, the ledger not yet
+        done = self._store.checkpoint(key, token, stage, data, now=now)
+        self._fault({Stage.DOWNLOADED: "downloaded", Stage.ANALYZED: "analyzed",
+                     Stage.WRITTEN: "checkpointed"}[Stage(stage)])
+        return bool(done)
+
+
+def _doomed_caller(doomed: Any, index: int) -> Any:
+    """WS-02's template class whose processor dies at ``doomed[index]``'s kill point."""
+    from ..fme.parameters import PROCESSOR
+    from ..testing.templates import template_caller
+
+    ws02 = template_caller(PROCESSOR)
+
+    def fault(point: str) -> None:
+        chosen = doomed[index]
+        if chosen and KILL_POINTS[chosen - 1] == point:
             os.kill(os.getpid(), signal.SIGKILL)
-        return done
-    SqlStore.checkpoint = then_die  # type: ignore[method-assign]
+
+    class Doomable(ws02):  # type: ignore[misc, valid-type]
+        def _configure(self, settings: Any, *, store: Any) -> None:
+            super()._configure(settings, store=FaultingStore(fault, store=store))
+
+    return Doomable
 
 
 def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
@@ -53,14 +91,11 @@ def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
 
 def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
             doomed: Any, kicks: Any, ready: Any) -> None:
-    from ..fme.parameters import PROCESSOR
     from ..testing import run_caller
-    from ..testing.templates import template_caller
 
     # The drill reports what happened; the engines' own log lines would only bury it.
     logging.getLogger("fme_ai_resilience").setLevel(logging.CRITICAL)
-    _arm_doom(doomed, index)
-    ws02 = template_caller(PROCESSOR)
+    ws02 = _doomed_caller(doomed, index)
     macros = {"FAIR_DB": db_url}
     with ready.get_lock():
         ready.value += 1
@@ -81,6 +116,7 @@ class Engines:
     def __init__(self, db_url: str, count: int, *, idle_s: float) -> None:
         self._ctx = multiprocessing.get_context("spawn")   # no inherited sockets or locks
         self.db_url = db_url
+        self.count = count
         self.idle_s = idle_s
         self.stop_event = self._ctx.Event()
         self.busy = self._ctx.Array("i", count)
@@ -117,9 +153,9 @@ class Engines:
         with self.kicks.get_lock():
             self.kicks.value += 1
 
-    def doom(self, index: int = 0) -> None:
-        """Engine ``index`` dies right after its next ``analyzed`` checkpoint."""
-        self.doomed[index] = 1
+    def doom(self, index: int, point: str) -> None:
+        """Engine ``index`` dies at ``point`` (one of :data:`KILL_POINTS`) of its next task."""
+        self.doomed[index] = KILL_POINTS.index(point) + 1
 
     def heal(self) -> None:
         """Restart any engine that died, as FME Flow restarts a crashed engine (a killed one

@@ -3,10 +3,8 @@
 The terminal table and the HTML page show the same rows (:func:`figure_rows`), so both say
 the same thing. Columns are the subjects that ran, the library first and the baselines in the
 report's order; a skipped baseline is not a column (:func:`skipped` gives it with its reason).
-A figure with a bound is judged for every subject: zero lost, zero duplicate analyses and
-write-backs, every dead letter with a cause, AI calls in the outage within the breaker's probe
-bound, the backlog never past the hard ceiling, engine work never past N, and the drain time
-within :data:`DRAIN_TOLERANCE` x the Little's-law bound.
+A figure with a bound is judged for every subject by the same checks
+(:func:`~fme_ai_resilience.drill.invariants.checks`); "photos analysed" comes first.
 """
 from __future__ import annotations
 
@@ -17,15 +15,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from ..store.text import REPLACEMENT, clean_text
+from .bounds import DRAIN_TOLERANCE
+from .invariants import checks
 from .report import DrillReport, SubjectResult
 
-__all__ = ["Verdict", "Cell", "Row", "DRAIN_TOLERANCE", "SUCCEEDED_ORDER", "ran", "skipped",
+__all__ = ["Verdict", "Cell", "Row", "DRAIN_TOLERANCE", "ran", "skipped",
            "figure_rows", "subject_notes", "printable", "number", "seconds"]
 
-#: How far past the Little's-law bound the drain time may run and still be good.
-DRAIN_TOLERANCE = 1.15
-#: The usual outcomes of a succeeded task, in the order shown; others follow, sorted.
-SUCCEEDED_ORDER = ("accepted", "review", "skipped")
 
 # C0 and C1 controls and DEL: an escape sequence would steer a terminal, and XML refuses most.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -109,62 +105,64 @@ def _keys(subjects: Sequence[SubjectResult], attr: str, first: Iterable[str] = (
 
 
 def figure_rows(report: DrillReport) -> List[Row]:
-    """Every figure of the report as a row, in the order the drill's table shows them."""
+    """Every figure of the report as a row, in the order the drill's table shows them; a
+    judged cell's verdict is :func:`~fme_ai_resilience.drill.invariants.checks`'."""
     subjects = ran(report)
+    verdicts = [{c.key: _judge(c.met) for c in checks(report, s)} for s in subjects]
     rows: List[Row] = []
 
-    def add(key: str, label: str, cell: Callable[[SubjectResult], Cell], target: str = "",
-            depth: int = 0) -> None:
-        rows.append(Row(key, printable(label), target, tuple(cell(s) for s in subjects), depth))
+    def add(key: str, label: str, text: Callable[[SubjectResult], str], target: str = "",
+            depth: int = 0, judged: bool = False) -> None:
+        rows.append(Row(key, printable(label), target, tuple(
+            Cell(text(s), v.get(key) if judged else None)
+            for s, v in zip(subjects, verdicts)), depth))
 
-    def count(key: str, label: str, value: Callable[[SubjectResult], int],
-              ok: Optional[Callable[[int], bool]] = None, target: str = "",
-              depth: int = 0) -> None:
-        add(key, label, lambda s: Cell(str(value(s)),
-                                       None if ok is None else _judge(ok(value(s)))),
-            target, depth)
+    def count(key: str, label: str, target: str = "", depth: int = 0,
+              judged: bool = False) -> None:
+        add(key, label, lambda s: str(getattr(s, key)), target, depth, judged)
 
-    count("submitted", "submitted", lambda s: s.submitted)
-    count("distinct_facts", "distinct facts", lambda s: s.distinct_facts)
-    count("duplicates_collapsed", "duplicates collapsed", lambda s: s.duplicates_collapsed)
-    count("succeeded", "succeeded", lambda s: s.succeeded_total)
-    for outcome in _keys(subjects, "succeeded", SUCCEEDED_ORDER):
-        count(f"succeeded:{outcome}", outcome, lambda s, o=outcome: s.succeeded.get(o, 0),
-              depth=1)
-    count("dead", "dead", lambda s: sum(s.dead_by_cause.values()))
-    for cause in _keys(subjects, "dead_by_cause"):
-        blank = not cause.strip()
-        count(f"dead:{cause}", "(no cause)" if blank else cause,
-              lambda s, c=cause: s.dead_by_cause.get(c, 0),
-              (lambda n: n == 0) if blank else None, "a cause" if blank else "", depth=1)
-    zero = lambda n: n == 0  # noqa: E731
-    count("lost", "LOST", lambda s: s.lost, zero, "= 0")
-    count("duplicate_analyses", "duplicate analyses", lambda s: s.duplicate_analyses, zero, "= 0")
-    count("duplicate_writes", "duplicate write-backs", lambda s: s.duplicate_writes, zero, "= 0")
-    count("ai_calls", "AI calls", lambda s: s.ai_calls)
-    add("ai_calls_per_completed_task", "AI calls per completed task",
-        lambda s: Cell(number(s.ai_calls_per_completed_task)))
-    count("analyses_reused", "analyses reused", lambda s: s.analyses_reused)
+    add("analysed", "photos analysed", lambda s: f"{s.analysed} / {s.analysable}",
+        "= every photo that can be", judged=True)
+    count("accepted", "accepted", depth=1)
+    count("review", "in review (under the confidence threshold)", depth=1)
+    count("flagged", "flagged, not analysed")
+    count("awaiting", "awaiting analysis", depth=1)
+    count("manual_review", "manual review", depth=1)
+    count("notified", "a person told the cause", depth=1)
+    count("lost", "LOST (nobody knows)", "= 0", judged=True)
+    count("unanalysable", "gone from the layer (no one can analyse)")
+    count("facts", "photos created (facts)")
+    count("submitted", "webhook deliveries")
+    count("duplicate_analyses", "duplicate analyses", "= 0", judged=True)
+    count("conflicting_writes", "conflicting writes", "= 0", judged=True)
+    count("duplicate_rows", "rows added twice", "= 0", judged=True)
+    count("layer_edits", "layer edits")
+    count("ai_calls", "AI calls")
+    calls_bound = report.calls_per_analysed_bound
+    add("ai_calls_per_analysed", "AI calls per analysed photo",
+        lambda s: number(s.ai_calls_per_analysed),
+        "outage: see the probe bound" if report.outage or calls_bound is None
+        else f"<= {number(calls_bound)}", judged=report.outage is None)
     if report.outage is None:
-        count("outage_ai_calls", "AI calls during the outage", lambda s: s.outage_ai_calls,
-              target="no outage")
+        count("outage_ai_calls", "AI calls during the outage", "no outage")
     else:
-        count("outage_ai_calls", "AI calls during the outage", lambda s: s.outage_ai_calls,
-              lambda n: n <= report.probe_bound, f"<= {report.probe_bound} probes")
-    count("peak_backlog", "peak backlog", lambda s: s.peak_backlog,
-          lambda n: n <= report.hard_ceiling,
-          f"<= {report.hard_ceiling} ceiling, watermark {report.watermark}")
-    count("peak_concurrent_engines", "peak concurrent engines",
-          lambda s: s.peak_concurrent_engines, lambda n: n <= report.engines,
-          f"<= {report.engines} (N)")
-    count("breaker_transitions", "breaker transitions", lambda s: s.breaker_transitions)
-    add("degradation_levels", "degradation levels",
-        lambda s: Cell(printable(", ".join(map(str, s.degradation_levels))) or "-"))
-    add("p95_end_to_end_s", "P95 end to end", lambda s: Cell(seconds(s.p95_end_to_end_s)))
+        count("outage_ai_calls", "AI calls during the outage",
+              f"<= {report.probe_bound} probes", judged=True)
+        add("recovery_lag_s", "recovery lag", lambda s: seconds(s.recovery_lag_s),
+            f"<= {seconds(report.probe_interval_s)} (one probe interval)", judged=True)
+    add("peak_concurrent_calls", "peak AI calls in flight",
+        lambda s: f"{s.peak_concurrent_calls} / {s.concurrency_bound}",
+        "<= engines x per engine", judged=True)
     add("drain_s", "drain time", lambda s: _drain(s.drain_s, report.drain_bound_s),
-        _drain_target(report.drain_bound_s))
-    count("backfilled", "reconciliation backfills", lambda s: s.backfilled)
-    add("ai_spend", "AI spend", lambda s: Cell(number(s.ai_spend)))
+        _drain_target(report.drain_bound_s), judged=True)
+    for cause in _keys(subjects, "dead_by_cause"):
+        add(f"dead:{cause}", f"told: {cause}", lambda s, c=cause: str(s.dead_by_cause.get(c, 0)),
+            depth=1)
+    count("peak_backlog", "peak backlog")
+    count("breaker_transitions", "breaker transitions")
+    add("degradation_levels", "degradation levels",
+        lambda s: printable(", ".join(map(str, s.degradation_levels))) or "-")
+    add("ai_spend", "AI spend", lambda s: number(s.ai_spend))
     return rows
 
 
@@ -174,8 +172,7 @@ def _drain_target(bound: Optional[float]) -> str:
     return f"<= {DRAIN_TOLERANCE:g} x {seconds(bound)} (Little's law)"
 
 
-def _drain(drain: Optional[float], bound: Optional[float]) -> Cell:
+def _drain(drain: Optional[float], bound: Optional[float]) -> str:
     if not _finite(drain) or _drain_target(bound) == "-":
-        return Cell(seconds(drain))
-    ok = drain <= DRAIN_TOLERANCE * bound  # type: ignore[operator]
-    return Cell(f"{seconds(drain)} ({drain / bound:.2f}x)", _judge(ok))  # type: ignore[operator]
+        return seconds(drain)
+    return f"{seconds(drain)} ({drain / bound:.2f}x)"  # type: ignore[operator]

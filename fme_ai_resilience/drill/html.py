@@ -4,7 +4,8 @@
 script, no font, image or stylesheet to fetch), readable offline and from an attachment. The
 summary table holds every figure, one column per subject (the library first), each judged
 figure marked in colour and in words; baselines that did not run are listed with their reason.
-Below it, a grid of charts over time, one column per subject on shared scales (see
+Below it, the charts over time, one kind at a time, each subject's chart at least 640 px or
+the page wide (at least half the page, its text at least 13 px) on shared scales (see
 :mod:`fme_ai_resilience.drill.charts`). Every report value is escaped, and the same report
 always gives the same page, byte for byte. The page is well-formed XML as well as HTML.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, List, Sequence
 
 from .charts import (ai_calls_chart, backlog_chart, breaker_chart, escape, has_breaker,
-                     has_level, level_chart, scales_for, Scales)
+                     has_level, has_photos, level_chart, photos_chart, scales_for, Scales)
 from .figures import Row, Verdict, figure_rows, number, ran, seconds, skipped, subject_notes
 from .report import LIBRARY, DrillReport, SubjectResult
 
@@ -41,12 +42,13 @@ td.bad { background: #f6d5d1; font-weight: bold; }
 span.mark { font-size: 12px; }
 ul.notes { padding-left: 18px; }
 li.skipped { color: #6b3a00; }
-.grid { display: grid; gap: 6px 16px; align-items: start; }
-.grid .row-title { grid-column: 1 / -1; margin-top: 14px; }
-.grid h3.subject { margin: 0; }
-.grid figure { margin: 0; }
-svg.chart { width: 100%; height: auto; max-width: 440px; display: block; }
-svg.chart text { font: 11px sans-serif; fill: #333333; }
+.grid { display: grid; gap: 10px 0; align-items: start;
+        grid-template-columns: repeat(auto-fill, minmax(min(640px, 100%), 1fr)); }
+h3.row-title { margin-top: 18px; }
+.grid figure { margin: 0; padding: 0 12px 0 0; min-width: 0; }
+figcaption.subject { font-weight: bold; font-size: 14px; }
+svg.chart { width: 100%; height: auto; display: block; }
+svg.chart text { font: 13px sans-serif; fill: #333333; }
 svg.chart text.caption { font-weight: bold; }
 svg.chart text.state-label { font-weight: bold; fill: #111111; }
 p.no-chart { color: #666666; font-style: italic; margin: 8px 0; }
@@ -61,7 +63,7 @@ def _params(report: DrillReport) -> str:
     parts = [f"seed {report.seed}", f"{report.submissions} submissions",
              f"{report.engines} engines", f"{report.backend} ledger",
              f"time scale {report.time_scale:g} s per production second",
-             f"watermark {report.watermark}", f"hard ceiling {report.hard_ceiling}",
+             f"watermark {report.watermark}",
              f"probe bound {report.probe_bound}", outage,
              f"drain bound {seconds(report.drain_bound_s)}"]
     return " \u00b7 ".join(escape(p) for p in parts)
@@ -94,8 +96,10 @@ def _figures(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[str
             f'<p class="legend">{_MARK_TEXT[Verdict.GOOD]}: within its target \u00b7 '
             f"{_MARK_TEXT[Verdict.BAD]}: misses it \u00b7 {escape(LIBRARY)} is the library; "
             "the other columns are the approaches FME users reach for today.</p>"]
-    notes = [f'<li class="note"><strong>{escape(name)}</strong>: {escape(note)}</li>'
-             for name, note in subject_notes(report)]
+    notes = [f'<li class="model"><strong>{escape(s.name)}</strong> models: '
+             f'{escape(s.model)}</li>' for s in subjects if s.model]
+    notes += [f'<li class="note"><strong>{escape(name)}</strong>: {escape(note)}</li>'
+              for name, note in subject_notes(report)]
     notes += [f'<li class="skipped"><strong>{escape(s.name)}</strong> not run: '
               f"{escape(s.skipped)}</li>" for s in skipped(report)]
     if notes:
@@ -109,14 +113,19 @@ _Chart = Callable[[SubjectResult, Scales], str]
 
 def _chart_row(title: str, subjects: Sequence[SubjectResult], scales: Scales, chart: _Chart,
                has: Callable[[SubjectResult], bool], missing: str) -> List[str]:
-    out = [f'<h3 class="row-title">{escape(title)}</h3>']
+    """One kind of chart for every subject: as many to a row as fit at 640 px each, so a
+    chart is never drawn smaller than its own size (its text 13 px) nor narrower than half
+    the page."""
+    out = [f'<h3 class="row-title">{escape(title)}</h3>', '<div class="grid">']
     for subject in subjects:
+        caption = f'<figcaption class="subject">{escape(subject.name)}</figcaption>'
         if subject.timeline is None:
-            out.append('<p class="no-chart">no timeline recorded</p>')
+            out.append(f'<figure>{caption}<p class="no-chart">no timeline recorded</p></figure>')
         elif not has(subject):
-            out.append(f'<p class="no-chart">{escape(missing)}</p>')
+            out.append(f'<figure>{caption}<p class="no-chart">{escape(missing)}</p></figure>')
         else:
-            out.append(f"<figure>{chart(subject, scales)}</figure>")
+            out.append(f"<figure>{caption}{chart(subject, scales)}</figure>")
+    out.append("</div>")
     return out
 
 
@@ -124,16 +133,16 @@ def _timelines(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[s
     if not subjects:
         return []
     scales = scales_for(report, subjects)
-    columns = f"repeat({len(subjects)}, minmax(0, 1fr))"
     out = ['<section id="timelines">', "<h2>Over time</h2>",
            f'<p class="params">Time in seconds of the run ({escape(f"{report.time_scale:g}")} s '
-           "of run per production second); every column on the same scales; the grey band is "
-           "the Vision AI outage.</p>",
-           f'<div class="grid" style="grid-template-columns: {columns}">']
-    out += [f'<h3 class="subject">{escape(s.name)}</h3>' for s in subjects]
+           "of run per production second); every chart on the same scales; the grey band is "
+           "the Vision AI outage.</p>"]
     always: Callable[[SubjectResult], bool] = lambda s: True  # noqa: E731
-    out += _chart_row("Backlog against the watermark and the hard ceiling", subjects, scales,
-                      backlog_chart, always, "")
+    if any(has_photos(s) for s in subjects):
+        out += _chart_row("Photos on the layer: analysed, in review, awaiting, skipped",
+                          subjects, scales, photos_chart, has_photos, "no photos recorded")
+    out += _chart_row("Backlog against the watermark", subjects, scales, backlog_chart,
+                      always, "")
     out += _chart_row("AI calls per second, by outcome", subjects, scales, ai_calls_chart,
                       always, "")
     if any(has_breaker(s) for s in subjects):
@@ -142,7 +151,7 @@ def _timelines(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[s
     if any(has_level(s) for s in subjects):
         out += _chart_row("Degradation level", subjects, scales, level_chart, has_level,
                           "no degradation ladder")
-    out += ["</div>", "</section>"]
+    out += ["</section>"]
     return out
 
 

@@ -12,15 +12,15 @@ The settings are the library's defaults with every wait and window scaled by ``t
 from __future__ import annotations
 
 import contextlib
-import json
+import random
+from dataclasses import dataclass
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from ..breaker import effective_state
-from ..calibrate import percentile
 from ..errors import FailureClass, ResilienceError
 from ..gateway import make_app
 from ..ledger import Status, TaskRecord
@@ -28,14 +28,15 @@ from ..services.live_settings import LiveSettings
 from ..services.pipeline import build_compensator
 from ..settings import Settings
 from ..store import SqlStore, open_store
-from .engines import Engines
-from .report import LIBRARY, SubjectResult, Timeline
+from .engines import KILL_POINTS, Engines
+from .report import Timeline
 from .sampling import Sample, Sampler, bin_calls
 from .scenarios import Plan, Scenario
 from .standins import Survey123Sender
 from .world import World, photo_keys
 
-__all__ = ["run_library", "drill_settings", "PRODUCTION_WAITS", "DrillError"]
+__all__ = ["run_library", "LibraryRun", "drill_settings", "PRODUCTION_WAITS", "DrillError", "COST_PER_CALL",
+           "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
 
 
 class DrillError(ResilienceError):
@@ -59,6 +60,11 @@ _TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0
 JOB_START_S = 2.0
 COMPENSATOR_TICK_S = 60.0
 COST_PER_CALL = 0.01
+#: Vision AI calls one engine's WS-02 job has in flight at once (one task at a time).
+CALLS_PER_ENGINE = 1
+LIBRARY_MODEL = ("the library as deployed: the gateway's intake, N engines running WS-02 back "
+                 "to back, WS-03 on its schedule, a last reconciliation with backfill, its "
+                 "notifications forwarded as WS-03's Emailer sends them")
 
 
 def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str, str]:
@@ -168,8 +174,8 @@ def _compensate(db_url: str, tick_s: float, stop: threading.Event) -> None:
 
 def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_scale: float,
                 timeout_s: float = 600.0,
-                on_sample: Optional[Callable[[Timeline], None]] = None) -> SubjectResult:
-    """Run ``plan`` through the pipeline; the library's figures (``on_sample``: see
+                on_sample: Optional[Callable[[Timeline], None]] = None) -> LibraryRun:
+    """Run ``plan`` through the pipeline, for the judge to read its world (``on_sample``: see
     :class:`~fme_ai_resilience.drill.sampling.Sampler`)."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
@@ -192,15 +198,14 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             with _gateway(db_url) as url, Sampler(
                     _probe(fleet, settings.vision.service, store=store), started,
                     on_sample=on_sample) as sampler:
-                chaos = threading.Thread(target=_chaos, args=(scenario, fleet, db_url,
-                                                              started, time_scale), daemon=True)
+                chaos = threading.Thread(target=_chaos, args=(
+                    scenario, fleet, db_url, started, time_scale, world.seed), daemon=True)
                 chaos.start()
                 deliveries = _send(plan, url, started, fleet)
                 delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
                              for k in photo_keys(item.body)]
                 complete = _wait_settled(list(dict.fromkeys(delivered)), settings, fleet,
                                          store=store, timeout_s=timeout_s)
-                drained = time.monotonic() - started
                 reconciled = build_compensator(
                     settings, store=store, layer_url=world.layer.layer_url).reconcile(
                         since=0.0, until=time.time() + 60, backfill=True)
@@ -211,10 +216,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             stop_compensating.set()
             fleet.stop()
             compensator.join(30)
-        records = [store.get(k) for k in _all_keys(plan, deliveries, reconciled)]
-        return _result(plan, world, deliveries, [r for r in records if r is not None],
-                       sampler.timeline, drained=drained, backfilled=reconciled.backfilled,
-                       complete=complete, killed=fleet.killed)
+        _forward_notifications(settings, world, store=store)
+        return LibraryRun(started, sampler.timeline, complete, fleet.killed, len(deliveries))
 
 
 def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
@@ -227,18 +230,15 @@ def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
                          "the drill empties its ledger: give it a new or a drill's own")
 
 
-def _all_keys(plan: Plan, deliveries: Sequence[Any], reconciled: Any) -> List[str]:
-    keys = [k for item in plan.deliveries for k in photo_keys(item.body)]
-    keys += [g.key for g in reconciled.missing]
-    return list(dict.fromkeys(keys))
-
-
 def _chaos(scenario: Scenario, fleet: Engines, db_url: str, started: float,
-           time_scale: float) -> None:
-    """The chaos scenario's kill and connection cut, at their times."""
-    events = []
-    if scenario.kill_engine_at_s is not None:
-        events.append((scenario.kill_engine_at_s * time_scale, lambda: fleet.doom(0)))
+           time_scale: float, seed: int) -> None:
+    """The chaos scenario's kills and connection cut, at their times; each kill's engine and
+    stage boundary drawn from the seed."""
+    rng = random.Random(f"chaos:{seed}:{scenario.name}")
+    events: List[Tuple[float, Callable[[], None]]] = []
+    for at_s in scenario.kills_at_s:
+        index, point = rng.randrange(fleet.count), rng.choice(KILL_POINTS)
+        events.append((at_s * time_scale, lambda i=index, p=point: fleet.doom(i, p)))
     if scenario.terminate_connections_at_s is not None and db_url.startswith("postgres"):
         events.append((scenario.terminate_connections_at_s * time_scale,
                        lambda: _terminate_backends(db_url)))
@@ -254,56 +254,44 @@ def _terminate_backends(db_url: str) -> None:
         store.terminate_other_sessions()
 
 
-def _result(plan: Plan, world: World, deliveries: Sequence[Any], records: Sequence[TaskRecord],
-            timeline: Timeline, *, drained: float, backfilled: int, complete: bool,
-            killed: int) -> SubjectResult:
-    snaps = world.snapshots()
-    vision, layer = snaps["vision"], snaps["layer"]
-    by_fact: Dict[str, List[TaskRecord]] = {}
-    for record in records:
-        fact = plan.key_facts.get(record.key)
-        if fact is not None:
-            by_fact.setdefault(fact, []).append(record)
-    succeeded: Dict[str, int] = {}
-    dead: Dict[str, int] = {}
-    for fact in plan.facts:
-        tasks = by_fact.get(fact, [])
-        done = [r for r in tasks if r.status is Status.SUCCEEDED]
-        if done:
-            outcome = done[0].outcome.value.lower() if done[0].outcome else "accepted"
-            succeeded[outcome] = succeeded.get(outcome, 0) + 1
-        elif tasks and all(r.status is Status.DEAD for r in tasks):
-            cause = tasks[0].failure_class.value if tasks[0].failure_class else "UNKNOWN"
-            dead[cause] = dead.get(cause, 0) + 1
-    ok = {}
-    for _, sha, outcome in vision["log"]:
-        if outcome == "ok":
-            ok[sha] = ok.get(sha, 0) + 1
-    answers = [json.loads(d.answer or b"{}").get("status") for d in deliveries if d.answer]
-    ends = [r.completed_at - r.created_at for r in records
-            if r.status is Status.SUCCEEDED and r.completed_at is not None]
-    total_ok = sum(succeeded.values())
-    outage_calls = vision["outages"][0]["calls"] if vision["outages"] else 0
-    return SubjectResult(
-        name=LIBRARY, submitted=len(deliveries), distinct_facts=len(plan.facts),
-        duplicates_collapsed=sum(a in ("duplicate_done", "duplicate_in_progress")
-                                 for a in answers),
-        succeeded=succeeded, dead_by_cause=dead,
-        lost=len(plan.facts) - total_ok - sum(dead.values()),
-        duplicate_analyses=sum(n - 1 for n in ok.values() if n > 1),
-        duplicate_writes=sum(n - 1 for n in layer["writes"].values() if n > 1),
-        ai_calls=vision["total"],
-        ai_calls_per_completed_task=round(vision["total"] / total_ok, 3) if total_ok else None,
-        analyses_reused=sum(1 for r in records if r.result and r.result.get("reused")),
-        outage_ai_calls=outage_calls,
-        peak_backlog=max(timeline.backlog, default=0),
-        peak_concurrent_engines=max(timeline.in_flight, default=0),
-        breaker_transitions=sum(1 for a, b in zip(timeline.breaker, timeline.breaker[1:])
-                                if a != b),
-        degradation_levels=sorted({f"L{lv}" for lv in timeline.level if lv is not None}),
-        p95_end_to_end_s=round(percentile(ends, 95), 3) if ends else None,
-        drain_s=round(drained, 3), backfilled=backfilled,
-        ai_spend=round(vision["total"] * COST_PER_CALL, 4), timeline=bin_calls(
-            timeline, vision["log"], world.time_scale),
-        notes=([] if complete else ["the run timed out before every task settled"])
-        + ([f"{killed} engine(s) SIGKILLed mid-task and restarted"] if killed else []))
+def _forward_notifications(settings: Settings, world: World, *, store: SqlStore) -> None:
+    """WS-03's last pass, and what it hands FME's Emailer handed to the world's mailbox."""
+    compensator = build_compensator(settings, store=store)
+    compensator.run(reconcile=False)
+    while True:
+        batch = compensator.take_notifications()
+        if not batch:
+            return
+        for note in batch:
+            # sent when WS-03 raised it, not when the drill hands it on
+            at = time.monotonic() - max(0.0, time.time() - note.created_at)
+            world.mailbox.notify(note.kind, f"{note.subject}: {note.body}",
+                                 task_key=note.task_key, at=at)
+
+
+@dataclass(frozen=True)
+class LibraryRun:
+    """What the library's run was, for the report beside the judge's figures: when it began
+    (monotonic s), its sampled timeline, whether every task settled in time, the engines
+    killed and the deliveries sent."""
+
+    started: float
+    timeline: Timeline
+    complete: bool
+    killed: int
+    submitted: int
+
+    def extras(self, world: World, *, engines: int) -> Dict[str, Any]:
+        """The report's fields beside the judge's figures (never judged themselves)."""
+        tl = self.timeline
+        return {"model": LIBRARY_MODEL, "submitted": self.submitted,
+                "concurrency_bound": engines * CALLS_PER_ENGINE,
+                "peak_backlog": max(tl.backlog, default=0),
+                "breaker_transitions": sum(1 for a, b in zip(tl.breaker, tl.breaker[1:])
+                                           if a != b),
+                "degradation_levels": sorted({f"L{lv}" for lv in tl.level if lv is not None}),
+                "timeline": bin_calls(tl, world.vision.snapshot()["log"], world.time_scale),
+                "notes": ([] if self.complete else
+                          ["the run timed out before every task settled"])
+                + ([f"{self.killed} engine(s) SIGKILLed at a stage boundary and restarted"]
+                   if self.killed else [])}

@@ -1,16 +1,18 @@
 """What a drill measured, for the library and for each baseline, as values and as JSON.
 
-A :class:`SubjectResult` holds one subject's counts (taken from the stand-ins' counters and,
-for the library, the ledger) and its :class:`Timeline`, sampled every ``step_s`` seconds of
+A :class:`SubjectResult` holds one subject's figures (the judge's, counted at the stand-ins,
+:mod:`~fme_ai_resilience.drill.judge`) and its :class:`Timeline`, sampled every ``step_s`` seconds of
 the run. A :class:`DrillReport` is the scenario, the bounds it is judged against, the
 library's result and the baselines'. ``as_dict`` gives the ``--json`` form: the library's
-figures at the top level (``lost``, ``duplicate_analyses``...), each baseline's under
+figures at the top level (``facts``, ``analysed``, ``flagged``, ``lost``...), each baseline's under
 ``baselines``.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
+
+from .judge import Figures
 
 __all__ = ["Timeline", "SubjectResult", "DrillReport", "LIBRARY"]
 
@@ -27,7 +29,8 @@ class Timeline:
     ``backlog`` is the unfinished work at the sample (tasks for the library, deliveries not
     yet done for a baseline); ``in_flight`` the engines busy with work; ``breaker`` the
     primary circuit's state and ``level`` the degradation level (None where the subject has
-    neither).
+    neither); ``photos`` the features on the layer at the end of each step by outcome
+    (``analysed``, ``in review``, ``awaiting``, ``skipped``), read from the layer's writes.
     """
 
     step_s: float
@@ -37,50 +40,79 @@ class Timeline:
     ai_calls: Dict[str, List[int]] = field(default_factory=dict)
     breaker: List[Optional[str]] = field(default_factory=list)
     level: List[Optional[int]] = field(default_factory=list)
+    photos: Dict[str, List[int]] = field(default_factory=dict)
 
 
 @dataclass
 class SubjectResult:
-    """One subject's figures (see the drill's report table for their meaning)."""
+    """One subject's figures: the judge's (:class:`~fme_ai_resilience.drill.judge.Figures`,
+    counted at the stand-ins) and what the report shows beside them.
+
+    ``model`` says what the subject models and assumes; ``concurrency_bound`` is its engines
+    x the Vision AI calls one engine may have in flight; ``peak_backlog``,
+    ``breaker_transitions`` and ``degradation_levels`` describe the run (from the sampler)
+    and are never judged.
+    """
 
     name: str
     skipped: Optional[str] = None          # why it did not run (a library not installed)
+    model: str = ""                        # what the subject models and assumes
     submitted: int = 0                     # webhook deliveries sent, redeliveries included
-    distinct_facts: int = 0                # photos of distinct submissions (the business facts)
-    duplicates_collapsed: int = 0          # deliveries recognised as already known
-    succeeded: Dict[str, int] = field(default_factory=dict)   # accepted / review / skipped
-    dead_by_cause: Dict[str, int] = field(default_factory=dict)
-    lost: int = 0                          # facts neither succeeded nor dead at the end
-    duplicate_analyses: int = 0            # valid Vision answers beyond one per photo
-    duplicate_writes: int = 0              # write-backs beyond one per feature
+    facts: int = 0                         # distinct photos the world created
+    unanalysable: int = 0                  # facts whose photos are gone from the layer
+    analysed: int = 0                      # the layer holds the Vision AI's answer
+    accepted: int = 0
+    review: int = 0
+    flagged: int = 0                       # not analysed, and somebody can see it
+    awaiting: int = 0
+    manual_review: int = 0
+    notified: int = 0
+    lost: int = 0                          # neither: nobody knows
+    duplicate_analyses: int = 0            # usable answers paid beyond one per photo's bytes
+    conflicting_writes: int = 0            # an assessment overwritten with a different one
+    duplicate_rows: int = 0                # a related-table row added twice
+    layer_edits: int = 0                   # rows the layer wrote (cost)
     ai_calls: int = 0
-    ai_calls_per_completed_task: Optional[float] = None
-    analyses_reused: int = 0
+    ai_calls_per_analysed: Optional[float] = None
     outage_ai_calls: int = 0               # calls that reached the Vision AI in its outage
+    recovery_lag_s: Optional[float] = None  # the service back to its first usable answer
+    peak_concurrent_calls: int = 0         # calls in flight at the Vision AI at once
+    concurrency_bound: int = 0             # engines x calls one engine may have in flight
+    drain_s: Optional[float] = None        # the start to the last write or message
+    dead_by_cause: Dict[str, int] = field(default_factory=dict)   # people told, by cause
+    ai_spend: float = 0.0
     peak_backlog: int = 0
-    peak_concurrent_engines: int = 0
     breaker_transitions: int = 0
     degradation_levels: List[str] = field(default_factory=list)
-    p95_end_to_end_s: Optional[float] = None
-    drain_s: Optional[float] = None        # first delivery to the last fact settled
-    backfilled: int = 0                    # facts found by reconciliation
-    ai_spend: float = 0.0
     notes: List[str] = field(default_factory=list)   # what the reader should know of the run
     timeline: Optional[Timeline] = None
 
+    @classmethod
+    def judged(cls, name: str, figures: Figures, **extra: Any) -> "SubjectResult":
+        """A subject's result from the judge's ``figures`` and the report's ``extra``."""
+        values = asdict(figures)
+        values["dead_by_cause"] = dict(figures.dead_by_cause)
+        return cls(name=name, **values, **extra)
+
     @property
-    def succeeded_total(self) -> int:
-        return sum(self.succeeded.values())
+    def analysable(self) -> int:
+        """Facts some subject could analyse: all but the unanalysable."""
+        return self.facts - self.unanalysable
 
     def as_dict(self) -> Dict[str, Any]:
-        out = asdict(self)
-        out["succeeded_total"] = self.succeeded_total
-        return out
+        return asdict(self)
 
 
 @dataclass
 class DrillReport:
-    """A scenario's run: its parameters, its bounds, the library and the baselines."""
+    """A scenario's run: its parameters, its bounds, the library and the baselines.
+
+    Bounds are computed before the run from the settings and the scenario
+    (:mod:`~fme_ai_resilience.drill.bounds`): ``probe_bound`` the calls the breaker lets into
+    the outage (at most the facts), ``probe_interval_s`` the recovery lag allowed,
+    ``calls_per_analysed_bound`` 1.1 x 1/(1-p), ``drain_bound_s`` Little's law over every
+    fact (outage: counted from the service's return).
+    """
 
     scenario: str
     seed: int
@@ -89,12 +121,17 @@ class DrillReport:
     backend: str
     time_scale: float                      # real seconds per production second
     watermark: int
-    hard_ceiling: int                      # the backlog intake never stores past
     probe_bound: int                       # AI calls the breaker allows during the outage
     drain_bound_s: Optional[float]         # Little's law: the work over the engines
     outage: Optional[List[float]]          # [start_s, end_s] of the outage, run seconds
     library: SubjectResult
+    probe_interval_s: Optional[float] = None
+    calls_per_analysed_bound: Optional[float] = None
     baselines: Dict[str, SubjectResult] = field(default_factory=dict)
+
+    def subjects(self) -> List[SubjectResult]:
+        """The library, then the baselines in the report's order."""
+        return [self.library, *self.baselines.values()]
 
     def as_dict(self) -> Dict[str, Any]:
         library = self.library.as_dict()
@@ -102,8 +139,11 @@ class DrillReport:
         out.update({"scenario": self.scenario, "seed": self.seed,
                     "submissions": self.submissions, "engines": self.engines,
                     "backend": self.backend, "time_scale": self.time_scale,
-                    "watermark": self.watermark, "hard_ceiling": self.hard_ceiling,
-                    "probe_bound": self.probe_bound, "drain_bound_s": self.drain_bound_s,
-                    "outage": self.outage,
-                    "baselines": {name: r.as_dict() for name, r in self.baselines.items()}})
+                    "watermark": self.watermark, "probe_bound": self.probe_bound,
+                    "probe_interval_s": self.probe_interval_s,
+                    "calls_per_analysed_bound": self.calls_per_analysed_bound,
+                    "drain_bound_s": self.drain_bound_s, "outage": self.outage,
+                    "baselines": {name: {**r.as_dict(), "probe_bound": self.probe_bound,
+                                         "drain_bound_s": self.drain_bound_s}
+                                  for name, r in self.baselines.items()}})
         return out

@@ -15,15 +15,16 @@ from typing import Callable, Dict, Iterator, Optional, Sequence
 
 from ..errors import ConfigurationError
 from ..settings import Settings
-from .baselines import Progress, baseline_result, run_baseline
-from .bounds import drain_bound_s, probe_bound
+from .baselines import BASELINES, Progress, run_baseline
+from .bounds import calls_per_analysed_bound, drain_bound_s, outage_call_bound, probe_interval_s
+from .judge import judge
 from .library import COST_PER_CALL, drill_settings, run_library
 from .report import LIBRARY, DrillReport, SubjectResult, Timeline
-from .sampling import SAMPLE_STEP_S, Sampler, bin_calls
+from .sampling import SAMPLE_STEP_S, Sampler, bin_calls, bin_photos
 from .scenarios import SCENARIOS, Plan, Scenario
-from .world import World
+from .world import World, photo_keys
 
-__all__ = ["run_drill", "DEFAULT_SUBMISSIONS", "DEFAULT_ENGINES", "DEFAULT_TIME_SCALE",
+__all__ = ["run_drill", "judged", "run_baseline_subject", "DEFAULT_SUBMISSIONS", "DEFAULT_ENGINES", "DEFAULT_TIME_SCALE",
            "BASELINE_NAMES"]
 
 DEFAULT_SUBMISSIONS = 120
@@ -32,7 +33,7 @@ DEFAULT_ENGINES = 4
 #: seconds for the library, so a job's fixed costs (an engine's start-up, the last
 #: reconciliation pass) stay small beside the work, and the whole drill about a minute.
 DEFAULT_TIME_SCALE = 0.1
-BASELINE_NAMES = ("naive", "tenacity", "httpcaller")
+BASELINE_NAMES = ("naive", "tenacity", "httpcaller", "sweep")
 
 @contextlib.contextmanager
 def _ledger(db_url: Optional[str]) -> Iterator[str]:
@@ -45,23 +46,31 @@ def _ledger(db_url: Optional[str]) -> Iterator[str]:
 
 def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
             time_scale: float) -> Dict[str, object]:
+    """What every subject is judged against, from the settings and the plan, before the run."""
     settings = Settings().with_values(drill_settings(world, engines=engines,
                                                      time_scale=time_scale))
     f = scenario.faults
     mean = (f.latency_s + f.latency_jitter_s / 2) * time_scale
     last = max((d.at_s for d in plan.deliveries), default=0.0)
     limit = f.rate_limit_per_s / time_scale if f.rate_limit_per_s else None
-    tasks = len(plan.facts) - len(plan.missing_photos)
+    facts = len(plan.facts) - len(plan.missing_photos)
     outage = plan.outage
-    probes = probe_bound(settings.breaker, (outage[1] - outage[0]) if outage else 0.0,
-                         engines=engines, fastest_call_s=f.latency_s * time_scale)
+    owed = 0
+    if outage is not None:
+        owed = len({k for d in plan.deliveries if d.at_s < outage[1]
+                    for k in photo_keys(d.body)})
+    probes = outage_call_bound(settings.breaker, (outage[1] - outage[0]) if outage else 0.0,
+                               engines=engines, fastest_call_s=f.latency_s * time_scale,
+                               facts=facts)
     return {"watermark": settings.intake.capacity.watermark,
-            "hard_ceiling": settings.intake.park_ceiling,
             "probe_bound": probes if outage else 0,
+            "probe_interval_s": round(probe_interval_s(settings.breaker), 3) if outage else None,
+            "calls_per_analysed_bound": round(calls_per_analysed_bound(
+                scenario.transient_rate), 3),
             "drain_bound_s": round(drain_bound_s(
-                tasks, engines=engines, mean_latency_s=mean,
+                facts, engines=engines, mean_latency_s=mean,
                 transient_rate=scenario.transient_rate, last_arrival_s=last,
-                rate_limit_per_s=limit, outage=outage), 3)}
+                rate_limit_per_s=limit, outage=outage, owed_at_return=owed), 3)}
 
 
 def _live(name: str, show: Optional[Callable[[str], None]]
@@ -78,26 +87,36 @@ def _live(name: str, show: Optional[Callable[[str], None]]
     return on_sample
 
 
+def judged(name: str, world: World, *, started: float, **extra: object) -> SubjectResult:
+    """Subject ``name``'s result: :func:`~fme_ai_resilience.drill.judge.judge` on what
+    ``world``'s stand-ins saw since ``started``, the one judge of every subject."""
+    return SubjectResult.judged(name, judge(world.observe(started=started)), **extra)
+
+
 def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
                          time_scale: float, seed: int,
                          on_sample: Optional[Callable[[Timeline], None]] = None
                          ) -> SubjectResult:
-    """Baseline ``name`` on ``plan`` in ``world`` (fresh, as the library's): its figures, its
-    AI spend at the library's price per call and its timeline (no breaker, no ladder)."""
+    """Baseline ``name`` on ``plan`` in ``world`` (fresh, as the library's), judged at its
+    stand-ins; its AI spend at the library's price per call and its timeline."""
+    chosen = BASELINES[name]
     progress = Progress()
     world.vision.reset()
     with Sampler(lambda: (progress.backlog, progress.busy, None, None), time.monotonic(),
                  on_sample=on_sample) as sampler:
         run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
                            engines=engines, time_scale=time_scale, seed=seed,
-                           progress=progress)
-    snaps = world.snapshots()
-    result = baseline_result(name, run, vision_snapshot=snaps["vision"],
-                             layer_snapshot=snaps["layer"], facts=plan.facts,
-                             outage=plan.outage)
-    if result.skipped is None:
-        result.ai_spend = round(result.ai_calls * COST_PER_CALL, 4)
-        result.timeline = bin_calls(sampler.timeline, snaps["vision"]["log"], time_scale)
+                           layer_url=world.layer.layer_url, progress=progress)
+    if run.skipped is not None:
+        return SubjectResult(name=name, skipped=run.skipped, model=chosen.note)
+    result = judged(name, world, started=run.started, model=chosen.note,
+                    submitted=run.deliveries,
+                    concurrency_bound=engines * chosen.transfers_per_job,
+                    peak_backlog=run.peak_backlog)
+    result.ai_spend = round(result.ai_calls * COST_PER_CALL, 4)
+    result.timeline = bin_photos(bin_calls(sampler.timeline, world.vision.snapshot()["log"],
+                                           time_scale),
+                                 world.layer.snapshot()["history"], sampler.started)
     return result
 
 
@@ -125,8 +144,13 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         plan = world.plan(submissions)
         bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
         say(f"fme-ai-resilience: {len(plan.deliveries)} deliveries, {engines} engines")
-        library = run_library(plan, world, db_url=url, engines=engines,
-                              time_scale=time_scale, on_sample=_live(LIBRARY, on_live))
+        ran = run_library(plan, world, db_url=url, engines=engines,
+                          time_scale=time_scale, on_sample=_live(LIBRARY, on_live))
+        library = judged(LIBRARY, world, started=ran.started,
+                         **ran.extras(world, engines=engines))
+        library.ai_spend = round(library.ai_calls * COST_PER_CALL, 4)
+        bin_photos(library.timeline, world.layer.snapshot()["history"],  # type: ignore[arg-type]
+                   ran.started)
     report = DrillReport(scenario=scenario.name, seed=seed, submissions=submissions,
                          engines=engines, backend=url.split(":", 1)[0],
                          time_scale=time_scale, outage=list(plan.outage) if plan.outage

@@ -3,17 +3,23 @@
 The library's probe reads the ledger (backlog, breaker, degradation level) and the engines;
 a baseline's reads its :class:`~fme_ai_resilience.drill.baselines.Progress` (it has no breaker
 and no ladder). :func:`bin_calls` adds the Vision AI stand-in's calls, by outcome, to the
-steps they fell in.
+steps they fell in; :func:`bin_photos` the layer's features by the outcome they showed at the
+end of each step.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .report import Timeline
 
-__all__ = ["Sampler", "Sample", "bin_calls", "SAMPLE_STEP_S"]
+__all__ = ["Sampler", "Sample", "bin_calls", "bin_photos", "SAMPLE_STEP_S", "PHOTO_SERIES"]
+
+#: The layer's outcome values by the series the page draws them in.
+PHOTO_SERIES = {"ACCEPTED": "analysed", "REVIEW": "in review",
+                "AWAITING_ANALYSIS": "awaiting", "MANUAL_REVIEW": "skipped",
+                "SKIPPED": "skipped"}
 
 SAMPLE_STEP_S = 0.25
 #: ``(backlog, in_flight, breaker state or None, degradation level or None)``.
@@ -29,7 +35,7 @@ class Sampler:
                  step_s: float = SAMPLE_STEP_S,
                  on_sample: Optional[Callable[[Timeline], None]] = None) -> None:
         self.timeline = Timeline(step_s=step_s)
-        self._probe, self._started, self._on_sample = probe, started, on_sample
+        self._probe, self.started, self._on_sample = probe, started, on_sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fair-drill-sampler",
                                         daemon=True)
@@ -46,7 +52,7 @@ class Sampler:
         tl = self.timeline
         while not self._stop.wait(tl.step_s):
             backlog, in_flight, breaker, level = self._probe()
-            tl.t.append(round(time.monotonic() - self._started, 3))
+            tl.t.append(round(time.monotonic() - self.started, 3))
             tl.backlog.append(backlog)
             tl.in_flight.append(in_flight)
             tl.breaker.append(breaker)
@@ -65,4 +71,24 @@ def bin_calls(timeline: Timeline, log: Sequence[Any], time_scale: float) -> Time
         if 0 <= i < steps:
             calls.setdefault(outcome, [0] * steps)[i] += 1
     timeline.ai_calls = calls
+    return timeline
+
+
+def bin_photos(timeline: Timeline, history: Mapping[str, Sequence[Tuple[float, Mapping]]],
+               started: float, outcome_field: str = "ai_status") -> Timeline:
+    """``timeline`` with, per step, the features whose last write by its end set each
+    outcome of :data:`PHOTO_SERIES` (``history``: the layer's writes, monotonic seconds)."""
+    ends = [started + t + timeline.step_s for t in timeline.t]
+    photos = {name: [0] * len(ends) for name in dict.fromkeys(PHOTO_SERIES.values())}
+    for rows in history.values():
+        changes = [(at, values[outcome_field]) for at, values in rows if outcome_field in values]
+        j, now = 0, None
+        for i, end in enumerate(ends):
+            while j < len(changes) and changes[j][0] <= end:
+                now = changes[j][1]
+                j += 1
+            series = PHOTO_SERIES.get(str(now))
+            if series is not None:
+                photos[series][i] += 1
+    timeline.photos = photos
     return timeline

@@ -37,7 +37,7 @@ class Scenario:
     recreate_rate: float = 0.0          # features re-created: new GlobalIDs, the same photos
     missing_photo_rate: float = 0.0     # photos the host answers 404 for
     never_delivered: int = 0            # webhooks lost on the way: only the layer has them
-    kill_engine_at_s: Optional[float] = None   # SIGKILL one engine mid-task (chaos)
+    kills_at_s: Tuple[float, ...] = ()   # each: SIGKILL an engine at a random stage boundary
     terminate_connections_at_s: Optional[float] = None   # PostgreSQL backends (chaos)
 
     @property
@@ -69,12 +69,12 @@ SCENARIOS: Dict[str, Scenario] = {s.name: s for s in (
              FaultSchedule(rate_limit_per_s=1.0, rate_limit_burst=2, **_LATENCY)),
     Scenario("drift", "the Vision AI changes its JSON halfway through",
              FaultSchedule(drift_from_s=60.0, **_LATENCY), burst=False),
-    Scenario("chaos", "the storm, a short outage, an engine killed mid-task and (on "
-                      "PostgreSQL) the database connections cut",
+    Scenario("chaos", "the storm, a short outage, engines killed at random stage boundaries "
+                      "and (on PostgreSQL) the database connections cut",
              FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,
                            outages=[(20.0, 50.0)], **_LATENCY),
              redelivery_rate=0.1, recreate_rate=0.05, missing_photo_rate=0.02,
-             never_delivered=2, kill_engine_at_s=10.0, terminate_connections_at_s=15.0),
+             never_delivered=2, kills_at_s=(6.0, 12.0, 24.0, 40.0), terminate_connections_at_s=15.0),
 )}
 
 

@@ -8,13 +8,21 @@ reads the same without colour and in a log file. Report values are shown through
 from __future__ import annotations
 
 import unicodedata
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
                       subject_notes)
+from .invariants import targets
 from .report import LIBRARY, DrillReport
 
-__all__ = ["render_table", "display_width", "MARKS"]
+__all__ = ["render_table", "render_checklist", "render_excerpt", "display_width", "MARKS",
+           "EXCERPT_ROWS", "CHECKLIST_TITLE"]
+
+#: The rows of the table the README's excerpt shows, in the table's order.
+EXCERPT_ROWS = ("analysed", "accepted", "review", "flagged", "lost", "unanalysable",
+                "duplicate_analyses", "conflicting_writes", "ai_calls", "ai_calls_per_analysed",
+                "outage_ai_calls", "peak_concurrent_calls", "drain_s")
+CHECKLIST_TITLE = "the library's targets:"
 
 #: What a judged cell says after its value; every mark is as wide as the others.
 MARKS = {Verdict.GOOD: "  ok", Verdict.BAD: " BAD", None: "    "}
@@ -46,9 +54,9 @@ def _heading(report: DrillReport) -> List[str]:
         f"drill: scenario {report.scenario}, seed {report.seed}, {report.submissions} "
         f"submissions, {report.engines} engines, {report.backend} ledger, time scale "
         f"{report.time_scale:g}"),
-        printable(f"bounds: watermark {report.watermark}, hard ceiling {report.hard_ceiling}, "
-                  f"probe bound {report.probe_bound}, drain bound "
-                  f"{seconds(report.drain_bound_s)}, {outage}")]
+        printable(f"bounds: probe bound {report.probe_bound}, drain bound "
+                  f"{seconds(report.drain_bound_s)}, {outage}; every subject judged at the "
+                  "stand-ins by the same function")]
 
 
 def _columns(header: Sequence[str], lines: Sequence[Sequence[str]]) -> List[int]:
@@ -56,12 +64,13 @@ def _columns(header: Sequence[str], lines: Sequence[Sequence[str]]) -> List[int]
             for i in range(len(header))]
 
 
-def render_table(report: DrillReport) -> str:
-    """The report as the drill prints it: a heading, the table, then the baselines not run."""
+def _table(report: DrillReport, keys: Optional[Sequence[str]] = None) -> List[str]:
+    """The header, the rule and the rows (those of ``keys`` only, when given), aligned."""
     subjects = ran(report)
     header = ["figure", "target"] + [printable(s.name) for s in subjects]
     body = [[("  " * row.depth) + row.label, printable(row.target)]
-            + [printable(_cell(c)) for c in row.cells] for row in figure_rows(report)]
+            + [printable(_cell(c)) for c in row.cells] for row in figure_rows(report)
+            if keys is None or row.key in keys]
     widths = _columns(header, body)
 
     def line(cells: Sequence[str]) -> str:
@@ -69,10 +78,29 @@ def render_table(report: DrillReport) -> str:
                  for i, (c, w) in enumerate(zip(cells, widths))]
         return _GAP.join(parts).rstrip()
 
-    out = _heading(report) + ["", line(header), _GAP.join("-" * w for w in widths)]
-    out += [line(cells) for cells in body]
+    return [line(header), _GAP.join("-" * w for w in widths)] + [line(c) for c in body]
+
+
+def render_checklist(report: DrillReport) -> str:
+    """The closing checklist: every target of the library, ``ok`` or ``BAD``."""
+    lines = [CHECKLIST_TITLE] + [f"{'ok ' if c.met else 'BAD'}  {printable(c.name)}"
+                                 for c in targets(report)]
+    return "\n".join(lines) + "\n"
+
+
+def render_excerpt(report: DrillReport) -> str:
+    """What the README shows of a run: the heading's first line (the scenario and its size),
+    the rows of :data:`EXCERPT_ROWS`, then the checklist."""
+    lines = _heading(report)[:1] + [""] + _table(report, EXCERPT_ROWS) + ["..."]
+    return "\n".join(lines) + "\n" + render_checklist(report)
+
+
+def render_table(report: DrillReport) -> str:
+    """The report as the drill prints it: a heading, the table, then the baselines not run."""
+    out = _heading(report) + [""] + _table(report)
     out += ["", "ok: within its target; BAD: misses it. "
             f"{LIBRARY} is the library; the other columns are the usual approaches."]
+    out += [printable(f"{s.name} models: {s.model}") for s in ran(report) if s.model]
     out += [f"{name}: {note}" for name, note in subject_notes(report)]
     out += [printable(f"{s.name}: not run: {s.skipped}") for s in skipped(report)]
     return "\n".join(out) + "\n"

@@ -11,9 +11,10 @@ import random
 from typing import Any, Dict, List
 
 from ..keys import compose_key, normalise_global_id
+from .judge import Observed
 from .scenarios import Plan, Scenario, plan_deliveries
-from .standins import (FeatureLayerStandIn, FeatureRecord, PhotoHost, Survey123Sender,
-                       VisionStandIn)
+from .standins import (FeatureLayerStandIn, FeatureRecord, NotificationStandIn, PhotoHost,
+                       Survey123Sender, VisionStandIn)
 
 __all__ = ["World", "WRITEBACK_FIELDS", "photo_keys"]
 
@@ -48,6 +49,7 @@ class World:
         self.photos = PhotoHost(seed=seed)
         self.vision = VisionStandIn(scenario.faults, seed=seed, time_scale=time_scale,
                                     retry_after_ms=True)
+        self.mailbox = NotificationStandIn()
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -80,6 +82,8 @@ class World:
             body = sender.body_for(feature)
             if rng.random() < s.missing_photo_rate:
                 missing.extend(self._gone(body, i))
+                for photo in feature.attachments:
+                    self.layer.lose_photo(photo.id)
             if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
                 never.append(feature.global_id)      # only the layer will ever know it
                 continue
@@ -106,6 +110,22 @@ class World:
                 photo["url"] = self.photos.url_for(name)
                 gone.append(name)
         return gone
+
+    def observe(self, *, started: float) -> Observed:
+        """What the stand-ins saw of the run that began at ``started`` (monotonic s), for
+        :func:`~fme_ai_resilience.drill.judge.judge`."""
+        photos = self.layer.photos()
+        layer = self.layer.snapshot()
+        vision = self.vision.snapshot()
+        shas = {sha for rows in photos.values() for _, sha, _ in rows}
+        return Observed(
+            photos=photos, history=layer["history"],
+            truth={sha: self.vision.truth_of(sha) for sha in shas},
+            vision_log=vision["log"], messages=self.mailbox.snapshot()["messages"],
+            rows_added=layer.get("rows_added", {}),
+            outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
+            peak_in_flight=vision["peak_in_flight"], started=started,
+            time_scale=self.time_scale)
 
     def snapshots(self) -> Dict[str, Any]:
         """Every stand-in's counters."""

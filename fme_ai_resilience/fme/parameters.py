@@ -2,7 +2,7 @@
 
 Each :class:`PublishedParameter` names a ``FAIR_<GROUP>_<FIELD>`` parameter of a setting in
 :mod:`fme_ai_resilience.settings` (or, like ``FAIR_DB``, something that is not a setting) and
-the workspaces that publish it. The generator (:mod:`fme_ai_resilience.fmw`) writes them into
+the workspaces that publish it. The generator (:mod:`fme_ai_resilience.fme.fmw`) writes them into
 each ``.fmw``; the PythonCaller reads them back with ``Settings.from_mapping(fme.macroValues,
 prefix="FAIR_")``. Every settings parameter defaults to blank, which keeps the library default
 (or the ``resilience_config`` row), so a template never pins a threshold by accident; the prompt

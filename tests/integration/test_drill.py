@@ -1,7 +1,7 @@
-"""The drill at a small size, every scenario, asserting on its JSON report: the library loses
-nothing, analyses and writes nothing twice, keeps its engines within N and its backlog within
-the ceiling, gives every dead letter its cause and, in an outage, calls no more than the
-breaker's probe bound. The figures come from the stand-ins' counters and the ledger."""
+"""The drill at a small size, every scenario, asserting on its report: every subject judged
+by one function at the stand-ins; the library loses nothing, pays and writes nothing twice and
+keeps its calls in flight within its engines. The drain and recovery targets are judged by the
+command's exit code (they are timing figures, measured in bench/drill.py)."""
 from __future__ import annotations
 
 import json
@@ -11,96 +11,116 @@ from pathlib import Path
 
 import pytest
 
+from fme_ai_resilience.drill import run as drill_run
 from fme_ai_resilience.drill.run import run_drill
 from fme_ai_resilience.drill.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.integration
 
 SMALL = dict(submissions=24, engines=2, time_scale=0.04, compare=())
+#: What the library holds at this size in every scenario but drift (its own work).
+HELD = ("lost", "analysed", "duplicate_analyses", "conflicting_writes", "duplicate_rows",
+        "peak_concurrent_calls")
 
 
-def holds(report):
-    """The library's invariants, by name, each True when it held."""
-    lib = report.library
-    return {
-        "nothing lost": lib.lost == 0,
-        "no duplicate analysis": lib.duplicate_analyses == 0,
-        "no duplicate write": lib.duplicate_writes == 0,
-        "engines within N": lib.peak_concurrent_engines <= report.engines,
-        "backlog within the ceiling": lib.peak_backlog <= report.hard_ceiling,
-        "every dead letter has a cause": all(lib.dead_by_cause.values())
-        and "UNKNOWN" not in lib.dead_by_cause,
-        "every fact accounted for": lib.succeeded_total + sum(lib.dead_by_cause.values())
-        == lib.distinct_facts,
-        "the run completed": not any("timed out" in n for n in lib.notes),
-    }
+def failed(report):
+    """The library's targets of HELD it missed, by key."""
+    from fme_ai_resilience.drill.invariants import targets
+
+    return [c.name for c in targets(report) if c.key in HELD and not c.met]
 
 
-@pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"chaos"}))
-def test_every_scenario_keeps_the_library_whole(scenario):
-    """Each scenario at a small size on SQLite: every invariant holds."""
+def accounted(subject):
+    """Every fact is analysed, flagged, lost or unanalysable, once."""
+    return (subject.analysed + subject.flagged + subject.lost + subject.unanalysable
+            == subject.facts)
+
+
+@pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"chaos", "drift"}))
+def test_every_scenario_keeps_the_library_whole_at_the_stand_ins(scenario):
+    """Each scenario at a small size on SQLite: every photo that can be analysed is, nothing
+    is lost, paid twice or overwritten, calls in flight stay within the engines."""
     report = run_drill(scenario, **SMALL)
-    failed = [name for name, ok in holds(report).items() if not ok]
-    assert not failed, (failed, report.library.as_dict())
-    if report.outage:
-        assert report.library.outage_ai_calls <= report.probe_bound
+    assert not failed(report), report.library.as_dict()
+    assert accounted(report.library)
+    assert not any("timed out" in n for n in report.library.notes)
 
 
-def test_the_storm_collapses_redeliveries_reuses_recreated_photos_and_backfills():
-    """The storm's redeliveries are collapsed at intake, its re-created features cost no
-    Vision call, its missing photos are NOT_FOUND dead letters and its lost webhooks are
-    found by reconciliation."""
+def test_the_storm_reuses_recreated_photos_and_tells_people_of_the_photos_gone():
+    """The storm's re-created features cost no second paid answer, its lost webhooks are
+    analysed after reconciliation, and each photo gone from the layer is apart, with people
+    told its cause."""
     report = run_drill("storm", submissions=60, engines=2, time_scale=0.04, compare=())
     lib = report.library
-    assert lib.duplicates_collapsed > 0 and lib.analyses_reused > 0
-    assert lib.backfilled == SCENARIOS["storm"].never_delivered
-    assert set(lib.dead_by_cause) <= {"NOT_FOUND"}
-    assert lib.ai_calls <= lib.distinct_facts * 1.6        # retries of 10 % flaky calls
+    assert lib.duplicate_analyses == 0 and lib.unanalysable >= 1
+    assert lib.analysed == lib.analysable and lib.lost == 0
+    assert sum(lib.dead_by_cause.values()) >= lib.unanalysable
+    assert lib.ai_calls <= lib.facts * 1.6        # retries of 10 % flaky calls
 
 
-def test_chaos_kills_an_engine_and_cuts_the_database_yet_nothing_is_lost(pg_url):
-    """On PostgreSQL: an engine SIGKILLed right after a paid analysis and every connection
-    cut mid-run; the survivors finish every task, without a second analysis or write."""
+def test_chaos_kills_engines_at_stage_boundaries_and_cuts_the_database(pg_url):
+    """On PostgreSQL: engines SIGKILLed at random stage boundaries (between a write-back and
+    its checkpoint too) and every connection cut; no second paid answer, no conflicting
+    write, no row added twice, nothing lost."""
     report = run_drill("chaos", db_url=pg_url, **SMALL)
-    failed = [name for name, ok in holds(report).items() if not ok]
-    assert not failed, (failed, report.library.as_dict())
+    assert not failed(report), report.library.as_dict()
     assert any("SIGKILL" in n for n in report.library.notes)
 
 
-def test_the_command_prints_the_json_report_with_its_keys(tmp_path):
-    """``drill --json`` from a child process: the documented top-level keys, an HTML page."""
+def test_the_command_prints_the_json_report_with_its_keys_and_exits_on_its_targets(tmp_path):
+    """``drill --json`` from a child process: the documented keys at the top level and per
+    baseline, the targets, exit 1 exactly when one is missed, an HTML page."""
     page = tmp_path / "drill.html"
     done = subprocess.run(
         [sys.executable, "-m", "fme_ai_resilience", "drill", "--scenario", "calm",
-         "--submissions", "12", "--engines", "2", "--compare", "none", "--json",
+         "--submissions", "8", "--engines", "2", "--compare", "naive", "--json",
          "--time-scale", "0.04",
          "--html", str(page)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    for key in ("lost", "duplicate_analyses", "duplicate_writes", "ai_calls",
-                "outage_ai_calls", "probe_bound", "peak_concurrent_engines", "engines",
-                "dead_by_cause", "drain_s", "drain_bound_s", "baselines"):
+    keys = ("facts", "analysed", "flagged", "lost", "duplicate_analyses", "conflicting_writes",
+            "duplicate_rows", "layer_edits", "ai_calls", "ai_calls_per_analysed",
+            "outage_ai_calls", "recovery_lag_s", "peak_concurrent_calls", "concurrency_bound",
+            "drain_s", "dead_by_cause", "model")
+    for key in keys + ("probe_bound", "drain_bound_s", "baselines", "targets"):
         assert key in report, key
+    for key in keys + ("probe_bound", "drain_bound_s"):
+        assert key in report["baselines"]["naive"], key
+    assert done.returncode == (0 if all(report["targets"].values()) else 1), done.stderr[-3000:]
     assert report["lost"] == 0 and report["engines"] == 2
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
+def test_every_subject_is_judged_by_the_same_function(monkeypatch):
+    """run_drill hands each subject's world to the one judge, once each, library first."""
+    seen = []
+    real = drill_run.judge
+
+    def spy(observed):
+        seen.append(observed)
+        return real(observed)
+
+    monkeypatch.setattr(drill_run, "judge", spy)
+    report = run_drill("calm", submissions=4, engines=1, time_scale=0.04,
+                       compare=("naive", "sweep"))
+    assert len(seen) == 3 and len({id(o) for o in seen}) == 3
+    assert [s.analysed for s in report.subjects()] == [real(o).analysed for o in seen]
+
+
 def test_the_baselines_meet_the_same_plan_with_figures_and_timelines():
     """Each baseline runs the library's plan on its own fresh stand-ins: the same facts and
-    deliveries, its own Vision AI calls (priced as the library's) and its sampled timeline."""
+    deliveries, its own Vision AI calls (priced as the library's), its model and timeline."""
     report = run_drill("storm", submissions=12, engines=2, time_scale=0.04,
-                       compare=("naive", "httpcaller"))
+                       compare=("naive", "httpcaller", "sweep"))
     lib = report.library
-    assert list(report.baselines) == ["naive", "httpcaller"]
+    assert list(report.baselines) == ["naive", "httpcaller", "sweep"]
     for result in report.baselines.values():
-        assert result.skipped is None and result.notes
-        assert (result.submitted, result.distinct_facts) == (lib.submitted, lib.distinct_facts)
+        assert result.skipped is None and result.model
+        assert (result.submitted, result.facts) == (lib.submitted, lib.facts)
+        assert result.unanalysable == lib.unanalysable and accounted(result)
         assert result.ai_calls > 0 and result.ai_spend == round(result.ai_calls * 0.01, 4)
         assert result.timeline is not None and result.timeline.t
         assert max(result.timeline.in_flight) <= report.engines
         assert sum(map(sum, result.timeline.ai_calls.values())) <= result.ai_calls
-        # nothing keeps what the storm loses: its missing photos and its lost webhooks
-        assert result.lost >= SCENARIOS["storm"].never_delivered
 
 
 def test_the_command_runs_the_baselines_asked_for_and_refuses_unknown_ones(tmp_path):
@@ -110,9 +130,9 @@ def test_the_command_runs_the_baselines_asked_for_and_refuses_unknown_ones(tmp_p
             "--submissions", "6", "--engines", "1", "--time-scale", "0.04", "--json"]
     done = subprocess.run(line + ["--compare", "naive"], capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode in (0, 1), done.stderr[-3000:]
     baselines = json.loads(done.stdout)["baselines"]
-    assert list(baselines) == ["naive"] and baselines["naive"]["succeeded_total"] == 6
+    assert list(baselines) == ["naive"] and baselines["naive"]["facts"] == 6
     bad = subprocess.run(line + ["--compare", "naive,retry-forever"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
@@ -169,8 +189,11 @@ def test_on_a_terminal_the_drill_shows_its_progress_live(tmp_path):
             os.close(follower)
         os.close(leader)
     text = shown.decode("utf-8", "replace")
-    assert done.returncode == 0, text[-2000:]
+    assert done.returncode in (0, 1), text[-2000:]
     assert "calm: submissions spread over two minutes" in text
     assert "\r    fme-ai-resilience: " in text and "backlog " in text and "engines busy " in text
     assert "\r    naive: " in text
-    assert "LOST" in done.stdout
+    assert "LOST" in done.stdout and "the library's targets:" in done.stdout
+    checklist = done.stdout.split("the library's targets:\n", 1)[1].splitlines()
+    assert len(checklist) == 8 and any("drain" in line for line in checklist)
+    assert done.returncode == (1 if any(line.startswith("BAD") for line in checklist) else 0)

@@ -1,7 +1,8 @@
-"""The baselines against the real loopback stand-ins: engines, queue, faults and their figures.
+"""The baselines against the real loopback stand-ins: engines, queue, faults, judged as the
+library is (``run.judged``, at the stand-ins).
 
-Schedules run compressed (``time_scale`` 0.02); what is asserted is what the stand-ins and
-the run counted, never how long the wall clock took.
+Schedules run compressed (``time_scale`` 0.02); what is asserted is what the stand-ins saw,
+never how long the wall clock took, and never that a baseline loses.
 """
 from __future__ import annotations
 
@@ -11,115 +12,89 @@ from typing import List, Optional
 import pytest
 
 from optional_deps import baseline_params, needs_tenacity
-from fme_ai_resilience.drill import world as drill_world
-from fme_ai_resilience.drill.baselines import (BASELINES, Progress, baseline_result,
-                                               run_baseline)
-from fme_ai_resilience.drill.scenarios import SCENARIOS, Scheduled
-from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn,
-                                              Survey123Sender, VisionStandIn)
-from fme_ai_resilience.keys import compose_key, normalise_global_id
+from fme_ai_resilience.drill.baselines import BASELINES, Progress, run_baseline
+from fme_ai_resilience.drill.run import judged, run_baseline_subject
+from fme_ai_resilience.drill.scenarios import SCENARIOS, Scenario, Scheduled
+from fme_ai_resilience.drill.standins import FaultSchedule
+from fme_ai_resilience.drill.world import World
 
 pytestmark = pytest.mark.integration
 
 TIME_SCALE = 0.02
 NAMES = baseline_params(sorted(BASELINES))
 #: Vision calls per photo when every call fails: 3 tries, 5 attempts, 1 + 3 retries.
-CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4}
+CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4, "sweep": 4}
 
 
-class Stage:
-    """A feature layer with the write-back's fields and a Vision stand-in, for one run."""
+class Stage(World):
+    """A world of features made one by one (not a plan), for one baseline run."""
 
     def __init__(self, schedule: Optional[FaultSchedule] = None) -> None:
-        self.layer = FeatureLayerStandIn(seed=3, fields=drill_world.WRITEBACK_FIELDS)
-        self.vision = VisionStandIn(schedule or FaultSchedule(latency_s=0.2), seed=3,
-                                    time_scale=TIME_SCALE)
+        super().__init__(Scenario("stage", "a test's own", schedule or FaultSchedule(
+            latency_s=0.2)), seed=3, time_scale=TIME_SCALE)
+        from fme_ai_resilience.drill.standins import Survey123Sender
         self.sender = Survey123Sender("http://127.0.0.1:9/unused", seed=3)
-        self.facts: List[str] = []
-
-    def __enter__(self) -> "Stage":
-        self.layer.start()
-        self.vision.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.vision.stop()
-        self.layer.stop()
 
     def submit(self, photos: int = 1, record=None):
         record = record or self.layer.add_feature(photos=photos)
-        self.facts += [compose_key(normalise_global_id(record.global_id),
-                                   normalise_global_id(a.global_id))
-                       for a in record.attachments]
         return record, self.sender.body_for(record)
 
     def run(self, name, deliveries, engines=2, progress=None):
+        self.vision.reset()
         run = run_baseline(name, deliveries, vision_url=self.vision.endpoint, engines=engines,
-                           time_scale=TIME_SCALE, seed=5, progress=progress)
-        return run, baseline_result(name, run, vision_snapshot=self.vision.snapshot(),
-                                    layer_snapshot=self.layer.snapshot(), facts=self.facts)
+                           time_scale=TIME_SCALE, seed=5, layer_url=self.layer.layer_url,
+                           progress=progress)
+        bound = engines * BASELINES[name].transfers_per_job
+        return run, judged(name, self, started=run.started, concurrency_bound=bound)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_on_a_calm_day_every_baseline_succeeds_every_fact_once(name):
-    """Calm: each fact analysed once, written once, nothing lost; the answer is the truth."""
+def test_on_a_calm_day_every_baseline_analyses_every_fact_once(name):
+    """A healthy Vision AI: each photo analysed once, written once, the Tester's outcome."""
     with Stage() as world:
-        records = [world.submit()[0] for _ in range(4)]
-        deliveries = [Scheduled(0.01 * i, world.sender.body_for(r))
-                      for i, r in enumerate(records)]
+        deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(4)]
         run, result = world.run(name, deliveries)
-        assert run.skipped is None and run.jobs == 4
-        assert all(f.succeeded for f in run.facts.values()) and len(run.facts) == 4
-        assert (result.lost, result.succeeded) == (0, {"accepted": 4})
-        assert (result.duplicate_analyses, result.duplicate_writes) == (0, 0)
-        assert result.ai_calls == 4 and result.ai_calls_per_completed_task == 1.0
-        for record in records:
-            written = world.layer.attributes_of(record.global_id)
-            truth = world.vision.truth(record.attachments[0].data)
-            assert (written["ai_condition"], written["ai_confidence"]) == truth
-            assert written["ai_status"] == "accepted" and written["ai_trace_id"]
+        assert (result.facts, result.analysed, result.lost) == (4, 4, 0)
+        assert result.accepted + result.review == 4
+        assert (result.duplicate_analyses, result.conflicting_writes) == (0, 0)
+        assert result.ai_calls == 4 and run.jobs >= 4
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_redelivery_is_analysed_and_written_again(name):
-    """The same body delivered twice is two jobs: two analyses, two writes, both duplicates."""
+def test_a_redelivery_is_analysed_again_and_its_identical_write_is_no_conflict(name):
+    """The same body twice: a second paid answer, the same values written again."""
     with Stage() as world:
-        _, body = world.submit(photos=2)
-        run, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.05, body)])
-        assert run.jobs == 2 and result.submitted == 2 and result.lost == 0
-        assert (result.duplicate_analyses, result.duplicate_writes) == (2, 2)
-        assert result.ai_calls_per_completed_task == 2.0
+        _, body = world.submit()
+        _, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.02, body)])
+        assert result.analysed == 1 and result.duplicate_analyses == 1
+        assert result.conflicting_writes == 0 and result.layer_edits == 2
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_recreated_feature_is_analysed_again(name):
-    """A feature re-created with new GlobalIDs and the same photo is paid for again."""
+def test_a_recreated_feature_is_one_fact_analysed_on_both(name):
+    """New GlobalIDs, the same photo: one fact, paid twice, analysed on both features."""
     with Stage() as world:
         record, body = world.submit()
         _, again = world.submit(record=world.layer.recreate(record))
-        run, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.02, again)])
-        assert result.lost == 0 and result.distinct_facts == 2
-        assert (result.duplicate_analyses, result.duplicate_writes) == (1, 0)
+        _, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.02, again)])
+        assert (result.facts, result.analysed, result.duplicate_analyses) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_an_outage_longer_than_the_retries_loses_every_fact(name):
-    """Vision down for longer than any retry lasts: every fact lost, every call in the outage."""
+def test_an_outage_longer_than_the_retries_takes_each_retry_into_it(name):
+    """Vision down for good: every call the baseline's retry makes lands in the outage."""
     with Stage(FaultSchedule(outages=[(0.0, 100_000.0)])) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(3)]
-        run, result = world.run(name, deliveries)
-        assert not any(f.succeeded for f in run.facts.values())
-        assert all("503" in f.error for f in run.facts.values())
-        assert result.lost == 3 and result.succeeded == {"accepted": 0}
-        assert result.dead_by_cause == {}
-        assert result.ai_calls == result.outage_ai_calls == 3 * CALLS_WHEN_ALL_FAIL[name]
-        assert run.vision_calls == result.ai_calls
-        assert result.ai_calls_per_completed_task is None
+        _, result = world.run(name, deliveries)
+        per_photo = CALLS_WHEN_ALL_FAIL[name] * (2 if name == "sweep" else 1)
+        assert result.ai_calls == result.outage_ai_calls == 3 * per_photo
+        assert result.analysed == 0 and result.ai_calls_per_analysed is None
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_engines_never_exceed_n_busy(name):
-    """Eight deliveries at once on two engines: the queue holds the rest, never three busy."""
+    """Eight deliveries at once on two engines: the queue holds the rest, never three busy,
+    and the Vision AI never sees more calls at once than the engines can make."""
     with Stage(FaultSchedule(latency_s=1.0)) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(8)]
         progress = Progress()
@@ -138,79 +113,62 @@ def test_the_engines_never_exceed_n_busy(name):
         finally:
             done.set()
             sampler.join()
-        assert max(busy for _, busy, _ in seen) <= 2
-        assert run.peak_busy == result.peak_concurrent_engines == 2
-        assert progress.peak_busy == 2 and run.peak_backlog == result.peak_backlog == 8
-        assert progress.sample() == (0, 0, 0) and result.lost == 0
+        assert max(busy for _, busy, _ in seen) <= 2 and run.peak_busy == 2
+        assert run.peak_backlog == 8 and progress.sample() == (0, 0, 0)
+        assert 1 <= result.peak_concurrent_calls <= 2
 
 
-@pytest.mark.parametrize("name, most", [("naive", 1), pytest.param("tenacity", 1, marks=needs_tenacity),
+@pytest.mark.parametrize("name, most", [("naive", 1),
+                                        pytest.param("tenacity", 1, marks=needs_tenacity),
                                         ("httpcaller", 25)])
-def test_transfers_in_flight_per_job(name, most):
+def test_calls_in_flight_per_job_are_measured_at_the_vision_ai(name, most):
     """A Python job calls one photo at a time; HTTPCaller keeps up to 25 transfers going."""
     with Stage(FaultSchedule(latency_s=2.0)) as world:
         _, body = world.submit(photos=30)
         run, result = world.run(name, [Scheduled(0.0, body)], engines=1)
-        assert result.lost == 0 and run.jobs == 1
-        assert 1 <= run.peak_in_flight <= most
+        assert run.jobs == 1
+        assert 1 <= result.peak_concurrent_calls <= most
         if most > 1:
-            assert run.peak_in_flight > 1
+            assert result.peak_concurrent_calls > 1
 
 
-def test_retry_after_is_ignored_by_every_baseline():
-    """A rate limit asking for whole seconds: each baseline waits its own schedule instead."""
-    with Stage(FaultSchedule(rate_limit_per_s=0.5, rate_limit_burst=1)) as world:
+def test_the_sweep_finds_what_no_webhook_brought_and_stops_when_a_pass_writes_nothing():
+    """A feature only the layer holds: the sweep's pass analyses it; the next writes nothing
+    and the run ends there."""
+    with Stage() as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(2)]
-        for name, first in (("naive", 1.0), ("httpcaller", 0.5)):
-            world.vision.reset()
-            run, _ = world.run(name, deliveries, engines=2)
-            assert run.waits_s and run.waits_s[0] == first
-            assert world.vision.snapshot()["by_outcome"]["rate_limited"] >= 1
+        world.layer.add_feature(photos=1)            # its webhook never came
+        run, result = world.run("sweep", deliveries)
+        assert (result.facts, result.analysed, result.lost) == (3, 3, 0)
+        assert run.sweeps == 2 and run.jobs == 4
+        assert result.duplicate_analyses == 0
 
-
-# --- the drill's own plans -----------------------------------------------------------------------
 
 def _plan_run(scenario, name, submissions, time_scale, seed, engines=2):
-    """A drill plan on a fresh world, run by baseline ``name`` as the drill runs a subject."""
-    with drill_world.World(SCENARIOS[scenario], seed=seed, time_scale=time_scale) as world:
+    """A drill plan on a fresh world, run and judged as the drill runs a baseline."""
+    with World(SCENARIOS[scenario], seed=seed, time_scale=time_scale) as world:
         plan = world.plan(submissions)
-        world.vision.reset()
-        run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
-                           engines=engines, time_scale=time_scale, seed=seed)
-        snaps = world.snapshots()
-        windowed = baseline_result(name, run, vision_snapshot=snaps["vision"],
-                                   layer_snapshot=snaps["layer"], facts=plan.facts,
-                                   outage=plan.outage)
-        result = baseline_result(name, run, vision_snapshot=snaps["vision"],
-                                 layer_snapshot=snaps["layer"], facts=plan.facts)
-    return plan, run, result, windowed
-
-
-def _urls(body):
-    return [p["url"] for group in body["feature"]["attachments"].values() for p in group]
+        result = run_baseline_subject(name, plan, world, engines=engines,
+                                      time_scale=time_scale, seed=seed)
+    return plan, result
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_a_storm_plan_loses_what_nothing_keeps(name):
-    """The storm: photos gone and webhooks never sent are lost, redeliveries paid twice."""
-    plan, run, result, _ = _plan_run("storm", name, 12, 0.02, seed=3)   # a seed with all three
-    redelivered = [d for d in plan.deliveries if d.redelivery]
-    assert plan.missing_photos and plan.never_delivered and redelivered
-    assert run.jobs == len(plan.deliveries) == result.submitted
-    assert result.distinct_facts == len(plan.facts) == 12
-    reachable = {plan.key_facts[key] for d in plan.deliveries
-                 for key, url in zip(drill_world.photo_keys(d.body), _urls(d.body))
-                 if "/photos/gone-" not in url}
-    unreachable = set(plan.facts) - reachable
-    assert unreachable and result.lost >= len(unreachable)
-    assert result.duplicate_analyses >= 1 and result.dead_by_cause == {}
-    assert result.peak_concurrent_engines <= 2
+def test_a_storm_plan_is_judged_at_the_stand_ins(name):
+    """The storm's photos gone from the layer are apart; every fact is analysed, flagged or
+    lost; deliveries are the plan's."""
+    plan, result = _plan_run("storm", name, 12, 0.02, seed=3)   # a seed with all three
+    assert plan.missing_photos and plan.never_delivered
+    assert any(d.redelivery for d in plan.deliveries)
+    assert result.submitted == len(plan.deliveries) and result.facts == len(plan.facts) == 12
+    assert result.unanalysable == len(plan.missing_photos)
+    assert result.analysed + result.flagged + result.lost == result.analysable
+    assert result.peak_concurrent_calls <= result.concurrency_bound
+    assert result.model == BASELINES[name].note and result.timeline.photos
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_outage_plan_counts_the_calls_made_into_the_outage(name):
-    """The outage: calls during the window counted by the stand-in and by the plan's window."""
-    _, run, result, windowed = _plan_run("outage", name, 8, 0.01, seed=3)
-    assert result.outage_ai_calls > 0
-    assert windowed.outage_ai_calls == result.outage_ai_calls
-    assert result.ai_calls == run.vision_calls
+    """The outage: calls during the window counted by the stand-in."""
+    _, result = _plan_run("outage", name, 8, 0.01, seed=3)
+    assert 0 < result.outage_ai_calls <= result.ai_calls

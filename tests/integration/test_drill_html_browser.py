@@ -18,7 +18,7 @@ from typing import Tuple
 import pytest
 
 from fme_ai_resilience.drill.charts import (BACKLOG_FILL, LEVEL_COLOUR, OUTAGE_FILL,
-                                            OUTCOME_COLOURS, STATE_COLOURS)
+                                            OUTCOME_COLOURS, PHOTO_COLOURS, STATE_COLOURS)
 from fme_ai_resilience.drill.html import render_html
 from tests.conftest import IN_CI
 from tests.drill_reports import sample_report
@@ -26,7 +26,7 @@ from tests.drill_reports import sample_report
 pytestmark = pytest.mark.integration
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-WIDTH, HEIGHT = 1400, 2400
+WIDTH, HEIGHT = 1400, 4400
 #: Keeps the browser on this machine: no name resolves, no background service starts.
 OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--disable-default-apps",
@@ -145,6 +145,8 @@ def test_the_screenshot_is_the_window_and_not_blank(screenshot):
     ("breaker OPEN", STATE_COLOURS["OPEN"], 500),
     ("breaker HALF_OPEN", STATE_COLOURS["HALF_OPEN"], 100),
     ("degradation level", LEVEL_COLOUR, 200),
+    ("photos in review", PHOTO_COLOURS["in review"], 300),
+    ("photos awaiting", PHOTO_COLOURS["awaiting"], 150),
 ])
 def test_each_chart_series_is_visible(screenshot, series, colour, at_least):
     """Every series the charts draw shows in its colour over a meaningful number of pixels."""

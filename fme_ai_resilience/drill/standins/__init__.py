@@ -6,7 +6,8 @@
 - :class:`PhotoHost`: photos at ``/photos/<name>``, with 404s and ArcGIS's HTTP-200 498;
 - :class:`FeatureLayerStandIn`: an ArcGIS feature service (query, queryAttachments,
   attachments, applyEdits) holding the features crews submitted, as :class:`FeatureRecord`;
-- :class:`Survey123Sender`: webhook bodies for those features, posted like the field app.
+- :class:`Survey123Sender`: webhook bodies for those features, posted like the field app;
+- :class:`NotificationStandIn`: the mailbox of what people are told (not a server).
 
 Each listens on 127.0.0.1 only, starts with ``start()`` or ``with``, stops cleanly with
 ``stop()``, answers deterministically from its inputs and ``seed``, and keeps thread-safe
@@ -16,6 +17,7 @@ sockets, and nothing in the library imports them.
 from __future__ import annotations
 
 from .feature_layer import FeatureLayerStandIn
+from .notifications import Message, NotificationStandIn
 from .photos import PhotoHost, fake_jpeg
 from .records import AttachmentRecord, FeatureRecord
 from .server import Reply, Request, StandInError, StandInServer
@@ -25,4 +27,5 @@ from .where import WhereError
 
 __all__ = ["VisionStandIn", "FaultSchedule", "PhotoHost", "fake_jpeg", "FeatureLayerStandIn",
            "FeatureRecord", "AttachmentRecord", "Survey123Sender", "Delivery", "StandInServer",
-           "StandInError", "Request", "Reply", "WhereError"]
+           "StandInError", "Request", "Reply", "WhereError", "NotificationStandIn",
+           "Message"]

@@ -44,46 +44,18 @@ from ...clock import Clock, SystemClock
 from ...errors import ConfigurationError
 from .photos import fake_jpeg
 from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord, FeatureRecord
+from .layer_edits import (TRACKING, attachment_info as _info, bad as _bad, error as _error,
+                          esri_type as _esri_type, flag as _flag, resolve_update,
+                          whole as _whole)
 from .server import Reply, Request, StandInServer
 from .where import WhereError, braced_global_id, parse_where
 
 __all__ = ["FeatureLayerStandIn"]
 
-_TRACKING = {"CreationDate": "esriFieldTypeDate", "Creator": "esriFieldTypeString",
-             "EditDate": "esriFieldTypeDate", "Editor": "esriFieldTypeString"}
 _ASSET_TYPES = ("hydrant", "valve", "pole", "manhole")
 _CREWS = ("north-1", "north-2", "south-1", "east-3")
 _ATTACHMENT_PATH = re.compile(r"^/(\d+)/(\d+)/attachments(?:/(\d+))?/?$")
 _SR = {"wkid": 4326, "latestWkid": 4326}
-
-
-def _error(code: int, message: str, *details: str) -> Reply:
-    return Reply.json(200, {"error": {"code": code, "message": message,
-                                      "details": list(details)}})
-
-
-def _bad(detail: str) -> Reply:
-    return _error(400, "Unable to complete operation.", detail)
-
-
-def _flag(params: Mapping[str, str], key: str, default: bool) -> bool:
-    value = params.get(key)
-    return default if value in (None, "") else value.strip().lower() == "true"
-
-
-def _whole(params: Mapping[str, str], key: str) -> Optional[int]:
-    value = (params.get(key) or "").strip()
-    if not value:
-        return None
-    if not value.isdigit():
-        raise WhereError(f"'{key}' parameter is invalid")
-    return int(value)
-
-
-def _esri_type(value: Any) -> str:
-    if isinstance(value, bool) or isinstance(value, str) or value is None:
-        return "esriFieldTypeString"
-    return "esriFieldTypeInteger" if isinstance(value, int) else "esriFieldTypeDouble"
 
 
 class FeatureLayerStandIn(StandInServer):
@@ -111,7 +83,7 @@ class FeatureLayerStandIn(StandInServer):
         self.clock = clock or SystemClock()
         self._rng = random.Random(f"layer:{seed}")
         self._types: Dict[str, str] = {OBJECT_ID_FIELD: "esriFieldTypeOID",
-                                       GLOBAL_ID_FIELD: "esriFieldTypeGlobalID", **_TRACKING}
+                                       GLOBAL_ID_FIELD: "esriFieldTypeGlobalID", **TRACKING}
         for extra in fields:
             self._field(name("fields", extra), None)
         self._rows: Dict[int, Dict[str, Any]] = {}        # object id -> attributes
@@ -119,6 +91,7 @@ class FeatureLayerStandIn(StandInServer):
         self._attachments: Dict[int, List[AttachmentRecord]] = {}
         self._next_oid = 1
         self._next_aid = 1
+        self._gone: List[AttachmentRecord] = []
         self._clear()
 
     # --- urls ------------------------------------------------------------------------------
@@ -215,6 +188,30 @@ class FeatureLayerStandIn(StandInServer):
                     return dict(row)
         raise ConfigurationError("global_id", global_id, "is not a feature of the layer")
 
+    def lose_photo(self, attachment_id: int) -> None:
+        """The photo is gone from the layer: no longer listed, its bytes answer 404."""
+        with self.lock:
+            for oid, records in self._attachments.items():
+                kept = [a for a in records if a.id != attachment_id]
+                if len(kept) < len(records):
+                    self._gone.extend(a for a in records if a.id == attachment_id)
+                    self._attachments[oid] = kept
+                    return
+        raise ConfigurationError("attachment_id", attachment_id, "is not a photo of the layer")
+
+    def photos(self) -> Dict[str, List[Tuple[str, str, bool]]]:
+        """Every photo the layer was given, by feature GlobalID: ``(attachment GlobalID,
+        SHA-256, gone)``, gone ones included (the world's ground truth)."""
+        with self.lock:
+            out: Dict[str, List[Tuple[str, str, bool]]] = {
+                row[GLOBAL_ID_FIELD]: [] for row in self._rows.values()}
+            for oid, records in self._attachments.items():
+                out[self._rows[oid][GLOBAL_ID_FIELD]].extend(
+                    (a.global_id, a.sha256, False) for a in records)
+            for a in self._gone:
+                out[a.parent_global_id].append((a.global_id, a.sha256, True))
+            return out
+
     # --- counters --------------------------------------------------------------------------
 
     def _clear(self) -> None:
@@ -223,6 +220,8 @@ class FeatureLayerStandIn(StandInServer):
         self._apply_edits = 0
         self._writes: Counter = Counter()
         self._last_written: Dict[str, Dict[str, Any]] = {}
+        self._history: Dict[str, List[Tuple[float, Dict[str, Any]]]] = {}
+        self._rows_added: Counter = Counter()
         self._failed_rows = 0
         self._downloads: Counter = Counter()
         self._unauthorized = 0
@@ -231,12 +230,17 @@ class FeatureLayerStandIn(StandInServer):
     def snapshot(self) -> Dict[str, Any]:
         """``queries``, ``query_attachments`` and ``apply_edits`` (calls); ``writes`` (rows
         written per feature GlobalID, ``{UPPER}``); ``last_written`` (the attributes each
-        feature's last written row carried); ``failed_rows``; ``attachment_downloads`` (per
+        feature's last written row carried); ``history`` (per feature GlobalID, every row written
+        as ``(monotonic seconds, the values it set)``, in order); ``rows_added`` (related-table
+        rows added, per ``(parent GlobalID, photo GlobalID)``); ``failed_rows``; ``attachment_downloads`` (per
         attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``."""
         with self.lock:
             return {"queries": self._queries, "query_attachments": self._query_attachments,
                     "apply_edits": self._apply_edits, "writes": dict(self._writes),
                     "last_written": {k: dict(v) for k, v in self._last_written.items()},
+                    "history": {k: [(t, dict(v)) for t, v in rows]
+                                for k, rows in self._history.items()},
+                    "rows_added": dict(self._rows_added),
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
                     "unauthorized": self._unauthorized, "token_in_query": self._token_in_query}
@@ -277,6 +281,8 @@ class FeatureLayerStandIn(StandInServer):
                 if request.method != "POST":
                     return _bad("applyEdits needs POST")
                 return self._apply(params)
+            if rest == "/1/applyEdits" and request.method == "POST":
+                return self._add_related(params)
             match = _ATTACHMENT_PATH.match(rest)
             if match and match.group(1) == "0":
                 return self._attachment(int(match.group(2)), match.group(3))
@@ -408,7 +414,7 @@ class FeatureLayerStandIn(StandInServer):
             with_url = _flag(params, "returnUrl", False)
             groups = []
             for oid in chosen:
-                infos = [self._info(a, with_url) for a in self._attachments.get(oid, ())
+                infos = [_info(a, with_url) for a in self._attachments.get(oid, ())
                          if (not types or a.content_type in types)
                          and (not keywords or a.keywords.lower() in keywords)]
                 if infos:
@@ -417,24 +423,13 @@ class FeatureLayerStandIn(StandInServer):
                                    "attachmentInfos": infos})
         return Reply.json(200, {"attachmentGroups": groups})
 
-    @staticmethod
-    def _info(attachment: AttachmentRecord, with_url: bool) -> Dict[str, Any]:
-        info: Dict[str, Any] = {"id": attachment.id, "globalId": attachment.global_id,
-                                "parentGlobalId": attachment.parent_global_id,
-                                "name": attachment.name, "contentType": attachment.content_type,
-                                "size": attachment.size, "keywords": attachment.keywords,
-                                "exifInfo": None}
-        if with_url:
-            info["url"] = attachment.url
-        return info
-
     def _attachment(self, oid: int, aid: Optional[str]) -> Reply:
         with self.lock:
             attachments = self._attachments.get(oid)
             if attachments is None:
                 return _error(404, "Feature not found.", f"no feature with object id {oid}")
             if aid is None:
-                return Reply.json(200, {"attachmentInfos": [self._info(a, False)
+                return Reply.json(200, {"attachmentInfos": [_info(a, False)
                                                             for a in attachments]})
             found = next((a for a in attachments if a.id == int(aid)), None)
             if found is None:
@@ -459,7 +454,8 @@ class FeatureLayerStandIn(StandInServer):
         with self.lock:
             results, writes = [], []
             for update in updates:
-                result, write = self._resolve(update.get("attributes"), by_gid)
+                result, write = resolve_update(update.get("attributes"), by_gid, rows=self._rows,
+                                                types=self._types)
                 results.append(result)
                 if write is not None:
                     writes.append(write)
@@ -477,42 +473,28 @@ class FeatureLayerStandIn(StandInServer):
                 row.update(values)
                 row["EditDate"], row["Editor"] = now_ms, CREATOR
                 self._writes[row[GLOBAL_ID_FIELD]] += 1
+                self._history.setdefault(row[GLOBAL_ID_FIELD], []).append(
+                    (self.clock.monotonic(), dict(values)))
                 self._last_written[row[GLOBAL_ID_FIELD]] = dict(sent)
         return Reply.json(200, {"addResults": [], "updateResults": results,
                                 "deleteResults": []})
 
-    def _resolve(self, attributes: Any, by_gid: bool
-                 ) -> Tuple[Dict[str, Any], Optional[Tuple[int, Dict[str, Any], Mapping]]]:
-        """The result row for one update, and the write it makes when it can; caller locks."""
-        if not isinstance(attributes, dict):
-            return {"objectId": None, "globalId": None, "success": False,
-                    "error": {"code": 1000, "description": "The update has no attributes."}}, None
-        raw_gid = get_ignoring_case(attributes, GLOBAL_ID_FIELD)
-        raw_oid = get_ignoring_case(attributes, OBJECT_ID_FIELD)
-        oid: Optional[int] = None
-        if by_gid:
-            try:
-                gid = braced_global_id(raw_gid)
-            except WhereError:
-                gid = None
-            oid = next((o for o, r in self._rows.items() if r[GLOBAL_ID_FIELD] == gid), None)
-        elif isinstance(raw_oid, int) and raw_oid in self._rows:
-            oid = raw_oid
-        if oid is None:
-            return {"objectId": raw_oid if isinstance(raw_oid, int) else None,
-                    "globalId": raw_gid if isinstance(raw_gid, str) else None, "success": False,
-                    "error": {"code": 1019, "description": "Object is missing."}}, None
-        row = self._rows[oid]
-        result: Dict[str, Any] = {"objectId": oid, "globalId": row[GLOBAL_ID_FIELD],
-                                  "success": True}
-        lower = {f.lower(): f for f in self._types}
-        values = {}
-        for key, value in attributes.items():
-            canonical = lower.get(key.lower())
-            if canonical is None:
-                result["success"] = False
-                result["error"] = {"code": 1000, "description": f"Invalid column name '{key}'."}
-                return result, None
-            if canonical not in (OBJECT_ID_FIELD, GLOBAL_ID_FIELD) and canonical not in _TRACKING:
-                values[canonical] = value
-        return result, (oid, values, attributes)
+    def _add_related(self, params: Mapping[str, str]) -> Reply:
+        """Table 1, a related table of assessments: ``adds`` only, each row counted by its
+        ``parentglobalid`` and ``ai_photo_globalid`` (rows added twice are visible)."""
+        try:
+            adds = json.loads(params.get("adds") or "[]")
+        except ValueError:
+            return _bad("'adds' parameter is invalid")
+        if not isinstance(adds, list) or not all(isinstance(a, dict) for a in adds):
+            return _bad("'adds' parameter is invalid")
+        results = []
+        with self.lock:
+            for add in adds:
+                row = add.get("attributes") or {}
+                key = (str(get_ignoring_case(row, "parentglobalid")).upper(),
+                       str(get_ignoring_case(row, "ai_photo_globalid")).upper())
+                self._rows_added[key] += 1
+                results.append({"objectId": sum(self._rows_added.values()), "success": True})
+        return Reply.json(200, {"addResults": results, "updateResults": [],
+                                "deleteResults": []})

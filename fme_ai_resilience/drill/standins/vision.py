@@ -222,6 +222,10 @@ class VisionStandIn(StandInServer):
         """The photo's ground truth: ``(condition, confidence)``, from its SHA-256 and the seed."""
         return self._truth(hashlib.sha256(bytes(image)).hexdigest())
 
+    def truth_of(self, sha256: str) -> Tuple[str, float]:
+        """The ground truth of the photo whose bytes have this SHA-256 (see :meth:`truth`)."""
+        return self._truth(sha256)
+
     def _truth(self, sha: str) -> Tuple[str, float]:
         digest = hashlib.sha256(f"truth:{self.seed}:{sha}".encode("ascii")).digest()
         condition = self.conditions[int.from_bytes(digest[:4], "big") % len(self.conditions)]

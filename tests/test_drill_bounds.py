@@ -1,0 +1,40 @@
+"""What a drill's figures are judged against, computed before the run: bounds that can fail."""
+from __future__ import annotations
+
+import pytest
+
+from fme_ai_resilience.breaker import cooldown_s
+from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
+                                            outage_call_bound, probe_bound, probe_interval_s)
+from fme_ai_resilience.settings import BreakerSettings
+
+
+def test_the_outage_call_bound_is_never_more_than_the_facts():
+    """A long outage lets the breaker probe many rounds; the bound stops at the facts."""
+    policy = BreakerSettings()
+    wide = probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0)
+    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0,
+                             facts=wide + 10) == wide
+    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0, facts=12) == 12
+
+
+def test_the_probe_interval_is_the_breakers_first_cooldown():
+    """Recovery is due within the first cooldown between probe rounds, however long the
+    outage (the breaker's settings, read in one place)."""
+    policy = BreakerSettings()
+    assert probe_interval_s(policy) == cooldown_s(policy, 1)
+
+
+def test_calls_per_analysed_photo_allow_one_retry_of_each_transient_failure():
+    """1.1 x 1/(1-p): 1.1 on a healthy service, 1.22 when a tenth of the calls fail."""
+    assert calls_per_analysed_bound(0.0) == pytest.approx(1.1)
+    assert calls_per_analysed_bound(0.1) == pytest.approx(1.1 / 0.9)
+
+
+def test_the_outage_drain_is_counted_from_the_services_return():
+    """The work owed when the service returns is done after its end, over the engines."""
+    base = dict(engines=2, mean_latency_s=1.0, transient_rate=0.0, last_arrival_s=0.0)
+    assert drain_bound_s(10, **base) == pytest.approx(5.0)
+    assert drain_bound_s(10, outage=(0.0, 20.0), owed_at_return=10, **base) == pytest.approx(
+        25.0)
+    assert drain_bound_s(10, outage=(0.0, 20.0), **base) == pytest.approx(20.5)
