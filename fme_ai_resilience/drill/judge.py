@@ -29,16 +29,17 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..keys import compose_key, normalise_global_id
-from ..ledger import TaskOutcome
+from ..ledger import LayerStatus, TaskOutcome
 from ..pipeline_settings import WritebackSettings
 from .standins import Message
 
 __all__ = ["Observed", "Figures", "judge", "ANALYSED", "FLAGGED", "photo_key"]
 
 #: The layer's outcome values that mean analysed (the write-back contract).
-ANALYSED = (TaskOutcome.ACCEPTED.value, TaskOutcome.REVIEW.value)
-#: The layer's outcome values that say a photo is owed or waits for a person.
-FLAGGED = ("AWAITING_ANALYSIS", "MANUAL_REVIEW")
+ANALYSED = tuple(s.value for s in LayerStatus if s.analysed)
+#: The layer's outcome values that say a photo is owed, waits for a person or has a person's
+#: verdict instead of the Vision AI's.
+FLAGGED = tuple(s.value for s in LayerStatus if not s.analysed)
 _FIELDS = WritebackSettings()
 _SAME = 1e-6
 
