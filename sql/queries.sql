@@ -453,12 +453,18 @@ LIMIT %(limit)s
 SELECT count(*) AS n FROM format_anomaly WHERE observed_at >= %(since)s
 
 -- pace_claim --
--- Take the next call slot of a paced service: its next slot moves one interval on, and the slot
--- taken comes back (no row when the service is not paced)
+-- Take the next call slot of a paced service if it starts by a time: its next slot moves one
+-- interval on, and the slot taken comes back (no row when the service is not paced or its
+-- next slot starts later: then pace_next tells which)
 UPDATE call_pace
 SET next_at = CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END + interval_s
-WHERE service = %(service)s AND interval_s > 0
+WHERE service = %(service)s AND interval_s > 0 AND next_at <= %(latest)s
 RETURNING next_at - interval_s AS slot_at, interval_s
+
+-- pace_next --
+-- A paced service's next free slot, not taken (no row when the service is not paced)
+SELECT CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END AS slot_at, interval_s
+FROM call_pace WHERE service = %(service)s AND interval_s > 0
 
 -- pace_slow --
 -- Space a service's calls at least an interval apart, and none before a time (a 429 said so);

@@ -208,7 +208,7 @@ class TaskRun:
         its anomaly recorded."""
         p, task = self.p, self.task
         pacer = p.pacers[route.service]
-        wait = pacer.wait_s()
+        wait = pacer.wait_s(p.settings.retry.max_inline_wait_s)
         if wait > p.settings.retry.max_inline_wait_s:
             # the service's next slot is far off: park without an attempt, as behind a breaker
             return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is paced after a 429: "

@@ -291,9 +291,10 @@ class Store(Protocol):
     def pace_get(self, service: str) -> float:
         """The seconds between two calls of ``service`` (0: not paced)."""
 
-    def pace_claim(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+    def pace_claim(self, service: str, *, now: float,
+                   latest: Optional[float] = None) -> Optional[Tuple[float, float]]:
         """Take the next call slot of a paced service: ``(slot_at, interval_s)``; None when the
-        service is not paced."""
+        service is not paced. A slot starting after ``latest`` is shown, not taken."""
 
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
         """Space the service's calls at least ``interval_s`` apart, none before ``not_before``."""
