@@ -168,9 +168,11 @@ def probe_schedule(policy: BreakerPolicy, window_s: float) -> Tuple[float, ...]:
 def outage_probe_bound(policy: BreakerPolicy, outage_s: float, *, facts: int) -> int:
     """The most probe calls the breaker admits into a service that stays down for
     ``outage_s`` seconds after its circuit opened: ``half_open_probes`` per round of
-    :func:`probe_schedule`, capped at ``facts``, the photos there are to ask about (a fleet
-    without a breaker makes at least one call per photo: a bound above that could not tell
-    the two apart)."""
+    :func:`probe_schedule`, capped at ``facts``, the photos there are to ask about, as the
+    drill judges it (a fleet without a breaker makes at least one call per photo: a bound
+    above that could not tell the two apart). The cap is a true bound only while the outage
+    holds at most ``facts`` rounds (about ``facts`` x ``cooldown_max_s`` seconds): the breaker
+    goes on probing once per interval however long the outage lasts."""
     rounds = len(probe_schedule(policy, outage_s))
     return min(count("facts", facts), rounds * policy.half_open_probes)
 

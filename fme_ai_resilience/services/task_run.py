@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Tuple
 
+from ..breaker import CircuitState, effective_state
 from ..classification import CLASSIFICATION
 from ..clock import Deadline
 from ..degrade import Model
@@ -228,8 +229,16 @@ class TaskRun:
             pacer.passed()
         retry = bool(task.attempt_count or self.calls.get(route.service))
         self.calls[route.service] = self.calls.get(route.service, 0) + 1
-        breaker.record(permit, outcome.to_call_record(route.service, started, retry=retry,
-                                                      task_key=task.key))
+        after = breaker.record(permit, outcome.to_call_record(route.service, started,
+                                                              retry=retry, task_key=task.key))
+        if outcome.error_class in _OUTAGE_CLASSES and (
+                permit.is_probe or effective_state(after) is CircuitState.OPEN):
+            # A failed probe, or the failure that opened the circuit, says the service is
+            # down, not that this photo is bad: the task waits for the next probe, no
+            # attempt spent, so an outage of any length spends no photo's budget.
+            return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is down "
+                           f"({outcome.error_class.value}): waiting for its next probe",
+                           breaker.retry_after_s())
         if outcome.error_class is ErrorClass.BAD_FORMAT:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
@@ -347,6 +356,13 @@ class TaskRun:
             error_class=None if error_class is None else ErrorClass(error_class).value,
             status_code=status, retry=bool(self.task.attempt_count or self.failures),
             trace_id=self.task.trace_id, task_key=self.task.key))
+
+
+#: What a service that is down answers (the breaker counts them; a 429 sets the pace instead,
+#: and an answer out of schema is the model's, not the service's availability).
+_OUTAGE_CLASSES = frozenset({ErrorClass.CONNECT_TIMEOUT, ErrorClass.CONNECTION_ERROR,
+                             ErrorClass.TTFB_TIMEOUT, ErrorClass.BODY_TIMEOUT,
+                             ErrorClass.SERVER_ERROR})
 
 
 def _guarded(attempt: Callable[[], Any]) -> Any:
