@@ -366,17 +366,22 @@ VALUES (%(fingerprint)s, %(result)s, %(now)s, %(now)s)
 ON CONFLICT (fingerprint) DO NOTHING
 
 -- analysis_claim --
--- Claim the fingerprint for one task until a time, unless another task holds a live claim;
--- a row comes back when the claim is this task's
-INSERT INTO analysis_claim (fingerprint, task_key, until)
-VALUES (%(fingerprint)s, %(key)s, %(until)s)
-ON CONFLICT (fingerprint) DO UPDATE SET task_key = excluded.task_key, until = excluded.until
-WHERE analysis_claim.until <= %(now)s OR analysis_claim.task_key = excluded.task_key
+-- Claim the fingerprint for one lease (task and fencing token) until a time, unless another
+-- lease holds a live claim (another task, or an earlier holder of this one whose call may still
+-- be in flight); a row comes back when the claim is this lease's
+INSERT INTO analysis_claim (fingerprint, task_key, lease_token, until)
+VALUES (%(fingerprint)s, %(key)s, %(token)s, %(until)s)
+ON CONFLICT (fingerprint) DO UPDATE SET task_key = excluded.task_key,
+    lease_token = excluded.lease_token, until = excluded.until
+WHERE analysis_claim.until <= %(now)s
+   OR (analysis_claim.task_key = excluded.task_key
+       AND analysis_claim.lease_token = excluded.lease_token)
 RETURNING task_key
 
 -- analysis_release --
--- Give a claim up (its task parked without an answer)
-DELETE FROM analysis_claim WHERE fingerprint = %(fingerprint)s AND task_key = %(key)s
+-- Give a claim up (its lease parked without an answer); another lease's claim is left alone
+DELETE FROM analysis_claim
+WHERE fingerprint = %(fingerprint)s AND task_key = %(key)s AND lease_token = %(token)s
 
 -- prune_claims --
 -- Claims whose time is long past

@@ -221,6 +221,12 @@ CREATE TABLE IF NOT EXISTS call_pace (
     next_at              REAL NOT NULL
 );
 
+-- migration_0007 --
+-- The analysis claim is fenced by the lease: it names the lease (task and fencing token) whose
+-- call is in flight, so a new holder of the same task, after the lease lapsed, waits for that
+-- answer or for the claim to run out instead of paying for a second call.
+ALTER TABLE analysis_claim ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -174,11 +174,11 @@ class TaskRun:
             assessment = cached["assessment"]
             reused = True
         else:
-            self._claim(fingerprint)
             try:
-                outcome = self._stage("analysis", lambda: self._ask(route, photo.content))
+                outcome = self._stage("analysis",
+                                      lambda: self._ask(route, photo.content, fingerprint))
             except Parked:
-                p.store.release_analysis(fingerprint, task.key)
+                p.store.release_analysis(fingerprint, task.key, token=task.lease_token)
                 raise
             assessment = outcome.assessment.to_dict()
             p.store.remember_analysis(fingerprint, {"assessment": assessment,
@@ -193,21 +193,25 @@ class TaskRun:
         return analyzed
 
     def _claim(self, fingerprint: str) -> None:
-        """Claim the photo's analysis; while another task is asking the Vision AI about the
-        same photo (a re-created feature in the same burst), wait for its answer instead of
-        paying for a second one: DEFERRED for ``retry.max_inline_wait_s`` (a short wait), no
-        attempt counted."""
+        """Claim the photo's analysis for this lease, for one call: while another lease is
+        asking the Vision AI about the same photo (another task with the same bytes, or an
+        earlier holder of this task whose lease lapsed mid-call), wait for its answer
+        instead of paying for a second one: DEFERRED for ``retry.max_inline_wait_s``, no
+        attempt counted. The claim runs out when that call must have ended (the longest
+        inline wait for a call slot plus the call's whole time budget)."""
         p, task = self.p, self.task
         now = p.clock.now()
-        if not p.store.claim_analysis(fingerprint, task.key,
-                                      now + p.settings.processing.lease_s, now=now):
-            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed "
-                        "for another task: its answer will be reused", error_class=None)
+        until = now + p.settings.retry.max_inline_wait_s + p.settings.timeouts.total_s
+        if not p.store.claim_analysis(fingerprint, task.key, until, token=task.lease_token,
+                                      now=now):
+            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed under another lease: its answer "
+                        "will be reused", error_class=None)
 
-    def _ask(self, route: "VisionRoute", image: bytes) -> Any:
-        """One Vision AI call under the breaker and at the service's pace: logged, judged,
-        its anomaly recorded."""
+    def _ask(self, route: "VisionRoute", image: bytes, fingerprint: str) -> Any:
+        """One Vision AI call under the photo's analysis claim, the breaker and the service's
+        pace: logged, judged, its anomaly recorded."""
         p, task = self.p, self.task
+        self._claim(fingerprint)   # first: a refused claim must hold no pace slot or probe
         pacer = p.pacers[route.service]
         wait = pacer.wait_s(p.settings.retry.max_inline_wait_s)
         if wait > p.settings.retry.max_inline_wait_s:

@@ -186,12 +186,13 @@ class Store(Protocol):
                           now: float) -> bool:
         """Keep a validated result; False when one was kept already (the first stays)."""
 
-    def claim_analysis(self, fingerprint: str, key: str, until: float, *, now: float) -> bool:
-        """Whether task ``key`` may call for ``fingerprint`` now (it holds the claim until
-        ``until``); False while another task's live claim runs."""
+    def claim_analysis(self, fingerprint: str, key: str, until: float, *, token: int,
+                       now: float) -> bool:
+        """Whether lease ``token`` of task ``key`` may call for ``fingerprint`` now (it holds
+        the claim until ``until``); False while another lease's live claim runs."""
 
-    def release_analysis(self, fingerprint: str, key: str) -> None:
-        """Give up task ``key``'s claim on ``fingerprint``."""
+    def release_analysis(self, fingerprint: str, key: str, *, token: int) -> None:
+        """Give up lease ``token`` of task ``key``'s claim on ``fingerprint``."""
 
     def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
         """Count one reuse of a remembered result."""
