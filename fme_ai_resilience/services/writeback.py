@@ -3,7 +3,9 @@
 :class:`FeatureLayerSink` writes a conclusion into configurable fields (``writeback.*``):
 either onto the feature itself (``applyEdits`` update by GlobalID, ``useGlobalIds``) or, with
 ``writeback.table_url``, as one row per photo of a related table, found again by the photo's
-GlobalID and updated in place; both are idempotent, so a retried write-back changes nothing.
+GlobalID and updated in place, and added with a GlobalID derived from the photo's (so two
+holders of one photo's task cannot add two rows); both are idempotent, so a retried
+write-back changes nothing.
 The ``written`` checkpoint is recorded before the completion, so a task whose write-back
 succeeded but whose completion was lost never writes again.
 
@@ -13,6 +15,7 @@ one submission per photo, for the processor to register as their own tasks.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import requests
@@ -31,7 +34,11 @@ from .arcgis import FeatureLayer
 from .credentials import TokenProvider
 from .sinks import Conclusion, _complete, written
 
-__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced"]
+__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced",
+           "row_global_id"]
+
+#: The namespace of the related-table rows' GlobalIDs (see :func:`row_global_id`).
+_ROW_NAMESPACE = uuid.UUID("7d1c5b0e-58f4-4b7e-9a43-0c6f2d9e1a57")
 
 #: ArcGIS applyEdits error codes that mean "no such row".
 _MISSING_ROW = {1000, 1019}
@@ -141,18 +148,36 @@ class FeatureLayerSink:
                               "GlobalID", operation="applyEdits")
         table = self.layers.get(s.table_url)
         photo_id = braced(str(photo))
-        found = table.query(f"{s.photo_field} = '{photo_id}'", out_fields=("objectid",))
-        if found:
-            oid = get_ignoring_case(found[0], "objectid")
-            results = table.apply_edits(updates=[{"objectid": oid, **fields}],
+        found = self._row_of(table, photo_id)
+        if found is None:
+            # The row's GlobalID is the photo's own derivation: a second holder's add of the
+            # same photo is refused by the table's unique GlobalID, never a second row.
+            results = table.apply_edits(adds=[{"globalid": row_global_id(photo_id),
+                                               s.parent_field: feature,
+                                               s.photo_field: photo_id, **fields}],
+                                        use_global_ids=True)
+            if results.failed:
+                found = self._row_of(table, photo_id)   # added meanwhile by another holder
+                if found is None:
+                    _check(results.failed, s.table_url)
+        if found is not None:
+            results = table.apply_edits(updates=[{"objectid": found, **fields}],
                                         use_global_ids=False)
-        else:
-            results = table.apply_edits(
-                adds=[{s.parent_field: feature, s.photo_field: photo_id, **fields}],
-                use_global_ids=False)
-        _check(results.failed, s.table_url)
+            _check(results.failed, s.table_url)
         return {"sink": self.name, "table": s.table_url, "photo": photo_id,
-                "updated": bool(found)}
+                "updated": found is not None}
+
+    def _row_of(self, table: FeatureLayer, photo_id: str) -> Optional[Any]:
+        """The object id of the photo's row in the related table, or None."""
+        found = table.query(f"{self.settings.photo_field} = '{photo_id}'",
+                            out_fields=("objectid",))
+        return get_ignoring_case(found[0], "objectid") if found else None
+
+
+def row_global_id(photo_global_id: str) -> str:
+    """The GlobalID of a photo's related-table row, derived from the photo's GlobalID, so
+    every holder of the photo's task adds the same row (``{ABCD...}``)."""
+    return braced(str(uuid.uuid5(_ROW_NAMESPACE, braced(photo_global_id))))
 
 
 def _global_id_field(attributes: Mapping[str, Any]) -> str:
