@@ -133,7 +133,8 @@ def test_the_related_table_gets_one_row_per_photo_added_once_then_updated(
 
 @responses.activate
 @pytest.mark.parametrize("code, error_class", [(1019, ErrorClass.NOT_FOUND),
-                                               (1018, ErrorClass.BAD_REQUEST)])
+                                               (1000, ErrorClass.CONFIGURATION),
+                                               (1018, ErrorClass.CONFIGURATION)])
 def test_a_refused_row_is_an_error_of_its_class_and_nothing_is_recorded(
         ledger, code, error_class):
     """applyEdits answering 200 with a failed row: no written checkpoint, no completion."""
@@ -151,13 +152,14 @@ def test_a_refused_row_is_an_error_of_its_class_and_nothing_is_recorded(
 
 @responses.activate
 def test_a_layer_no_configuration_names_is_refused_before_any_request(ledger):
-    """A webhook naming some other layer gets nothing sent there: no token, no write."""
+    """A webhook naming some other layer gets nothing sent there: no token, no write; the
+    refusal is the setup's (CONFIGURATION), for a person to fix."""
     s = Settings()      # no intake.feature_services, no writeback.layer_url
     task = claimed(ledger)
     with pytest.raises(ArcGISError) as info:
         FeatureLayerSink(s.writeback, layers(s)).finish(conclusion(task), store=ledger,
                                                         now=T0 + 1)
-    assert info.value.error_class is ErrorClass.BAD_REQUEST
+    assert info.value.error_class is ErrorClass.CONFIGURATION
     assert "no configured feature service" in str(info.value) and len(responses.calls) == 0
 
 
