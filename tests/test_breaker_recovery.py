@@ -66,3 +66,15 @@ def test_an_engine_calling_four_times_a_second_learns_of_the_return_within_one_p
     assert opened_at is not None
     assert lag <= DEFAULT.cooldown_max_s
     assert dead_calls <= outage_probe_bound(DEFAULT, outage_s, facts=10**6)
+
+
+def test_the_drill_scales_the_defaults_the_product_ships():
+    """Every production wait the drill scales down is the setting's own default, the probe
+    schedule included, so a drill judges the schedule users get."""
+    from fme_ai_resilience.drill.library import PRODUCTION_WAITS
+    from fme_ai_resilience.settings import Settings
+
+    defaults = Settings()
+    for name, value in PRODUCTION_WAITS.items():
+        group, field = name.split(".", 1)
+        assert getattr(getattr(defaults, group), field) == value, name
