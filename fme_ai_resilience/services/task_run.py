@@ -204,8 +204,9 @@ class TaskRun:
         until = now + p.settings.retry.max_inline_wait_s + p.settings.timeouts.total_s
         if not p.store.claim_analysis(fingerprint, task.key, until, token=task.lease_token,
                                       now=now):
-            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed under another lease: its answer "
-                        "will be reused", error_class=None)
+            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being "
+                        "analysed under another lease: its answer will be reused",
+                        error_class=None)
 
     def _ask(self, route: "VisionRoute", image: bytes, fingerprint: str) -> Any:
         """One Vision AI call under the photo's analysis claim, the breaker and the service's
