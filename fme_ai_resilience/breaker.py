@@ -4,7 +4,8 @@ The state of each protected service lives in one ``circuit_state`` row shared by
 on every host (shared/DESIGN.md section 5)::
 
     CLOSED --failure rate or slow-call rate over the window >= threshold, >= min calls--> OPEN
-    OPEN --cooldown over (grows on consecutive trips up to a cap)--> HALF_OPEN
+    OPEN --probe interval over (the probe schedule: grows on consecutive trips up to a short
+          cap)--> HALF_OPEN
     HALF_OPEN --exactly k probes reported, success ratio >= close_ratio--> CLOSED
     HALF_OPEN --exactly k probes reported, success ratio below it--> OPEN (next trip)
 
@@ -22,6 +23,11 @@ round, including a round that fails).
 does no I/O. Every change it makes increments ``generation``; the shared breaker
 (``fme_ai_resilience.services.shared_breaker.CircuitBreaker``) writes a change only by
 compare-and-set on that generation, so two engines cannot both apply it.
+Recovery is a probe schedule (:func:`probe_schedule`): by default one probe 5 s after the
+trip, then one each 10, 20 and 30 s, then one every 30 s however long the outage lasts, so
+the fleet learns that the service is back within one probe interval (at most
+``cooldown_max_s``), and calls into a dead service stay one probe round per interval
+(:func:`outage_probe_bound`).
 Manual modes sit beside the automatic state: FORCED_OPEN refuses every call, FORCED_CLOSED
 admits every call, DISABLED admits every call and only records metrics; ``reset`` returns to
 AUTO and CLOSED.
@@ -31,7 +37,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import Optional, Union
+from typing import List, Optional, Tuple, Union
 
 from .checks import count, finite
 from .errors import CircuitOpenError, ConfigurationError
@@ -39,7 +45,8 @@ from .ledger import CallWindow
 from .settings import BreakerSettings
 
 __all__ = ["BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
-           "TimePassed", "ProbesObserved", "Manual", "Event", "cooldown_s", "should_trip",
+           "TimePassed", "ProbesObserved", "Manual", "Event", "cooldown_s", "probe_schedule",
+           "outage_probe_bound", "should_trip",
            "probes_needed", "step", "effective_state", "Permit", "CircuitOpen", "Admission"]
 
 #: The breaker's thresholds are the ``breaker`` settings group.
@@ -128,7 +135,8 @@ Event = Union[WindowObserved, TimePassed, ProbesObserved, Manual]
 
 # -- pure policy -------------------------------------------------------------------------------
 def cooldown_s(policy: BreakerPolicy, trips: int) -> float:
-    """The cooldown after the ``trips``-th consecutive trip (1 = first), capped; seconds."""
+    """The probe interval after the ``trips``-th consecutive trip (1 = first): the wait
+    before the next half-open round, capped at ``cooldown_max_s``; seconds."""
     value = policy.cooldown_s
     if policy.cooldown_factor == 1:
         return value
@@ -137,6 +145,36 @@ def cooldown_s(policy: BreakerPolicy, trips: int) -> float:
         if value >= policy.cooldown_max_s:
             return policy.cooldown_max_s
     return min(policy.cooldown_max_s, value)
+
+
+def probe_schedule(policy: BreakerPolicy, window_s: float) -> Tuple[float, ...]:
+    """When the half-open rounds of a circuit that stays failing start, in seconds after it
+    opened, for every round that starts before ``window_s``.
+
+    The earliest each round can start: a round starts only when its interval is over and an
+    engine asks, and a failed round re-opens the circuit for the next, longer interval.
+    """
+    window_s = finite("window_s", window_s, minimum=0)
+    starts: List[float] = []
+    at, trips = 0.0, 1
+    while True:
+        at += cooldown_s(policy, trips)
+        if at >= window_s:
+            return tuple(starts)
+        starts.append(at)
+        trips += 1
+
+
+def outage_probe_bound(policy: BreakerPolicy, outage_s: float, *, facts: int) -> int:
+    """The most probe calls the breaker admits into a service that stays down for
+    ``outage_s`` seconds after its circuit opened: ``half_open_probes`` per round of
+    :func:`probe_schedule`, capped at ``facts``, the photos there are to ask about, as the
+    drill judges it (a fleet without a breaker makes at least one call per photo: a bound
+    above that could not tell the two apart). The cap is a true bound only while the outage
+    holds at most ``facts`` rounds (about ``facts`` x ``cooldown_max_s`` seconds): the breaker
+    goes on probing once per interval however long the outage lasts."""
+    rounds = len(probe_schedule(policy, outage_s))
+    return min(count("facts", facts), rounds * policy.half_open_probes)
 
 
 def should_trip(policy: BreakerPolicy, window: CallWindow) -> bool:

@@ -67,6 +67,8 @@ CLASSIFICATION: Mapping[ErrorClass, ClassRule] = MappingProxyType({
     ErrorClass.UNSAFE_URL: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.BAD_REQUEST,
                               alert=True),
     ErrorClass.AUTH: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.AUTH, alert=True),
+    ErrorClass.CONFIGURATION: _R(retry=False, backoff=_P.NONE,
+                                 dead_letter=FailureClass.CONFIGURATION, alert=True),
     ErrorClass.NOT_FOUND: _R(retry=False, backoff=_P.NONE, dead_letter=FailureClass.NOT_FOUND,
                              alert=True),
     ErrorClass.CIRCUIT_OPEN: _R(retry=True, backoff=_P.STANDARD, retry_after=True,

@@ -190,6 +190,9 @@ class ErrorClass(str, enum.Enum):
     AUTH = "AUTH"
     NOT_FOUND = "NOT_FOUND"
     BAD_FORMAT = "BAD_FORMAT"
+    #: The deployment's setup refused it: a write-back field that does not exist, a URL that
+    #: is no layer, no permission to edit. Fixed by a person, never by retrying.
+    CONFIGURATION = "CONFIGURATION"
     UNSAFE_URL = "UNSAFE_URL"
     CIRCUIT_OPEN = "CIRCUIT_OPEN"
     BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
@@ -204,6 +207,9 @@ class FailureClass(str, enum.Enum):
     AUTH = "AUTH"
     NOT_FOUND = "NOT_FOUND"
     FORMAT = "FORMAT"
+    #: The write-back was refused for the deployment's setup (fields, layer, permission); the
+    #: paid analysis is kept, and the task is requeued once the setup is fixed.
+    CONFIGURATION = "CONFIGURATION"
     BUDGET = "BUDGET"
 
     @property

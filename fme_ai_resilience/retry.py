@@ -161,6 +161,9 @@ class RetryPolicy:
     (the per-call timeout budget): when set, an inline retry is made only if its wait *and*
     a whole attempt still fit before the deadline, so the deadline bounds the time a task holds
     an engine, not just its waits. ``rules`` is the classification table.
+    ``park_last_attempt`` parks the budget's last attempt instead of making it inline (the
+    processor's policy: by the end of its backoff a fleet-wide outage shows on the shared
+    breaker, which defers the task without spending it).
     """
 
     max_attempts: int = RetrySettings.task_attempts
@@ -168,6 +171,7 @@ class RetryPolicy:
     backoff: Backoff = field(default_factory=Backoff)
     deadline_s: Optional[float] = None
     attempt_s: Optional[float] = None
+    park_last_attempt: bool = False
     rules: Mapping[ErrorClass, ClassRule] = field(default_factory=lambda: CLASSIFICATION,
                                                   repr=False)
 
@@ -193,7 +197,7 @@ class RetryPolicy:
         return cls(max_attempts=r.task_attempts, max_inline_wait_s=r.max_inline_wait_s,
                    backoff=Backoff(r.backoff_base_s, r.backoff_cap_s, r.jitter),
                    deadline_s=task_budget_s(settings.intake.latency_promise_s),
-                   attempt_s=settings.timeouts.total_s)
+                   attempt_s=settings.timeouts.total_s, park_last_attempt=True)
 
     def decide(self, history: RetryHistory, outcome: Any, *, now: float, rng: random.Random,
                deadline: Optional[Deadline] = None,
@@ -245,6 +249,8 @@ class RetryPolicy:
             return park(f"{error_class.value} spends no attempt; parked for {wait:.1f}s ({why})")
         if wait > self.max_inline_wait_s:
             return park(f"{why} {wait:.1f}s exceeds the inline limit {self.max_inline_wait_s:g}s")
+        if self.park_last_attempt and history.counted(self.rules) + 2 >= self.max_attempts:
+            return park(f"the last attempt of {self.max_attempts} waits {wait:.1f}s parked")
         if deadline is not None:
             left = deadline.remaining(now=now)
             if wait >= left:

@@ -131,17 +131,23 @@ class RetrySettings:
 
 @dataclass(frozen=True)
 class BreakerSettings:
-    """The shared circuit breaker (seed section 5.2)."""
+    """The shared circuit breaker (seed section 5.2).
+
+    Recovery is a probe schedule: an open circuit admits one probe (``half_open_probes``)
+    after ``cooldown_s``, then after each failed probe the interval doubles
+    (``cooldown_factor``) up to ``cooldown_max_s``, the longest the fleet takes to learn that
+    a service is back, whatever the outage's length.
+    """
 
     failure_rate: float = 0.5
     min_calls: int = 20
     window_s: float = 60.0
     slow_call_s: float = 20.0
     slow_call_rate: float = 0.8
-    cooldown_s: float = 60.0
-    cooldown_max_s: float = 600.0
+    cooldown_s: float = 5.0
+    cooldown_max_s: float = 30.0
     cooldown_factor: float = 2.0
-    half_open_probes: int = 5
+    half_open_probes: int = 1
     close_ratio: float = 0.8
     probe_timeout_s: float = 60.0
     cache_ttl_s: float = 1.0

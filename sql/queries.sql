@@ -370,17 +370,22 @@ VALUES (%(fingerprint)s, %(result)s, %(now)s, %(now)s)
 ON CONFLICT (fingerprint) DO NOTHING
 
 -- analysis_claim --
--- Claim the fingerprint for one task until a time, unless another task holds a live claim;
--- a row comes back when the claim is this task's
-INSERT INTO analysis_claim (fingerprint, task_key, until)
-VALUES (%(fingerprint)s, %(key)s, %(until)s)
-ON CONFLICT (fingerprint) DO UPDATE SET task_key = excluded.task_key, until = excluded.until
-WHERE analysis_claim.until <= %(now)s OR analysis_claim.task_key = excluded.task_key
+-- Claim the fingerprint for one lease (task and fencing token) until a time, unless another
+-- lease holds a live claim (another task, or an earlier holder of this one whose call may still
+-- be in flight); a row comes back when the claim is this lease's
+INSERT INTO analysis_claim (fingerprint, task_key, lease_token, until)
+VALUES (%(fingerprint)s, %(key)s, %(token)s, %(until)s)
+ON CONFLICT (fingerprint) DO UPDATE SET task_key = excluded.task_key,
+    lease_token = excluded.lease_token, until = excluded.until
+WHERE analysis_claim.until <= %(now)s
+   OR (analysis_claim.task_key = excluded.task_key
+       AND analysis_claim.lease_token = excluded.lease_token)
 RETURNING task_key
 
 -- analysis_release --
--- Give a claim up (its task parked without an answer)
-DELETE FROM analysis_claim WHERE fingerprint = %(fingerprint)s AND task_key = %(key)s
+-- Give a claim up (its lease parked without an answer); another lease's claim is left alone
+DELETE FROM analysis_claim
+WHERE fingerprint = %(fingerprint)s AND task_key = %(key)s AND lease_token = %(token)s
 
 -- prune_claims --
 -- Claims whose time is long past
@@ -457,12 +462,18 @@ LIMIT %(limit)s
 SELECT count(*) AS n FROM format_anomaly WHERE observed_at >= %(since)s
 
 -- pace_claim --
--- Take the next call slot of a paced service: its next slot moves one interval on, and the slot
--- taken comes back (no row when the service is not paced)
+-- Take the next call slot of a paced service if it starts by a time: its next slot moves one
+-- interval on, and the slot taken comes back (no row when the service is not paced or its
+-- next slot starts later: then pace_next tells which)
 UPDATE call_pace
 SET next_at = CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END + interval_s
-WHERE service = %(service)s AND interval_s > 0
+WHERE service = %(service)s AND interval_s > 0 AND next_at <= %(latest)s
 RETURNING next_at - interval_s AS slot_at, interval_s
+
+-- pace_next --
+-- A paced service's next free slot, not taken (no row when the service is not paced)
+SELECT CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END AS slot_at, interval_s
+FROM call_pace WHERE service = %(service)s AND interval_s > 0
 
 -- pace_slow --
 -- Space a service's calls at least an interval apart, and none before a time (a 429 said so);

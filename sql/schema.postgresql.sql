@@ -242,6 +242,11 @@ CREATE INDEX IF NOT EXISTS ai_task_registry_claim_idx
 CREATE INDEX IF NOT EXISTS ai_task_registry_review_idx
     ON ai_task_registry (completed_at)
     WHERE review_state = 'OPEN';
+-- migration_0007 --
+-- The analysis claim is fenced by the lease: it names the lease (task and fencing token) whose
+-- call is in flight, so a new holder of the same task, after the lease lapsed, waits for that
+-- answer or for the claim to run out instead of paying for a second call.
+ALTER TABLE analysis_claim ADD COLUMN lease_token bigint NOT NULL DEFAULT 0;
 
 -- schema_version --
 -- Created before any migration; one row per applied migration.

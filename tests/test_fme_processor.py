@@ -62,15 +62,20 @@ def test_a_task_succeeds_and_carries_its_conclusion_for_the_writers(fair_db, fak
 
 def test_a_vision_outage_spending_the_attempts_leaves_through_output(fair_db, fake_clock,
                                                                       fake_vision):
-    """Every call a 503 and short backoffs: five attempts inline, then DEAD of a spent
-    budget (a cause WS-03 requeues by itself) through Output, never <Rejected>; the Vision
-    client's warnings reach FME's log, without the key."""
+    """Every call a 503 and short backoffs: four attempts inline, the last one parked
+    (FAILED) until its backoff is over, then DEAD of a spent budget (a cause WS-03 requeues
+    by itself) through Output, never <Rejected>; the Vision client's warnings reach FME's
+    log, without the key."""
     registered(fair_db, fake_clock)
     serve_photo(fake_vision)
     fake_vision.fail(503, times=40)
-    run = run_caller(ProcessorCaller, [{}], processor_macros(fair_db, fake_vision.endpoint),
-                     clock=fake_clock)
-    assert run.rejected == []
+    macros = processor_macros(fair_db, fake_vision.endpoint)
+    first = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
+    (parked,) = first.output
+    assert (parked.getAttribute("fair_status"), len(fake_vision.calls)) == ("FAILED", 4)
+    fake_clock.advance(parked.getAttribute("fair_retry_after_s") + 1)
+    run = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
+    assert run.rejected == [] and first.rejected == []
     (out,) = run.output
     values = out.as_dict()
     assert (values["fair_status"], values["fair_failure_class"], values["fair_error_class"],
@@ -78,7 +83,8 @@ def test_a_vision_outage_spending_the_attempts_leaves_through_output(fair_db, fa
         "DEAD", "BUDGET", "SERVER_ERROR", None, "analysis: HTTP 503: scripted HTTP 503")
     assert len(fake_vision.calls) == 5
     assert sum("vision generic failed" in m and "status=503" in m
-               for m in run.messages("WARN")) == 5
+               for m in first.messages("WARN") + run.messages("WARN")) == 5
+    assert_no_secret(texts(first.output), first.messages())
     assert_no_secret(texts(run.output), run.messages())
 
 

@@ -360,7 +360,7 @@ def test_a_photo_being_analysed_for_another_task_waits_for_its_answer(ledger, cl
     processor = make(ledger, clock)
     digest = hashlib.sha256(b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
     fingerprint = analysis_fingerprint(digest, processor.routes[Model.PRIMARY].model)
-    assert ledger.claim_analysis(fingerprint, "other-task", T0 + 300, now=T0)
+    assert ledger.claim_analysis(fingerprint, "other-task", T0 + 300, token=1, now=T0)
     (first,) = processor.run_batch().results
     assert first.status is Status.DEFERRED and "reused" in first.reason
     assert len(responses.calls) == 0
@@ -382,7 +382,7 @@ def test_a_failed_analysis_gives_its_claim_up(ledger, clock):
     assert result.status is Status.DEAD
     digest = hashlib.sha256(b"\xff\xd8\xffhttps://photos.test/p").hexdigest()
     fingerprint = analysis_fingerprint(digest, processor.routes[Model.PRIMARY].model)
-    assert ledger.claim_analysis(fingerprint, "next-task", T0 + 300, now=T0 + 1)
+    assert ledger.claim_analysis(fingerprint, "next-task", T0 + 300, token=1, now=T0 + 1)
 
 
 @responses.activate

@@ -627,6 +627,16 @@ def test_the_pace_never_shortens_on_a_429_and_relaxes_on_success_until_off(store
     assert store.pace_get("other") == 0.0
 
 
+def test_a_slot_beyond_the_latest_start_is_shown_not_taken(store):
+    """A caller that would park rather than wait takes no slot: many such callers leave the
+    fleet's next slot where it was, so the slots taken are the calls made."""
+    store.pace_slow("vision", 0.5, not_before=T0 + 10)
+    for _ in range(50):
+        assert store.pace_claim("vision", now=T0, latest=T0 + 5) == (T0 + 10, 0.5)
+    assert store.pace_claim("vision", now=T0 + 9, latest=T0 + 14) == (T0 + 10, 0.5)
+    assert store.pace_claim("vision", now=T0 + 9, latest=T0 + 14) == (T0 + 10.5, 0.5)
+
+
 def test_clear_forgets_the_pace(store):
     store.pace_slow("vision", 1.0, not_before=T0)
     store.clear()

@@ -91,16 +91,27 @@ def test_the_analysis_cache_keeps_the_first_result_and_counts_reuse(store):
 def test_one_task_at_a_time_holds_a_photos_analysis(store):
     """The first task claims the fingerprint; another is refused while the claim runs, takes
     it once it lapsed or was released; the holder may claim again."""
-    assert store.claim_analysis("fp", "a", T0 + 60, now=T0)
-    assert not store.claim_analysis("fp", "b", T0 + 70, now=T0 + 1)
-    assert store.claim_analysis("fp", "a", T0 + 80, now=T0 + 2)        # its own, extended
-    assert not store.claim_analysis("fp", "b", T0 + 90, now=T0 + 79)
-    assert store.claim_analysis("fp", "b", T0 + 90, now=T0 + 80)       # lapsed: anyone's
-    store.release_analysis("fp", "a")                                   # not a's any more
-    assert not store.claim_analysis("fp", "a", T0 + 95, now=T0 + 81)
-    store.release_analysis("fp", "b")
-    assert store.claim_analysis("fp", "a", T0 + 99, now=T0 + 82)
-    assert store.claim_analysis("other", "b", T0 + 99, now=T0 + 82)
+    assert store.claim_analysis("fp", "a", T0 + 60, token=1, now=T0)
+    assert not store.claim_analysis("fp", "b", T0 + 70, token=1, now=T0 + 1)
+    assert store.claim_analysis("fp", "a", T0 + 80, token=1, now=T0 + 2)   # its own, extended
+    assert not store.claim_analysis("fp", "b", T0 + 90, token=1, now=T0 + 79)
+    assert store.claim_analysis("fp", "b", T0 + 90, token=1, now=T0 + 80)  # lapsed: anyone's
+    store.release_analysis("fp", "a", token=1)                          # not a's any more
+    assert not store.claim_analysis("fp", "a", T0 + 95, token=1, now=T0 + 81)
+    store.release_analysis("fp", "b", token=1)
+    assert store.claim_analysis("fp", "a", T0 + 99, token=1, now=T0 + 82)
+    assert store.claim_analysis("other", "b", T0 + 99, token=1, now=T0 + 82)
+
+
+def test_a_new_lease_of_the_same_task_waits_for_the_claim_of_the_old_one(store):
+    """The claim names the lease: the task's next holder (a new fencing token) is refused
+    while the old holder's claim runs, cannot release it, and takes it once it lapsed."""
+    assert store.claim_analysis("fp", "a", T0 + 60, token=1, now=T0)
+    assert not store.claim_analysis("fp", "a", T0 + 70, token=2, now=T0 + 1)
+    store.release_analysis("fp", "a", token=2)                          # not its claim
+    assert not store.claim_analysis("fp", "a", T0 + 70, token=2, now=T0 + 2)
+    assert store.claim_analysis("fp", "a", T0 + 90, token=2, now=T0 + 60)
+    assert not store.claim_analysis("fp", "a", T0 + 95, token=1, now=T0 + 61)  # a zombie
 
 
 def test_notifications_are_kept_once_per_kind_and_task_and_handed_over_once(store):

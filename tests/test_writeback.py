@@ -14,7 +14,8 @@ from fme_ai_resilience.ledger import LayerStatus, Stage, TaskOutcome
 from fme_ai_resilience.services.pipeline import build_compensator, build_processor
 from fme_ai_resilience.services.sinks import CollectingSink, Conclusion, PostgresTableSink
 from fme_ai_resilience.services.writeback import (FeatureLayerSink, Layers, braced,
-                                                  layer_photo_lister, trusted_layers)
+                                                  layer_photo_lister, row_global_id,
+                                                  trusted_layers)
 from fme_ai_resilience.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
@@ -106,7 +107,8 @@ def test_a_task_already_written_is_only_completed(ledger):
 def test_the_related_table_gets_one_row_per_photo_added_once_then_updated(
         ledger, found, expected):
     """With writeback.table_url the photo's row is looked up by its GlobalID: added the
-    first time (with the parent GlobalID), updated in place after."""
+    first time (with the parent GlobalID, under a GlobalID derived from the photo's),
+    updated in place after."""
     responses.get(f"{TABLE}/query", json={"features": [{"attributes": a} for a in found]})
     responses.post(f"{TABLE}/applyEdits", json={
         f"{expected[:-1]}Results": [{"objectId": 42, "success": True}]})
@@ -118,17 +120,21 @@ def test_the_related_table_gets_one_row_per_photo_added_once_then_updated(
     assert where["where"] == [f"ai_photo_globalid = '{braced(PHOTO)}'"]
     sent = form(responses.calls[1])
     (row,) = json.loads(sent[expected])
-    assert sent["useGlobalIds"] == "false" and row["attributes"]["ai_condition"] == "damaged"
+    assert row["attributes"]["ai_condition"] == "damaged"
     if expected == "adds":
+        assert sent["useGlobalIds"] == "true"
+        assert row["attributes"]["globalid"] == row_global_id(PHOTO) == row_global_id(
+            braced(PHOTO).lower())
         assert row["attributes"]["parentglobalid"] == braced(FEATURE)
         assert row["attributes"]["ai_photo_globalid"] == braced(PHOTO)
     else:
-        assert row["attributes"]["objectid"] == 42
+        assert sent["useGlobalIds"] == "false" and row["attributes"]["objectid"] == 42
 
 
 @responses.activate
 @pytest.mark.parametrize("code, error_class", [(1019, ErrorClass.NOT_FOUND),
-                                               (1018, ErrorClass.BAD_REQUEST)])
+                                               (1000, ErrorClass.CONFIGURATION),
+                                               (1018, ErrorClass.CONFIGURATION)])
 def test_a_refused_row_is_an_error_of_its_class_and_nothing_is_recorded(
         ledger, code, error_class):
     """applyEdits answering 200 with a failed row: no written checkpoint, no completion."""
@@ -146,13 +152,14 @@ def test_a_refused_row_is_an_error_of_its_class_and_nothing_is_recorded(
 
 @responses.activate
 def test_a_layer_no_configuration_names_is_refused_before_any_request(ledger):
-    """A webhook naming some other layer gets nothing sent there: no token, no write."""
+    """A webhook naming some other layer gets nothing sent there: no token, no write; the
+    refusal is the setup's (CONFIGURATION), for a person to fix."""
     s = Settings()      # no intake.feature_services, no writeback.layer_url
     task = claimed(ledger)
     with pytest.raises(ArcGISError) as info:
         FeatureLayerSink(s.writeback, layers(s)).finish(conclusion(task), store=ledger,
                                                         now=T0 + 1)
-    assert info.value.error_class is ErrorClass.BAD_REQUEST
+    assert info.value.error_class is ErrorClass.CONFIGURATION
     assert "no configured feature service" in str(info.value) and len(responses.calls) == 0
 
 
@@ -242,3 +249,68 @@ def test_the_feature_sink_flags_a_photo_owed_and_a_skipped_one_for_manual_review
     (row,) = json.loads(form(responses.calls[1])["updates"])
     assert row["attributes"]["ai_status"] == "MANUAL_REVIEW"
     assert ledger.get(task.key).review_state.value == "OPEN"
+
+
+class Table:
+    """A related table behind ``responses``: rows by GlobalID, unique, as ArcGIS keeps them
+    (an add with ``useGlobalIds=true`` keeps the GlobalID it carries, else gets a new one)."""
+
+    def __init__(self):
+        self.rows = {}
+        self.on_query = None
+
+    def query(self, request):
+        where = urllib.parse.parse_qs(urllib.parse.urlsplit(request.url).query)["where"][0]
+        wanted = where.split("'")[1]
+        found = [{"objectid": oid, "globalid": gid} for gid, (oid, attrs) in self.rows.items()
+                 if attrs.get("ai_photo_globalid") == wanted]
+        if self.on_query is not None:     # another holder writes after this answer was read
+            hook, self.on_query = self.on_query, None
+            hook()
+        return 200, {}, json.dumps({"features": [{"attributes": a} for a in found]})
+
+    def apply(self, request):
+        body = request.body.decode() if isinstance(request.body, bytes) else request.body
+        sent = {k: v[0] for k, v in urllib.parse.parse_qs(body).items()}
+        by_gid = sent.get("useGlobalIds") == "true"
+        out = {"addResults": [], "updateResults": []}
+        for row in json.loads(sent.get("adds", "[]")):
+            attrs = row["attributes"]
+            gid = attrs.get("globalid") if by_gid else "{%08d}" % len(self.rows)
+            if gid in self.rows:
+                out["addResults"].append({"success": False, "error": {
+                    "code": 1000, "description": "duplicate GlobalID"}})
+                continue
+            self.rows[gid] = (len(self.rows) + 1, attrs)
+            out["addResults"].append({"objectId": len(self.rows), "success": True})
+        for row in json.loads(sent.get("updates", "[]")):
+            attrs = row["attributes"]
+            match = [g for g, (oid, _) in self.rows.items()
+                     if (g == attrs.get("globalid") if by_gid
+                         else oid == attrs.get("objectid"))]
+            if match:
+                self.rows[match[0]][1].update(attrs)
+            out["updateResults"].append({"success": bool(match)} if match else {
+                "success": False, "error": {"code": 1019, "description": "not found"}})
+        return 200, {}, json.dumps(out)
+
+
+@responses.activate
+def test_two_lease_holders_of_one_photo_leave_one_related_row(ledger):
+    """Holder A looks the photo's row up and finds none; before A adds it, holder B (the task
+    reclaimed after A's lease lapsed) writes the row: A's add finds it taken and updates it,
+    so the table holds one row for the photo, not two."""
+    table = Table()
+    responses.add_callback(responses.GET, f"{TABLE}/query", callback=table.query)
+    responses.add_callback(responses.POST, f"{TABLE}/applyEdits", callback=table.apply)
+    s = settings(**{"writeback.table_url": TABLE})
+    first = claimed(ledger)
+    ledger.reap_expired(5, now=T0 + 61)
+    (second,) = ledger.claim("w2", 1, 60, now=T0 + 61)
+    sink = FeatureLayerSink(s.writeback, layers(s))
+    table.on_query = lambda: sink.finish(conclusion(second), store=ledger, now=T0 + 62)
+    sink.finish(conclusion(first), store=ledger, now=T0 + 63)
+    rows = [attrs for _, attrs in table.rows.values()
+            if attrs["ai_photo_globalid"] == braced(PHOTO)]
+    assert len(rows) == 1 and rows[0]["ai_condition"] == "damaged"
+    assert ledger.get(first.key).status.value == "SUCCEEDED"

@@ -46,8 +46,8 @@ class DrillError(ResilienceError):
 #: timeouts are scaled too, but never below what a loaded 2-core machine needs to connect.
 PRODUCTION_WAITS = {
     "retry.backoff_base_s": 1.0, "retry.backoff_cap_s": 60.0, "retry.max_inline_wait_s": 5.0,
-    "retry.fleet_window_s": 60.0, "breaker.window_s": 60.0, "breaker.cooldown_s": 60.0,
-    "breaker.cooldown_max_s": 600.0, "breaker.probe_timeout_s": 60.0,
+    "retry.fleet_window_s": 60.0, "breaker.window_s": 60.0, "breaker.cooldown_s": 5.0,
+    "breaker.cooldown_max_s": 30.0, "breaker.probe_timeout_s": 60.0,
     "breaker.cache_ttl_s": 1.0, "degrade.hold_s": 300.0, "intake.drain_window_s": 300.0,
     "intake.latency_promise_s": 120.0, "processing.lease_s": 300.0, "alerts.window_s": 900.0,
     "compensation.requeue_backoff_s": 300.0, "compensation.requeue_backoff_cap_s": 21600.0,

@@ -8,7 +8,9 @@ several places at once, and again after a crash):
 2. requeue dead letters by cause: the attempt budget spent (``BUDGET``, a transient cause)
    automatically, the n-th time after ``requeue_backoff_s x 2**(n-1)``, up to
    ``requeue_budget`` times per task; ``FORMAT`` only when asked (after the schema is fixed);
-   ``NOT_FOUND`` never: a notification instead, for FME's Emailer;
+   ``NOT_FOUND`` never: a notification instead, for FME's Emailer; ``CONFIGURATION`` (a
+   write-back the layer refused for the deployment's setup) only when asked, after the fix,
+   with a notification saying what to fix (its paid analysis is kept);
 3. evaluate the breakers and the degradation ladder (a cooldown over, a silent probe round,
    the signals the ladder climbs and descends on), with nobody calling;
 4. reconcile a window against the feature layer (gaps by day, asset type and crew; with
@@ -32,12 +34,15 @@ from .reconcile import Layer, ReconcileReport, Reconciler
 from .shared_breaker import CircuitBreaker
 from .shared_ladder import Degradation, gather_signals
 
-__all__ = ["Compensator", "CompensationReport", "requeue_delay_s", "NOT_FOUND_KIND"]
+__all__ = ["Compensator", "CompensationReport", "requeue_delay_s", "NOT_FOUND_KIND",
+           "CONFIGURATION_KIND"]
 
 log = logging.getLogger("fme_ai_resilience.compensator")
 
 #: The notification kind of a photo the layer no longer has.
 NOT_FOUND_KIND = "photo-not-found"
+#: The notification kind of a write-back the layer refused for the deployment's setup.
+CONFIGURATION_KIND = "writeback-configuration"
 
 
 def requeue_delay_s(requeue_count: int, base_s: float, cap_s: float) -> float:
@@ -64,7 +69,7 @@ class CompensationReport:
         lines = [f"reaped: {d['reaped']['requeued']} requeued, {d['reaped']['buried']} buried",
                  "requeued: " + (", ".join(f"{n} {c}" for c, n in self.requeued.items())
                                  or "none"),
-                 f"notified: {self.notified} missing photo(s)",
+                 f"notified: {self.notified} dead letter(s) people must hear of",
                  "breakers: " + (", ".join(f"{s} {v}" for s, v in d["breakers"].items())
                                  or "none"),
                  f"ladder: {d['ladder']}",
@@ -128,7 +133,7 @@ class Compensator:
         if requeue_format:
             requeued[FailureClass.FORMAT.value] = self.store.requeue(
                 failure_class=FailureClass.FORMAT, now=self.clock.now())
-        notified = self._notify_missing_photos()
+        notified = self._notify_missing_photos() + self._notify_configuration()
         breakers = {b.service: b.evaluate() for b in self.breakers}
         ladder = self._evaluate_ladder()
         reconciled = None
@@ -158,15 +163,29 @@ class Compensator:
         return moved
 
     def _notify_missing_photos(self) -> int:
+        return self._notify(FailureClass.NOT_FOUND, NOT_FOUND_KIND, "Survey123 photo not found",
+                            "is no longer on the layer: {error}. It is not retried; re-attach "
+                            "the photo in Survey123 or close the task.")
+
+    def _notify_configuration(self) -> int:
+        return self._notify(
+            FailureClass.CONFIGURATION, CONFIGURATION_KIND,
+            "AI write-back refused by the layer's setup",
+            "was analysed, but the layer refused its write-back for the deployment's setup: "
+            "{error}. The Vision AI's answer is kept: once the layer or the writeback.* "
+            "settings are fixed, run `fme-ai-resilience dlq requeue --cause CONFIGURATION` "
+            "and the photo is written back, not analysed again.")
+
+    def _notify(self, failure_class: FailureClass, kind: str, subject: str, says: str) -> int:
+        """One notification per dead letter of ``failure_class``: ``says`` (with ``{error}``
+        the task's last error) follows the photo's task, feature and trace."""
         sent = 0
-        for record in self.store.dead_letter_records(FailureClass.NOT_FOUND,
+        for record in self.store.dead_letter_records(failure_class,
                                                      limit=self.settings.compensation.batch):
             feature = record.payload.get("feature_global_id", "?")
             body = (f"The photo of task {record.key} (feature {feature}, trace "
-                    f"{record.trace_id}) is no longer on the layer: {record.last_error or ''}. "
-                    "It is not retried; re-attach the photo in Survey123 or close the task.")
-            if self.store.notify(NOT_FOUND_KIND, "Survey123 photo not found", body, record.key,
-                                 now=self.clock.now()):
+                    f"{record.trace_id}) " + says.format(error=record.last_error or ""))
+            if self.store.notify(kind, subject, body, record.key, now=self.clock.now()):
                 sent += 1
         return sent
 

@@ -2,7 +2,8 @@
 
 :meth:`CallPacer.wait_s` is asked before each call: 0 while the service is not paced (read
 from a cache at most ``cache_ttl_s`` old, no round trip), else the seconds until the slot it
-took, one statement. :meth:`CallPacer.refused` after a 429 slows the pace (and holds every call
+took, one statement (a slot further off than the caller will wait is not taken).
+:meth:`CallPacer.refused` after a 429 slows the pace (and holds every call
 until the Retry-After has passed); :meth:`CallPacer.passed` after a call that went through
 relaxes it.
 """
@@ -40,13 +41,15 @@ class CallPacer:
             self._read_at = mono
         return self._interval_s > 0
 
-    def wait_s(self) -> float:
+    def wait_s(self, max_wait_s: Optional[float] = None) -> float:
         """Seconds until this call may start (0 when the service is not paced); a paced
-        service's next slot is taken for it."""
+        service's next slot is taken for it, unless it is more than ``max_wait_s`` away (the
+        caller parks instead of waiting: the slot stays for a caller that calls)."""
         if not self._paced():
             return 0.0
         now = self.clock.now()
-        claim = self.store.pace_claim(self.service, now=now)
+        claim = self.store.pace_claim(self.service, now=now,
+                                      latest=None if max_wait_s is None else now + max_wait_s)
         if claim is None:                 # the pace went off meanwhile
             self._interval_s = 0.0
             return 0.0

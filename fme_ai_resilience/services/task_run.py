@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
+from ..breaker import CircuitState, effective_state
 from ..classification import CLASSIFICATION
 from ..clock import Deadline
 from ..degrade import Admission, Level, Model, priority_of
@@ -180,11 +181,11 @@ class TaskRun:
             assessment = cached["assessment"]
             reused = True
         else:
-            self._claim(fingerprint)
             try:
-                outcome = self._stage("analysis", lambda: self._ask(route, photo.content))
+                outcome = self._stage("analysis",
+                                      lambda: self._ask(route, photo.content, fingerprint))
             except Parked:
-                p.store.release_analysis(fingerprint, task.key)
+                p.store.release_analysis(fingerprint, task.key, token=task.lease_token)
                 raise
             assessment = outcome.assessment.to_dict()
             p.store.remember_analysis(fingerprint, {"assessment": assessment,
@@ -199,23 +200,28 @@ class TaskRun:
         return analyzed
 
     def _claim(self, fingerprint: str) -> None:
-        """Claim the photo's analysis; while another task is asking the Vision AI about the
-        same photo (a re-created feature in the same burst), wait for its answer instead of
-        paying for a second one: DEFERRED for ``retry.max_inline_wait_s`` (a short wait), no
-        attempt counted."""
+        """Claim the photo's analysis for this lease, for one call: while another lease is
+        asking the Vision AI about the same photo (another task with the same bytes, or an
+        earlier holder of this task whose lease lapsed mid-call), wait for its answer
+        instead of paying for a second one: DEFERRED for ``retry.max_inline_wait_s``, no
+        attempt counted. The claim runs out when that call must have ended (the longest
+        inline wait for a call slot plus the call's whole time budget)."""
         p, task = self.p, self.task
         now = p.clock.now()
-        if not p.store.claim_analysis(fingerprint, task.key,
-                                      now + p.settings.processing.lease_s, now=now):
-            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being analysed "
-                        "for another task: its answer will be reused", error_class=None)
+        until = now + p.settings.retry.max_inline_wait_s + p.settings.timeouts.total_s
+        if not p.store.claim_analysis(fingerprint, task.key, until, token=task.lease_token,
+                                      now=now):
+            self._defer(p.settings.retry.max_inline_wait_s, "the same photo is being "
+                        "analysed under another lease: its answer will be reused",
+                        error_class=None)
 
-    def _ask(self, route: VisionRoute, image: bytes) -> Any:
-        """One Vision AI call under the breaker and at the service's pace: logged, judged,
-        its anomaly recorded."""
+    def _ask(self, route: VisionRoute, image: bytes, fingerprint: str) -> Any:
+        """One Vision AI call under the photo's analysis claim, the breaker and the service's
+        pace: logged, judged, its anomaly recorded."""
         p, task = self.p, self.task
+        self._claim(fingerprint)   # first: a refused claim must hold no pace slot or probe
         pacer = p.pacers[route.service]
-        wait = pacer.wait_s()
+        wait = pacer.wait_s(p.settings.retry.max_inline_wait_s)
         if wait > p.settings.retry.max_inline_wait_s:
             # the service's next slot is far off: park without an attempt, as behind a breaker
             return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is paced after a 429: "
@@ -235,8 +241,16 @@ class TaskRun:
             pacer.passed()
         retry = bool(task.attempt_count or self.calls.get(route.service))
         self.calls[route.service] = self.calls.get(route.service, 0) + 1
-        breaker.record(permit, outcome.to_call_record(route.service, started, retry=retry,
-                                                      task_key=task.key))
+        after = breaker.record(permit, outcome.to_call_record(route.service, started,
+                                                              retry=retry, task_key=task.key))
+        if outcome.error_class in _OUTAGE_CLASSES and (
+                permit.is_probe or effective_state(after) is CircuitState.OPEN):
+            # A failed probe, or the failure that opened the circuit, says the service is
+            # down, not that this photo is bad: the task waits for the next probe, no
+            # attempt spent, so an outage of any length spends no photo's budget.
+            return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is down "
+                           f"({outcome.error_class.value}): waiting for its next probe",
+                           breaker.retry_after_s())
         if outcome.error_class is ErrorClass.BAD_FORMAT:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
@@ -388,6 +402,13 @@ class TaskRun:
             error_class=None if error_class is None else ErrorClass(error_class).value,
             status_code=status, retry=bool(self.task.attempt_count or self.failures),
             trace_id=self.task.trace_id, task_key=self.task.key))
+
+
+#: What a service that is down answers (the breaker counts them; a 429 sets the pace instead,
+#: and an answer out of schema is the model's, not the service's availability).
+_OUTAGE_CLASSES = frozenset({ErrorClass.CONNECT_TIMEOUT, ErrorClass.CONNECTION_ERROR,
+                             ErrorClass.TTFB_TIMEOUT, ErrorClass.BODY_TIMEOUT,
+                             ErrorClass.SERVER_ERROR})
 
 
 def _guarded(attempt: Callable[[], Any]) -> Any:

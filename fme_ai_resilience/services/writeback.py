@@ -3,7 +3,9 @@
 :class:`FeatureLayerSink` writes a conclusion into configurable fields (``writeback.*``):
 either onto the feature itself (``applyEdits`` update by GlobalID, ``useGlobalIds``) or, with
 ``writeback.table_url``, as one row per photo of a related table, found again by the photo's
-GlobalID and updated in place; both are idempotent, so a retried write-back changes nothing.
+GlobalID and updated in place, and added with a GlobalID derived from the photo's (so two
+holders of one photo's task cannot add two rows); both are idempotent, so a retried
+write-back changes nothing.
 The ``written`` checkpoint is recorded before the completion, so a task whose write-back
 succeeded but whose completion was lost never writes again.
 
@@ -13,6 +15,7 @@ one submission per photo, for the processor to register as their own tasks.
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import requests
@@ -31,10 +34,19 @@ from .arcgis import FeatureLayer
 from .credentials import TokenProvider
 from .sinks import Conclusion, _complete, written
 
-__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced"]
+__all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced",
+           "row_global_id"]
 
-#: ArcGIS applyEdits error codes that mean "no such row".
-_MISSING_ROW = {1000, 1019}
+#: The namespace of the related-table rows' GlobalIDs (see :func:`row_global_id`).
+_ROW_NAMESPACE = uuid.UUID("7d1c5b0e-58f4-4b7e-9a43-0c6f2d9e1a57")
+
+#: The ArcGIS applyEdits error code that means "no such row" (the feature is gone).
+_MISSING_ROW = {1019}
+#: ArcGIS codes of a refusal for want of permission (not an invalid token).
+_NO_PERMISSION = {403}
+#: What a configuration dead letter tells the crew to check.
+_FIX = ("check the writeback.* field names and layer URL against the layer, and that the "
+        "processor's ArcGIS user may edit it")
 
 
 def braced(global_id: str) -> str:
@@ -128,11 +140,11 @@ class FeatureLayerSink:
             return self._write_row(conclusion, feature, fields)
         url = self.settings.layer_url or payload.get("layer_url")
         if not url:
-            raise ArcGISError(ErrorClass.BAD_REQUEST, "no layer to write back to: the "
+            raise ArcGISError(ErrorClass.CONFIGURATION, "no layer to write back to: the "
                               "submission names none and writeback.layer_url is empty",
                               operation="applyEdits")
         gid_field = _global_id_field(payload.get("attributes") or {})
-        results = self.layers.get(url).apply_edits(updates=[{gid_field: feature, **fields}])
+        results = _apply(self.layers, url, updates=[{gid_field: feature, **fields}])
         _check(results.failed, url)
         return {"sink": self.name, "layer": url, "global_id": feature}
 
@@ -143,20 +155,37 @@ class FeatureLayerSink:
         if not photo:
             raise ArcGISError(ErrorClass.BAD_REQUEST, "a related-table row needs the photo's "
                               "GlobalID", operation="applyEdits")
-        table = self.layers.get(s.table_url)
         photo_id = braced(str(photo))
-        found = table.query(f"{s.photo_field} = '{photo_id}'", out_fields=("objectid",))
-        if found:
-            oid = get_ignoring_case(found[0], "objectid")
-            results = table.apply_edits(updates=[{"objectid": oid, **fields}],
-                                        use_global_ids=False)
-        else:
-            results = table.apply_edits(
-                adds=[{s.parent_field: feature, s.photo_field: photo_id, **fields}],
-                use_global_ids=False)
-        _check(results.failed, s.table_url)
+        found = self._row_of(photo_id)
+        if found is None:
+            # The row's GlobalID is the photo's own derivation: a second holder's add of the
+            # same photo is refused by the table's unique GlobalID, never a second row.
+            results = _apply(self.layers, s.table_url,
+                             adds=[{"globalid": row_global_id(photo_id),
+                                    s.parent_field: feature, s.photo_field: photo_id,
+                                    **fields}], use_global_ids=True)
+            if results.failed:
+                found = self._row_of(photo_id)   # added meanwhile by another holder
+                if found is None:
+                    _check(results.failed, s.table_url)
+        if found is not None:
+            results = _apply(self.layers, s.table_url,
+                             updates=[{"objectid": found, **fields}], use_global_ids=False)
+            _check(results.failed, s.table_url)
         return {"sink": self.name, "table": s.table_url, "photo": photo_id,
-                "updated": bool(found)}
+                "updated": found is not None}
+
+    def _row_of(self, photo_id: str) -> Optional[Any]:
+        """The object id of the photo's row in the related table, or None."""
+        found = _configured(lambda: self.layers.get(self.settings.table_url).query(
+            f"{self.settings.photo_field} = '{photo_id}'", out_fields=("objectid",)))
+        return get_ignoring_case(found[0], "objectid") if found else None
+
+
+def row_global_id(photo_global_id: str) -> str:
+    """The GlobalID of a photo's related-table row, derived from the photo's GlobalID, so
+    every holder of the photo's task adds the same row (``{ABCD...}``)."""
+    return braced(str(uuid.uuid5(_ROW_NAMESPACE, braced(photo_global_id))))
 
 
 def _global_id_field(attributes: Mapping[str, Any]) -> str:
@@ -167,15 +196,39 @@ def _global_id_field(attributes: Mapping[str, Any]) -> str:
     return "globalid"
 
 
+def _apply(layers: Layers, url: str, **edits: Any) -> Any:
+    """``applyEdits`` on the layer at ``url``, a refusal for the setup's reasons classed so."""
+    return _configured(lambda: layers.get(url).apply_edits(**edits))
+
+
+def _configured(call: Callable[[], Any]) -> Any:
+    """``call()``, its ArcGIS refusals for the deployment's reasons re-raised as
+    CONFIGURATION: a layer the configuration does not name, a request the layer refuses
+    (HTTP 400: a field or a URL that is no layer), no permission to edit (403) or no such
+    layer (404). An invalid token (498/499, AUTH) and transient failures keep their class."""
+    try:
+        return call()
+    except ArcGISError as exc:
+        refused = exc.error_class in (ErrorClass.BAD_REQUEST, ErrorClass.NOT_FOUND) or (
+            exc.error_class is ErrorClass.AUTH and exc.code in _NO_PERMISSION)
+        if not refused:
+            raise
+        raise ArcGISError(ErrorClass.CONFIGURATION, f"{exc.reason}; {_FIX}",
+                          operation=exc.operation, status_code=exc.status_code,
+                          code=exc.code) from exc
+
+
 def _check(failed: Sequence[Any], url: str) -> None:
+    """A row ``applyEdits`` refused: NOT_FOUND when the feature is gone, else the setup's
+    fault (code 1000: a field that does not exist or a value the field refuses)."""
     if not failed:
         return
     row = failed[0]
-    error_class = ErrorClass.NOT_FOUND if row.error_code in _MISSING_ROW \
-        else ErrorClass.BAD_REQUEST
-    raise ArcGISError(error_class, f"applyEdits on {url} refused the row: "
-                      f"{row.error_code} {row.error_description or ''}".strip(),
-                      operation="applyEdits")
+    gone = row.error_code in _MISSING_ROW
+    raise ArcGISError(ErrorClass.NOT_FOUND if gone else ErrorClass.CONFIGURATION,
+                      f"applyEdits on {url} refused the row: "
+                      f"{row.error_code} {row.error_description or ''}".strip()
+                      + ("" if gone else f"; {_FIX}"), operation="applyEdits")
 
 
 def trusted_layers(settings: Settings) -> Callable[[str], bool]:

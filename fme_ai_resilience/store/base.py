@@ -237,12 +237,13 @@ class Store(Protocol):
                           now: float) -> bool:
         """Keep a validated result; False when one was kept already (the first stays)."""
 
-    def claim_analysis(self, fingerprint: str, key: str, until: float, *, now: float) -> bool:
-        """Whether task ``key`` may call for ``fingerprint`` now (it holds the claim until
-        ``until``); False while another task's live claim runs."""
+    def claim_analysis(self, fingerprint: str, key: str, until: float, *, token: int,
+                       now: float) -> bool:
+        """Whether lease ``token`` of task ``key`` may call for ``fingerprint`` now (it holds
+        the claim until ``until``); False while another lease's live claim runs."""
 
-    def release_analysis(self, fingerprint: str, key: str) -> None:
-        """Give up task ``key``'s claim on ``fingerprint``."""
+    def release_analysis(self, fingerprint: str, key: str, *, token: int) -> None:
+        """Give up lease ``token`` of task ``key``'s claim on ``fingerprint``."""
 
     def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
         """Count one reuse of a remembered result."""
@@ -342,9 +343,10 @@ class Store(Protocol):
     def pace_get(self, service: str) -> float:
         """The seconds between two calls of ``service`` (0: not paced)."""
 
-    def pace_claim(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+    def pace_claim(self, service: str, *, now: float,
+                   latest: Optional[float] = None) -> Optional[Tuple[float, float]]:
         """Take the next call slot of a paced service: ``(slot_at, interval_s)``; None when the
-        service is not paced."""
+        service is not paced. A slot starting after ``latest`` is shown, not taken."""
 
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
         """Space the service's calls at least ``interval_s`` apart, none before ``not_before``."""

@@ -19,6 +19,10 @@ from ..errors import ConfigurationError
 __all__ = ["BreakerLadderOps", "breaker_state_of", "ladder_state_of"]
 
 
+#: A time later than any slot (a finite number every backend compares).
+_ANY_TIME = 1e300
+
+
 def _seconds(field: str, value: Any) -> float:
     return finite(field, value)
 
@@ -156,12 +160,18 @@ class BreakerLadderOps:
         rows = self._statement("pace_get", {"service": _service(service)}, write=False).rows
         return float(rows[0]["interval_s"]) if rows else 0.0
 
-    def pace_claim(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+    def pace_claim(self, service: str, *, now: float,
+                   latest: Optional[float] = None) -> Optional[Tuple[float, float]]:
         """Take the next call slot of a paced ``service``: ``(slot_at, interval_s)``, the time
         the call may start and the interval in force; None when the service is not paced. One
-        statement: every engine's claim moves the same slot on, so no two share one."""
-        rows = self._statement("pace_claim", {"service": _service(service),
-                                              "now": _seconds("now", now)}).rows
+        statement: every engine's claim moves the same slot on, so no two share one. A slot
+        starting after ``latest`` (epoch seconds; default: any) is not taken, only shown
+        (``slot_at > latest``): a caller that parks instead of waiting leaves it to others."""
+        params = {"service": _service(service), "now": _seconds("now", now),
+                  "latest": _ANY_TIME if latest is None else _seconds("latest", latest)}
+        rows = self._statement("pace_claim", params).rows
+        if not rows:
+            rows = self._statement("pace_next", params, write=False).rows
         return (float(rows[0]["slot_at"]), float(rows[0]["interval_s"])) if rows else None
 
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:

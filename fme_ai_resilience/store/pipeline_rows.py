@@ -51,18 +51,23 @@ class PipelineRowOps:
             "result": to_json(dict(result), "result"), "now": finite("now", now)},
             idempotent=True).rowcount == 1
 
-    def claim_analysis(self, fingerprint: str, key: str, until: float, *, now: float) -> bool:
-        """Whether task ``key`` may call the Vision AI for ``fingerprint`` now: True when it
-        holds the claim (new, its own, or one past its time), False while another task's
-        claim runs until its time. One statement, one round trip."""
+    def claim_analysis(self, fingerprint: str, key: str, until: float, *, token: int,
+                       now: float) -> bool:
+        """Whether the lease ``token`` of task ``key`` may call the Vision AI for
+        ``fingerprint`` now: True when it holds the claim (new, its own, or one past its
+        time), False while another lease's claim runs until its time (another task's, or an
+        earlier holder of this task whose call may still be in flight). One statement."""
         return bool(self._statement("analysis_claim", {
             "fingerprint": name("fingerprint", fingerprint), "key": name("task_key", key),
-            "until": finite("until", until), "now": finite("now", now)}, idempotent=True).rows)
+            "token": count("token", token), "until": finite("until", until),
+            "now": finite("now", now)}, idempotent=True).rows)
 
-    def release_analysis(self, fingerprint: str, key: str) -> None:
-        """Give up task ``key``'s claim on ``fingerprint`` (it parked without an answer)."""
+    def release_analysis(self, fingerprint: str, key: str, *, token: int) -> None:
+        """Give up the claim of lease ``token`` of task ``key`` on ``fingerprint`` (it parked
+        without an answer); another lease's claim is left alone."""
         self._statement("analysis_release", {"fingerprint": name("fingerprint", fingerprint),
-                                             "key": name("task_key", key)}, idempotent=True)
+                                             "key": name("task_key", key),
+                                             "token": count("token", token)}, idempotent=True)
 
     def note_analysis_reused(self, fingerprint: str, *, now: float) -> None:
         """Count one reuse of the result kept for ``fingerprint``."""

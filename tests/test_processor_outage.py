@@ -1,0 +1,89 @@
+"""An outage of the Vision AI service on default settings: the breaker bounds the calls into
+it, no photo spends its attempt budget on it, and the fleet recovers within one probe
+interval of the service's return."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import requests
+import responses
+
+from fme_ai_resilience.breaker import outage_probe_bound
+from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.keys import trace_id_for
+from fme_ai_resilience.ledger import Status
+from fme_ai_resilience.services.processor import Processor, VisionRoute
+from fme_ai_resilience.services.sinks import CollectingSink
+from fme_ai_resilience.services.vision import Photo, VisionClient
+from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.store import open_store
+from fme_ai_resilience.submission import Submission
+
+VISION = "http://vision.test/analyze"
+T0 = 1_790_000_000.0
+ANSWER = {"condition": "damaged", "confidence": 0.9, "labels": [], "model_version": "m-1"}
+
+
+def photo(url, token):
+    return Photo(b"\xff\xd8\xff" + url.encode(), "image/jpeg", url)
+
+
+@pytest.mark.parametrize("outage_s", [7.0, 120.0, 600.0])
+@responses.activate
+def test_an_outage_spends_no_attempt_budget_and_the_fleet_recovers_within_a_probe_interval(
+        tmp_path, outage_s):
+    """Thirty photos, three engines on default settings, the service answering 503 to
+    everything for ``outage_s``: no task dies, every photo gets one usable answer, the first
+    comes within one probe interval of the return, and the calls after the trip stay within
+    the probe bound."""
+    clock = FakeClock(T0)
+    log = []
+
+    def vision(request):
+        down = clock.now() < T0 + outage_s
+        log.append((clock.now(), down))
+        if down:
+            return 503, {}, "unavailable"
+        return 200, {"Content-Type": "application/json"}, json.dumps(ANSWER)
+
+    responses.add_callback(responses.POST, VISION, callback=vision)
+    settings = Settings()
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
+        for i in range(30):
+            key = f"k{i}"
+            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                       trace_id=trace_id_for(key),
+                                       attachment_url=f"https://photos.test/{i}",
+                                       attachment_global_id=f"A-{key}", asset_type="hydrant"),
+                            1000, now=T0)
+        engines = []
+        for n in range(3):
+            client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
+                                  session=requests.Session(), clock=clock,
+                                  rng=random.Random(n))
+            engines.append(Processor(settings, VisionRoute.of(client, "vision"),
+                                     CollectingSink(), store=ledger, download=photo,
+                                     clock=clock, rng=random.Random(10 + n), owner=f"e{n}"))
+        keys = [f"k{i}" for i in range(30)]
+        while clock.now() < T0 + outage_s + 300:
+            for engine in engines:
+                engine.run_batch()
+            statuses = {ledger.get(k).status for k in keys}
+            if statuses == {Status.SUCCEEDED}:
+                break
+            assert Status.DEAD not in statuses, [
+                (k, ledger.get(k).failure_class, ledger.get(k).last_error) for k in keys
+                if ledger.get(k).status is Status.DEAD][:3]
+            clock.advance(0.5)
+        records = [ledger.get(k) for k in keys]
+    assert {r.status for r in records} == {Status.SUCCEEDED}
+    ok = [at for at, down in log if not down]
+    assert len(ok) == 30                                   # one usable answer per photo
+    assert ok[0] - (T0 + outage_s) <= settings.breaker.cooldown_max_s + 1.0
+    failed = [at for at, down in log if down]
+    if len(failed) >= settings.breaker.min_calls:       # the circuit opened at the last
+        tripped = failed[settings.breaker.min_calls - 1]
+        after_trip = [at for at in failed if at > tripped + settings.breaker.cache_ttl_s]
+        assert len(after_trip) <= outage_probe_bound(settings.breaker, outage_s, facts=30)
