@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.breaker import cooldown_s
+from fme_ai_resilience.breaker import cooldown_s, probe_schedule
 from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
                                             outage_call_bound, probe_bound, probe_interval_s)
 from fme_ai_resilience.settings import BreakerSettings
@@ -18,11 +18,15 @@ def test_the_outage_call_bound_is_never_more_than_the_facts():
     assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0, facts=12) == 12
 
 
-def test_the_probe_interval_is_the_breakers_first_cooldown():
-    """Recovery is due within the first cooldown between probe rounds, however long the
-    outage (the breaker's settings, read in one place)."""
+def test_the_probe_interval_is_the_one_in_force_when_the_service_returns():
+    """Recovery is due within the probe interval in force at the service's return: the first
+    one after a short outage, never more than the capped interval (30 s by default) however
+    long the outage, read from the breaker's own schedule."""
     policy = BreakerSettings()
-    assert probe_interval_s(policy) == cooldown_s(policy, 1)
+    assert probe_interval_s(policy, 1.0) == cooldown_s(policy, 1)
+    starts = probe_schedule(policy, 20.0)
+    assert probe_interval_s(policy, 20.0) == cooldown_s(policy, len(starts) + 1) > starts[0]
+    assert probe_interval_s(policy, 3600.0) == policy.cooldown_max_s <= 30.0
 
 
 def test_calls_per_analysed_photo_allow_one_retry_of_each_transient_failure():

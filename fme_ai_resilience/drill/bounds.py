@@ -8,23 +8,23 @@ they cannot be bent by what happened in it.
   calls in its window, which may still hold the successes of the ``window_s`` before the
   outage (at most every engine calling back to back at the fastest latency), and at least
   ``min_calls``; every engine may have one call in flight when it opens. Then each half-open
-  round admits exactly ``half_open_probes``, one round per cooldown (growing by
-  ``cooldown_factor`` up to ``cooldown_max_s``) that ends inside the window.
+  round admits exactly ``half_open_probes``, one round per interval of the breaker's own probe
+  schedule (:func:`~fme_ai_resilience.breaker.probe_schedule`) that starts inside the window.
 * :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
   costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
   calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
   or the end of the outage plus the work owed at the service's return.
 * :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
-  the recovery lag allowed. Both read the breaker's settings in one place each, so a probe
-  schedule computed by the core replaces them there.
+  the recovery lag allowed: the probe interval in force when the service comes back. Both
+  read the breaker's probe schedule from the core, the one place it is computed.
 """
 from __future__ import annotations
 
 import math
 from typing import Optional, Tuple
 
-from ..breaker import cooldown_s
-from ..settings import BreakerSettings
+from ..breaker import cooldown_s, outage_probe_bound, probe_schedule
+from ..settings import MAX_COUNT, BreakerSettings
 
 __all__ = ["probe_bound", "outage_call_bound", "probe_interval_s", "drain_bound_s",
            "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
@@ -41,14 +41,7 @@ def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
     before = engines * policy.window_s / max(fastest_call_s, 1e-9)
     share = policy.failure_rate / max(1.0 - policy.failure_rate, 1e-9)
     to_open = max(policy.min_calls, math.ceil(before * share)) + engines
-    rounds, elapsed, trip = 0, 0.0, 1
-    while True:
-        elapsed += cooldown_s(policy, trip)
-        if elapsed >= outage_s:
-            break
-        rounds += 1
-        trip += 1
-    return to_open + rounds * policy.half_open_probes
+    return to_open + outage_probe_bound(policy, outage_s, facts=MAX_COUNT)
 
 
 def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
@@ -61,10 +54,12 @@ def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
                max(0, facts))
 
 
-def probe_interval_s(policy: BreakerSettings) -> float:
-    """The recovery lag allowed after an outage: one probe interval, the breaker's first
-    (shortest) cooldown between probe rounds."""
-    return cooldown_s(policy, 1)
+def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:
+    """The recovery lag allowed after an outage of ``outage_s``: one probe interval, the one in
+    force when the service comes back (the interval after the last round of the breaker's
+    :func:`~fme_ai_resilience.breaker.probe_schedule` inside the outage; the circuit opens
+    after the outage starts, so the interval really in force is never longer)."""
+    return cooldown_s(policy, len(probe_schedule(policy, outage_s)) + 1)
 
 
 def calls_per_analysed_bound(transient_rate: float) -> float:

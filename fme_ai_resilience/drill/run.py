@@ -64,7 +64,8 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
                                facts=facts)
     return {"watermark": settings.intake.capacity.watermark,
             "probe_bound": probes if outage else 0,
-            "probe_interval_s": round(probe_interval_s(settings.breaker), 3) if outage else None,
+            "probe_interval_s": (round(probe_interval_s(settings.breaker, outage[1] - outage[0]), 3)
+                                 if outage else None),
             "calls_per_analysed_bound": round(calls_per_analysed_bound(
                 scenario.transient_rate), 3),
             "drain_bound_s": round(drain_bound_s(
