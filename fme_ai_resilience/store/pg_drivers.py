@@ -8,9 +8,9 @@ the driver's exception classes, the SQLSTATE of an error, whether a connection i
 the URL read as libpq reads it (host, port, database, user).
 
 pg8000 reads the URL here: user, password, host, port and database, and the query parameters
-``host``, ``port``, ``dbname``, ``user``, ``password``, ``connect_timeout``,
-``application_name`` and ``sslmode`` (``require`` encrypts, ``verify-ca`` and
-``verify-full`` also check the server's certificate; anything else, as libpq's default
+``host`` (a path: the Unix socket directory, as for libpq), ``port``, ``dbname``, ``user``,
+``password``, ``connect_timeout``, ``application_name`` and ``sslmode`` (``require``
+encrypts, ``verify-ca`` and ``verify-full`` also check the server's certificate; anything else, as libpq's default
 ``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
 and read as "keepalives on", which pg8000 always is. pg8000 has one socket timeout for the
 connect and every later read: the store sets it to the larger of the connect timeout and the
@@ -213,11 +213,14 @@ class _Pg8000(Driver):
         params = self._params(url)
         connect_s = float(params.get("connect_timeout") or options.get("connect_timeout", 10))
         context = _ssl_context(params.get("sslmode", ""))
+        host, port = params["host"], int(params.get("port") or 5432)
+        # A host that is a path is libpq's Unix socket directory.
+        where = {"unix_sock": f"{host.rstrip('/')}/.s.PGSQL.{port}"} if host.startswith("/") \
+            else {"host": host, "port": port}
         try:
             raw = self.module.connect(
                 user=params.get("user") or "postgres", password=params.get("password"),
-                host=params["host"], port=int(params.get("port") or 5432),
-                database=params["dbname"], timeout=max(connect_s, read_timeout_s),
+                **where, database=params["dbname"], timeout=max(connect_s, read_timeout_s),
                 tcp_keepalive=True, ssl_context=context,
                 application_name=params.get("application_name")
                 or options.get("application_name"))
