@@ -10,8 +10,8 @@ the URL read as libpq reads it (host, port, database, user).
 pg8000 reads the URL here: user, password, host, port and database, and the query parameters
 ``host`` (a path: the Unix socket directory, as for libpq), ``port``, ``dbname``, ``user``,
 ``password``, ``connect_timeout``, ``application_name`` and ``sslmode`` (``require``
-encrypts, ``verify-ca`` and ``verify-full`` also check the server's certificate; anything else, as libpq's default
-``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
+encrypts, ``verify-ca`` and ``verify-full`` also check the server's certificate; anything
+else, as libpq's default ``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
 and read as "keepalives on", which pg8000 always is. pg8000 has one socket timeout for the
 connect and every later read: the store sets it to the larger of the connect timeout and the
 statement timeout (plus a margin), since the server's ``statement_timeout`` bounds a
