@@ -81,3 +81,10 @@ def test_what_pg8000_refuses_in_a_url_is_said_when_the_store_opens():
     assert "s3cret-pw" not in str(info.value)
     with pytest.raises(ConfigurationError, match="no number"):
         open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1:99999/ledger")
+
+
+def test_an_sslmode_libpq_does_not_know_is_refused_not_read_as_no_tls():
+    """sslmode=requir (a typo) is a ConfigurationError, as libpq refuses it, rather than a
+    connection without TLS."""
+    with pytest.raises(ConfigurationError, match="sslmode"):
+        open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1/ledger?sslmode=requir")

@@ -35,6 +35,8 @@ __all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
 PSYCOPG2 = "psycopg2"
 PG8000 = "pg8000"
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
+#: libpq's sslmode values; pg8000 encrypts for the last three.
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 #: JSON column types come back as text from either driver (the shared code decodes them).
 _JSON_OIDS = (114, 3802)
 #: What a pg8000 socket read may take beyond the server's statement timeout.
@@ -254,6 +256,9 @@ class _Pg8000(Driver):
                 raise ConfigurationError("store URL", shown, f"has ?{key}=, which the pure "
                                          f"PostgreSQL driver (pg8000) does not take")
             params[key] = value
+        if params.get("sslmode", "prefer") not in _SSLMODES:
+            raise ConfigurationError("store URL", shown, f"has ?sslmode={params['sslmode']}: "
+                                     f"write one of {', '.join(_SSLMODES)}")
         return params
 
     def target(self, url: str) -> Dict[str, str]:
