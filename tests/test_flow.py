@@ -92,6 +92,18 @@ def test_the_build_is_read_once_from_fmeinfo_or_the_v3_info(clock):
     assert FlowClient(BASE, TOKEN, clock=clock).server_build() == 22350
 
 
+@responses.activate
+@pytest.mark.parametrize("answer", [b"<html>sign in</html>", b'{"buildNumber": "26018"}',
+                                    b"[1, 2]"])
+def test_an_unusable_fmeinfo_answer_falls_back_to_the_v3_info(clock, answer):
+    """/fmeinfo/version answering 200 with a page, a text build or a list: the build comes
+    from /fmerest/v3/info, as when it answers 404."""
+    responses.get(f"{BASE}/fmeinfo/version", body=answer)
+    responses.get(f"{BASE}/fmerest/v3/info",
+                  json={"build": "FME Server 2023.1 - Build 23619 - linux-x64"})
+    assert FlowClient(BASE, TOKEN, clock=clock).server_build() == 23619
+
+
 @pytest.mark.parametrize("queued, engines, capacity", [
     (0, ((1, 5), (2, -1)), True),       # one idle engine
     (5, ((1, 5), (2, 6)), False),       # all busy, queue >= engines

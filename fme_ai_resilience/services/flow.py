@@ -123,8 +123,11 @@ class FlowClient:
         if self.build is None:
             status, body = self._call("GET", "/fmeinfo/version", ok=(200, 404),
                                       deadline=deadline)
-            number = _mapping(self._json(body, "/fmeinfo/version")).get("buildNumber") \
-                if status == 200 else None
+            try:
+                number = _mapping(self._json(body, "/fmeinfo/version")).get("buildNumber") \
+                    if status == 200 else None
+            except FlowError:   # a page in its place (a proxy's): ask the v3 info
+                number = None
             if not (isinstance(number, int) and not isinstance(number, bool) and number > 0):
                 info = self._info("/fmerest/v3/info", deadline)
                 found = _BUILD.search(str(info.get("build", "")))
