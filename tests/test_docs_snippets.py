@@ -253,7 +253,8 @@ def test_powershell_snippets_use_only_what_windows_powershell_accepts(document):
     for block in blocks(document):
         if block.lang != "powershell":
             continue
-        for archive in re.findall(r"Expand-Archive\s+(?:-Path\s+)?(\S+)", block.body):
+        for archive in re.findall(r"^\s*Expand-Archive\s+(?:-Path\s+)?(\S+)", block.body,
+                                  re.MULTILINE):
             assert archive.lower().endswith(".zip"), f"{document.name}:{block.line}: {archive}"
         for listing in re.findall(r"\(Get-ChildItem [^)]*\)(\.\w+)?", block.body):
             assert listing == ".FullName", f"{document.name}:{block.line}: Get-ChildItem"
