@@ -127,3 +127,27 @@ def test_a_compiled_dependency_stops_the_build_and_writes_nothing(wheel, member,
     assert main(["package", "build", "--out", str(out), "--wheelhouse", str(house)]) == 1
     assert wheel in capsys.readouterr().err
     assert not list(out.glob("*.fpkg")) if out.exists() else True
+
+
+def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_path, fpkg):
+    """A module left in build/lib by an earlier build (one since renamed or deleted) is not
+    packed into the library's wheel: the wheel is built from the tracked sources only."""
+    root = Path(__file__).resolve().parents[2]
+    checkout = tmp_path / "checkout"
+    shutil.copytree(root, checkout, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__"))
+    stale = checkout / "build" / "lib" / "fme_ai_resilience" / "stale_module.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("LEFT_OVER = True\n")
+    house = tmp_path / "house"
+    house.mkdir()
+    with zipfile.ZipFile(fpkg) as archive:   # the dependency wheels of the package built above
+        for name in archive.namelist():
+            if name.startswith("python/") and not name.startswith("python/fme_ai_resilience"):
+                (house / Path(name).name).write_bytes(archive.read(name))
+    built = build_package(tmp_path / "out", source=str(checkout), wheelhouse=str(house))
+    with zipfile.ZipFile(built) as archive:
+        (wheel,) = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
+        members = zipfile.ZipFile(archive.open(wheel)).namelist()
+    assert "fme_ai_resilience/fme/caller_base.py" in members
+    assert not [m for m in members if m.endswith("stale_module.py")]
