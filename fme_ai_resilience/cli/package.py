@@ -4,8 +4,9 @@ It writes ``package.yml``, README, CHANGES, the icon, the three transformers wit
 pages (:mod:`fme_ai_resilience.fme.fpkg`) and ``python/``: the library's wheel, built with pip
 from a copy of the checkout without its build folders (nothing an earlier build left), and
 its dependencies as pure-Python wheels, from ``--wheelhouse`` or downloaded by pip
-(``--only-binary :all:`` for the ``any`` platform, so nothing compiled can come). Every wheel is checked: its tags say ``none-any`` and it holds no compiled file; one
-that fails stops the build and nothing is written to ``--out``.
+(``--only-binary :all:`` for the ``any`` platform, so nothing compiled can come). Every
+wheel is checked: its tags say ``none-any`` and it holds no compiled file; one that fails
+stops the build and nothing is written to ``--out``.
 """
 from __future__ import annotations
 
