@@ -58,6 +58,13 @@ def test_the_icon_is_a_square_png_of_at_least_200_pixels():
         fpkg.icon_png(100)
 
 
+def test_bytecode_in_a_wheel_counts_as_compiled():
+    """A .pyc (bytecode of one interpreter version) is compiled code too: no member of the
+    package may be one."""
+    assert fpkg.compiled_files(["a/__pycache__/x.cpython-311.pyc", "b/y.pyo", "c/z.py"]) == [
+        "a/__pycache__/x.cpython-311.pyc", "b/y.pyo"]
+
+
 def test_compiled_members_and_platform_wheels_are_found():
     """A .so, .pyd or .dll member is compiled; only a none-any wheel is pure."""
     assert fpkg.compiled_files(["a/x.py", "a/_speed.cpython-39-x86_64-linux-gnu.so",
