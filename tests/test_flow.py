@@ -37,12 +37,14 @@ def client_at(clock, build=NEW, **kwargs):
 
 @responses.activate
 def test_v4_counts_and_engines(clock):
-    """Queued/running counts come from totalCount; an engine with currentJobID -1 is idle."""
+    """Queued/running counts come from totalCount; an engine with currentJobID -1 is idle;
+    the engines are asked for as Safe's CLI asks, with no query (no v3-style limit=-1)."""
     v4(responses, queued=3, running=1)
     client = client_at(clock)
     assert client.job_counts() == (3, 1)
     assert client.engines() == [Engine("engine1", True, ("Default",)),
                                 Engine("engine2", False, ("Default",))]
+    assert responses.calls[-1].request.url == f"{BASE}/fmeapiv4/engines"
     assert client.api_version == "v4"
 
 
@@ -249,9 +251,9 @@ def _job(**changes):
 
 @responses.activate
 def test_an_existing_repository_is_not_created_again(clock):
-    """ensure_repository lists first and posts nothing when the repository is there."""
-    responses.get(f"{BASE}/fmeapiv4/repositories", match=[AUTH],
-                  json={"items": [{"name": "fair"}], "totalCount": 1})
+    """ensure_repository asks for the repository by name and posts nothing when it is there
+    (no listing: FME Flow pages lists, and Safe's CLI asks by name)."""
+    responses.get(f"{BASE}/fmeapiv4/repositories/fair", match=[AUTH], json={"name": "fair"})
     assert client_at(clock).ensure_repository("fair") is False
     assert [c.request.method for c in responses.calls] == ["GET"]
 
@@ -259,7 +261,7 @@ def test_an_existing_repository_is_not_created_again(clock):
 @responses.activate
 def test_a_repository_created_meanwhile_counts_as_existing(clock):
     """A 409 on creation (another deploy won the race) is not an error."""
-    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.get(f"{BASE}/fmeapiv4/repositories/fair", status=404, json={"message": "none"})
     responses.post(f"{BASE}/fmeapiv4/repositories", status=409, json={"message": "exists"})
     assert client_at(clock).ensure_repository("fair") is False
 

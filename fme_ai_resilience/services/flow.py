@@ -13,8 +13,9 @@ Deployment: :meth:`FlowClient.ensure_repository`, :meth:`FlowClient.upload_works
 :mod:`fme_ai_resilience.fme.deployment`. A schedule begins now in the server's time zone (FME
 Flow reads schedule times and cron expressions in its own zone): the ``timeZone`` FME Flow
 reports in its info, or ``time_zone`` given to the client. The job submission (v4 body, v3
-path), the v3 upload and the info endpoints are Safe's; the other request shapes are modelled
-on Safe's documentation and unverified against a live FME Flow (docs/fme-flow.md lists them).
+path), the repository lookup by name, the engines list, the v3 upload and the info endpoints
+are Safe's; the other request shapes are modelled on Safe's documentation and unverified
+against a live FME Flow (docs/fme-flow.md lists them).
 
 Every call runs under per-phase limits (connect, time to first byte, body; the answer's size
 capped at ``max_answer_bytes``, its JSON decoded within a nesting limit). Intake uses
@@ -193,7 +194,7 @@ class FlowClient:
     def engines(self, *, deadline: Optional[float] = None) -> List[Engine]:
         """Every registered engine with whether it is running a job. Raises :class:`FlowError`."""
         if self.api_for("engines", deadline=deadline) == V4:
-            body = self._get("/fmeapiv4/engines", {"limit": -1}, deadline)
+            body = self._get("/fmeapiv4/engines", None, deadline)   # as Safe's CLI asks
         else:
             body = self._get("/fmerest/v3/transformations/engines", None, deadline)
         return [_engine(item) for item in _items(body)]
@@ -240,13 +241,15 @@ class FlowClient:
     def ensure_repository(self, name: str, description: str = "") -> bool:
         """Create repository ``name`` unless it exists; True when this call created it.
 
-        v4 ``POST /fmeapiv4/repositories`` with JSON, v3 ``POST /fmerest/v3/repositories``
-        with a form (Safe's CLI); a 409 (created meanwhile) counts as existing.
+        ``GET .../repositories/{name}`` (200: there, 404: not), then v4 ``POST
+        /fmeapiv4/repositories`` with JSON, v3 ``POST /fmerest/v3/repositories`` with a form
+        (Safe's CLI, both); a 409 (created meanwhile) counts as existing.
         """
-        if name in self.repositories():
+        root = self._root("repositories")
+        found, _ = self._call("GET", f"{root}/repositories/{_segment(name)}", ok=(200, 404))
+        if found == 200:
             return False
         fields = {"name": name, "description": description}
-        root = self._root("repositories")
         if root == ROOTS[V4]:
             status, _ = self._call("POST", f"{root}/repositories", ok=(200, 201, 409),
                                    json=fields)
