@@ -14,9 +14,10 @@ transformer's template sends those carrying ``fme_rejection_code`` to ``<Rejecte
 """
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Dict, Optional
 
-from .caller_base import CallerBase, _module
+from .caller_base import CallerBase
 from .callers import CompensatorCaller, IntakeCaller, ProcessorCaller
 from .fpkg import PACKAGE_UID, PARAMETER_PREFIX, PUBLISHER_UID, TRANSFORMERS, fq_name
 from .parameters import parameters_for
@@ -33,7 +34,10 @@ def fme_parser(transformer: str, workspace: str) -> Optional[Parser]:
     """FME's reading of a serialized parameter value of ``transformer`` (its name in FME),
     ``(attribute name, value) -> value``: through ``fmeobjects.FMETransformer``, else text
     values through ``FMESession.decodeFromFMEParsableText``; None outside FME."""
-    fmeobjects = _module("fmeobjects")
+    try:
+        fmeobjects: Any = importlib.import_module("fmeobjects")
+    except ImportError:
+        return None
     make = getattr(fmeobjects, "FMETransformer", None)
     if make is not None:
         for package in (f"{PUBLISHER_UID}.{PACKAGE_UID}", ""):
