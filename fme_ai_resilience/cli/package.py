@@ -92,7 +92,8 @@ def _dependencies(target: Path, wheelhouse: Optional[str]) -> None:
     if not source.is_dir():
         raise ConfigurationError("--wheelhouse", wheelhouse, "is not a directory")
     for wheel in sorted(source.glob("*.whl")):
-        shutil.copy(wheel, target)
+        if fpkg.wheel_distribution(wheel.name) != "fme_ai_resilience":  # the built one wins
+            shutil.copy(wheel, target)
 
 
 def _check_wheels(python: Path) -> List[str]:

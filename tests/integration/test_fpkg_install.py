@@ -151,3 +151,23 @@ def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_pat
         members = zipfile.ZipFile(archive.open(wheel)).namelist()
     assert "fme_ai_resilience/fme/caller_base.py" in members
     assert not [m for m in members if m.endswith("stale_module.py")]
+
+
+def test_a_library_wheel_in_the_wheelhouse_does_not_replace_the_one_built(tmp_path, fpkg):
+    """A wheelhouse made with ``pip wheel -w DIR .`` holds a library wheel of its own (an older
+    one, say): the package keeps only the wheel built from the checkout, listed once."""
+    house = tmp_path / "house"
+    house.mkdir()
+    with zipfile.ZipFile(fpkg) as archive:
+        for name in archive.namelist():
+            if name.startswith("python/") and name.endswith(".whl"):
+                (house / Path(name).name).write_bytes(archive.read(name))
+    with zipfile.ZipFile(house / "fme_ai_resilience-0.0.1-py3-none-any.whl", "w") as old:
+        old.writestr("fme_ai_resilience/__init__.py", "__version__ = '0.0.1'\n")
+    built = build_package(tmp_path / "out", wheelhouse=str(house))
+    with zipfile.ZipFile(built) as archive:
+        wheels = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
+        manifest = archive.read("package.yml").decode("utf-8")
+    assert wheels == [f"python/fme_ai_resilience-{fpkg.name.split('-')[-1][:-5]}"
+                      "-py3-none-any.whl"]
+    assert manifest.count("- name: fme_ai_resilience\n") == 1
