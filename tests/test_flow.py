@@ -166,6 +166,25 @@ def test_a_probe_in_flight_is_never_waited_for(clock):
             client.wait_for_probe(10)
 
 
+@responses.activate
+def test_a_closed_client_starts_no_probe_and_closes_its_session(clock):
+    """After close() health() still answers at once, says why it knows nothing, and starts
+    no background thread; the session the client made is closed."""
+    v4(responses)
+    client = client_at(clock)
+    client.refresh_health()
+    closed = []
+    client._session.close = lambda: closed.append(True)
+    client.close()
+    clock.advance(60)
+    before = {t.name for t in threading.enumerate()}
+    health = client.health()
+    assert (health.reachable, health.has_capacity) == (False, True) and "closed" in health.error
+    assert "fair-flow-health" not in {t.name for t in threading.enumerate()} - before
+    assert client.wait_for_probe(0) and len(responses.calls) == 3
+    assert closed == [True]
+
+
 @pytest.mark.parametrize("body", [
     "[" * 100_000 + "]" * 100_000,
     json.dumps({"totalCount": True, "items": []}),

@@ -105,6 +105,7 @@ class FlowClient:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._clock = clock or SystemClock()
+        self._own_session = session is None
         self._session = session or timed_session(clock=self._clock)
         self.timeout_s = timeout_s
         self.max_queued_per_engine = max_queued_per_engine
@@ -116,6 +117,13 @@ class FlowClient:
 
     def __repr__(self) -> str:
         return f"FlowClient({self.base_url!r}, build={self.build or 'unknown'})"
+
+    def close(self) -> None:
+        """Stop the background probes (health() then answers "not known" at once) and close
+        the session this client made; a session handed in is the caller's to close."""
+        self._health.close()
+        if self._own_session:
+            self._session.close()
 
     # -- the server and the version of each operation -------------------------------------
     def server_build(self, *, deadline: Optional[float] = None) -> int:
