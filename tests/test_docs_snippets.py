@@ -243,3 +243,18 @@ def test_the_snippet_harness_can_fail(tmp_path):
     for bad in (second, third):
         with pytest.raises(AssertionError):
             _run(bad, tmp_path)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+def test_powershell_snippets_use_only_what_windows_powershell_accepts(document):
+    """PowerShell cannot be run here, so its known refusals are checked: Expand-Archive takes
+    only a .zip file, and a native command is given full paths (.FullName), not FileInfo
+    objects that Windows PowerShell 5.1 may turn into bare names."""
+    for block in blocks(document):
+        if block.lang != "powershell":
+            continue
+        for archive in re.findall(r"^\s*Expand-Archive\s+(?:-Path\s+)?(\S+)", block.body,
+                                  re.MULTILINE):
+            assert archive.lower().endswith(".zip"), f"{document.name}:{block.line}: {archive}"
+        for listing in re.findall(r"\(Get-ChildItem [^)]*\)(\.\w+)?", block.body):
+            assert listing == ".FullName", f"{document.name}:{block.line}: Get-ChildItem"

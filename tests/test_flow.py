@@ -37,12 +37,14 @@ def client_at(clock, build=NEW, **kwargs):
 
 @responses.activate
 def test_v4_counts_and_engines(clock):
-    """Queued/running counts come from totalCount; an engine with currentJobID -1 is idle."""
+    """Queued/running counts come from totalCount; an engine with currentJobID -1 is idle;
+    the engines are asked for as Safe's CLI asks, with no query (no v3-style limit=-1)."""
     v4(responses, queued=3, running=1)
     client = client_at(clock)
     assert client.job_counts() == (3, 1)
     assert client.engines() == [Engine("engine1", True, ("Default",)),
                                 Engine("engine2", False, ("Default",))]
+    assert responses.calls[-1].request.url == f"{BASE}/fmeapiv4/engines"
     assert client.api_version == "v4"
 
 
@@ -90,6 +92,18 @@ def test_the_build_is_read_once_from_fmeinfo_or_the_v3_info(clock):
     responses.get(f"{BASE}/fmerest/v3/info",
                   json={"build": "FME Server 2022.0.1.1 - Build 22350 - win64"})
     assert FlowClient(BASE, TOKEN, clock=clock).server_build() == 22350
+
+
+@responses.activate
+@pytest.mark.parametrize("answer", [b"<html>sign in</html>", b'{"buildNumber": "26018"}',
+                                    b"[1, 2]"])
+def test_an_unusable_fmeinfo_answer_falls_back_to_the_v3_info(clock, answer):
+    """/fmeinfo/version answering 200 with a page, a text build or a list: the build comes
+    from /fmerest/v3/info, as when it answers 404."""
+    responses.get(f"{BASE}/fmeinfo/version", body=answer)
+    responses.get(f"{BASE}/fmerest/v3/info",
+                  json={"build": "FME Server 2023.1 - Build 23619 - linux-x64"})
+    assert FlowClient(BASE, TOKEN, clock=clock).server_build() == 23619
 
 
 @pytest.mark.parametrize("queued, engines, capacity", [
@@ -150,6 +164,25 @@ def test_a_probe_in_flight_is_never_waited_for(clock):
         finally:
             gate.set()
             client.wait_for_probe(10)
+
+
+@responses.activate
+def test_a_closed_client_starts_no_probe_and_closes_its_session(clock):
+    """After close() health() still answers at once, says why it knows nothing, and starts
+    no background thread; the session the client made is closed."""
+    v4(responses)
+    client = client_at(clock)
+    client.refresh_health()
+    closed = []
+    client._session.close = lambda: closed.append(True)
+    client.close()
+    clock.advance(60)
+    before = {t.name for t in threading.enumerate()}
+    health = client.health()
+    assert (health.reachable, health.has_capacity) == (False, True) and "closed" in health.error
+    assert "fair-flow-health" not in {t.name for t in threading.enumerate()} - before
+    assert client.wait_for_probe(0) and len(responses.calls) == 3
+    assert closed == [True]
 
 
 @pytest.mark.parametrize("body", [
@@ -237,9 +270,9 @@ def _job(**changes):
 
 @responses.activate
 def test_an_existing_repository_is_not_created_again(clock):
-    """ensure_repository lists first and posts nothing when the repository is there."""
-    responses.get(f"{BASE}/fmeapiv4/repositories", match=[AUTH],
-                  json={"items": [{"name": "fair"}], "totalCount": 1})
+    """ensure_repository asks for the repository by name and posts nothing when it is there
+    (no listing: FME Flow pages lists, and Safe's CLI asks by name)."""
+    responses.get(f"{BASE}/fmeapiv4/repositories/fair", match=[AUTH], json={"name": "fair"})
     assert client_at(clock).ensure_repository("fair") is False
     assert [c.request.method for c in responses.calls] == ["GET"]
 
@@ -247,7 +280,7 @@ def test_an_existing_repository_is_not_created_again(clock):
 @responses.activate
 def test_a_repository_created_meanwhile_counts_as_existing(clock):
     """A 409 on creation (another deploy won the race) is not an error."""
-    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.get(f"{BASE}/fmeapiv4/repositories/fair", status=404, json={"message": "none"})
     responses.post(f"{BASE}/fmeapiv4/repositories", status=409, json={"message": "exists"})
     assert client_at(clock).ensure_repository("fair") is False
 

@@ -58,6 +58,13 @@ def test_the_icon_is_a_square_png_of_at_least_200_pixels():
         fpkg.icon_png(100)
 
 
+def test_bytecode_in_a_wheel_counts_as_compiled():
+    """A .pyc (bytecode of one interpreter version) is compiled code too: no member of the
+    package may be one."""
+    assert fpkg.compiled_files(["a/__pycache__/x.cpython-311.pyc", "b/y.pyo", "c/z.py"]) == [
+        "a/__pycache__/x.cpython-311.pyc", "b/y.pyo"]
+
+
 def test_compiled_members_and_platform_wheels_are_found():
     """A .so, .pyd or .dll member is compiled; only a none-any wheel is pure."""
     assert fpkg.compiled_files(["a/x.py", "a/_speed.cpython-39-x86_64-linux-gnu.so",
@@ -81,3 +88,68 @@ def test_a_transformer_without_a_ledger_says_so_through_its_one_port(name):
     (out,) = run.output
     assert out.getAttribute("fme_rejection_code") == "CONFIGURATION"
     assert "FAIR_DB" in out.getAttribute("fme_rejection_message")
+
+
+class _FMETransformer:
+    """fmeobjects.FMETransformer as FME 2023+ has it: the transformer's definition reads the
+    serialized values of its parameters (here: FME's encoding of ``/`` and ``@``)."""
+
+    loaded: list = []
+
+    def __init__(self, name, package, version):
+        type(self).loaded.append((name, package, version))
+        self.values = {}
+
+    def setParameterValue(self, name, value):
+        self.values[name] = value
+        return True
+
+    def getParsedParamValue(self, name):
+        value = self.values[name]
+        return value.replace("<solidus>", "/").replace("<at>", "@") if value else None
+
+
+def test_a_transformer_reads_its_parameters_through_fme_s_own_parser(tmp_path):
+    """FME puts a transformer's parameters on the feature serialized (a path's ``/`` as
+    ``<solidus>``): the class asks FME's FMETransformer for each parsed value, so an encoded
+    ledger URL opens the ledger (the next refusal is about the Vision endpoint)."""
+    import sys
+
+    from fme_ai_resilience.fme import transformers
+    from fme_ai_resilience.store import open_store
+    from fme_ai_resilience.testing import installed_fme, run_caller
+
+    ledger = tmp_path / "ledger.db"
+    open_store(f"sqlite:///{ledger}", init_schema=True).close()
+    encoded = "sqlite:" + f"///{ledger}".replace("/", "<solidus>")
+    _FMETransformer.loaded = []
+    with installed_fme():
+        sys.modules["fmeobjects"].FMETransformer = _FMETransformer
+        run = run_caller(transformers.ProcessorTransformer,
+                         [{"___XF_FAIR_DB": encoded, "___XF_FAIR_VISION_ENDPOINT": ""}], {})
+    (out,) = run.output
+    assert out.getAttribute("fair_parameter") == "FAIR_VISION_ENDPOINT"
+    assert _FMETransformer.loaded[0][:2] == ("fair.fme-ai-resilience.FairProcessor",
+                                             "fair.fme-ai-resilience")
+
+
+def test_before_fme_2023_b23224_text_values_are_decoded_and_passwords_kept():
+    """No FMETransformer: text parameters go through FMESession's decoding, passwords as
+    given; outside FME (no fmeobjects) nothing is read at all."""
+    from fme_ai_resilience.fme.transformers import fme_parser, transformer_parameters
+    from fme_ai_resilience.testing import FakeFeature, installed_fme
+    import sys
+
+    class Session:
+        def decodeFromFMEParsableText(self, value):
+            return value.replace("<solidus>", "/")
+
+    assert fme_parser("fair.fme-ai-resilience.FairProcessor", "WS-02_processor") is None
+    with installed_fme():
+        sys.modules["fmeobjects"].FMESession = Session
+        parse = fme_parser("fair.fme-ai-resilience.FairProcessor", "WS-02_processor")
+        feature = FakeFeature({"___XF_FAIR_VISION_ENDPOINT": "https:<solidus><solidus>v.test",
+                               "___XF_FAIR_VISION_KEY": "k<solidus>1",
+                               "___XF_FAIR_VISION_MODEL": "FME_NULL_VALUE"})
+        assert transformer_parameters(feature, parse) == {
+            "FAIR_VISION_ENDPOINT": "https://v.test", "FAIR_VISION_KEY": "k<solidus>1"}

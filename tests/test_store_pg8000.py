@@ -56,3 +56,35 @@ def test_every_pg8000_exception_class_is_mapped():
                 if isinstance(v, type) and issubclass(v, Exception)}
     errors = driver_for("postgresql+pg8000://").errors
     assert exported and exported <= set(errors)
+
+
+@pytest.mark.postgres
+def test_a_unix_socket_url_reaches_the_server_as_under_psycopg2(pg_store_url):
+    """?host=/socket/dir is libpq's Unix socket directory: pg8000 connects through
+    DIR/.s.PGSQL.PORT, as psycopg2 does, instead of resolving the path as a host name."""
+    from pathlib import Path
+
+    sockets = Path("/var/run/postgresql")
+    if not (sockets / ".s.PGSQL.5432").exists():
+        pytest.skip("no PostgreSQL Unix socket on this machine")
+    database = pg_store_url.rsplit("/", 1)[1]
+    store = open_store(f"postgresql+pg8000://postgres@/{database}?host={sockets}")
+    assert store.driver == "pg8000" and store.schema_version() >= 1
+    store.close()
+
+
+def test_what_pg8000_refuses_in_a_url_is_said_when_the_store_opens():
+    """The store's own check keeps pg8000's reason: the parameter it does not take, a port
+    that is no number; never the generic "not a PostgreSQL URL"."""
+    with pytest.raises(ConfigurationError, match="does not take") as info:
+        open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1/ledger?sslrootcert=/x.pem")
+    assert "s3cret-pw" not in str(info.value)
+    with pytest.raises(ConfigurationError, match="no number"):
+        open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1:99999/ledger")
+
+
+def test_an_sslmode_libpq_does_not_know_is_refused_not_read_as_no_tls():
+    """sslmode=requir (a typo) is a ConfigurationError, as libpq refuses it, rather than a
+    connection without TLS."""
+    with pytest.raises(ConfigurationError, match="sslmode"):
+        open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1/ledger?sslmode=requir")

@@ -1,11 +1,12 @@
 """``fme-ai-resilience package build``: the FME Package (``.fpkg``) in one command.
 
 It writes ``package.yml``, README, CHANGES, the icon, the three transformers with their help
-pages (:mod:`fme_ai_resilience.fme.fpkg`) and ``python/``: the library's wheel, built from the
-checkout with pip, and its dependencies as pure-Python wheels, from ``--wheelhouse`` or
-downloaded by pip (``--only-binary :all:`` for the ``any`` platform, so nothing compiled can
-come). Every wheel is checked: its tags say ``none-any`` and it holds no compiled file; one
-that fails stops the build and nothing is written to ``--out``.
+pages (:mod:`fme_ai_resilience.fme.fpkg`) and ``python/``: the library's wheel, built with pip
+from a copy of the checkout without its build folders (nothing an earlier build left), and
+its dependencies as pure-Python wheels, from ``--wheelhouse`` or downloaded by pip
+(``--only-binary :all:`` for the ``any`` platform, so nothing compiled can come). Every
+wheel is checked: its tags say ``none-any`` and it holds no compiled file; one that fails
+stops the build and nothing is written to ``--out``.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 __all__ = ["add_parser", "build_package", "PackageError"]
 
 DEFAULT_OUT = "dist"
+#: What in a checkout is no source of the wheel (earlier builds, environments, caches).
+_NOT_SOURCE = (".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pycache__",
+               ".pytest_cache", ".hypothesis", "*.fpkg")
 #: The oldest interpreter the package's wheels must serve (pip picks releases for it).
 PYTHON_VERSION = "3.9"
 
@@ -88,7 +92,8 @@ def _dependencies(target: Path, wheelhouse: Optional[str]) -> None:
     if not source.is_dir():
         raise ConfigurationError("--wheelhouse", wheelhouse, "is not a directory")
     for wheel in sorted(source.glob("*.whl")):
-        shutil.copy(wheel, target)
+        if fpkg.wheel_distribution(wheel.name) != "fme_ai_resilience":  # the built one wins
+            shutil.copy(wheel, target)
 
 
 def _check_wheels(python: Path) -> List[str]:
@@ -123,8 +128,10 @@ def build_package(out: Path, *, source: Optional[str] = None,
         transformers = stage / "transformers"
         python.mkdir(parents=True)
         transformers.mkdir()
-        _pip("wheel", "--no-deps", "-q", "-w", str(python),
-             str(checkout))
+        # From a clean copy: setuptools packs whatever an earlier build left in build/lib.
+        source_copy = Path(temp) / "source"
+        shutil.copytree(checkout, source_copy, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
+        _pip("wheel", "--no-deps", "-q", "-w", str(python), str(source_copy))
         _dependencies(python, wheelhouse)
         names = _check_wheels(python)
         (stage / "package.yml").write_text(fpkg.package_yml(__version__, names),

@@ -44,8 +44,8 @@ PARAMETER_PREFIX = "___XF_"
 PURE_REQUIREMENTS = ("jsonschema==4.17.3", "pg8000>=1.29", "waitress>=3.0")
 #: What FME brings itself; the package ships none of them.
 LEFT_TO_FME = ("requests", "urllib3", "certifi", "idna", "charset_normalizer")
-#: File suffixes of compiled code inside a wheel.
-COMPILED_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".exe")
+#: File suffixes of compiled code inside a wheel (bytecode included: it fits one interpreter).
+COMPILED_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".exe", ".pyc", ".pyo")
 _FMXJ_VERSION = 23146
 
 

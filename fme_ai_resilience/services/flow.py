@@ -13,8 +13,9 @@ Deployment: :meth:`FlowClient.ensure_repository`, :meth:`FlowClient.upload_works
 :mod:`fme_ai_resilience.fme.deployment`. A schedule begins now in the server's time zone (FME
 Flow reads schedule times and cron expressions in its own zone): the ``timeZone`` FME Flow
 reports in its info, or ``time_zone`` given to the client. The job submission (v4 body, v3
-path), the v3 upload and the info endpoints are Safe's; the other request shapes are modelled
-on Safe's documentation and unverified against a live FME Flow (docs/fme-flow.md lists them).
+path), the repository lookup by name, the engines list, the v3 upload and the info endpoints
+are Safe's; the other request shapes are modelled on Safe's documentation and unverified
+against a live FME Flow (docs/fme-flow.md lists them).
 
 Every call runs under per-phase limits (connect, time to first byte, body; the answer's size
 capped at ``max_answer_bytes``, its JSON decoded within a nesting limit). Intake uses
@@ -104,6 +105,7 @@ class FlowClient:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._clock = clock or SystemClock()
+        self._own_session = session is None
         self._session = session or timed_session(clock=self._clock)
         self.timeout_s = timeout_s
         self.max_queued_per_engine = max_queued_per_engine
@@ -116,6 +118,13 @@ class FlowClient:
     def __repr__(self) -> str:
         return f"FlowClient({self.base_url!r}, build={self.build or 'unknown'})"
 
+    def close(self) -> None:
+        """Stop the background probes (health() then answers "not known" at once) and close
+        the session this client made; a session handed in is the caller's to close."""
+        self._health.close()
+        if self._own_session:
+            self._session.close()
+
     # -- the server and the version of each operation -------------------------------------
     def server_build(self, *, deadline: Optional[float] = None) -> int:
         """The server's build number, read once (``GET /fmeinfo/version``, as Safe's CLI does,
@@ -123,8 +132,11 @@ class FlowClient:
         if self.build is None:
             status, body = self._call("GET", "/fmeinfo/version", ok=(200, 404),
                                       deadline=deadline)
-            number = _mapping(self._json(body, "/fmeinfo/version")).get("buildNumber") \
-                if status == 200 else None
+            try:
+                number = _mapping(self._json(body, "/fmeinfo/version")).get("buildNumber") \
+                    if status == 200 else None
+            except FlowError:   # a page in its place (a proxy's): ask the v3 info
+                number = None
             if not (isinstance(number, int) and not isinstance(number, bool) and number > 0):
                 info = self._info("/fmerest/v3/info", deadline)
                 found = _BUILD.search(str(info.get("build", "")))
@@ -190,7 +202,7 @@ class FlowClient:
     def engines(self, *, deadline: Optional[float] = None) -> List[Engine]:
         """Every registered engine with whether it is running a job. Raises :class:`FlowError`."""
         if self.api_for("engines", deadline=deadline) == V4:
-            body = self._get("/fmeapiv4/engines", {"limit": -1}, deadline)
+            body = self._get("/fmeapiv4/engines", None, deadline)   # as Safe's CLI asks
         else:
             body = self._get("/fmerest/v3/transformations/engines", None, deadline)
         return [_engine(item) for item in _items(body)]
@@ -237,13 +249,15 @@ class FlowClient:
     def ensure_repository(self, name: str, description: str = "") -> bool:
         """Create repository ``name`` unless it exists; True when this call created it.
 
-        v4 ``POST /fmeapiv4/repositories`` with JSON, v3 ``POST /fmerest/v3/repositories``
-        with a form (Safe's CLI); a 409 (created meanwhile) counts as existing.
+        ``GET .../repositories/{name}`` (200: there, 404: not), then v4 ``POST
+        /fmeapiv4/repositories`` with JSON, v3 ``POST /fmerest/v3/repositories`` with a form
+        (Safe's CLI, both); a 409 (created meanwhile) counts as existing.
         """
-        if name in self.repositories():
+        root = self._root("repositories")
+        found, _ = self._call("GET", f"{root}/repositories/{_segment(name)}", ok=(200, 404))
+        if found == 200:
             return False
         fields = {"name": name, "description": description}
-        root = self._root("repositories")
         if root == ROOTS[V4]:
             status, _ = self._call("POST", f"{root}/repositories", ok=(200, 201, 409),
                                    json=fields)

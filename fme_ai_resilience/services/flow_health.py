@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from ..checks import count, finite
 from ..clock import Clock
 
-__all__ = ["FlowHealth", "HealthCache", "NOT_YET", "OVERDUE"]
+__all__ = ["FlowHealth", "HealthCache", "NOT_YET", "OVERDUE", "CLOSED"]
 
 log = logging.getLogger("fme_ai_resilience.flow")
 
@@ -27,6 +27,8 @@ log = logging.getLogger("fme_ai_resilience.flow")
 NOT_YET = "no answer from FME Flow yet"
 #: Why an answer says nothing of Flow: the probe in flight overran its deadline.
 OVERDUE = "the FME Flow health probe overran its deadline"
+#: Why an answer says nothing of Flow: the client was closed.
+CLOSED = "the FME Flow client is closed"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,13 @@ class HealthCache:
         self._idle = threading.Event()
         self._idle.set()
         self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Start no probe any more (one in flight ends by its deadline); ``get()`` then says
+        nothing of Flow."""
+        with self._lock:
+            self._closed = True
 
     def get(self) -> FlowHealth:
         """The answer now, never waiting for Flow and never raising."""
@@ -92,6 +101,8 @@ class HealthCache:
     def _get(self) -> FlowHealth:
         now = self._clock.monotonic()
         with self._lock:
+            if self._closed:
+                return unknown(CLOSED, at=now)
             cached = self._cached
             age = None if cached is None else now - cached.checked_at
             if age is not None and age < self.cache_ttl_s:

@@ -8,10 +8,10 @@ the driver's exception classes, the SQLSTATE of an error, whether a connection i
 the URL read as libpq reads it (host, port, database, user).
 
 pg8000 reads the URL here: user, password, host, port and database, and the query parameters
-``host``, ``port``, ``dbname``, ``user``, ``password``, ``connect_timeout``,
-``application_name`` and ``sslmode`` (``require`` encrypts, ``verify-ca`` and
-``verify-full`` also check the server's certificate; anything else, as libpq's default
-``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
+``host`` (a path: the Unix socket directory, as for libpq), ``port``, ``dbname``, ``user``,
+``password``, ``connect_timeout``, ``application_name`` and ``sslmode`` (``require``
+encrypts, ``verify-ca`` and ``verify-full`` also check the server's certificate; anything
+else, as libpq's default ``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
 and read as "keepalives on", which pg8000 always is. pg8000 has one socket timeout for the
 connect and every later read: the store sets it to the larger of the connect timeout and the
 statement timeout (plus a margin), since the server's ``statement_timeout`` bounds a
@@ -35,6 +35,8 @@ __all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
 PSYCOPG2 = "psycopg2"
 PG8000 = "pg8000"
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
+#: libpq's sslmode values; pg8000 encrypts for the last three.
+_SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 #: JSON column types come back as text from either driver (the shared code decodes them).
 _JSON_OIDS = (114, 3802)
 #: What a pg8000 socket read may take beyond the server's statement timeout.
@@ -213,11 +215,14 @@ class _Pg8000(Driver):
         params = self._params(url)
         connect_s = float(params.get("connect_timeout") or options.get("connect_timeout", 10))
         context = _ssl_context(params.get("sslmode", ""))
+        host, port = params["host"], int(params.get("port") or 5432)
+        # A host that is a path is libpq's Unix socket directory.
+        where = {"unix_sock": f"{host.rstrip('/')}/.s.PGSQL.{port}"} if host.startswith("/") \
+            else {"host": host, "port": port}
         try:
             raw = self.module.connect(
                 user=params.get("user") or "postgres", password=params.get("password"),
-                host=params["host"], port=int(params.get("port") or 5432),
-                database=params["dbname"], timeout=max(connect_s, read_timeout_s),
+                **where, database=params["dbname"], timeout=max(connect_s, read_timeout_s),
                 tcp_keepalive=True, ssl_context=context,
                 application_name=params.get("application_name")
                 or options.get("application_name"))
@@ -251,6 +256,9 @@ class _Pg8000(Driver):
                 raise ConfigurationError("store URL", shown, f"has ?{key}=, which the pure "
                                          f"PostgreSQL driver (pg8000) does not take")
             params[key] = value
+        if params.get("sslmode", "prefer") not in _SSLMODES:
+            raise ConfigurationError("store URL", shown, f"has ?sslmode={params['sslmode']}: "
+                                     f"write one of {', '.join(_SSLMODES)}")
         return params
 
     def target(self, url: str) -> Dict[str, str]:

@@ -300,6 +300,8 @@ def _target_of(url: str, driver: Driver) -> Dict[str, str]:
     shown = redact_url(url)
     try:
         params = driver.target(url)
+    except ConfigurationError:  # the driver's own reason (pg8000: a parameter it lacks)
+        raise
     except (driver.Error, ValueError):  # ValueError: a NUL in the URL
         raise ConfigurationError("store URL", shown, "is not a PostgreSQL URL: write "
                                  "postgresql://user@host:5432/database") from None

@@ -101,6 +101,10 @@ class FlowStandIn:
         if parts == ["repositories"] and method == "GET":
             items = [{"name": name} for name in sorted(self.repositories)]
             return 200, {"offset": 0, "limit": -1, "totalCount": len(items), "items": items}
+        if len(parts) == 2 and parts[0] == "repositories" and method == "GET":
+            if parts[1] not in self.repositories:
+                return 404, {"message": f"repository {parts[1]} not found"}
+            return 200, {"name": parts[1]}
         if parts == ["repositories"] and method == "POST":
             fields = rec.json() if self.mode == "v4" else {
                 k: v[0] for k, v in rec.form().items()}
@@ -156,7 +160,7 @@ class FlowStandIn:
 def _operation(method: str, parts: List[str]) -> Any:
     """Which operation of ``V4_FROM_BUILD`` a path (below its version's root) is, or None."""
     if parts[0] == "repositories":
-        return "repositories" if len(parts) == 1 else "upload"
+        return "repositories" if len(parts) <= 2 else "upload"
     if parts[0] == "schedules":
         return "schedules"
     if parts == ["jobs"] or parts[:2] == ["transformations", "jobs"]:

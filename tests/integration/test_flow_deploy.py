@@ -70,7 +70,7 @@ def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
     state = server.state
     assert state.calls() == [
         ("GET", "/fmeinfo/version"),
-        ("GET", "/fmeapiv4/repositories"),
+        ("GET", "/fmeapiv4/repositories/fair"),
         ("POST", "/fmeapiv4/repositories"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
@@ -83,7 +83,7 @@ def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
     ]
     requests = state.requests[1:]
     assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
-    assert requests[0].query == {"limit": ["-1"]}
+    assert requests[0].query == {}
     assert requests[1].json() == {"name": "fair", "description": "fme-ai-resilience workspaces"}
     for upload, name in zip(requests[2:5], FILES):
         assert upload.headers["content-type"] == "application/octet-stream"
@@ -111,7 +111,7 @@ def test_a_second_deploy_replaces_the_files_and_updates_the_schedules(flow, caps
     assert deploy(server) == 0
     assert server.state.calls()[first:] == [
         ("GET", "/fmeinfo/version"),
-        ("GET", "/fmeapiv4/repositories"),
+        ("GET", "/fmeapiv4/repositories/fair"),
         *[c for name in FILES for c in (
             ("POST", "/fmeapiv4/repositories/fair/items"),
             ("PUT", f"/fmeapiv4/repositories/fair/items/{name}"))],
@@ -166,7 +166,7 @@ def test_below_build_22337_every_request_goes_to_v3(flow, capsys):
     state = server.state
     assert state.calls() == [
         ("GET", "/fmeinfo/version"),
-        ("GET", "/fmerest/v3/repositories"),
+        ("GET", "/fmerest/v3/repositories/fair"),
         ("POST", "/fmerest/v3/repositories"),
         *[c for name in FILES for c in (
             ("POST", "/fmerest/v3/repositories/fair/items"),
@@ -202,7 +202,7 @@ def test_between_25208_and_26018_repositories_on_v4_and_the_job_through_v3(flow,
     server = flow(BUILD_MIDDLE)
     assert deploy(server, "--submit") == 0
     calls = server.state.calls()
-    assert calls[:3] == [("GET", "/fmeinfo/version"), ("GET", "/fmeapiv4/repositories"),
+    assert calls[:3] == [("GET", "/fmeinfo/version"), ("GET", "/fmeapiv4/repositories/fair"),
                          ("POST", "/fmeapiv4/repositories")]
     assert ("POST", "/fmerest/v3/repositories/fair/items") in calls
     assert ("POST", "/fmerest/v3/schedules") in calls

@@ -127,3 +127,47 @@ def test_a_compiled_dependency_stops_the_build_and_writes_nothing(wheel, member,
     assert main(["package", "build", "--out", str(out), "--wheelhouse", str(house)]) == 1
     assert wheel in capsys.readouterr().err
     assert not list(out.glob("*.fpkg")) if out.exists() else True
+
+
+def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_path, fpkg):
+    """A module left in build/lib by an earlier build (one since renamed or deleted) is not
+    packed into the library's wheel: the wheel is built from the tracked sources only."""
+    root = Path(__file__).resolve().parents[2]
+    checkout = tmp_path / "checkout"
+    shutil.copytree(root, checkout, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__"))
+    stale = checkout / "build" / "lib" / "fme_ai_resilience" / "stale_module.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("LEFT_OVER = True\n")
+    house = tmp_path / "house"
+    house.mkdir()
+    with zipfile.ZipFile(fpkg) as archive:   # the dependency wheels of the package built above
+        for name in archive.namelist():
+            if name.startswith("python/") and not name.startswith("python/fme_ai_resilience"):
+                (house / Path(name).name).write_bytes(archive.read(name))
+    built = build_package(tmp_path / "out", source=str(checkout), wheelhouse=str(house))
+    with zipfile.ZipFile(built) as archive:
+        (wheel,) = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
+        members = zipfile.ZipFile(archive.open(wheel)).namelist()
+    assert "fme_ai_resilience/fme/caller_base.py" in members
+    assert not [m for m in members if m.endswith("stale_module.py")]
+
+
+def test_a_library_wheel_in_the_wheelhouse_does_not_replace_the_one_built(tmp_path, fpkg):
+    """A wheelhouse made with ``pip wheel -w DIR .`` holds a library wheel of its own (an older
+    one, say): the package keeps only the wheel built from the checkout, listed once."""
+    house = tmp_path / "house"
+    house.mkdir()
+    with zipfile.ZipFile(fpkg) as archive:
+        for name in archive.namelist():
+            if name.startswith("python/") and name.endswith(".whl"):
+                (house / Path(name).name).write_bytes(archive.read(name))
+    with zipfile.ZipFile(house / "fme_ai_resilience-0.0.1-py3-none-any.whl", "w") as old:
+        old.writestr("fme_ai_resilience/__init__.py", "__version__ = '0.0.1'\n")
+    built = build_package(tmp_path / "out", wheelhouse=str(house))
+    with zipfile.ZipFile(built) as archive:
+        wheels = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
+        manifest = archive.read("package.yml").decode("utf-8")
+    assert wheels == [f"python/fme_ai_resilience-{fpkg.name.split('-')[-1][:-5]}"
+                      "-py3-none-any.whl"]
+    assert manifest.count("- name: fme_ai_resilience\n") == 1

@@ -2,7 +2,7 @@
 
 A second connection holds a lock the store needs (a row lock, or the whole table); the store's
 operation must give up with StoreUnavailable, which intake and /healthz answer 503 with
-Retry-After. Each operation runs in a thread so a store without limits fails the test instead
+Retry-After, through either driver (psycopg2, pg8000). Each operation runs in a thread so a store without limits fails the test instead
 of hanging it; the lock is always released.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from fme_ai_resilience.services.intake import decide
 from fme_ai_resilience.settings import Settings, DatabaseSettings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.store.pg_drivers import libpq_url
+from tests.conftest import pg8000_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
@@ -37,7 +40,7 @@ def held(url: str, sql: str, params=()):
     """A second connection holding a lock (taken by ``sql`` in an open transaction)."""
     import psycopg2
 
-    conn = psycopg2.connect(url, connect_timeout=5)
+    conn = psycopg2.connect(libpq_url(url), connect_timeout=5)
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)
@@ -64,11 +67,12 @@ def outcome_of(operation):
     return box.get("error", box.get("value"))
 
 
-@pytest.fixture
-def pg(pg_store_url):
+@pytest.fixture(params=("psycopg2", "pg8000"))
+def pg(request, pg_store_url):
+    """The test database's URL, through psycopg2 and through pg8000."""
     with open_store(pg_store_url) as store:
         store.clear()
-    return pg_store_url
+    return pg_store_url if request.param == "psycopg2" else pg8000_url(pg_store_url)
 
 
 def test_complete_behind_a_held_row_lock_is_unavailable_with_the_default_limits(pg):
@@ -131,7 +135,11 @@ def test_the_limits_are_set_on_every_connection(pg):
         with store._conn.cursor() as cur:
             cur.execute("SELECT current_setting('statement_timeout'), "
                         "current_setting('lock_timeout')")
-            assert cur.fetchone() == ("7s", "2500ms")
+            assert tuple(cur.fetchone()) == ("7s", "2500ms")
+        if store.driver == "pg8000":   # pg8000 turns keepalives on with the system's timing
+            sock = store._conn.raw._usock
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)
+            return
         params = store._conn.get_dsn_parameters()
         assert (params["keepalives"], params["keepalives_idle"], params["keepalives_interval"],
                 params["keepalives_count"]) == ("1", "11", "4", "5")
