@@ -39,6 +39,7 @@ from ..clock import Clock, SystemClock
 from ..deployment import V3, V4, JobRequest, Schedule, job_body, schedule_body
 from ..errors import ConfigurationError, FlowError
 from ..redact import excerpt, redact_text
+from .sessions import new_session
 
 __all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4"]
 
@@ -106,8 +107,8 @@ class FlowClient:
         finite("max_stale_s", max_stale_s, minimum=0)
         self.base_url = base_url.rstrip("/")
         self._token = token
-        self._session = session or requests.Session()
         self._clock = clock or SystemClock()
+        self._session = session if session is not None else new_session(clock=self._clock)
         self.cache_ttl_s = cache_ttl_s
         self.timeout_s = timeout_s
         self.max_queued_per_engine = max_queued_per_engine

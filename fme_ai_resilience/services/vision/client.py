@@ -28,7 +28,8 @@ from ...redact import redact_text
 from ...timeouts import TimeoutBudget
 from ...untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
-from .phases import exchange, timed_session
+from ..sessions import session_for
+from .phases import exchange
 from .providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules, GenericMapping,
                         detect_error, normalize)
 
@@ -134,7 +135,7 @@ class VisionClient:
         self.credentials = credentials or Credentials()
         self.timeouts = timeouts or TimeoutBudget()
         self.clock = clock or SystemClock()
-        self.session = session if session is not None else timed_session(clock=self.clock)
+        self.session = session_for(session=session, clock=self.clock)
         self.max_response_bytes = int(max_response_bytes)
         self.rules = rules or ConditionRules()
         self.mapping = mapping

@@ -37,8 +37,8 @@ from ...clock import Clock, SystemClock
 from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
 from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
 from ...untrusted_json import decode_value
-from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure, \
-    timed_session
+from ..sessions import new_session
+from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure
 from .providers import MAX_DEPTH, detect_error
 from .url_guard import ApprovedURL, DownloadPolicy, approve_url, check_peer, check_url
 
@@ -124,9 +124,9 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
     clock = clock or SystemClock()
     approved = _Approved()
     if session is None:
-        session = timed_session(clock=clock, resolver=approved.resolve,
-                                address_check=lambda host, address: check_peer(host, address,
-                                                                               policy))
+        session = new_session(clock=clock, resolver=approved.resolve,
+                              address_check=lambda host, address: check_peer(host, address,
+                                                                             policy))
     secrets = (token,) if token else ()
     token_origin = _origin(url)
     current, hops = _without_token_params(url), 0
@@ -139,7 +139,7 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
         if token and token_origin[1] and _origin(current) == token_origin:
             headers["X-Esri-Authorization"] = f"Bearer {token}"
         shown = redact_url(current, secrets)
-        recorder = connect_recorder(current, session=session)
+        recorder = connect_recorder(current, session=session, clock=clock)
         watch = HeaderWatch(recorder, connect_s + policy.ttfb_s, send_s=policy.ttfb_s)
         try:
             try:
