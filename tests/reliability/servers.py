@@ -1,0 +1,172 @@
+"""Hostile servers on 127.0.0.1 for the reliability suite: a front that forwards to a stand-in
+but trickles (or reads slowly) the requests a rule picks, and records how long each hostile
+connection was held by the client."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Callable, List, Optional, Tuple
+
+TRICKLE, SLOW_READ = "trickle", "slow-read"
+_PAD = b"X-Pad: " + b"a" * 400 + b"\r\n"
+
+
+def _read_head(conn: socket.socket) -> Tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b"", b""
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def _length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value.strip())
+    return 0
+
+
+class Front:
+    """A loopback server: ``rule(method, path)`` says what to do with each request (None:
+    forward it to ``upstream_port``, one request per connection; TRICKLE: answer with headers
+    one byte every ``every_s``; SLOW_READ: read the request body at ``bytes_per_s``).
+
+    ``held`` lists ``(path, seconds)``: how long the client kept each hostile connection,
+    from the end of its request head until it gave up (closed or reset the connection).
+    """
+
+    def __init__(self, rule: Callable[[str, str], Optional[str]], *,
+                 upstream_port: Optional[int] = None, every_s: float = 0.1,
+                 bytes_per_s: int = 65536) -> None:
+        self.rule, self.upstream_port = rule, upstream_port
+        self.every_s, self.bytes_per_s = every_s, bytes_per_s
+        self.held: List[Tuple[str, float]] = []
+        self.seen: List[bytes] = []
+        self.stop = threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.1)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def __enter__(self) -> "Front":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_held(self, count: int = 1, timeout_s: float = 3.0) -> None:
+        """Wait until ``count`` hostile connections ended (the client gave them up)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.held) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self._threads:
+            t.join(timeout=2)
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(60)
+            head, rest = _read_head(conn)
+            if not head:
+                return
+            self.seen.append(head)
+            method, path = head.split(b" ", 2)[:2]
+            action = self.rule(method.decode(), path.decode())
+            if action == SLOW_READ:
+                self._slow_read(conn, path.decode(), head, rest)
+                return
+            rest = self._body(conn, head, rest)
+            if action == TRICKLE:
+                self._trickle(conn, path.decode())
+            else:
+                self._forward(conn, head, rest)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def _body(self, conn: socket.socket, head: bytes, rest: bytes) -> bytes:
+        length = _length(head)
+        while len(rest) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return rest
+
+    def _trickle(self, conn: socket.socket, path: str) -> None:
+        start = time.monotonic()
+        answer = b"HTTP/1.1 200 OK\r\n" + _PAD * 20 + b"Content-Length: 2\r\n\r\n{}"
+        try:
+            for byte in answer:
+                if self.stop.wait(self.every_s):
+                    return
+                conn.sendall(bytes([byte]))
+                conn.settimeout(0)
+                try:
+                    if conn.recv(1) == b"":   # the client shut its side: it gave up
+                        break
+                except (BlockingIOError, socket.timeout):
+                    pass
+                finally:
+                    conn.settimeout(60)
+        except OSError:
+            pass
+        self.held.append((path, time.monotonic() - start))
+
+    def _slow_read(self, conn: socket.socket, path: str, head: bytes, rest: bytes) -> None:
+        start = time.monotonic()
+        length, got = _length(head), len(rest)
+        try:
+            while got < length:
+                if self.stop.wait(65536 / self.bytes_per_s):
+                    return
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                got += len(chunk)
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+        except OSError:
+            pass
+        self.held.append((path, time.monotonic() - start))
+
+    def _forward(self, conn: socket.socket, head: bytes, body: bytes) -> None:
+        lines = [line for line in head.split(b"\r\n")
+                 if not line.lower().startswith(b"connection:")]
+        request = b"\r\n".join(lines + [b"Connection: close"]) + b"\r\n\r\n" + body
+        with socket.create_connection(("127.0.0.1", self.upstream_port), timeout=30) as up:
+            up.sendall(request)
+            answer = b""
+            while True:
+                chunk = up.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        top, _, rest = answer.partition(b"\r\n\r\n")
+        kept = [line for line in top.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+        conn.sendall(b"\r\n".join(kept + [b"Connection: close"]) + b"\r\n\r\n" + rest)
