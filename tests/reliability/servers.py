@@ -119,7 +119,7 @@ class Front:
 
     def _trickle(self, conn: socket.socket, path: str) -> None:
         start = time.monotonic()
-        answer = b"HTTP/1.1 200 OK\r\n" + _PAD * 20 + b"Content-Length: 2\r\n\r\n{}"
+        answer = b"HTTP/1.1 200 OK\r\n" + _PAD[:80] + b"\r\nContent-Length: 2\r\n\r\n{}"
         try:
             for byte in answer:
                 if self.stop.wait(self.every_s):
