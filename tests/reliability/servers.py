@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 TRICKLE, SLOW_READ = "trickle", "slow-read"
 _PAD = b"X-Pad: " + b"a" * 400 + b"\r\n"
@@ -34,13 +34,14 @@ def _length(head: bytes) -> int:
 class Front:
     """A loopback server: ``rule(method, path)`` says what to do with each request (None:
     forward it to ``upstream_port``, one request per connection; TRICKLE: answer with headers
-    one byte every ``every_s``; SLOW_READ: read the request body at ``bytes_per_s``).
+    one byte every ``every_s``; SLOW_READ: read the request body at ``bytes_per_s``; bytes:
+    answer 200 with that JSON body).
 
     ``held`` lists ``(path, seconds)``: how long the client kept each hostile connection,
     from the end of its request head until it gave up (closed or reset the connection).
     """
 
-    def __init__(self, rule: Callable[[str, str], Optional[str]], *,
+    def __init__(self, rule: Callable[[str, str], Union[None, str, bytes]], *,
                  upstream_port: Optional[int] = None, every_s: float = 0.1,
                  bytes_per_s: int = 65536) -> None:
         self.rule, self.upstream_port = rule, upstream_port
@@ -99,7 +100,11 @@ class Front:
                 self._slow_read(conn, path.decode(), head, rest)
                 return
             rest = self._body(conn, head, rest)
-            if action == TRICKLE:
+            if isinstance(action, bytes):   # a canned answer (an echo of what was sent)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+                             % len(action) + action)
+            elif action == TRICKLE:
                 self._trickle(conn, path.decode())
             else:
                 self._forward(conn, head, rest)

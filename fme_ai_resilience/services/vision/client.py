@@ -24,7 +24,7 @@ from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayloa
 from ...keys import as_trace_id
 from ...ledger import CallRecord, FormatAnomaly
 from ...redact import excerpt as make_excerpt
-from ...redact import redact_text
+from ...redact import redact_text, scrub_secrets
 from ...timeouts import TimeoutBudget
 from ...untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
@@ -172,7 +172,9 @@ class VisionClient:
                       ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
                       max_bytes=self.max_response_bytes, session=self.session, clock=self.clock)
         duration = self.clock.monotonic() - start
-        text = ex.body.decode("utf-8", errors="replace")
+        # an answer echoing the key (in any escaped form) keeps it nowhere: not in the
+        # assessment, the excerpt or a log line
+        text = scrub_secrets(ex.body.decode("utf-8", errors="replace"), self._secrets)
         common = dict(status_code=ex.status_code, phases=ex.phases, duration_s=duration,
                       trace_id=trace_id, provider=self.provider,
                       # redact a window twice the excerpt so no secret straddles the cut
