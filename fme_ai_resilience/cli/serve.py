@@ -25,6 +25,7 @@ from ..settings import Settings
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
                      number, port, setting_default, settings_from_args, whole)
 from .httpserver import DEFAULT_BACKLOG, GatewayServer
+from .common import DAY_S
 
 __all__ = ["add_parser", "build_server"]
 
@@ -59,7 +60,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set intake.watermark=200; repeatable (default: "
                         "none)")
-    p.add_argument("--config-ttl-seconds", type=number(minimum=0), default=30.0, metavar="S",
+    p.add_argument("--config-ttl-seconds", type=number(minimum=0, maximum=DAY_S),
+                   default=30.0, metavar="S",
                    help="re-read the resilience_config table at most every S seconds "
                         "(default: 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
@@ -73,18 +75,23 @@ def add_parser(subparsers: Any) -> None:
                         f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
     p.add_argument("--threads", type=whole(minimum=1, maximum=1000), default=8, metavar="N",
                    help="worker threads running the gateway (default: 8)")
-    p.add_argument("--backlog", type=whole(minimum=1), default=DEFAULT_BACKLOG, metavar="N",
+    p.add_argument("--backlog", type=whole(minimum=1, maximum=65_535),
+                   default=DEFAULT_BACKLOG, metavar="N",
                    help=f"listen backlog: connections the kernel holds for a burst; Linux caps "
                         f"it at net.core.somaxconn (default: {DEFAULT_BACKLOG})")
-    p.add_argument("--connection-limit", type=whole(minimum=1), default=500, metavar="N",
+    p.add_argument("--connection-limit", type=whole(minimum=1, maximum=100_000),
+                   default=500, metavar="N",
                    help="open connections at most; more wait in the backlog (default: 500)")
-    p.add_argument("--idle-timeout-seconds", type=number(above=0), default=30.0, metavar="S",
+    p.add_argument("--idle-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=30.0, metavar="S",
                    help="close a connection with no request in progress after S seconds "
                         "(default: 30)")
-    p.add_argument("--read-timeout-seconds", type=number(above=0), default=60.0, metavar="S",
+    p.add_argument("--read-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=60.0, metavar="S",
                    help="answer 408 to a request not received in full S seconds after its "
                         "first byte (default: 60)")
-    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0), default=20.0,
+    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0, maximum=DAY_S),
+                   default=20.0,
                    metavar="S", help="on SIGTERM or Ctrl-C, wait at most S seconds for the "
                                      "requests in flight (default: 20)")
     p.add_argument("--flow-url", metavar="URL",

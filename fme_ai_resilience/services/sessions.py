@@ -419,8 +419,8 @@ def new_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
     try:
         session = maker()
     except Exception as exc:   # FME's own proxy configuration refused
-        raise ConfigurationError("FME network settings", type(exc).__name__,
-                                 f"FMERequestsSession cannot be made: {redact_text(str(exc))}") from None
+        reason = f"FMERequestsSession cannot be made: {redact_text(str(exc))}"
+        raise ConfigurationError("FME network settings", type(exc).__name__, reason) from None
     return bounded(session=session, clock=clock, address_check=address_check, resolver=resolver)
 
 

@@ -18,12 +18,12 @@ ArcGIS's HTTP-200 ``{"error": {"code": 498}}``, JSON that cannot be read within 
 only in ``X-Esri-Authorization: Bearer``, only to the first URL's origin (scheme, host and
 port), and only when that origin is one of the policy's token origins (the configured feature
 services and write-back layers, never a host that is only an allowed photo host; a photo host
-gets its own ``download.host_headers`` instead, under the same rules), never into a URL (the portal-token query parameters ``token=`` and ``access_token=``
-are stripped before the request), log line or exception. Other query parameters, including
-storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS ``X-Goog-Signature=``,
-``key=``), stay in the URL requested, since the storage needs them; every secret-looking
-parameter is still redacted wherever the URL is shown.
-"""
+gets its own ``download.host_headers`` instead, under the same rules), never into a URL (the
+portal-token query parameters ``token=`` and ``access_token=`` are stripped before the
+request), log line or exception. Other query parameters, including storage signatures (Azure
+SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS ``X-Goog-Signature=``, ``key=``), stay in the URL
+requested, since the storage needs them; every secret-looking parameter is still redacted
+wherever the URL is shown."""
 from __future__ import annotations
 
 import logging

@@ -2,14 +2,15 @@
 
 The session's adapters measure the connect and arm the header watchdog
 (:mod:`fme_ai_resilience.services.sessions`); a session handed in without them is given them
-first (:func:`~fme_ai_resilience.services.sessions.bounded`). ``requests`` gives the first two through its ``(connect, read)`` timeout tuple with
-``stream=True``: the connect part bounds the TCP handshake, the read part each wait for
-response header bytes; a :class:`HeaderWatch` bounds the wait for the headers as a whole (a
-trickle of header bytes cannot outlast connect + TTFB budgets). The body is then read chunk by chunk under its own deadline, taken from
-the injected clock: before every read the socket timeout is set to the time left, so neither
-one blocked read nor a slow trickle of small chunks can outlast the body budget. The size
-limit is enforced while reading. Nothing here raises for a remote failure: every exchange ends
-in an :class:`Exchange` saying what came back, how long each phase took and which ran out.
+first (:func:`~fme_ai_resilience.services.sessions.bounded`). ``requests`` gives the first two
+through its ``(connect, read)`` timeout tuple with ``stream=True``: the connect part bounds the
+TCP handshake, the read part each wait for response header bytes; a :class:`HeaderWatch` bounds
+the wait for the headers as a whole (a trickle of header bytes cannot outlast connect + TTFB
+budgets). The body is then read chunk by chunk under its own deadline, taken from the injected
+clock: before every read the socket timeout is set to the time left, so neither one blocked
+read nor a slow trickle of small chunks can outlast the body budget. The size limit is enforced
+while reading. Nothing here raises for a remote failure: every exchange ends in an
+:class:`Exchange` saying what came back, how long each phase took and which ran out.
 
 :class:`PhaseAdapter` (mounted on the default session) also measures the TCP connect itself
 and records whether it (TLS handshake included) finished: urllib3 reports a stalled handshake
