@@ -86,6 +86,14 @@ def add_parser(subparsers: Any) -> None:
                    default=30.0, metavar="S",
                    help="close a connection with no request in progress after S seconds "
                         "(default: 30)")
+    p.add_argument("--silent-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=5.0, metavar="S",
+                   help="close a connection that has sent nothing at all after S seconds, so "
+                        "a flood of idle connections cannot keep a webhook out (default: 5)")
+    p.add_argument("--monitor-token-env", default=None, metavar="VAR",
+                   help="require Authorization: Bearer ${VAR} for /metrics and the detail of "
+                        "/healthz (default: none; then /metrics is open only without "
+                        "--secret-env and --signing-secret-env)")
     p.add_argument("--read-timeout-seconds", type=number(above=0, maximum=DAY_S),
                    default=60.0, metavar="S",
                    help="answer 408 to a request not received in full S seconds after its "
@@ -132,11 +140,13 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
-                       signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))
+                       signing_secret=_env(args.signing_secret_env, "--signing-secret-env"),
+                       monitor_token=_env(args.monitor_token_env, "--monitor-token-env"))
         server = GatewayServer(
             app, args.host, args.port, threads=args.threads, backlog=args.backlog,
             connection_limit=args.connection_limit, idle_timeout_s=args.idle_timeout_seconds,
             read_timeout_s=args.read_timeout_seconds,
+            silent_timeout_s=args.silent_timeout_seconds,
             shutdown_timeout_s=args.shutdown_timeout_seconds,
             # room above the gateway's own limit, so the gateway answers a 413 itself
             max_request_bytes=2 * live.get().intake.max_body_bytes)
