@@ -175,3 +175,79 @@ class Front:
         top, _, rest = answer.partition(b"\r\n\r\n")
         kept = [line for line in top.split(b"\r\n") if not line.lower().startswith(b"connection:")]
         conn.sendall(b"\r\n".join(kept + [b"Connection: close"]) + b"\r\n\r\n" + rest)
+
+
+class TcpProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host, port): :meth:`cut` drops every
+    connection and refuses new ones (accepted, then closed at once) until :meth:`restore`."""
+
+    def __init__(self, upstream: Tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.stop = threading.Event()
+        self.down = threading.Event()
+        self._lock = threading.Lock()
+        self._open: List[socket.socket] = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def cut(self) -> None:
+        self.down.set()
+        with self._lock:
+            for sock in self._open:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        self.down.clear()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.cut()
+        self._thread.join(2)
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            if self.down.is_set():
+                conn.close()
+                continue
+            try:
+                up = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                conn.close()
+                continue
+            with self._lock:
+                self._open.extend((conn, up))
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            source.settimeout(None)
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
