@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Callable, List, Optional, Tuple, Union
 
+from tests.integration.loopback import Loopback
+
 TRICKLE, SLOW_READ = "trickle", "slow-read"
 _PAD = b"X-Pad: " + b"a" * 400 + b"\r\n"
 
@@ -31,7 +33,7 @@ def _length(head: bytes) -> int:
     return 0
 
 
-class Front:
+class Front(Loopback):
     """A loopback server: ``rule(method, path)`` says what to do with each request (None:
     forward it to ``upstream_port``, one request per connection; TRICKLE: answer with headers
     one byte every ``every_s``; SLOW_READ: read the request body at ``bytes_per_s``; bytes:
@@ -48,16 +50,8 @@ class Front:
         self.every_s, self.bytes_per_s = every_s, bytes_per_s
         self.held: List[Tuple[str, float]] = []
         self.seen: List[bytes] = []
-        self.stop = threading.Event()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.1)
+        super().__init__(self._handle)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
 
     def __enter__(self) -> "Front":
         return self
@@ -71,47 +65,26 @@ class Front:
         while len(self.held) < count and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    def close(self) -> None:
-        self.stop.set()
-        for t in self._threads:
-            t.join(timeout=2)
-        self.sock.close()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(t)
-            t.start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            conn.settimeout(60)
-            head, rest = _read_head(conn)
-            if not head:
-                return
-            self.seen.append(head)
-            method, path = head.split(b" ", 2)[:2]
-            action = self.rule(method.decode(), path.decode())
-            if action == SLOW_READ:
-                self._slow_read(conn, path.decode(), head, rest)
-                return
-            rest = self._body(conn, head, rest)
-            if isinstance(action, bytes):   # a canned answer (an echo of what was sent)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\nConnection: close\r\n\r\n"
-                             % len(action) + action)
-            elif action == TRICKLE:
-                self._trickle(conn, path.decode())
-            else:
-                self._forward(conn, head, rest)
-        except OSError:
-            pass
-        finally:
-            conn.close()
+    def _handle(self, conn: socket.socket, stop: threading.Event) -> None:
+        conn.settimeout(60)
+        head, rest = _read_head(conn)
+        if not head:
+            return
+        self.seen.append(head)
+        method, path = head.split(b" ", 2)[:2]
+        action = self.rule(method.decode(), path.decode())
+        if action == SLOW_READ:
+            self._slow_read(conn, path.decode(), head, rest)
+            return
+        rest = self._body(conn, head, rest)
+        if isinstance(action, bytes):   # a canned answer (an echo of what was sent)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+                         % len(action) + action)
+        elif action == TRICKLE:
+            self._trickle(conn, path.decode())
+        else:
+            self._forward(conn, head, rest)
 
     def _body(self, conn: socket.socket, head: bytes, rest: bytes) -> bytes:
         length = _length(head)
