@@ -53,6 +53,8 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*")
 StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
 
+#: The error name a store failure's message starts with (``LockNotAvailable: ...``).
+_ERROR_NAME = re.compile(r"[A-Z][A-Za-z]{2,40}(?=:)")
 
 def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Store,
              clock: Optional[Clock] = None,
@@ -190,9 +192,8 @@ class _Gateway:
             log.warning("gateway: health check: ledger unreachable: %s", reason)
             if isinstance(exc, SchemaMissing):
                 body.update(ledger="schema_missing", reason=SCHEMA_MISSING)
-            else:   # the reason names the database's host and port: only with the token
-                body.update(ledger="unreachable",
-                            reason=reason if detail else "the ledger is unreachable")
+            else:   # the reason may name the database's host and port: only with the token
+                body.update(ledger="unreachable", reason=reason if detail else _kind_of(reason))
             headers["Retry-After"] = str(ledger_retry_after_s(settings))
         if self.flow_health is not None and detail:
             try:
@@ -317,6 +318,13 @@ def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[
 
 def _too_large(limit: int) -> Answer:
     return 413, {}, {"status": "too_large", "reason": f"the body is over {limit} bytes"}
+
+
+def _kind_of(reason: str) -> str:
+    """An unreachable ledger as an unauthenticated answer tells it: the kind of failure (the
+    driver's error name, such as LockNotAvailable), never the server's address."""
+    kind = _ERROR_NAME.match(reason)
+    return f"the ledger is unreachable ({kind.group(0)})" if kind else "the ledger is unreachable"
 
 
 def _unauthorized(reason: str) -> Answer:
