@@ -446,8 +446,6 @@ def connect_unfinished(recorder: Optional[ConnectRecorder]) -> bool:
     return recorder is not None and recorder.finished is False
 
 
-
-
 def session_for(*, session: Optional[requests.Session], clock: Clock) -> requests.Session:
     """``session`` made :func:`bounded`, or (None) a :func:`new_session`: what every client of
     the library calls with."""
