@@ -15,8 +15,11 @@ from typing import Any, Optional
 from .errors import ConfigurationError
 
 __all__ = ["finite", "count", "ratio", "name", "read_number", "read_count", "finite_number",
-           "hostname_problem", "ascii_name", "MAX_NAME_CHARS"]
+           "hostname_problem", "ascii_name", "MAX_NAME_CHARS", "MAX_SETTING_NUMBER"]
 
+#: The largest duration or other non-count number a setting may hold (seconds: about 31
+#: years). Past it nothing a deployment means is expressed, and sums of such values overflow.
+MAX_SETTING_NUMBER = 1e9
 #: The longest name (of a service, a circuit) the library accepts.
 MAX_NAME_CHARS = 128
 _ASCII_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")

@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 
 from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
-from .checks import count, finite, hostname_problem, ratio, read_count, read_number
+from .checks import (MAX_SETTING_NUMBER, count, finite, hostname_problem, ratio, read_count,
+                     read_number)
 from .errors import ConfigurationError
 from .ledger import OverloadMode
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
@@ -72,9 +73,9 @@ def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> No
             count(label, value, minimum=0 if allow_zero else 1,
                   maximum=MAX_COUNTS.get(name, MAX_COUNT))
         elif allow_zero:
-            finite(label, value, minimum=0)
+            finite(label, value, minimum=0, maximum=MAX_SETTING_NUMBER)
         else:
-            finite(label, value, above=0)
+            finite(label, value, above=0, maximum=MAX_SETTING_NUMBER)
 
 
 def _ratio(group: str, obj: Any, *names: str, allow_zero: bool = True) -> None:

@@ -150,6 +150,8 @@ INVALID = [
     ("validation.conditions", ",", "validation.conditions"),
     ("download.max_photo_bytes", "0", "download.max_photo_bytes"),
     ("download.max_redirects", "-1", "download.max_redirects"),
+    ("timeouts.ttfb_s", "1e308", "timeouts.ttfb_s"),
+    ("processing.lease_s", "1e12", "processing.lease_s"),
     ("download.host_headers", '{"photos.example.com": {"Bad Header": "x"}}',
      "download.host_headers"),
     ("download.host_headers", "[1]", "download.host_headers"),
