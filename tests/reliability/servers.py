@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from typing import Callable, List, Optional, Tuple, Union
+from urllib.parse import urlsplit
 
 from tests.integration.loopback import Loopback
 
@@ -72,6 +73,11 @@ class Front(Loopback):
             return
         self.seen.append(head)
         method, path = head.split(b" ", 2)[:2]
+        if path.startswith(b"http://"):   # asked as a proxy: forward in origin form
+            target = urlsplit(path.decode())
+            origin = (target.path or "/") + (f"?{target.query}" if target.query else "")
+            head = head.replace(path, origin.encode(), 1)
+            path = origin.encode()
         action = self.rule(method.decode(), path.decode())
         if action == SLOW_READ:
             self._slow_read(conn, path.decode(), head, rest)

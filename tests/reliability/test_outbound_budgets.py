@@ -8,6 +8,7 @@ import time
 import pytest
 
 from fme_ai_resilience.store import open_store
+from fme_ai_resilience.testing import installed_fmetools
 from tests.reliability.servers import SLOW_READ, TRICKLE, Front
 from tests.reliability.world import OneTask
 
@@ -88,3 +89,19 @@ def test_a_slow_reading_vision_service_fails_as_ttfb_within_the_budget(tmp_path,
         assert "TTFB_TIMEOUT" in classes and "CONNECTION_ERROR" not in classes, classes
     finally:
         world.close()
+
+
+def test_inside_fme_calls_follow_fmes_proxy_and_keep_their_budget(world):
+    """Guarantee: inside FME (fmetools importable) the calls go through FMERequestsSession and
+    the proxy FME is configured with, and a trickling answer through that proxy still stops
+    at connect + TTFB."""
+    upstream = int(world.layer.url.rsplit(":", 1)[1])
+    rule = (lambda method, path: TRICKLE if path.startswith("/analyze") else None)
+    with Front(rule, upstream_port=upstream) as proxy, \
+            installed_fmetools(proxies={"http": proxy.url}) as session_class:
+        world.register(world.layer.url, {**BUDGET,
+                                         "vision.endpoint": "http://vision.fme-proxy.test/analyze"})
+        world.process()
+        assert session_class.made, "no FMERequestsSession was made"
+    assert any(b"vision.fme-proxy.test" in head for head in proxy.seen), proxy.seen
+    held_within(proxy, VISION_LIMIT_S)
