@@ -61,9 +61,10 @@ def written_once(world, count):
 
 def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
     """Guarantee: a burst of 160 webhooks at several times what four processes drain is
-    answered 202 with intake P99 under 2 s, the backlog stays within the park ceiling, and
-    every photo is analysed once and written once, counted at the stand-ins."""
-    with World(FaultSchedule(latency_s=0.1)) as world, open_store(ledger_url) as store:
+    answered 202 with intake P99 under 5 s (half Survey123's timeout), the backlog stays
+    within the park ceiling, and every photo is analysed once and written once, counted at
+    the stand-ins."""
+    with World(FaultSchedule(latency_s=0.2)) as world, open_store(ledger_url) as store:
         store.set_config(loopback_settings(world, **{
             "intake.watermark": str(WATERMARK), "intake.park_ceiling": str(CEILING)}),
             now=time.time())
@@ -80,10 +81,8 @@ def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
         try:
             with GatewayServer(ledger_url) as gateway:
                 sampler.start()
-                started = time.monotonic()
                 with ThreadPoolExecutor(max_workers=16) as pool:
                     answers = list(pool.map(lambda b: deliver(gateway.url, b), bodies))
-                burst_s = time.monotonic() - started
             statuses = wait_until_settled(store, keys_of(bodies), timeout_s=180, procs=procs)
         finally:
             done.set()
@@ -91,9 +90,9 @@ def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
         assert [code for code, _, _ in outputs] == [0, 0, 0, 0], outputs[0][2][-2000:]
     assert {status for status, _, _ in answers} == {202}
     latencies = sorted(took for _, _, took in answers)
-    assert latencies[int(0.99 * len(latencies)) - 1] < 2.0, latencies[-5:]
-    assert peak[0] <= CEILING, peak
-    assert burst_s * 4 < BURST * 0.1, burst_s   # the burst came faster than the drain
+    assert latencies[int(0.99 * len(latencies)) - 1] < 5.0, latencies[-5:]
+    # the burst outran the drain: more work waited than the four processes take at once
+    assert 4 * 5 < peak[0] <= CEILING, peak
     assert set(statuses.values()) == {"SUCCEEDED"}
     assert len(world.vision.snapshot()["analysed_by_sha256"]) == BURST
     written_once(world, BURST)
