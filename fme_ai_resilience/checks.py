@@ -15,7 +15,14 @@ from typing import Any, Optional
 from .errors import ConfigurationError
 
 __all__ = ["finite", "count", "ratio", "name", "read_number", "read_count", "finite_number",
-           "hostname_problem"]
+           "hostname_problem", "ascii_name", "MAX_NAME_CHARS", "MAX_SETTING_NUMBER"]
+
+#: The largest duration or other non-count number a setting may hold (seconds: about 31
+#: years). Past it nothing a deployment means is expressed, and sums of such values overflow.
+MAX_SETTING_NUMBER = 1e9
+#: The longest name (of a service, a circuit) the library accepts.
+MAX_NAME_CHARS = 128
+_ASCII_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|[+-]?(inf|infinity|nan)",
@@ -85,6 +92,20 @@ def name(field: str, value: Any) -> str:
     """``value`` when it is a non-empty string."""
     if not isinstance(value, str) or not value:
         raise ConfigurationError(field, value, "must be a non-empty string")
+    return value
+
+
+def ascii_name(field: str, value: Any) -> str:
+    """``value`` when it is a name in ASCII letters, digits and ``_ . : -`` (a letter or
+    digit first) of at most :data:`MAX_NAME_CHARS` characters."""
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(field, value, "must be a non-empty name")
+    if len(value) > MAX_NAME_CHARS:
+        raise ConfigurationError(field, value[:40] + "…",
+                                 f"is longer than {MAX_NAME_CHARS} characters")
+    if not (value.isascii() and _ASCII_NAME.fullmatch(value)):
+        raise ConfigurationError(field, value, "must be ASCII letters, digits and _ . : - "
+                                 "(a letter or digit first)")
     return value
 
 

@@ -61,6 +61,8 @@ class Level(enum.IntEnum):
     def parse(cls, text: Union[str, int, "Level"]) -> "Level":
         """``"L2"``, ``"2"``, ``2`` or ``"fallback"`` -> :attr:`FALLBACK`; ValueError otherwise."""
         raw = str(int(text)) if isinstance(text, int) else str(text).strip()
+        if not (raw.isascii() and 0 < len(raw) <= 16):   # ASCII only: no other scripts' digits
+            raise ConfigurationError("level", text, "is not a degradation level (L0-L4)")
         if raw.upper().startswith("L") and raw[1:].isdigit():
             raw = raw[1:]
         try:

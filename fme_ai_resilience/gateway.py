@@ -53,6 +53,8 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*")
 StartResponse = Callable[..., Any]
 Answer = Tuple[int, Dict[str, str], Dict[str, Any]]
 
+#: The error name a store failure's message starts with (``LockNotAvailable: ...``).
+_ERROR_NAME = re.compile(r"[A-Z][A-Za-z]{2,40}(?=:)")
 
 def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Store,
              clock: Optional[Clock] = None,
@@ -61,8 +63,9 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
              secret_header: str = DEFAULT_SECRET_HEADER,
              signing_secret: Union[None, str, bytes] = None,
              signature_tolerance_s: float = SIGNATURE_TOLERANCE_S,
-             health_path: str = "/healthz") -> Callable[[Dict[str, Any], StartResponse],
-                                                        Iterable[bytes]]:
+             health_path: str = "/healthz",
+             monitor_token: Optional[str] = None) -> Callable[[Dict[str, Any], StartResponse],
+                                                              Iterable[bytes]]:
     """A WSGI application writing webhook deliveries into ``store``.
 
     ``settings`` is fixed :class:`Settings` or :class:`LiveSettings` (the ``resilience_config``
@@ -72,11 +75,20 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
     (``whsec_<base64>`` or raw bytes) requires a valid Standard Webhooks signature
     (``webhook-id``, ``webhook-timestamp`` within ``signature_tolerance_s`` seconds,
     ``webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">``).
+    ``monitor_token`` guards the monitoring answers (``Authorization: Bearer <token>``):
+    ``/metrics`` and the detail of ``/healthz`` (why the ledger is unreachable, FME Flow's
+    engines). Without it the detail is never shown, and ``/metrics`` is open only on a gateway
+    that has no shared or signing secret either (401 otherwise). Plain liveness (ledger
+    reachable or not, backlog and watermark) stays open.
     Raises :class:`~fme_ai_resilience.errors.ConfigurationError` for an unusable secret.
     """
-    return _Gateway(settings or Settings(), flow_health, shared_secret, secret_header,
-                    _signing_key(signing_secret), signature_tolerance_s, health_path,
-                    store=store, clock=clock or SystemClock())
+    gateway = _Gateway(settings or Settings(), flow_health, shared_secret, secret_header,
+                       _signing_key(signing_secret), signature_tolerance_s, health_path,
+                       store=store, clock=clock or SystemClock())
+    if monitor_token is not None and not monitor_token:
+        raise ConfigurationError("monitor_token", "", "must not be empty")
+    gateway.monitor_token = monitor_token.encode("utf-8") if monitor_token else None
+    return gateway
 
 
 class _Gateway:
@@ -106,6 +118,7 @@ class _Gateway:
         self.tolerance_s = tolerance_s
         self.health_path = health_path
         self.metrics_path = "/metrics"
+        self.monitor_token: Optional[bytes] = None
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
@@ -115,11 +128,15 @@ class _Gateway:
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
-        if path == self.metrics_path and method in ("GET", "HEAD"):
+        if path == self.metrics_path and method in ("GET", "HEAD") and self._monitoring(environ):
             return self._metrics(method, start_response)
         try:
-            if path == self.health_path:
-                status, headers, body = self._health(method)
+            if path == self.metrics_path and method in ("GET", "HEAD"):
+                status, headers, body = _unauthorized("the metrics need the monitor token "
+                                                      "(Authorization: Bearer)")
+            elif path == self.health_path:
+                status, headers, body = self._health(method, self._monitoring(environ,
+                                                                              detail=True))
             else:
                 status, headers, body = self._webhook(method, environ)
         except Exception as exc:  # the gateway must answer even when something breaks
@@ -132,6 +149,15 @@ class _Gateway:
         start_response(f"{status} {HTTPStatus(status).phrase}", out)
         log.debug("gateway: %s %s -> %d", method, printable(path), status)
         return [b"" if method == "HEAD" else payload]
+
+    def _monitoring(self, environ: Dict[str, Any], detail: bool = False) -> bool:
+        """Whether the request may see monitoring answers (``detail``: the health detail)."""
+        if self.monitor_token is None:
+            return not detail and self._secret is None and self._signing_key is None
+        given = environ.get("HTTP_AUTHORIZATION", "")
+        scheme, _, value = given.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode("utf-8"), self.monitor_token)
 
     # -- routes -------------------------------------------------------------------------------
     def _metrics(self, method: str, start_response: StartResponse) -> List[bytes]:
@@ -149,7 +175,7 @@ class _Gateway:
                         ("Content-Length", str(len(payload)))])
         return [b"" if method == "HEAD" else payload]
 
-    def _health(self, method: str) -> Answer:
+    def _health(self, method: str, detail: bool) -> Answer:
         if method not in ("GET", "HEAD"):
             return 405, {"Allow": "GET, HEAD"}, {"status": "method_not_allowed"}
         body: Dict[str, Any] = {}
@@ -166,10 +192,10 @@ class _Gateway:
             log.warning("gateway: health check: ledger unreachable: %s", reason)
             if isinstance(exc, SchemaMissing):
                 body.update(ledger="schema_missing", reason=SCHEMA_MISSING)
-            else:
-                body.update(ledger="unreachable", reason=reason)
+            else:   # the reason may name the database's host and port: only with the token
+                body.update(ledger="unreachable", reason=reason if detail else _kind_of(reason))
             headers["Retry-After"] = str(ledger_retry_after_s(settings))
-        if self.flow_health is not None:
+        if self.flow_health is not None and detail:
             try:
                 health = self.flow_health()
                 body["flow"] = {"reachable": health.reachable, "has_capacity": health.has_capacity,
@@ -292,6 +318,13 @@ def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[
 
 def _too_large(limit: int) -> Answer:
     return 413, {}, {"status": "too_large", "reason": f"the body is over {limit} bytes"}
+
+
+def _kind_of(reason: str) -> str:
+    """An unreachable ledger as an unauthenticated answer tells it: the kind of failure (the
+    driver's error name, such as LockNotAvailable), never the server's address."""
+    kind = _ERROR_NAME.match(reason)
+    return f"the ledger is unreachable ({kind.group(0)})" if kind else "the ledger is unreachable"
 
 
 def _unauthorized(reason: str) -> Answer:

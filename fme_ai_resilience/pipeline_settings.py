@@ -20,7 +20,7 @@ __all__ = ["VisionSettings", "ArcGISSettings", "WritebackSettings", "Compensatio
 
 #: The settings whose values are secrets: shown as ``[REDACTED]`` wherever settings are shown.
 SECRET_SETTINGS = frozenset({"vision.key", "arcgis.token", "arcgis.client_secret",
-                             "arcgis.password"})
+                             "arcgis.password", "download.host_headers"})
 #: The Vision AI providers the client speaks (``fme_ai_resilience.services.vision.PROVIDERS``).
 PROVIDER_NAMES = ("azure-v4", "google", "rekognition", "openai", "generic")
 #: Where the processor writes a conclusion.

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
-from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import (parse_qsl, quote, quote_plus, unquote_plus, urlencode, urlsplit,
+                          urlunsplit)
 
 __all__ = ["REDACTED", "SECRET_KEYS", "PORTAL_TOKEN_PARAMS", "is_secret_key", "redact_text",
            "redact_url", "without_secret_params", "without_token_params", "scrub_secrets",
@@ -75,12 +76,31 @@ def is_secret_key(name: Any) -> bool:
 _NORMALISED = frozenset(k.replace("_", "-") for k in SECRET_KEYS)
 
 
-def redact_text(text: Any, secrets: Iterable[Optional[str]] = ()) -> str:
-    """``text`` with secret-looking values and every known secret value replaced."""
-    out = text if isinstance(text, str) else str(text)
+def secret_forms(secret: str) -> Tuple[str, ...]:
+    """``secret`` and the forms an answer may echo it in: JSON-escaped (as ``json.dumps``
+    writes it, with ``\\/`` for ``/``, and every character as ``\\uXXXX``), and URL-encoded
+    (``%XX``, ``+`` for a space); the longest first, so no form is left half replaced."""
+    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+             quote(secret, safe=""), quote_plus(secret, safe=""),
+             "".join(f"\\u{ord(c):04x}" for c in secret),
+             "".join(f"\\u{ord(c):04X}" for c in secret)}
+    forms |= {f.replace("/", "\\/") for f in list(forms)}
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _replace_secrets(text: str, secrets: Iterable[Optional[str]]) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:
-            out = out.replace(secret, REDACTED)
+            for form in secret_forms(secret):
+                if form in text:
+                    text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_text(text: Any, secrets: Iterable[Optional[str]] = ()) -> str:
+    """``text`` with secret-looking values and every known secret value replaced, in any of
+    its escaped forms (:func:`secret_forms`)."""
+    out = _replace_secrets(text if isinstance(text, str) else str(text), secrets)
     for pattern, replacement in _TEXT_PATTERNS:
         out = pattern.sub(replacement, out)
     return out
@@ -150,9 +170,7 @@ def scrub_secrets(value: Any, secrets: Iterable[Optional[str]], _depth: int = 0)
     if _depth > 64:
         return REDACTED
     if isinstance(value, str):
-        for secret in known:
-            value = value.replace(secret, REDACTED)
-        return value
+        return _replace_secrets(value, known)
     if isinstance(value, Mapping):
         return {scrub_secrets(k, known, _depth + 1): scrub_secrets(v, known, _depth + 1)
                 for k, v in value.items()}
@@ -265,9 +283,7 @@ def redact_raw(text: str, secrets: Iterable[Optional[str]] = ()) -> str:
         start = match.start(2) - match.start(0)
         return match.group(0)[:start] + REDACTED + match.group(3)
 
-    out = _MEMBER.sub(member, text)
-    for secret in known:
-        out = out.replace(secret, REDACTED)
+    out = _replace_secrets(_MEMBER.sub(member, text), known)
     cut = max((size for secret in known  # the longest start of a secret ending the text
                for size in range(min(len(secret) - 1, len(out)), 3, -1)
                if out.endswith(secret[:size])), default=0)

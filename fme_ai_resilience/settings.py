@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import enum
 import functools
+import json
 import math
 import re
 import typing
@@ -26,7 +27,8 @@ from urllib.parse import urlsplit
 
 from .backoff import Jitter
 from .capacity import CapacityPlan, plan_capacity
-from .checks import count, finite, hostname_problem, ratio, read_count, read_number
+from .checks import (MAX_SETTING_NUMBER, count, finite, hostname_problem, ratio, read_count,
+                     read_number)
 from .errors import ConfigurationError
 from .ledger import OverloadMode, WhenDegraded
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
@@ -53,7 +55,6 @@ RETIRED = {"intake.park_ceiling_factor": "was replaced by intake.park_ceiling, a
                                          "limit, not a multiple of the engine watermark"}
 
 
-
 def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
     if not ok:
         raise ConfigurationError(f"{group}.{name}", value, reason)
@@ -72,9 +73,9 @@ def _positive(group: str, obj: Any, *names: str, allow_zero: bool = False) -> No
             count(label, value, minimum=0 if allow_zero else 1,
                   maximum=MAX_COUNTS.get(name, MAX_COUNT))
         elif allow_zero:
-            finite(label, value, minimum=0)
+            finite(label, value, minimum=0, maximum=MAX_SETTING_NUMBER)
         else:
-            finite(label, value, above=0)
+            finite(label, value, above=0, maximum=MAX_SETTING_NUMBER)
 
 
 def _ratio(group: str, obj: Any, *names: str, allow_zero: bool = True) -> None:
@@ -100,6 +101,9 @@ def _names(group: str, obj: Any, *names: str) -> None:
         _check(group, name, value, ok, "must be a list of names")
         object.__setattr__(obj, name, tuple(value))
 
+
+#: An HTTP header name (RFC 9110 token), as ``download.host_headers`` may name one.
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}")
 
 @dataclass(frozen=True)
 class RetrySettings:
@@ -375,6 +379,12 @@ class DownloadSettings:
     ``:port``; ``allow_http_hosts`` may be fetched over plain http (port 80 unless an
     ``allowed_hosts`` entry names one); ``allow_private_hosts`` may resolve to private,
     loopback or link-local addresses (an on-premises ArcGIS Enterprise).
+
+    The ArcGIS token goes only to the hosts of ``intake.feature_services`` and the
+    write-back's layers, never to a host that is only on ``allowed_hosts``. A photo host that
+    needs a credential of its own gets it from ``host_headers`` (a secret): a JSON object
+    ``{"photos.example.com": {"Authorization": "Bearer ..."}}``, each host's headers sent only
+    over https to that exact host (an ``allowed_hosts`` host), never after a redirect elsewhere.
     """
 
     max_photo_bytes: int = 20 * 1024 * 1024
@@ -382,11 +392,34 @@ class DownloadSettings:
     allowed_hosts: Tuple[str, ...] = ()
     allow_http_hosts: Tuple[str, ...] = ()
     allow_private_hosts: Tuple[str, ...] = ()
+    host_headers: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         _positive("download", self, "max_photo_bytes")
         _positive("download", self, "max_redirects", allow_zero=True)
         _names("download", self, "allowed_hosts", "allow_http_hosts", "allow_private_hosts")
+        self.headers_by_host()
+
+    def headers_by_host(self) -> Dict[str, Dict[str, str]]:
+        """``host_headers`` read: host (lower case) -> header name -> value; raises
+        ConfigurationError (the value never shown) when it is not such a JSON object."""
+        if not isinstance(self.host_headers, str):
+            raise ConfigurationError("download.host_headers", REDACTED, "must be JSON text")
+        if not self.host_headers.strip():
+            return {}
+        try:
+            found = json.loads(self.host_headers)
+        except ValueError:
+            found = None
+        ok = isinstance(found, dict) and all(
+            isinstance(host, str) and not hostname_problem(host.lower()) and isinstance(v, dict)
+            and v and all(isinstance(n, str) and _HEADER_NAME.fullmatch(n) and isinstance(t, str)
+                          and "\r" not in t and "\n" not in t for n, t in v.items())
+            for host, v in found.items())
+        if not ok:
+            raise ConfigurationError("download.host_headers", REDACTED,
+                                     'must be a JSON object {"host": {"Header": "value"}}')
+        return {host.lower().rstrip("."): dict(v) for host, v in found.items()}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .checks import finite
+from .checks import MAX_SETTING_NUMBER, finite
 
 __all__ = ["TimeoutBudget"]
 
@@ -27,7 +27,8 @@ class TimeoutBudget:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            finite(f"timeouts.{f.name}", getattr(self, f.name), above=0)
+            finite(f"timeouts.{f.name}", getattr(self, f.name), above=0,
+                   maximum=MAX_SETTING_NUMBER)
 
     @property
     def total_s(self) -> float:

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from cli_tree import argv, leaves, options, run, takes_db
+from fme_ai_resilience.cli.common import service_name
 
 LEDGER_COMMANDS = [(path, parser) for path, parser in leaves() if takes_db(parser)]
 #: Commands that may bring a new ledger into existence (a new SQLite file, the schema).
@@ -137,7 +138,8 @@ def test_serve_port_out_of_range_is_a_usage_error(capsys):
 
 
 NUMBER_OPTIONS = [(path, parser, action.option_strings[0]) for path, parser in leaves()
-                  for action in options(parser) if action.type not in (None, str)]
+                  for action in options(parser)
+                  if action.type not in (None, str, service_name)]
 
 
 def test_the_number_options_are_found():

@@ -19,8 +19,8 @@ PACKAGE = Path(fme_ai_resilience.__file__).resolve().parent
 INJECTED = ("clock", "rng", "session", "store")
 #: Raises of another library's exceptions, on purpose: the timed connection raises urllib3's own
 #: connect errors from inside urllib3's ``connect()``, so requests maps them as it maps its own.
-FOREIGN_RAISES = {("fme_ai_resilience.services.vision.phases", "ConnectTimeoutError"),
-                  ("fme_ai_resilience.services.vision.phases", "NewConnectionError")}
+FOREIGN_RAISES = {("fme_ai_resilience.services.sessions", "ConnectTimeoutError"),
+                  ("fme_ai_resilience.services.sessions", "NewConnectionError")}
 
 
 def _modules():

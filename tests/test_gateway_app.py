@@ -178,9 +178,11 @@ def test_healthz_includes_flow_health(clock):
             return 0
 
     health = FlowHealth(reachable=True, has_capacity=False, queued=9, engines=2, busy_engines=2)
-    app = make_app(store=Up(), clock=clock, flow_health=lambda: health)
-    _, _, body = call(app, method="GET", path="/healthz")
+    app = make_app(store=Up(), clock=clock, flow_health=lambda: health, monitor_token="m-7731")
+    _, _, body = call(app, method="GET", path="/healthz",
+                      headers={"Authorization": "Bearer m-7731"})
     assert body["flow"]["has_capacity"] is False and body["flow"]["queued"] == 9
+    assert "flow" not in call(app, method="GET", path="/healthz")[2]
 
 
 def test_unexpected_failure_is_a_json_500_without_secrets(clock, caplog):
@@ -370,3 +372,47 @@ def test_a_secret_header_name_a_server_cannot_keep_apart_is_refused(name):
     with pytest.raises(ValueError) as info:
         make_app(store=UntouchedStore(), shared_secret="s3cret-value", secret_header=name)
     assert "secret_header" in str(info.value)
+
+
+class HostDownStore(DownStore):
+    """A store whose PostgreSQL server is gone, the error naming its host and port."""
+
+    def backlog(self, limit=None):
+        raise StoreUnavailable("could not connect to server at db.internal.example:5432")
+
+
+def test_unauthenticated_health_names_no_database_host(clock):
+    """An unauthenticated /healthz says the ledger is down without its host and port; the
+    monitor token shows why."""
+    app = make_app(store=HostDownStore(), clock=clock, monitor_token="m-7731")
+    status, _, body = call(app, method="GET", path="/healthz")
+    assert status == 503 and body["ledger"] == "unreachable"
+    assert "db.internal" not in json.dumps(body) and "5432" not in json.dumps(body)
+    _, _, detailed = call(app, method="GET", path="/healthz",
+                          headers={"Authorization": "Bearer m-7731"})
+    assert "db.internal.example:5432" in detailed["reason"]
+
+
+def metrics_status(app, **headers):
+    seen = {}
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "wsgi.input": io.BytesIO(b"")}
+    environ.update({"HTTP_" + k.upper(): v for k, v in headers.items()})
+    b"".join(app(environ, lambda status, hdrs: seen.update(status=int(status[:3]))))
+    return seen["status"]
+
+
+def test_metrics_need_the_monitor_token(tmp_path, clock):
+    """With a monitor token, /metrics answers 401 without it and 200 with it."""
+    from fme_ai_resilience.store import open_store
+
+    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
+        app = make_app(store=ledger, clock=clock, monitor_token="m-7731")
+        assert metrics_status(app) == 401
+        assert metrics_status(app, authorization="Bearer wrong") == 401
+        assert metrics_status(app, authorization="Bearer m-7731") == 200
+
+
+def test_a_gateway_with_a_shared_secret_keeps_its_metrics_closed(clock):
+    """A shared secret but no monitor token: /metrics is refused, never open."""
+    app = make_app(store=DownStore(), clock=clock, shared_secret="s-1234")
+    assert metrics_status(app) == 401

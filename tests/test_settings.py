@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.settings import SECRET_SETTINGS, Settings
 
 
 def test_defaults_are_the_seeds_thresholds():
@@ -155,6 +155,11 @@ INVALID = [
     ("validation.conditions", ",", "validation.conditions"),
     ("download.max_photo_bytes", "0", "download.max_photo_bytes"),
     ("download.max_redirects", "-1", "download.max_redirects"),
+    ("timeouts.ttfb_s", "1e308", "timeouts.ttfb_s"),
+    ("processing.lease_s", "1e12", "processing.lease_s"),
+    ("download.host_headers", '{"photos.example.com": {"Bad Header": "x"}}',
+     "download.host_headers"),
+    ("download.host_headers", "[1]", "download.host_headers"),
     ("intake.feature_services", "ftp://gis.example.com/x/FeatureServer",
      "intake.feature_services"),
     ("intake.feature_services", "https://gis.example.com/x/FeatureServer?token=abc",
@@ -225,12 +230,16 @@ INVALID = [
 
 @pytest.mark.parametrize("name, raw, field", INVALID)
 def test_every_invalid_value_names_field_and_value(name, raw, field):
-    """A bad string raises ConfigurationError naming the field and the offending value."""
+    """A bad string raises ConfigurationError naming the field and the offending value (a
+    secret's value shown as [REDACTED])."""
     with pytest.raises(ConfigurationError) as info:
         Settings.from_mapping({name: raw})
     assert info.value.field == field
     assert f"{field}=" in str(info.value)
     value = info.value.value
+    if name in SECRET_SETTINGS:
+        assert value in ("[REDACTED]", "") and raw not in str(info.value)
+        return
     assert value == raw or str(value) in raw or (
         isinstance(value, (int, float)) and float(raw.rpartition("=")[2]) == value) or value == ()
 

@@ -35,6 +35,7 @@ class FeatureProcessor(ProcessorCaller):
       FAIR_DOWNLOAD_ALLOWED_HOSTS           more photo hosts (host, .domain, host:port)
       FAIR_DOWNLOAD_ALLOW_HTTP_HOSTS        photo hosts reached over plain http
       FAIR_DOWNLOAD_ALLOW_PRIVATE_HOSTS     photo hosts on private addresses (on premises)
+      FAIR_DOWNLOAD_HOST_HEADERS            credentials of photo hosts (JSON, secret)
       FAIR_BREAKER_FAILURE_RATE             failure rate that opens the circuit
       FAIR_BREAKER_MIN_CALLS                calls the window needs before it can open
       FAIR_BREAKER_SLOW_CALL_S              a call this long counts as slow

@@ -23,7 +23,7 @@ from ..services.calibration import calibrate
 from ..services.shared_breaker import CircuitBreaker, known_service
 from ..store import SqlStore
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger,
-                     number)
+                     number, service_name)
 
 __all__ = ["add_parser", "describe", "effective"]
 
@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
     text = "the state of every circuit, or of --service, with its recent call window"
     show = actions.add_parser("show", help=text, description=text[0].upper() + text[1:] + ".",
                               epilog=exit_codes())
-    show.add_argument("--service", help="one protected service (default: every circuit)")
+    show.add_argument("--service", type=service_name, help="one protected service (default: every circuit)")
     show.add_argument("--json", action="store_true", help="print JSON")
     add_db_option(show)
     show.set_defaults(func=run_show)
@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
         sub = actions.add_parser(name, help=text,
                                  description=f"{text[0].upper()}{text[1:]}. {KNOWN}",
                                  epilog=exit_codes("the ledger could not do it"))
-        sub.add_argument("--service", required=True, help="the protected service (required)")
+        sub.add_argument("--service", required=True, type=service_name, help="the protected service (required)")
         sub.add_argument("--create", action="store_true",
                          help="steer a service no engine has used yet (default: refuse it)")
         add_db_option(sub)
@@ -68,8 +68,8 @@ def add_parser(subparsers: Any) -> None:
                     "with fewer than breaker.min_calls calls are left out; without one such "
                     "hour nothing is suggested or stored.",
         epilog=exit_codes("too few calls to learn from, or the ledger could not do it"))
-    cal.add_argument("--service", required=True, help="the protected service (required)")
-    cal.add_argument("--days", type=number(above=0), default=7.0, metavar="DAYS",
+    cal.add_argument("--service", required=True, type=service_name, help="the protected service (required)")
+    cal.add_argument("--days", type=number(above=0, maximum=366), default=7.0, metavar="DAYS",
                      help="history to look at, in days (default: 7)")
     cal.add_argument("--margin", type=number(minimum=0, maximum=1), default=0.1,
                      metavar="RATE", help="added to the baseline P95 rate (default: 0.1)")

@@ -17,6 +17,7 @@ from ..errors import ResilienceError, StoreError
 from ..services.observe import read_signals
 from .common import (EXIT_USAGE, add_db_option, ledger, ledger_error, number,
                      setting_default)
+from .common import DAY_S
 
 __all__ = ["add_parser"]
 
@@ -47,7 +48,8 @@ def add_parser(subparsers: Any) -> None:
                                      "warning; 2 an alert, or the check cannot run (a usage or "
                                      "configuration error, an unreachable ledger), as a "
                                      "monitor should see it.")
-    p.add_argument("--window", type=number(above=0), default=None, metavar="S",
+    p.add_argument("--window", type=number(above=0, maximum=366 * DAY_S),
+                   default=None, metavar="S",
                    help=f"seconds to look back {setting_default('alerts.window_s')}")
     p.add_argument("--json", action="store_true", help="print every signal as JSON")
     add_db_option(p)

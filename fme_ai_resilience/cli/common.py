@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from ..checks import count, finite, read_count, read_number
+from ..checks import ascii_name, count, finite, read_count, read_number
 from ..errors import ConfigurationError, ResilienceError, StoreError, StoreUnavailable
 from ..settings import Settings
 from ..store import SqlStore, display_url, open_store
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
+__all__ = ["DAY_S", "service_name", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
            "add_db_option", "announce", "check_db_url", "command", "exit_codes", "ledger",
            "ledger_error", "number", "open_from_args", "parse_values", "port", "setting_default",
            "settings_for", "settings_from_args", "whole"]
@@ -65,6 +65,10 @@ def _option_type(read: Callable[[str, str], Any], check: Callable[..., Any],
     return parse
 
 
+#: A day in seconds: the longest wait or interval an option takes.
+DAY_S = 86_400.0
+
+
 def number(*, minimum: Optional[float] = None, above: Optional[float] = None,
            maximum: Optional[float] = None) -> Callable[[str], float]:
     """An argparse ``type``: a finite number in ASCII digits within the bounds given.
@@ -83,6 +87,14 @@ def whole(*, minimum: Optional[int] = None, maximum: Optional[int] = None
     bounds, as :func:`number`, the setting it feeds checks the range)."""
     bounds = {k: v for k, v in (("minimum", minimum), ("maximum", maximum)) if v is not None}
     return _option_type(read_count, count, **bounds)
+
+
+def service_name(text: str) -> str:
+    """An argparse ``type``: a service name in ASCII, at most 128 characters."""
+    try:
+        return ascii_name("value", text)
+    except ConfigurationError as exc:
+        raise OptionError("value", exc.value, exc.reason) from None
 
 
 #: An argparse ``type`` for a TCP port (0 lets the system pick one).

@@ -25,6 +25,7 @@ from .common import (EXIT_OK, OptionError, add_db_option, command, exit_codes, l
                      number, parse_values)
 from .logs import add_log_option, setup_logging
 from .process import stopping
+from .common import DAY_S
 
 __all__ = ["add_parser", "read_time"]
 
@@ -114,7 +115,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--requeue-format", action="store_true",
                    help="also requeue FORMAT dead letters (after a schema fix)")
     p.add_argument("--loop", action="store_true", help="run a pass every --interval seconds")
-    p.add_argument("--interval", type=number(above=0), default=300.0, metavar="S",
+    p.add_argument("--interval", type=number(above=0, maximum=DAY_S), default=300.0, metavar="S",
                    help="with --loop: seconds between passes (default: 300)")
     _common(p)
     p.set_defaults(func=run_compensate)

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any, Dict
 
+from ..settings import MAX_COUNT
 from ..clock import SystemClock
 from ..errors import ConfigurationError, FailureClass
 from ..ledger import Status, TaskRecord
@@ -90,9 +91,11 @@ def add_parser(subparsers: Any) -> None:
                                    epilog=exit_codes())
     show_list.add_argument("--cause", choices=CAUSES,
                            help="only this failure class (default: every cause)")
-    show_list.add_argument("--limit", type=whole(minimum=1), default=50, metavar="N",
+    show_list.add_argument("--limit", type=whole(minimum=1, maximum=100_000),
+                           default=50, metavar="N",
                            help="rows to show (default: 50)")
-    show_list.add_argument("--offset", type=whole(minimum=0), default=0, metavar="N",
+    show_list.add_argument("--offset", type=whole(minimum=0, maximum=MAX_COUNT),
+                           default=0, metavar="N",
                            help="rows to skip (default: 0)")
     show_list.add_argument("--json", action="store_true", help="print JSON")
     add_db_option(show_list)

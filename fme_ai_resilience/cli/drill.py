@@ -20,6 +20,7 @@ import logging
 import sys
 from typing import Any, Dict, Iterator, Tuple
 
+from ..settings import MAX_COUNT
 from ..drill.html import render_html
 from ..drill.invariants import targets
 from ..drill.report import DrillReport
@@ -140,7 +141,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--db", metavar="URL", default=None,
                    help=f"the ledger, which the drill empties first (it refuses one holding "
                         f"work that is not a drill's): {DB_FORMS} ({THROWAWAY_DEFAULT})")
-    p.add_argument("--seed", type=whole(minimum=0), default=1,
+    p.add_argument("--seed", type=whole(minimum=0, maximum=MAX_COUNT), default=1,
                    help="the seed of the faults, photos and deliveries (default: 1)")
     p.add_argument("--time-scale", type=number(above=0, maximum=1),
                    default=DEFAULT_TIME_SCALE,

@@ -5,8 +5,8 @@ every connection and hands each request, once it is complete, to a pool of worke
 an idle or trickling client holds a socket, never a worker. :class:`GatewayServer` adds:
 
 * a listen backlog (2048 by default) so a burst waits in the kernel instead of being refused;
-* per-connection deadlines: a connection with no request in progress is closed after
-  ``idle_timeout_s``; a request not received in full within ``read_timeout_s`` of its first
+* per-connection deadlines: a connection that sends nothing at all is closed after
+  ``silent_timeout_s`` (5 s), one with no request in progress after ``idle_timeout_s``; a request not received in full within ``read_timeout_s`` of its first
   byte is answered 408 and its connection closed, so a trickling client cannot keep a
   connection slot for ever;
 * :meth:`GatewayServer.stop` (``serve`` calls it on SIGTERM and Ctrl-C): accept what already
@@ -88,8 +88,11 @@ class _Channel(HTTPChannel):
 
     error_task_class = _JsonErrorTask
     reading_since: Optional[float] = None
+    spoke = False
 
     def received(self, data: bytes) -> bool:
+        if data:
+            self.spoke = True
         before = self.request
         result = super().received(data)
         if self.request is None:
@@ -104,9 +107,18 @@ class _Server(TcpWSGIServer):
 
     channel_class = _Channel
     read_timeout_s = 60.0
+    silent_timeout_s = 5.0
 
     def maintenance(self, wall_time: float) -> None:  # waitress passes time.time()
         super().maintenance(wall_time)  # closes connections idle past channel_timeout
+        # a connection that has sent nothing since it opened holds a slot for nobody: closed
+        # within silent_timeout_s (+ the 1 s maintenance tick), so a flood of them cannot keep
+        # a real webhook out past its sender's timeout
+        silent_cutoff = wall_time - self.silent_timeout_s
+        for channel in list(self.active_channels.values()):
+            if (not getattr(channel, "spoke", True) and not channel.requests
+                    and channel.creation_time < silent_cutoff):
+                channel.will_close = True
         cutoff = time.monotonic() - self.read_timeout_s
         for channel in list(self.active_channels.values()):
             since = getattr(channel, "reading_since", None)
@@ -136,7 +148,7 @@ class GatewayServer:
     def __init__(self, app: WSGIApp, host: str = "127.0.0.1", port: int = 8080, *,
                  threads: int = 8, backlog: int = DEFAULT_BACKLOG, connection_limit: int = 500,
                  idle_timeout_s: float = 30.0, read_timeout_s: float = 60.0,
-                 shutdown_timeout_s: float = 20.0,
+                 silent_timeout_s: float = 5.0, shutdown_timeout_s: float = 20.0,
                  max_request_bytes: int = 4 * 1024 * 1024) -> None:
         count("threads", threads, minimum=1, maximum=1000)
         count("backlog", backlog, minimum=1)
@@ -145,6 +157,7 @@ class GatewayServer:
         count("max_request_bytes", max_request_bytes, minimum=1)
         self.idle_timeout_s = finite("idle_timeout_s", idle_timeout_s, above=0)
         self.read_timeout_s = finite("read_timeout_s", read_timeout_s, above=0)
+        self.silent_timeout_s = finite("silent_timeout_s", silent_timeout_s, above=0)
         self.shutdown_timeout_s = finite("shutdown_timeout_s", shutdown_timeout_s, minimum=0)
         # poll() has no descriptor ceiling; Windows has only select() (up to 512 sockets).
         self._poll = os.name != "nt"
@@ -161,6 +174,7 @@ class GatewayServer:
                 server = _Server(_access_logged(app), map=self._map,
                                  dispatcher=self._dispatcher, adj=adj, sockinfo=sockinfo)
                 server.read_timeout_s = self.read_timeout_s
+                server.silent_timeout_s = self.silent_timeout_s
                 self._servers.append(server)
         except BaseException:
             wasyncore.close_all(self._map)

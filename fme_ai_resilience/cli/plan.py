@@ -16,6 +16,7 @@ import json
 import math
 from typing import Any, Dict, List, Optional
 
+from ..settings import MAX_COUNT
 from ..checks import count
 from ..retry import RetryPolicy
 from ..settings import Settings
@@ -54,9 +55,10 @@ def add_parser(subparsers: Any) -> None:
     for option, setting, kind, text in SETTING_OPTIONS:
         p.add_argument(option, dest=setting, type=kind(), metavar="N" if kind is whole else "S",
                        help=f"{text} {setting_default(setting)}")
-    p.add_argument("--photos-per-submission", type=whole(minimum=1), default=1, metavar="N",
+    p.add_argument("--photos-per-submission", type=whole(minimum=1, maximum=MAX_COUNT),
+                   default=1, metavar="N",
                    help="photos one survey submission carries: each is a task (default: 1)")
-    p.add_argument("--burst", type=whole(minimum=1), metavar="SUBMISSIONS",
+    p.add_argument("--burst", type=whole(minimum=1, maximum=MAX_COUNT), metavar="SUBMISSIONS",
                    help="size a burst of this many submissions arriving at once (a crew "
                         "syncing after an offline day): parked tasks, park ceiling, drain time "
                         "(default: none)")

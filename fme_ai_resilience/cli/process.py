@@ -19,6 +19,7 @@ import socket
 import threading
 from typing import Any, Iterator
 
+from ..settings import MAX_COUNT
 from ..errors import StoreError
 from ..redact import redact_text
 from ..services.pipeline import build_processor
@@ -26,6 +27,7 @@ from ..services.processor import BatchReport, Stop
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger, number,
                      parse_values, whole)
 from .logs import add_log_option, setup_logging
+from .common import DAY_S
 
 __all__ = ["add_parser", "stopping"]
 
@@ -102,10 +104,11 @@ def add_parser(subparsers: Any) -> None:
                       help="run one batch and exit (the default)")
     mode.add_argument("--loop", dest="loop", action="store_true",
                       help="run batches until SIGTERM or Ctrl-C")
-    p.add_argument("--idle", type=number(minimum=0), default=5.0, metavar="S",
+    p.add_argument("--idle", type=number(minimum=0, maximum=DAY_S), default=5.0, metavar="S",
                    help="with --loop: seconds to wait when no task is due or the ledger is "
                         "away (default: 5)")
-    p.add_argument("--max-batches", type=whole(minimum=0), default=0, metavar="N",
+    p.add_argument("--max-batches", type=whole(minimum=0, maximum=MAX_COUNT),
+                   default=0, metavar="N",
                    help="with --loop: stop after N batches (default: 0, no limit)")
     p.add_argument("--owner", default=None,
                    help="the lease owner's name (default: process@host:pid)")

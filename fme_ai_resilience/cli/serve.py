@@ -25,6 +25,7 @@ from ..settings import Settings
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
                      number, port, setting_default, settings_from_args, whole)
 from .httpserver import DEFAULT_BACKLOG, GatewayServer
+from .common import DAY_S
 
 __all__ = ["add_parser", "build_server"]
 
@@ -59,7 +60,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--set", dest="values", action="append", default=[], metavar="NAME=VALUE",
                    help="any setting, e.g. --set intake.watermark=200; repeatable (default: "
                         "none)")
-    p.add_argument("--config-ttl-seconds", type=number(minimum=0), default=30.0, metavar="S",
+    p.add_argument("--config-ttl-seconds", type=number(minimum=0, maximum=DAY_S),
+                   default=30.0, metavar="S",
                    help="re-read the resilience_config table at most every S seconds "
                         "(default: 30)")
     p.add_argument("--secret-env", default=None, metavar="VAR",
@@ -73,18 +75,31 @@ def add_parser(subparsers: Any) -> None:
                         f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
     p.add_argument("--threads", type=whole(minimum=1, maximum=1000), default=8, metavar="N",
                    help="worker threads running the gateway (default: 8)")
-    p.add_argument("--backlog", type=whole(minimum=1), default=DEFAULT_BACKLOG, metavar="N",
+    p.add_argument("--backlog", type=whole(minimum=1, maximum=65_535),
+                   default=DEFAULT_BACKLOG, metavar="N",
                    help=f"listen backlog: connections the kernel holds for a burst; Linux caps "
                         f"it at net.core.somaxconn (default: {DEFAULT_BACKLOG})")
-    p.add_argument("--connection-limit", type=whole(minimum=1), default=500, metavar="N",
+    p.add_argument("--connection-limit", type=whole(minimum=1, maximum=100_000),
+                   default=500, metavar="N",
                    help="open connections at most; more wait in the backlog (default: 500)")
-    p.add_argument("--idle-timeout-seconds", type=number(above=0), default=30.0, metavar="S",
+    p.add_argument("--idle-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=30.0, metavar="S",
                    help="close a connection with no request in progress after S seconds "
                         "(default: 30)")
-    p.add_argument("--read-timeout-seconds", type=number(above=0), default=60.0, metavar="S",
+    p.add_argument("--silent-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=5.0, metavar="S",
+                   help="close a connection that has sent nothing at all after S seconds, so "
+                        "a flood of idle connections cannot keep a webhook out (default: 5)")
+    p.add_argument("--monitor-token-env", default=None, metavar="VAR",
+                   help="require Authorization: Bearer ${VAR} for /metrics and the detail of "
+                        "/healthz (default: none; then /metrics is open only without "
+                        "--secret-env and --signing-secret-env)")
+    p.add_argument("--read-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=60.0, metavar="S",
                    help="answer 408 to a request not received in full S seconds after its "
                         "first byte (default: 60)")
-    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0), default=20.0,
+    p.add_argument("--shutdown-timeout-seconds", type=number(minimum=0, maximum=DAY_S),
+                   default=20.0,
                    metavar="S", help="on SIGTERM or Ctrl-C, wait at most S seconds for the "
                                      "requests in flight (default: 20)")
     p.add_argument("--flow-url", metavar="URL",
@@ -125,11 +140,13 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
         app = make_app(live, store=store, flow_health=flow.health if flow else None,
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
-                       signing_secret=_env(args.signing_secret_env, "--signing-secret-env"))
+                       signing_secret=_env(args.signing_secret_env, "--signing-secret-env"),
+                       monitor_token=_env(args.monitor_token_env, "--monitor-token-env"))
         server = GatewayServer(
             app, args.host, args.port, threads=args.threads, backlog=args.backlog,
             connection_limit=args.connection_limit, idle_timeout_s=args.idle_timeout_seconds,
             read_timeout_s=args.read_timeout_seconds,
+            silent_timeout_s=args.silent_timeout_seconds,
             shutdown_timeout_s=args.shutdown_timeout_seconds,
             # room above the gateway's own limit, so the gateway answers a 413 itself
             max_request_bytes=2 * live.get().intake.max_body_bytes)

@@ -181,6 +181,7 @@ PARAMETERS: Tuple[PublishedParameter, ...] = (
     _setting("download.allow_http_hosts", "Photo hosts reached over plain http", PROCESSOR),
     _setting("download.allow_private_hosts", "Photo hosts on private addresses, on premises",
              PROCESSOR),
+    _setting("download.host_headers", "Credentials of photo hosts (JSON, secret)", PROCESSOR),
     _setting("breaker.failure_rate", "Failure rate that opens the breaker",
              PROCESSOR, COMPENSATOR),
     _setting("breaker.min_calls", "Calls before the breaker may open", PROCESSOR),

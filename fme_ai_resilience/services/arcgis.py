@@ -42,6 +42,7 @@ from ..ledger import CallRecord
 from ..redact import redact_url
 from .arcgis_rest import TOKEN_CODES, Reply, Timeout, send, split_timeout
 from .credentials import TokenProvider
+from .sessions import session_for
 
 __all__ = ["FeatureLayer", "AttachmentInfo", "AttachmentGroup", "EditResult", "EditResults",
            "SERVICE", "where_since", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -170,8 +171,8 @@ class FeatureLayer:
                                      "https://host/.../FeatureServer/0, without a query string")
         self.url = text
         self._token = token
-        self._session = session or requests.Session()
         self._clock = clock or SystemClock()
+        self._session = session_for(session=session, clock=self._clock)
         self.timeout_s = split_timeout("timeout_s", timeout_s)
         self._on_call = on_call
         self.max_response_bytes = count("max_response_bytes", max_response_bytes, minimum=1)

@@ -14,7 +14,9 @@ counts as AUTH too, and transport failures get their class from
 
 Nothing here raises for a remote failure: the :class:`Reply` carries an
 :class:`~fme_ai_resilience.errors.ArcGISError` whose message has every secret handed in
-(``secrets``: the token, a client secret, a password) replaced by ``[REDACTED]``.
+(``secrets``: the token, a client secret, a password) replaced by ``[REDACTED]``, and so is
+every secret a good answer echoes (in any escaped form), so a row error quoting the token
+reaches no ledger row or log line.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from ..backoff import retry_after_from_headers
 from ..checks import finite
 from ..clock import Clock
 from ..errors import ArcGISError, ErrorClass, InvalidPayload
-from ..redact import redact_text, redact_url
+from ..redact import redact_text, redact_url, scrub_secrets
 from ..untrusted_json import decode_object
 from .vision.phases import exchange
 from .vision.providers import detect_error
@@ -123,7 +125,8 @@ def send(method: str, url: str, params: Mapping[str, Any], *, operation: str, no
         return failed(error_class, reason, code, wait)
     if payload is None:
         return failed(ErrorClass.BAD_FORMAT, f"the answer is not a JSON object: {problem}")
-    return Reply(status, payload, None, duration, done.phases)
+    # an answer echoing a secret (a row error quoting the token) keeps it nowhere
+    return Reply(status, scrub_secrets(payload, known), None, duration, done.phases)
 
 
 def _decoded(body: bytes, max_bytes: int, cut: bool) -> Tuple[Optional[dict], str]:

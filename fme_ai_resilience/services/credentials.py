@@ -40,6 +40,7 @@ from ..errors import ArcGISError, ConfigurationError, ErrorClass, TokenError
 from ..pipeline_settings import ArcGISSettings
 from ..redact import redact_text
 from .arcgis_rest import Timeout, send, split_timeout
+from .sessions import session_for
 
 __all__ = ["TokenProvider", "StaticToken", "OAuthAppToken", "UserToken",
            "FmeWebConnectionToken", "token_provider_from_settings", "portal_rest_url"]
@@ -125,7 +126,7 @@ class _RefreshingToken(abc.ABC):
             raise ConfigurationError("expiration_min", expiration_min,
                                      "must be a whole number of minutes >= 1")
         self.expiration_min = expiration_min
-        self._session = session or requests.Session()
+        self._session = session_for(session=session, clock=_MONOTONIC)
         self._lock = threading.Lock()
         self._token: Optional[str] = None
         self._expires_at = -math.inf

@@ -46,7 +46,8 @@ from ..fme.deployment import (V3, V4, JobRequest, Schedule, api_for, job_body,
 from ..redact import excerpt, redact_text
 from ..untrusted_json import decode_value
 from .flow_health import FlowHealth, HealthCache
-from .vision.phases import exchange, timed_session
+from .sessions import new_session
+from .vision.phases import exchange
 
 __all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4"]
 
@@ -106,7 +107,7 @@ class FlowClient:
         self._token = token
         self._clock = clock or SystemClock()
         self._own_session = session is None
-        self._session = session or timed_session(clock=self._clock)
+        self._session = session if session is not None else new_session(clock=self._clock)
         self.timeout_s = timeout_s
         self.max_queued_per_engine = max_queued_per_engine
         self.max_answer_bytes = max_answer_bytes

@@ -22,6 +22,7 @@ from ..store.base import Store
 from .compensator import Compensator
 from .credentials import TokenProvider, token_provider_from_settings
 from .processor import Processor, VisionRoute
+from .sessions import session_for
 from .sinks import CollectingSink, PostgresTableSink, Sink
 from .vision import Credentials, RequestOptions, VisionClient
 from .vision.builders import DEFAULT_PROMPT
@@ -98,7 +99,7 @@ def build_processor(settings: Settings, *, store: Store, sink: Optional[Sink] = 
     ``token`` overrides the provider the ``arcgis.*`` settings name.
     """
     clock = clock or SystemClock()
-    session = session or requests.Session()
+    session = session_for(session=session, clock=clock)
     provider = token if token is not None else token_provider_from_settings(settings,
                                                                           session=session)
     layers = layers_for(settings, store=store, token=provider, session=session, clock=clock)
@@ -120,7 +121,7 @@ def build_compensator(settings: Settings, *, store: Store, layer_url: Optional[s
     url = layer_url or settings.writeback.layer_url
     layer = None
     if url:
-        session = session or requests.Session()
+        session = session_for(session=session, clock=clock)
         provider = token if token is not None else token_provider_from_settings(
             settings, session=session)
         layer = Layers(trusted=lambda u: u == url, token=provider, session=session,

@@ -20,13 +20,13 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from ..breaker import CircuitState, effective_state
 from ..classification import CLASSIFICATION
 from ..clock import Deadline
-from ..degrade import Admission, Level, Model, priority_of
+from ..degrade import Admission, Level, Model
 from ..errors import (DownloadError, ErrorClass, FailureClass, ResilienceError, StoreError,
                       UnsafeURL)
 from ..ledger import CallRecord, DeferCause, LayerStatus, Stage, Status, Task, TaskOutcome
 from ..redact import redact_text
 from ..retry import DecisionKind, RetryDecision, RetryHistory
-from ..settings import MAX_COUNT
+from .expansion import expand_within
 from ..validate import VerdictKind, validate
 from .collaborators import Collaborators, VisionRoute
 from .retrying import Retrying, classify_exception
@@ -306,13 +306,14 @@ class TaskRun:
             return self._bury(FailureClass.BAD_REQUEST,
                               "the webhook carried no photo list and no layer lister is set")
         listed = self._stage("photo list", lambda: list(lister(task)))
-        # Photos of a task already accepted: stored whatever the backlog (never refused).
-        registered = [p.store.register(sub, MAX_COUNT, now=p.clock.now(), priority=priority_of(
-            p.settings.degrade, sub.asset_type)).key for sub in listed]
+        registered, left = expand_within(listed, p.settings, store=p.store, now=p.clock.now())
+        reason = f"the feature's {len(registered)} photo(s) registered as their own tasks"
+        if left:
+            reason += (f"; {left} more left for reconciliation (intake.max_attachments, "
+                       "intake.park_ceiling)")
         return self._complete(TaskOutcome.SKIPPED, {
-            "outcome": TaskOutcome.SKIPPED.value, "reused": False,
-            "reason": f"the feature's {len(registered)} photo(s) registered as their own tasks",
-            "expanded": registered})
+            "outcome": TaskOutcome.SKIPPED.value, "reused": False, "reason": reason,
+            "expanded": registered, "left_for_reconciliation": left})
 
 
     # -- the retry engine around a stage ---------------------------------------------------------

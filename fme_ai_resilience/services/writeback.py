@@ -32,6 +32,7 @@ from ..store.base import Store
 from ..submission import Submission
 from .arcgis import FeatureLayer
 from .credentials import TokenProvider
+from .sessions import session_for
 from .sinks import Conclusion, _complete, written
 
 __all__ = ["FeatureLayerSink", "Layers", "layer_photo_lister", "trusted_layers", "braced",
@@ -70,8 +71,8 @@ class Layers:
                  timeout_s: float = 30.0) -> None:
         self._trusted = trusted
         self._token = token
-        self._session = session or requests.Session()
         self._clock = clock or SystemClock()
+        self._session = session_for(session=session, clock=self._clock)
         self._on_call = on_call
         self._timeout_s = timeout_s
         self._layers: Dict[str, FeatureLayer] = {}

@@ -10,8 +10,8 @@ For FME authors' own tests (docs/testing.md)::
     assert run.rejected == []
 
 The pytest plugin (registered through the ``pytest11`` entry point, so installing the
-package is enough) offers ``fake_fme``, ``fme_macros``, ``fake_clock``, ``fake_vision`` and
-``fair_db``; each restores what it changes. Nothing here needs ``fmeobjects``, and ``responses``
+package is enough) offers ``fake_fme``, ``fme_macros``, ``fake_clock``, ``fake_vision``,
+``fake_fmetools`` and ``fair_db``; each restores what it changes. Nothing here needs ``fmeobjects``, and ``responses``
 only for :class:`FakeVision`.
 """
 from __future__ import annotations
@@ -19,8 +19,10 @@ from __future__ import annotations
 from ..clock import FakeClock
 from .features import (FakeFeature, FakeFME, FMEException, LogLine, current_fme,
                        installed_fme)
+from .network import FakeFMERequestsSession, installed_fmetools
 from .runner import OUTPUT, REJECTED, CallerRun, run_caller
 from .vision import FakeVision, Fault
 
 __all__ = ["FakeFeature", "FakeFME", "FMEException", "LogLine", "installed_fme", "current_fme",
-           "run_caller", "CallerRun", "OUTPUT", "REJECTED", "FakeVision", "Fault", "FakeClock"]
+           "run_caller", "CallerRun", "OUTPUT", "REJECTED", "FakeVision", "Fault", "FakeClock",
+           "FakeFMERequestsSession", "installed_fmetools"]

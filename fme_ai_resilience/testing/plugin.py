@@ -8,6 +8,8 @@ Fixtures, each undoing what it does when the test ends:
 * ``fake_clock``: a :class:`~fme_ai_resilience.clock.FakeClock`;
 * ``fake_vision``: a :class:`~.vision.FakeVision` answering through an active
   ``responses`` mock (loopback URLs pass through to real servers);
+* ``fake_fmetools``: a stand-in for Safe's ``fmetools.http`` in ``sys.modules``, so the
+  library's HTTP sessions are ``FMERequestsSession`` as inside FME (the class is yielded);
 * ``fair_db``: the URL of a new SQLite ledger with its schema, for ``FAIR_DB``.
 
 A PythonCaller script usually imports ``fme`` and ``fmeobjects`` at its top, as FME's template
@@ -27,10 +29,11 @@ import pytest
 from ..clock import FakeClock
 from ..store import open_store
 from .features import FakeFME, installed_fme
+from .network import installed_fmetools
 from .vision import FakeVision
 
-__all__ = ["fake_fme", "fme_macros", "fake_clock", "fake_vision", "fair_db", "pytest_addoption",
-           "pytest_configure", "pytest_unconfigure", "FAKE_MODULES_OPTION"]
+__all__ = ["fake_fme", "fme_macros", "fake_clock", "fake_vision", "fake_fmetools", "fair_db",
+           "pytest_addoption", "pytest_configure", "pytest_unconfigure", "FAKE_MODULES_OPTION"]
 
 _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])[:/]")
 #: The ini option (and, with dashes, the command-line flag) for session-wide fake modules.
@@ -91,6 +94,14 @@ def fake_vision() -> Iterator[FakeVision]:
         vision = FakeVision()
         vision.register(mock)
         yield vision
+
+
+@pytest.fixture
+def fake_fmetools() -> Iterator[type]:
+    """``fmetools.http`` as inside FME for the test: the library's sessions are its
+    ``FMERequestsSession`` (yielded); what was in ``sys.modules`` comes back."""
+    with installed_fmetools() as session_class:
+        yield session_class
 
 
 @pytest.fixture

@@ -24,11 +24,12 @@ from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayloa
 from ...keys import as_trace_id
 from ...ledger import CallRecord, FormatAnomaly
 from ...redact import excerpt as make_excerpt
-from ...redact import redact_text
+from ...redact import redact_text, scrub_secrets
 from ...timeouts import TimeoutBudget
 from ...untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
-from .phases import exchange, timed_session
+from ..sessions import session_for
+from .phases import exchange
 from .providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules, GenericMapping,
                         detect_error, normalize)
 
@@ -134,7 +135,7 @@ class VisionClient:
         self.credentials = credentials or Credentials()
         self.timeouts = timeouts or TimeoutBudget()
         self.clock = clock or SystemClock()
-        self.session = session if session is not None else timed_session(clock=self.clock)
+        self.session = session_for(session=session, clock=self.clock)
         self.max_response_bytes = int(max_response_bytes)
         self.rules = rules or ConditionRules()
         self.mapping = mapping
@@ -171,7 +172,9 @@ class VisionClient:
                       ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
                       max_bytes=self.max_response_bytes, session=self.session, clock=self.clock)
         duration = self.clock.monotonic() - start
-        text = ex.body.decode("utf-8", errors="replace")
+        # an answer echoing the key (in any escaped form) keeps it nowhere: not in the
+        # assessment, the excerpt or a log line
+        text = scrub_secrets(ex.body.decode("utf-8", errors="replace"), self._secrets)
         common = dict(status_code=ex.status_code, phases=ex.phases, duration_s=duration,
                       trace_id=trace_id, provider=self.provider,
                       # redact a window twice the excerpt so no secret straddles the cut

@@ -16,12 +16,14 @@ raise :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HT
 ArcGIS's HTTP-200 ``{"error": {"code": 498}}``, JSON that cannot be read within bounds) raise
 :class:`~fme_ai_resilience.errors.DownloadError` with their ErrorClass. The portal token goes
 only in ``X-Esri-Authorization: Bearer``, only to the first URL's origin (scheme, host and
-port), never into a URL (the portal-token query parameters ``token=`` and ``access_token=``
-are stripped before the request), log line or exception. Other query parameters, including
-storage signatures (Azure SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS ``X-Goog-Signature=``,
-``key=``), stay in the URL requested, since the storage needs them; every secret-looking
-parameter is still redacted wherever the URL is shown.
-"""
+port), and only when that origin is one of the policy's token origins (the configured feature
+services and write-back layers, never a host that is only an allowed photo host; a photo host
+gets its own ``download.host_headers`` instead, under the same rules), never into a URL (the
+portal-token query parameters ``token=`` and ``access_token=`` are stripped before the
+request), log line or exception. Other query parameters, including storage signatures (Azure
+SAS ``sig=``, S3 ``X-Amz-Signature=``, GCS ``X-Goog-Signature=``, ``key=``), stay in the URL
+requested, since the storage needs them; every secret-looking parameter is still redacted
+wherever the URL is shown."""
 from __future__ import annotations
 
 import logging
@@ -37,8 +39,8 @@ from ...clock import Clock, SystemClock
 from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
 from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
 from ...untrusted_json import decode_value
-from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure, \
-    timed_session
+from ..sessions import new_session
+from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure
 from .providers import MAX_DEPTH, detect_error
 from .url_guard import ApprovedURL, DownloadPolicy, approve_url, check_peer, check_url
 
@@ -124,11 +126,12 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
     clock = clock or SystemClock()
     approved = _Approved()
     if session is None:
-        session = timed_session(clock=clock, resolver=approved.resolve,
-                                address_check=lambda host, address: check_peer(host, address,
-                                                                               policy))
-    secrets = (token,) if token else ()
+        session = new_session(clock=clock, resolver=approved.resolve,
+                              address_check=lambda host, address: check_peer(host, address,
+                                                                             policy))
+    secrets = ((token,) if token else ()) + policy.header_secrets()
     token_origin = _origin(url)
+    credentials = policy.credentials_for(url, token)
     current, hops = _without_token_params(url), 0
     while True:
         looked_up_at = clock.monotonic()
@@ -136,10 +139,10 @@ def fetch_photo(url: str, token: Optional[str], policy: DownloadPolicy, *,
         # the name lookup counts in the connect phase: the connect gets what is left
         connect_s = max(0.001, policy.connect_s - (clock.monotonic() - looked_up_at))
         headers = {"Accept": "image/*", "Accept-Encoding": "identity"}
-        if token and token_origin[1] and _origin(current) == token_origin:
-            headers["X-Esri-Authorization"] = f"Bearer {token}"
+        if token_origin[1] and _origin(current) == token_origin:
+            headers.update(credentials)
         shown = redact_url(current, secrets)
-        recorder = connect_recorder(current, session=session)
+        recorder = connect_recorder(current, session=session, clock=clock)
         watch = HeaderWatch(recorder, connect_s + policy.ttfb_s, send_s=policy.ttfb_s)
         try:
             try:

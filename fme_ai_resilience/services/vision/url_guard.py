@@ -25,8 +25,8 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from dataclasses import dataclass
-from typing import Any, FrozenSet, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -39,7 +39,7 @@ from ...settings import Settings
 from .phases import Resolver, resolve_within, system_resolver
 
 __all__ = ["DownloadPolicy", "ApprovedURL", "approve_url", "check_url", "check_peer",
-           "address_problem", "DEFAULT_PORTS"]
+           "address_problem", "DEFAULT_PORTS", "origin_of"]
 
 IPAddress = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 #: The port of each scheme when an allow-list entry names none.
@@ -90,6 +90,12 @@ class DownloadPolicy:
     ``allowed_hosts`` entries are ``host``, ``.domain`` (its subdomains too) or either with
     ``:port`` (``gis.example.com:6443``); without a port a host gets 443 (80 when it is in
     ``allow_http_hosts``). Raises ConfigurationError for a malformed entry or limit.
+
+    ``token_origins`` are the origins (``https://host:port``) the portal token may go to: the
+    feature services and write-back layers of the configuration (:meth:`from_settings`);
+    None, for a policy made by hand, means the first URL's origin, whatever allowed host it
+    is. ``host_headers`` are ``(host, header, value)`` credentials of photo hosts, each sent
+    only over https to that host.
     """
 
     allowed_hosts: Tuple[str, ...] = ()
@@ -101,6 +107,8 @@ class DownloadPolicy:
     connect_s: float = 5.0
     ttfb_s: float = 30.0
     body_s: float = 60.0
+    token_origins: Optional[Tuple[str, ...]] = None
+    host_headers: Tuple[Tuple[str, str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         for name in _ENTRY_FIELDS:
@@ -132,12 +140,40 @@ class DownloadPolicy:
             host = _bracketed(parts.hostname or "")
             default = DEFAULT_PORTS.get(parts.scheme)
             services.append(host if parts.port in (None, default) else f"{host}:{parts.port}")
+        token_urls = (*settings.intake.feature_services, settings.writeback.layer_url,
+                      settings.writeback.table_url)
+        origins = tuple(dict.fromkeys(o for o in map(origin_of, token_urls) if o))
+        headers = tuple((host, name, value)
+                        for host, named in download.headers_by_host().items()
+                        for name, value in named.items())
         values = dict(allowed_hosts=tuple(dict.fromkeys(services + list(download.allowed_hosts))),
+                      token_origins=origins, host_headers=headers,
                       allow_http_hosts=download.allow_http_hosts,
                       allow_private_hosts=download.allow_private_hosts,
                       max_bytes=download.max_photo_bytes, max_redirects=download.max_redirects)
         values.update(overrides)
         return cls(**values)
+
+    def credentials_for(self, url: str, token: Optional[str]) -> Dict[str, str]:
+        """The credential headers a request to ``url`` (the photo's first URL) carries: the
+        portal token when its origin is a token origin, a photo host's own headers over https
+        to that host; empty for anything else."""
+        headers: Dict[str, str] = {}
+        origin = origin_of(url)
+        if not origin:
+            return headers
+        allowed = (self.token_origins is None and self.host_allowed(urlsplit(url).hostname or "")
+                   or origin in (self.token_origins or ()))
+        if token and allowed:
+            headers["X-Esri-Authorization"] = f"Bearer {token}"
+        if origin.startswith("https://"):
+            host = (urlsplit(url).hostname or "").lower().rstrip(".")
+            headers.update({name: value for h, name, value in self.host_headers if h == host})
+        return headers
+
+    def header_secrets(self) -> Tuple[str, ...]:
+        """The values of ``host_headers``, for redaction."""
+        return tuple(value for _, _, value in self.host_headers)
 
     def host_allowed(self, host: str) -> bool:
         """Whether ``host`` (on some port) is on the allow-list."""
@@ -151,6 +187,20 @@ class DownloadPolicy:
 
     def _entries(self, field: str) -> Sequence[Tuple[str, Optional[int]]]:
         return [_entry(field, e) for e in getattr(self, field)]
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the default port filled in, host in lower case);
+    empty when it has no http(s) origin."""
+    try:
+        parts = urlsplit(str(url).strip())
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower().rstrip(".")
+        port = parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return ""
+    if scheme not in DEFAULT_PORTS or not host:
+        return ""
+    return f"{scheme}://{_bracketed(host)}:{port}"
 
 
 def _bracketed(host: str) -> str:
@@ -311,7 +361,8 @@ def approve_url(url: str, policy: DownloadPolicy, secrets: Sequence[str] = ()) -
     port = port or DEFAULT_PORTS[scheme]
     ports = policy.ports_for(host, scheme)
     if not ports:
-        raise UnsafeURL(f"{shown}: host {host} is not on the allow-list")
+        raise UnsafeURL(f"{shown}: host {host} is not on the allow-list (a feature service "
+                        "of intake.feature_services, or a photo host of download.allowed_hosts)")
     if port not in ports:
         raise UnsafeURL(f"{shown}: port {port} is not allowed for {host} "
                         f"(allowed: {', '.join(map(str, sorted(ports)))})")
