@@ -173,3 +173,33 @@ def test_an_answer_under_the_threshold_is_in_the_review_queue_and_analysed(db, c
         assert (counts.analysed, counts.in_review, counts.skipped) == (1, 1, 0)
         (item,) = store.review_items()
         assert item.key == "low" and item.outcome is TaskOutcome.REVIEW
+
+
+class ConcurrentSink(PostgresTableSink):
+    """A layer so slow that another reviewer's process resolves the photo mid-write."""
+
+    def __init__(self, db, clock):
+        super().__init__()
+        self.db, self.clock, self.writes, self.second = db, clock, 0, None
+
+    def flag(self, conclusion, *, store, now):
+        self.writes += 1
+        if self.second is None:
+            self.second = ""
+            with open_store(self.db) as other, pytest.raises(ReviewRefused) as refused:
+                resolve("b1", "good", "second", "", Settings(), self, store=other,
+                        now=now + 1)
+            self.second = str(refused.value)
+        super().flag(conclusion, store=store, now=now)
+
+
+def test_two_processes_resolving_one_photo_write_it_back_once(db, clock):
+    """A resolve while another process's write-back is in flight is refused: one write."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    sink = ConcurrentSink(db, clock)
+    with open_store(db) as store:
+        first = resolve("b1", "damaged", "first", "", Settings(), sink, store=store,
+                        now=clock.now() + 10)
+        assert first.done is Resolved.RECORDED and sink.writes == 1
+        assert "being written" in sink.second
+        assert store.asset_condition("b1")["condition"] == "damaged"

@@ -5,7 +5,8 @@ and answers under the confidence threshold, each waiting for a person's verdict.
 a note) once, then writes it back through the sink (the outcome field shows REVIEWED, the
 condition field the reviewer's condition), once: a second resolve of the same photo is
 refused, naming the verdict already recorded; a verdict whose write-back failed is written
-again by the next resolve instead.
+again by the next resolve instead. The process writing a verdict holds its write-back
+(another resolve meanwhile is refused), so it reaches the layer once.
 """
 from __future__ import annotations
 
@@ -60,6 +61,9 @@ def resolve(key: str, condition: str, reviewer: str, note: str, settings: Settin
             v = item.verdict
             raise ReviewRefused(f"{key}: already resolved by {v.reviewer} as {v.condition!r}; "
                                 "a verdict is recorded once")
+        if not store.claim_review_write(key, now=now):
+            raise ReviewRefused(f"{key}: the verdict of {item.verdict.reviewer} is being "
+                                "written back by another process; see `review show`")
         _write(item, item.verdict, sink, store=store, now=now)
         return Resolution(key, item.verdict, Resolved.WRITTEN_AGAIN)
     verdict = _verdict(condition, reviewer, note, settings, now=now)
@@ -92,5 +96,10 @@ def _write(item: ReviewItem, verdict: ReviewVerdict, sink: Sink, *, store: Store
                 created_at=item.since)
     result = {"condition": verdict.condition, "confidence": None,
               "model_version": f"reviewer:{verdict.reviewer}"}
-    sink.flag(Conclusion(task, None, result, layer=LayerStatus.REVIEWED), store=store, now=now)
+    try:
+        sink.flag(Conclusion(task, None, result, layer=LayerStatus.REVIEWED), store=store,
+                  now=now)
+    except BaseException:
+        store.release_review_write(item.key)
+        raise
     store.review_written(item.key, now=now)
