@@ -203,3 +203,16 @@ def test_two_processes_resolving_one_photo_write_it_back_once(db, clock):
         assert first.done is Resolved.RECORDED and sink.writes == 1
         assert "being written" in sink.second
         assert store.asset_condition("b1")["condition"] == "damaged"
+
+
+def test_a_secret_pasted_into_a_verdict_note_is_never_stored(db, clock):
+    """A token or key in the reviewer's note is redacted before the verdict is recorded."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    note = "checked on site; token=AbC123secretXYZ987 sk-test-0123456789abcdef"
+    with open_store(db) as store:
+        done = resolve("b1", "fair", "inspector", note, Settings(), PostgresTableSink(),
+                       store=store, now=clock.now() + 10)
+        stored = store.review_item("b1").verdict.note
+    for secret in ("AbC123secretXYZ987", "sk-test-0123456789abcdef"):
+        assert secret not in stored and secret not in done.verdict.note
+    assert stored.startswith("checked on site")

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
 from ..errors import ConfigurationError, ResilienceError
 from ..ledger import LayerStatus, ReviewItem, ReviewState, ReviewVerdict, Task
+from ..redact import redact_text
 from ..settings import Settings
 from ..store.base import Store
 from .sinks import Conclusion, Sink
@@ -85,7 +87,9 @@ def _verdict(condition: str, reviewer: str, note: str, settings: Settings, *,
                                  f"at most {MAX_REVIEWER} characters)")
     if len(note) > MAX_NOTE:
         raise ConfigurationError("note", note[:40] + "...", f"is over {MAX_NOTE} characters")
-    return ReviewVerdict(condition=condition, reviewer=who, resolved_at=now, note=note)
+    # a credential pasted into a note never reaches the ledger or `review show`
+    return ReviewVerdict(condition=condition, reviewer=redact_text(who), resolved_at=now,
+                         note=redact_text(note))
 
 
 def _write(item: ReviewItem, verdict: ReviewVerdict, sink: Sink, *, store: Store,
