@@ -216,3 +216,13 @@ def test_a_secret_pasted_into_a_verdict_note_is_never_stored(db, clock):
     for secret in ("AbC123secretXYZ987", "sk-test-0123456789abcdef"):
         assert secret not in stored and secret not in done.verdict.note
     assert stored.startswith("checked on site")
+
+
+def test_review_list_is_bounded_and_says_how_many_are_waiting(db, clock, capsys):
+    """--limit past 1000 is a usage error; a page shorter than the queue says its place."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    with pytest.raises(SystemExit) as usage:
+        main(["review", "list", "--db", db, "--limit", "1001"])
+    assert usage.value.code == 2 and "must be <= 1000" in capsys.readouterr().err
+    code, out, _ = _run(capsys, "review", "list", "--db", db, "--limit", "1")
+    assert code == 0 and "photos 1-1 of 2 waiting" in out and out.count("MANUAL_REVIEW") == 1
