@@ -97,9 +97,10 @@ class ReviewRowOps:
                 got["in_review"] += n
             elif state == ReviewState.RESOLVED.value:
                 got["reviewed"] += n
-        statuses = {row["status"]: int(row["n"])
-                    for row in self._statement("counts", write=False).rows}
-        awaiting = sum(n for s, n in statuses.items() if Status(s).in_progress)
+        # the in-progress rows through their partial index: `counts` reads the whole ledger,
+        # and /metrics and check run this on every scrape
+        awaiting = int(self._statement("backlog", {"count_limit": NO_LIMIT},
+                                       write=False).rows[0]["n"])
         held = int(self._statement("held_back", write=False).rows[0]["n"])
         dead = {str(row["failure_class"] or "UNKNOWN"): int(row["n"])
                 for row in self._statement("dead_letters", write=False).rows}
