@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..checks import count, finite, name
-from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem, ReviewState, ReviewVerdict,
-                      Status, TaskOutcome)
+from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem,
+                      ReviewState, ReviewVerdict, TaskOutcome)
 from .rows import NO_LIMIT, from_json, optional, to_json
 
-__all__ = ["ReviewRowOps", "review_state", "review_item_of", "asset_params", "REVIEW_WRITE_S"]
+__all__ = ["ReviewRowOps", "review_state", "review_item_of", "asset_params",
+           "REVIEW_WRITE_S"]
 
 #: How long a verdict's write-back is held by the process writing it, s: longer than the
 #: write-back's own time limits, so a second resolve never writes it while it is in flight.
