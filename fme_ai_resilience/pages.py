@@ -6,6 +6,8 @@ dead letters and raises:
 * a stall (ALERT): work is due and no engine finished anything for longer than the latency
   promise (no processor running, every engine stuck); the message gives the oldest due task's
   age;
+* overdue work (WARN): work is due, engines are finishing other work (critical asset types are
+  claimed first), and the oldest due task was registered longer than the latency promise ago;
 * dead letters (ALERT): more than ``alerts.dead_letter_ratio`` of the window's finished tasks
   (the evidence of bodies that never became tasks left out of both), or a cause seen for the
   first time (every dead letter of that cause is in the window; a cause of evidence only
@@ -69,6 +71,16 @@ def ledger_alerts(settings: Settings, ledger: LedgerState, *, dead_in_window: Ma
                             f"{human_age(stalled)} (over the {promise:g} s promise); the "
                             f"oldest due task is {human_age(oldest)} old: is any processor "
                             f"running?"))
+    else:
+        overdue = ledger.age(ledger.oldest_due_created_at)
+        if ledger.due and overdue is not None and overdue > promise:
+            # engines are finishing other work (critical types first, newer retries) while
+            # these photos wait: the promise is broken for them, no engine is stuck
+            alerts.append(Alert(AlertLevel.WARN, "overdue",
+                                f"overdue: {ledger.due} task(s) due, the oldest registered "
+                                f"{human_age(overdue)} ago (over the {promise:g} s promise) "
+                                f"while engines finish other work: more engines "
+                                f"(intake.engines) or a lower intake.watermark"))
     alerts += _dead_letter_alerts(settings, ledger, dead_in_window, finished_in_window)
     if ledger.expired_leases:
         expired = ledger.age(ledger.oldest_expiry) or 0.0

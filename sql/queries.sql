@@ -539,14 +539,28 @@ ORDER BY completed_at, task_key
 LIMIT %(limit)s OFFSET %(offset)s
 
 -- review_resolve --
--- Record a reviewer's verdict, once: a photo already resolved matches no row
+-- Record a reviewer's verdict, once: a photo already resolved matches no row. The recorder
+-- holds the verdict's write-back until a time (lease_expires_at, unused on a finished row)
 UPDATE ai_task_registry
-SET review_state = 'RESOLVED', review_verdict = %(verdict)s, updated_at = %(now)s
+SET review_state = 'RESOLVED', review_verdict = %(verdict)s, lease_expires_at = %(until)s,
+    updated_at = %(now)s
 WHERE task_key = %(key)s AND review_state = 'OPEN'
+
+-- review_write_claim --
+-- Take over the write-back of a verdict not written yet, unless another process holds it
+UPDATE ai_task_registry SET lease_expires_at = %(until)s, updated_at = %(now)s
+WHERE task_key = %(key)s AND review_state = 'RESOLVED' AND review_written_at IS NULL
+  AND coalesce(lease_expires_at, 0) <= %(now)s
+
+-- review_write_release --
+-- A write-back that failed lets the next resolve write the verdict at once
+UPDATE ai_task_registry SET lease_expires_at = NULL
+WHERE task_key = %(key)s AND review_state = 'RESOLVED' AND review_written_at IS NULL
 
 -- review_written --
 -- The verdict reached the layer (its write-back is never sent twice)
-UPDATE ai_task_registry SET review_written_at = %(now)s, updated_at = %(now)s
+UPDATE ai_task_registry SET review_written_at = %(now)s, lease_expires_at = NULL,
+    updated_at = %(now)s
 WHERE task_key = %(key)s AND review_state = 'RESOLVED' AND review_written_at IS NULL
 
 -- due_stats --

@@ -236,6 +236,13 @@ ALTER TABLE ai_task_registry ADD COLUMN IF NOT EXISTS review_state text
     CHECK (review_state IN ('OPEN', 'RESOLVED'));
 ALTER TABLE ai_task_registry ADD COLUMN IF NOT EXISTS review_verdict jsonb;
 ALTER TABLE ai_task_registry ADD COLUMN IF NOT EXISTS review_written_at double precision;
+-- A photo an earlier version marked SKIPPED at a degradation level was never analysed and
+-- never skipped by the deployment's policy: it is owed again, due at once (the expansion
+-- of a feature without a photo list, which names the tasks it made, stays finished).
+UPDATE ai_task_registry
+SET status = 'PENDING', outcome = NULL, result = NULL, written = NULL, completed_at = NULL,
+    lease_expires_at = NULL, next_attempt_at = updated_at
+WHERE status = 'SUCCEEDED' AND outcome = 'SKIPPED' AND result -> 'expanded' IS NULL;
 CREATE INDEX IF NOT EXISTS ai_task_registry_claim_idx
     ON ai_task_registry (priority DESC, next_attempt_at, created_at)
     WHERE status IN ('PENDING', 'FAILED', 'DEFERRED');

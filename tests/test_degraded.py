@@ -149,3 +149,38 @@ def test_a_pause_ends_and_every_held_photo_is_analysed(ledger, clock):
     done = make(ledger, clock, settings=settings).run_batch().results
     assert [r.outcome for r in done] == [TaskOutcome.ACCEPTED] * 14
     assert len(responses.calls) == 14
+
+
+@responses.activate
+def test_an_engine_with_a_stale_ladder_does_not_hold_back_a_released_photo_again(ledger, clock):
+    """The step down releases the held photos; an engine whose cached ladder still says L4
+    reads it fresh before holding one back, so the photo is analysed, not held for hold_s."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("first", photo="a"))
+    Degradation(store=ledger, clock=clock).set_override("L4")
+    engine = make(ledger, clock)
+    (held,) = engine.run_batch().results   # the engine now caches L4
+    assert held.status is Status.DEFERRED
+    Degradation(store=ledger, clock=clock).clear_override()   # the compensator's step down
+    (done,) = engine.run_batch().results
+    assert (done.status, done.outcome) == (Status.SUCCEEDED, TaskOutcome.ACCEPTED)
+    assert len(responses.calls) == 1
+
+
+@responses.activate
+def test_the_ladder_steps_down_by_itself_when_the_compensator_does_not_run(ledger, clock):
+    """Paused on a backlog, then the compensator stops: the engines' own batches feed the
+    ladder, so the pause ends once the hold passes and every photo is analysed once."""
+    responses.add(responses.POST, VISION, json=answer())
+    settings = Settings.from_mapping({"intake.watermark": "2", "processing.claim_limit": "50",
+                                      "degrade.hold_s": "30"})
+    register(ledger, *(submission(f"k{i}", photo=f"p{i}") for i in range(14)))
+    Compensator(settings, store=ledger, clock=clock).run(reconcile=False)   # its last run
+    assert Degradation(store=ledger, clock=clock).level().label == "L4"
+    engine = make(ledger, clock, settings=settings)
+    outcomes = []
+    for _ in range(12):   # two minutes of engine batches, no compensator
+        outcomes += [r.outcome for r in engine.run_batch().results if r.outcome]
+        clock.advance(10)
+    assert outcomes == [TaskOutcome.ACCEPTED] * 14
+    assert len(responses.calls) == 14

@@ -10,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.cli import main
+from fme_ai_resilience.degrade import CRITICAL
 from fme_ai_resilience.errors import FailureClass
 from fme_ai_resilience.gateway import make_app
 from fme_ai_resilience.ledger import TaskOutcome
@@ -159,3 +160,17 @@ def test_junk_bodies_only_warn_and_never_count_as_dead_tasks(db, capsys):
     code, out = _check(capsys, db)
     assert code == 1 and "a new dead-letter cause: INVALID_PAYLOAD" in out
     assert "are dead letters" not in out
+
+
+def test_work_due_past_the_promise_while_others_finish_warns(db, capsys):
+    """Engines finish newer (critical-first) work while old photos wait: WARN with the age."""
+    _registered(db, 3, ago=600, prefix="old")
+    with open_store(db) as store:
+        now = time.time()
+        store.register(submission("hydrant"), 1000, now=now, priority=CRITICAL)
+        (task,) = store.claim("engine", 1, 60, now=now)
+        assert task.key == "hydrant"
+        store.complete(task.key, task.lease_token, TaskOutcome.ACCEPTED, {}, now=now)
+    code, out = _check(capsys, db)
+    assert code == 1 and "overdue: 3 task(s) due, the oldest registered 10 min ago" in out
+    assert "stall" not in out

@@ -173,3 +173,56 @@ def test_an_answer_under_the_threshold_is_in_the_review_queue_and_analysed(db, c
         assert (counts.analysed, counts.in_review, counts.skipped) == (1, 1, 0)
         (item,) = store.review_items()
         assert item.key == "low" and item.outcome is TaskOutcome.REVIEW
+
+
+class ConcurrentSink(PostgresTableSink):
+    """A layer so slow that another reviewer's process resolves the photo mid-write."""
+
+    def __init__(self, db, clock):
+        super().__init__()
+        self.db, self.clock, self.writes, self.second = db, clock, 0, None
+
+    def flag(self, conclusion, *, store, now):
+        self.writes += 1
+        if self.second is None:
+            self.second = ""
+            with open_store(self.db) as other, pytest.raises(ReviewRefused) as refused:
+                resolve("b1", "good", "second", "", Settings(), self, store=other,
+                        now=now + 1)
+            self.second = str(refused.value)
+        super().flag(conclusion, store=store, now=now)
+
+
+def test_two_processes_resolving_one_photo_write_it_back_once(db, clock):
+    """A resolve while another process's write-back is in flight is refused: one write."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    sink = ConcurrentSink(db, clock)
+    with open_store(db) as store:
+        first = resolve("b1", "damaged", "first", "", Settings(), sink, store=store,
+                        now=clock.now() + 10)
+        assert first.done is Resolved.RECORDED and sink.writes == 1
+        assert "being written" in sink.second
+        assert store.asset_condition("b1")["condition"] == "damaged"
+
+
+def test_a_secret_pasted_into_a_verdict_note_is_never_stored(db, clock):
+    """A token or key in the reviewer's note is redacted before the verdict is recorded."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    note = "checked on site; token=AbC123secretXYZ987 sk-test-0123456789abcdef"
+    with open_store(db) as store:
+        done = resolve("b1", "fair", "inspector", note, Settings(), PostgresTableSink(),
+                       store=store, now=clock.now() + 10)
+        stored = store.review_item("b1").verdict.note
+    for secret in ("AbC123secretXYZ987", "sk-test-0123456789abcdef"):
+        assert secret not in stored and secret not in done.verdict.note
+    assert stored.startswith("checked on site")
+
+
+def test_review_list_is_bounded_and_says_how_many_are_waiting(db, clock, capsys):
+    """--limit past 1000 is a usage error; a page shorter than the queue says its place."""
+    _skip_two_benches_and_analyse_a_hydrant(db, clock)
+    with pytest.raises(SystemExit) as usage:
+        main(["review", "list", "--db", db, "--limit", "1001"])
+    assert usage.value.code == 2 and "must be <= 1000" in capsys.readouterr().err
+    code, out, _ = _run(capsys, "review", "list", "--db", db, "--limit", "1")
+    assert code == 0 and "photos 1-1 of 2 waiting" in out and out.count("MANUAL_REVIEW") == 1

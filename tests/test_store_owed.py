@@ -68,6 +68,21 @@ def test_honest_counts_and_the_review_queue(store):
     assert store.review_item("a") is None and store.review_stats()[0] == 1
 
 
+def test_a_verdicts_write_back_is_held_by_one_process_at_a_time(store):
+    """The recorder holds the write-back; another takes it only once released or lapsed."""
+    task = claimed(store, "s")
+    assert store.complete("s", task.lease_token, TaskOutcome.SKIPPED, {}, now=T0 + 1,
+                          review=True)
+    verdict = ReviewVerdict(condition="fair", reviewer="inspector", resolved_at=T0 + 9)
+    assert store.resolve_review("s", verdict, now=T0 + 9, write_s=60)
+    assert not store.claim_review_write("s", now=T0 + 10)        # in flight elsewhere
+    assert store.claim_review_write("s", now=T0 + 70)            # the holder vanished
+    store.release_review_write("s")                               # its write failed
+    assert store.claim_review_write("s", now=T0 + 71)
+    assert store.review_written("s", now=T0 + 72)
+    assert not store.claim_review_write("s", now=T0 + 999)       # written: never again
+
+
 def test_an_asset_row_can_be_flagged_without_the_task(store):
     """put_asset upserts the layer value; the task stays as it is."""
     task = claimed(store, "k")

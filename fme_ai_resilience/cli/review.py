@@ -21,7 +21,10 @@ from ..services.pipeline import build_sink
 from ..services.review import ReviewRefused, resolve
 from .common import EXIT_OK, add_db_option, command, exit_codes, ledger, whole
 
-__all__ = ["add_parser", "describe"]
+__all__ = ["add_parser", "describe", "MAX_LISTED"]
+
+#: The most photos one ``review list`` prints (page on with ``--offset``).
+MAX_LISTED = 1000
 
 
 def describe(item: ReviewItem, *, full: bool = False, now: float) -> Dict[str, Any]:
@@ -50,11 +53,15 @@ def run_list(args: argparse.Namespace) -> int:
     with ledger(args) as (store, _):
         rows = [describe(i, now=now) for i in store.review_items(state, limit=args.limit,
                                                                  offset=args.offset)]
+        waiting = store.review_stats()[0] if state is ReviewState.OPEN else None
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     if not rows:
         print("the review queue is empty" if state is ReviewState.OPEN else "nothing resolved")
+    if rows and waiting is not None and waiting > len(rows):
+        print(f"photos {args.offset + 1}-{args.offset + len(rows)} of {waiting} waiting "
+              f"(--offset to page on)")
     for row in rows:
         ai = "" if row["ai_condition"] is None else \
             f", AI said {row['ai_condition']} ({row['ai_confidence']})"
@@ -101,8 +108,8 @@ def add_parser(subparsers: Any) -> None:
                                             "(--resolved: those with a verdict).",
                                 epilog=exit_codes())
     listed.add_argument("--resolved", action="store_true", help="list resolved photos")
-    listed.add_argument("--limit", type=whole(minimum=1), default=50, metavar="N",
-                        help="at most N photos (default: 50)")
+    listed.add_argument("--limit", type=whole(minimum=1, maximum=MAX_LISTED), default=50,
+                        metavar="N", help=f"at most N photos, 1-{MAX_LISTED} (default: 50)")
     listed.add_argument("--offset", type=whole(minimum=0), default=0, metavar="N",
                         help="skip the first N (default: 0)")
     listed.add_argument("--json", action="store_true", help="print JSON")

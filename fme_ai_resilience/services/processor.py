@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..clock import Clock, Deadline, SystemClock
-from ..degrade import Model
+from ..degrade import Level, Model
 from ..errors import StoreError
 from ..ledger import Status, Task
 from ..redact import redact_text
@@ -43,7 +43,7 @@ from .fleet_retry_gate import FleetRetryGate
 from .observe import trace
 from .pacer import CallPacer
 from .shared_breaker import CircuitBreaker
-from .shared_ladder import Degradation
+from .shared_ladder import Degradation, gather_signals
 from .sinks import Sink
 from .collaborators import Collaborators, Downloader, PhotoLister, VisionRoute
 from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
@@ -205,7 +205,24 @@ class Processor:
                     results.append(TaskResult(task.key, Status.PROCESSING, task.trace_id,
                                               reason=f"ledger unavailable: {detail}"))
                     return BatchReport(tuple(results), Stop.LEDGER_DOWN, detail)
+        self._observe_ladder()
         return BatchReport(tuple(results), stopped)
+
+    def _observe_ladder(self) -> None:
+        """While the ladder is up, each batch feeds it fresh signals as the compensator does,
+        so it steps down by itself (and the photos it held come back) whether or not the
+        compensator runs; at L0 this costs nothing (the cached level)."""
+        if self.ladder.level() is Level.NORMAL:
+            return
+        primary, fallback = self.routes[Model.PRIMARY], self.routes[Model.FALLBACK]
+        try:
+            self.ladder.observe(gather_signals(
+                self.settings.intake, self.breakers[primary.service],
+                None if fallback is primary else self.breakers[fallback.service],
+                store=self.store, now=self.clock.now()))
+        except StoreError as exc:
+            log.warning("processor %s: the degradation ladder was not updated: %s",
+                        self.owner, redact_text(str(exc)))
 
     def _time_for_another(self) -> bool:
         if self.job_deadline is None:

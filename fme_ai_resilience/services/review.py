@@ -5,14 +5,17 @@ and answers under the confidence threshold, each waiting for a person's verdict.
 a note) once, then writes it back through the sink (the outcome field shows REVIEWED, the
 condition field the reviewer's condition), once: a second resolve of the same photo is
 refused, naming the verdict already recorded; a verdict whose write-back failed is written
-again by the next resolve instead.
+again by the next resolve instead. The process writing a verdict holds its write-back
+(another resolve meanwhile is refused), so it reaches the layer once.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
 from ..errors import ConfigurationError, ResilienceError
 from ..ledger import LayerStatus, ReviewItem, ReviewState, ReviewVerdict, Task
+from ..redact import redact_text
 from ..settings import Settings
 from ..store.base import Store
 from .sinks import Conclusion, Sink
@@ -60,6 +63,9 @@ def resolve(key: str, condition: str, reviewer: str, note: str, settings: Settin
             v = item.verdict
             raise ReviewRefused(f"{key}: already resolved by {v.reviewer} as {v.condition!r}; "
                                 "a verdict is recorded once")
+        if not store.claim_review_write(key, now=now):
+            raise ReviewRefused(f"{key}: the verdict of {item.verdict.reviewer} is being "
+                                "written back by another process; see `review show`")
         _write(item, item.verdict, sink, store=store, now=now)
         return Resolution(key, item.verdict, Resolved.WRITTEN_AGAIN)
     verdict = _verdict(condition, reviewer, note, settings, now=now)
@@ -81,7 +87,9 @@ def _verdict(condition: str, reviewer: str, note: str, settings: Settings, *,
                                  f"at most {MAX_REVIEWER} characters)")
     if len(note) > MAX_NOTE:
         raise ConfigurationError("note", note[:40] + "...", f"is over {MAX_NOTE} characters")
-    return ReviewVerdict(condition=condition, reviewer=who, resolved_at=now, note=note)
+    # a credential pasted into a note never reaches the ledger or `review show`
+    return ReviewVerdict(condition=condition, reviewer=redact_text(who), resolved_at=now,
+                         note=redact_text(note))
 
 
 def _write(item: ReviewItem, verdict: ReviewVerdict, sink: Sink, *, store: Store,
@@ -92,5 +100,10 @@ def _write(item: ReviewItem, verdict: ReviewVerdict, sink: Sink, *, store: Store
                 created_at=item.since)
     result = {"condition": verdict.condition, "confidence": None,
               "model_version": f"reviewer:{verdict.reviewer}"}
-    sink.flag(Conclusion(task, None, result, layer=LayerStatus.REVIEWED), store=store, now=now)
+    try:
+        sink.flag(Conclusion(task, None, result, layer=LayerStatus.REVIEWED), store=store,
+                  now=now)
+    except BaseException:
+        store.release_review_write(item.key)
+        raise
     store.review_written(item.key, now=now)

@@ -123,8 +123,16 @@ class Degradation:
         return should_analyze(self.settings, self.level(), asset_type, key)
 
     def admission(self, asset_type: Optional[str], key: str = "") -> Admission:
-        """What becomes of this photo now: analysed, deferred (owed) or skipped by policy."""
-        return admission(self.settings, self.level(), asset_type, key)
+        """What becomes of this photo now: analysed, deferred (owed) or skipped by policy.
+
+        A photo is held back or skipped only on the ladder as the store holds it now, never
+        on a cached level: a level that just stepped down released the held photos, and an
+        engine still caching the old one would hold them back again for ``hold_s``.
+        """
+        decision = admission(self.settings, self.level(), asset_type, key)
+        if decision is Admission.ANALYSE:
+            return decision
+        return admission(self.settings, self.state(fresh=True).effective, asset_type, key)
 
     def model(self) -> Model:
         """The model to call now: primary, or the fallback from L2 up."""

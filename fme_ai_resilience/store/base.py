@@ -206,6 +206,13 @@ class Store(Protocol):
     def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float) -> bool:
         """Record a reviewer's verdict on an open photo, once; False when it is not open."""
 
+    def claim_review_write(self, key: str, *, now: float) -> bool:
+        """Take over the write-back of a recorded verdict not written yet; False while
+        another process holds it."""
+
+    def release_review_write(self, key: str) -> None:
+        """Give up the write-back of a verdict that could not be written."""
+
     def review_written(self, key: str, *, now: float) -> bool:
         """Note that the verdict reached the layer; False when it had already."""
 

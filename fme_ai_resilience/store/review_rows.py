@@ -11,11 +11,16 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..checks import count, finite, name
-from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem, ReviewState, ReviewVerdict,
-                      Status, TaskOutcome)
+from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem,
+                      ReviewState, ReviewVerdict, TaskOutcome)
 from .rows import NO_LIMIT, from_json, optional, to_json
 
-__all__ = ["ReviewRowOps", "review_state", "review_item_of", "asset_params"]
+__all__ = ["ReviewRowOps", "review_state", "review_item_of", "asset_params",
+           "REVIEW_WRITE_S"]
+
+#: How long a verdict's write-back is held by the process writing it, s: longer than the
+#: write-back's own time limits, so a second resolve never writes it while it is in flight.
+REVIEW_WRITE_S = 120.0
 
 
 def asset_params(asset: AssetRow, *, now: float) -> Dict[str, Any]:
@@ -93,9 +98,10 @@ class ReviewRowOps:
                 got["in_review"] += n
             elif state == ReviewState.RESOLVED.value:
                 got["reviewed"] += n
-        statuses = {row["status"]: int(row["n"])
-                    for row in self._statement("counts", write=False).rows}
-        awaiting = sum(n for s, n in statuses.items() if Status(s).in_progress)
+        # the in-progress rows through their partial index: `counts` reads the whole ledger,
+        # and /metrics and check run this on every scrape
+        awaiting = int(self._statement("backlog", {"count_limit": NO_LIMIT},
+                                       write=False).rows[0]["n"])
         held = int(self._statement("held_back", write=False).rows[0]["n"])
         dead = {str(row["failure_class"] or "UNKNOWN"): int(row["n"])
                 for row in self._statement("dead_letters", write=False).rows}
@@ -140,12 +146,29 @@ class ReviewRowOps:
             return None
         return review_item_of(rows[0])
 
-    def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float) -> bool:
-        """Record ``verdict`` on an open photo of the queue; False when it is not open (never
-        in the queue, or resolved already: a verdict is recorded once)."""
+    def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float,
+                       write_s: float = REVIEW_WRITE_S) -> bool:
+        """Record ``verdict`` on an open photo of the queue, holding its write-back for
+        ``write_s``; False when it is not open (never in the queue, or resolved already: a
+        verdict is recorded once)."""
+        now = finite("now", now)
         return self._statement("review_resolve", {
             "key": name("key", key), "verdict": to_json(dict(verdict.as_dict()), "verdict"),
-            "now": finite("now", now)}).rowcount == 1
+            "until": now + finite("write_s", write_s, minimum=0), "now": now}).rowcount == 1
+
+    def claim_review_write(self, key: str, *, now: float,
+                           write_s: float = REVIEW_WRITE_S) -> bool:
+        """Take over the write-back of a recorded verdict not written yet for ``write_s``;
+        False while another process holds it (or it was written)."""
+        now = finite("now", now)
+        return self._statement("review_write_claim", {
+            "key": name("key", key), "until": now + finite("write_s", write_s, minimum=0),
+            "now": now}).rowcount == 1
+
+    def release_review_write(self, key: str) -> None:
+        """Give up the write-back of a verdict that could not be written (the next resolve
+        writes it at once)."""
+        self._statement("review_write_release", {"key": name("key", key)})
 
     def review_written(self, key: str, *, now: float) -> bool:
         """Note that the verdict of ``key`` reached the layer; False when it had already."""

@@ -1,9 +1,9 @@
 """A backlog of 18x the watermark on default settings (time-scaled): the ladder pauses, nothing
 is dropped, critical asset types come first, and the pause ends by itself.
 
-900 one-photo submissions go through the intake into a SQLite ledger; four engines (threads
-running the real processor) and the compensator (on its schedule) work it with the drill's
-loopback stand-ins. The judges are the stand-ins: one usable Vision AI answer per photo,
+900 one-photo submissions go through the intake into a SQLite or PostgreSQL ledger; four
+engines (threads running the real processor) and the compensator (on its schedule) work it with
+the drill's loopback stand-ins. The judges are the stand-ins: one usable Vision AI answer per photo,
 counted at the Vision stand-in, and its assessment on the layer.
 """
 from __future__ import annotations
@@ -64,11 +64,13 @@ def _written(layer, features):
     return {f.global_id: last.get(f.global_id, {}) for f in features}
 
 
-@pytest.mark.parametrize("seed", [11, 12])
-def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, seed):
+@pytest.mark.parametrize("backend,seed", [("sqlite", 11), ("sqlite", 12), ("postgresql", 13)])
+def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, request, backend,
+                                                                   seed):
     """Every photo analysed once (Vision and layer), critical P95 first, the pause ends."""
     with World(FaultSchedule(), seed=seed) as world:
-        db_url = f"sqlite:///{tmp_path / 'ledger.db'}"
+        db_url = request.getfixturevalue("pg_store_url") if backend == "postgresql" \
+            else f"sqlite:///{tmp_path / 'ledger.db'}"
         values = loopback_settings(world, **SCALED)
         values.update({"intake.watermark": "0", "degrade.critical_types": CRITICAL})
         settings = Settings.from_mapping(values)
@@ -76,6 +78,7 @@ def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, see
         bodies = world.bodies(PHOTOS)
         submitted = {}
         with open_store(db_url, init_schema=True) as store:
+            store.clear()
             for body, feature in zip(bodies, world.features):
                 submitted[feature.global_id] = time.time()
                 assert decide(body, settings=settings, store=store,
