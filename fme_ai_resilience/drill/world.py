@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 from ..checks import count
 from ..keys import compose_key, normalise_global_id
@@ -27,6 +27,10 @@ __all__ = ["World", "WRITEBACK_FIELDS", "photo_keys"]
 #: The fields a write-back sets on a feature (the library's defaults; baselines write them too).
 WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
                     "ai_assessed_at")
+
+
+def _gid(global_id: str) -> str:
+    return normalise_global_id(global_id, "globalId")
 
 
 def _keys(feature: FeatureRecord) -> Dict[str, str]:
@@ -101,9 +105,11 @@ class World:
             facts.extend(p.sha256 for p in feature.attachments)
             key_facts.update(_keys(feature))
             body = sender.body_for(feature)
-            if rng.random() < s.missing_photo_rate:
-                missing.extend(self._gone(body, i))
-                for photo in feature.attachments:
+            # Each photo is gone or not on its own draw (one draw a feature of one photo).
+            lost = [p for p in feature.attachments if rng.random() < s.missing_photo_rate]
+            if lost:
+                missing.extend(self._gone(body, i, {_gid(p.global_id) for p in lost}))
+                for photo in lost:
                     self.layer.lose_photo(photo.id)
             if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
                 never.append(feature.global_id)      # only the layer will ever know it
@@ -120,11 +126,14 @@ class World:
         return Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions, key_facts,
                     tuple(never), tuple(missing), outage)
 
-    def _gone(self, body: dict, i: int) -> List[str]:
-        """Point the body's photos at the photo host, which answers 404 for them."""
+    def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
+        """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which
+        answers 404 for them."""
         gone = []
         for group in body["feature"]["attachments"].values():
             for photo in group:
+                if _gid(photo["globalId"]) not in lost:
+                    continue
                 name = f"gone-{i}-{hashlib.sha256(photo['url'].encode()).hexdigest()[:8]}.jpg"
                 self.photos.add(name)
                 self.photos.missing(name)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.drill import run as drill_run
 from fme_ai_resilience.drill.invariants import targets
 from fme_ai_resilience.drill.run import BASELINE_NAMES, run_drill
+from fme_ai_resilience.drill.scenarios import SCENARIOS
+from fme_ai_resilience.drill.world import World
+from tests.judge_spy import spy_on_judge
 
 pytestmark = pytest.mark.integration
 
@@ -19,14 +21,7 @@ def test_a_storm_of_three_photos_a_feature_is_judged_on_each_photos_row(monkeypa
     """Every subject's world goes to the one judge with per-photo rows: three facts a
     feature, the assessments in table 1 and none on the features, every fact accounted for
     once; the library analyses every photo that can be, once, in one row each."""
-    seen = []
-    real = drill_run.judge
-
-    def spy(observed):
-        seen.append(observed)
-        return real(observed)
-
-    monkeypatch.setattr(drill_run, "judge", spy)
+    seen, real = spy_on_judge(monkeypatch)
     report = run_drill("storm", submissions=8, engines=2, time_scale=0.04,
                        photos_per_feature=3, compare=BASELINE_NAMES)
     assert len(seen) == 1 + len(BASELINE_NAMES) and all(o.per_photo_rows for o in seen)
@@ -43,3 +38,18 @@ def test_a_storm_of_three_photos_a_feature_is_judged_on_each_photos_row(monkeypa
     assert [c.name for c in targets(report) if c.key in HELD and not c.met] == []
     assert library.analysed == library.analysable and library.analysed > 0
     assert len(observed.table_rows) == library.analysed + library.flagged
+
+
+def test_each_photo_of_a_repeat_is_gone_from_the_layer_on_its_own_draw():
+    """The storm's missing photos are drawn photo by photo: a feature can lose one of its
+    three and keep the others, and only the lost ones point at the photo host's 404s."""
+    with World(SCENARIOS["storm"], seed=1, time_scale=0.04, photos_per_feature=3) as world:
+        plan = world.plan(100)
+        shown = world.layer.photos()
+        mixed = [gid for gid, photos in shown.items()
+                 if {gone for _, _, gone in photos} == {True, False}]
+        assert mixed and all(len(p) == 3 for p in shown.values())
+        assert len(plan.missing_photos) == sum(gone for p in shown.values() for *_, gone in p)
+        urls = [p["url"] for d in plan.deliveries
+                for group in d.body["feature"]["attachments"].values() for p in group]
+        assert sum("gone-" in u for u in set(urls)) == len(plan.missing_photos) > 0
