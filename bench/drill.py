@@ -2,8 +2,9 @@
 deliveries and faults, every subject judged by the same function at the stand-ins.
 
 Run: ``.venv/bin/python bench/drill.py --write`` (the full size takes a long while on 2
-cores: the storm is 900 photos, 300 phones sending 3 inspections of one photo each, on 4
-engines). ``--scenarios``, ``--submissions`` (one size for every scenario), ``--engines``,
+cores: the storm is 900 photos, 300 phones each sending an inspection with 3 photos, one
+related-table row per photo, on 4 engines). ``--scenarios``, ``--submissions`` (one size
+for every scenario), ``--photos-per-feature`` (one for every scenario), ``--engines``,
 ``--time-scale``, ``--seed``, ``--compare`` and ``--db`` change the run; ``--write`` puts the
 figures into ``docs/benchmarks.md`` and the storm's excerpt into the README, each between its
 markers (``--root`` another checkout's), so no figure is pasted by hand.
@@ -36,8 +37,9 @@ from fme_ai_resilience.drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAUL
 from fme_ai_resilience.drill.table import render_excerpt
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The size of each scenario's run: the storm is the README's headline.
-SIZES = {"storm": 900, "outage": 120, "ratelimit": 120}
+#: The size of each scenario's run, ``(submissions, photos each)``: the storm is the README's
+#: headline, 300 phones x 3 photos.
+SIZES = {"storm": (300, 3), "outage": (120, 1), "ratelimit": (120, 1)}
 #: The markers ``--write`` replaces between, in docs/benchmarks.md and the README.
 MARKERS = {"docs/benchmarks.md": ("<!-- drill-bench: start -->", "<!-- drill-bench: end -->"),
            "README.md": ("<!-- drill-excerpt: start -->", "<!-- drill-excerpt: end -->")}
@@ -73,7 +75,7 @@ def checklist(reports: Dict[str, DrillReport]) -> List[str]:
 
 def figures(reports: Dict[str, DrillReport], args: argparse.Namespace) -> str:
     """The benchmark's Markdown: what ran, the table, the checklist."""
-    sizes = ", ".join(f"{n} {r.submissions} submissions" for n, r in reports.items())
+    sizes = ", ".join(f"{n} {r.size}" for n, r in reports.items())
     lines = [f"Latest figures, {time.strftime('%Y-%m-%d')} (CPython "
              f"{platform.python_version()}, {args.engines} engines, time scale "
              f"{args.time_scale:g}, seed {args.seed}, {sizes}; times are real seconds):", "",
@@ -102,6 +104,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--scenarios", default="storm,outage,ratelimit")
     parser.add_argument("--submissions", type=int, default=None,
                         help=f"one size for every scenario (default: {SIZES})")
+    parser.add_argument("--photos-per-feature", type=int, default=None,
+                        help="photos of each submission, for every scenario (default: SIZES)")
     parser.add_argument("--engines", type=int, default=DEFAULT_ENGINES)
     parser.add_argument("--time-scale", type=float, default=DEFAULT_TIME_SCALE)
     parser.add_argument("--seed", type=int, default=1)
@@ -116,9 +120,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     compare = tuple(n for n in args.compare.split(",") if n and n != "none")
     reports: Dict[str, DrillReport] = {}
     for name in args.scenarios.split(","):
-        size = args.submissions or SIZES.get(name, 120)
-        print(f"running {name} ({size} submissions) ...", file=sys.stderr, flush=True)
+        size, photos = SIZES.get(name, (120, 1))
+        size, photos = args.submissions or size, args.photos_per_feature or photos
+        print(f"running {name} ({size} submissions x {photos} photos) ...", file=sys.stderr,
+              flush=True)
         reports[name] = run_drill(name, submissions=size, engines=args.engines,
+                                  photos_per_feature=photos,
                                   db_url=args.db, seed=args.seed, time_scale=args.time_scale,
                                   compare=compare)
     text = figures(reports, args)

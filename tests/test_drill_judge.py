@@ -130,8 +130,10 @@ def test_an_awaiting_photo_filled_later_is_not_a_conflict():
 
 
 def test_a_row_added_twice_fails_the_drill():
-    """Two related-table rows for one photo: a duplicate row."""
-    obs = dataclasses.replace(honest(), rows_added={(A, PA): 2, (B, PB): 1})
+    """Two related-table rows for one photo: a duplicate row, whichever holds the answer."""
+    row = [(1.0, {"ai_condition": "fair"})]
+    obs = dataclasses.replace(honest(), table_rows={1: ((A, PA), row), 2: ((A, PA), row),
+                                                    3: ((B, PB), row)})
     assert judge(obs).duplicate_rows == 1 and "duplicate_rows" in failing(obs)
 
 

@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
             report = run_drill(args.scenario, submissions=args.submissions,
                                engines=args.engines, db_url=args.db, seed=args.seed,
                                time_scale=args.time_scale, compare=compare,
+                               photos_per_feature=args.photos_per_feature,
                                on_progress=display.phase, on_live=display.live)
     finally:
         display.end()
@@ -135,7 +136,10 @@ def add_parser(subparsers: Any) -> None:
                        f"{s.name}: {s.summary}" for s in SCENARIOS.values()).replace("%", "%%"))
     p.add_argument("--submissions", type=whole(minimum=1, maximum=100_000),
                    default=DEFAULT_SUBMISSIONS,
-                   help=f"survey submissions, one photo each (default: {DEFAULT_SUBMISSIONS})")
+                   help=f"survey submissions, each a feature (default: {DEFAULT_SUBMISSIONS})")
+    p.add_argument("--photos-per-feature", type=whole(minimum=1, maximum=20), default=1,
+                   help="photos of each submission (a photo repeat); above 1, every subject "
+                        "writes one row per photo into the layer's related table (default: 1)")
     p.add_argument("--engines", type=whole(minimum=1, maximum=64), default=DEFAULT_ENGINES,
                    help=f"engine processes running WS-02 (default: {DEFAULT_ENGINES})")
     p.add_argument("--db", metavar="URL", default=None,

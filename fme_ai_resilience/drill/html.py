@@ -60,7 +60,7 @@ _MARK_TEXT = {Verdict.GOOD: "\u2713 ok", Verdict.BAD: "\u2717 bad"}
 def _params(report: DrillReport) -> str:
     outage = ("no outage" if report.outage is None
               else "outage " + " to ".join(number(t, 1) for t in report.outage) + " s")
-    parts = [f"seed {report.seed}", f"{report.submissions} submissions",
+    parts = [f"seed {report.seed}", report.size,
              f"{report.engines} engines", f"{report.backend} ledger",
              f"time scale {report.time_scale:g} s per production second",
              f"watermark {report.watermark}",

@@ -14,11 +14,17 @@ same photos carries the same facts); each feature on the layer holding it is one
   with a cause, about its feature or task;
 * **lost** otherwise: nobody can tell it was not analysed.
 
+Where a carrier's assessment is read depends on the deployment (``Observed.per_photo_rows``):
+on the feature's own fields (one photo per feature), or, for a feature with several photos,
+on the related table's rows of that photo (a row whose ``parentglobalid`` and
+``ai_photo_globalid`` name it): a row holding the answer for its bytes makes it analysed, a
+row with a flag value flags it. Every subject is judged by the same rule.
+
 A fact whose every photo is gone from the layer is *unanalysable*: counted apart, never
 blamed on the subject. Costs and harms are counted at the stand-ins too: paid usable answers
 beyond one per photo's bytes, a filled assessment overwritten with a different one (a
 repeat with identical values changes nothing and is not counted), related-table rows added
-twice, rows written, calls in flight at the Vision AI at once, calls into an outage and the
+twice (two rows naming one photo), rows written (on the layer and in the table), calls in flight at the Vision AI at once, calls into an outage and the
 lag from the service's return to its first usable answer.
 """
 from __future__ import annotations
@@ -56,8 +62,10 @@ class Observed:
 
     ``photos``: per feature GlobalID, ``(photo GlobalID, SHA-256, gone)`` for every photo the
     world gave the layer; ``history``: per feature GlobalID, every row the layer wrote as
-    ``(monotonic s, values)``; ``rows_added``: related-table rows added per
-    ``(feature, photo)``; ``truth``: the Vision AI's answer per SHA-256; ``vision_log``:
+    ``(monotonic s, values)``; ``table_rows``: per related-table row,
+    ``((feature GlobalID, photo GlobalID), its writes as (monotonic s, values))``;
+    ``per_photo_rows``: whether each photo's assessment is owed in its related-table row
+    rather than on its feature; ``truth``: the Vision AI's answer per SHA-256; ``vision_log``:
     ``(schedule s, sha or None, outcome)`` per call; ``outages``: ``(start, end, calls)`` in
     schedule seconds; ``messages``: what people were told; ``peak_in_flight``: the most calls
     the Vision AI answered at once; ``started``: the run's start (monotonic s);
@@ -69,7 +77,9 @@ class Observed:
     truth: Mapping[str, Tuple[str, float]]
     vision_log: Sequence[Tuple[float, Optional[str], str]]
     messages: Sequence[Message] = ()
-    rows_added: Mapping[Tuple[str, str], int] = field(default_factory=dict)
+    table_rows: Mapping[Any, Tuple[Tuple[str, str], Sequence[Tuple[float, Mapping[str, Any]]]]] \
+        = field(default_factory=dict)
+    per_photo_rows: bool = False
     outages: Sequence[Tuple[float, float, int]] = ()
     peak_in_flight: int = 0
     started: float = 0.0
@@ -142,6 +152,19 @@ def _analysed(values: Mapping[str, Any], truth: Optional[Tuple[str, float]]) -> 
             and math.isclose(float(confidence), truth[1], abs_tol=_SAME))
 
 
+def _state(values: Sequence[Mapping[str, Any]], truth: Optional[Tuple[str, float]],
+           told: bool) -> str:
+    """A carrier's state from the assessments that may hold it (its feature's fields, or
+    each of its related-table rows): an analysed outcome, a flag value, notified or lost."""
+    for v in values:
+        if _analysed(v, truth):
+            return str(_assessment(v)[2])
+    for v in values:
+        if _assessment(v)[2] in FLAGGED:
+            return str(_assessment(v)[2])
+    return "notified" if told else "lost"
+
+
 def judge(seen: Observed) -> Figures:
     """The figures of one subject's run from what the stand-ins saw (see the module)."""
     finals: Dict[str, Dict[str, Any]] = {}
@@ -149,6 +172,11 @@ def judge(seen: Observed) -> Figures:
     for gid, rows in seen.history.items():
         finals[gid], n = _fold(rows)
         conflicts += n
+    by_photo: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for photo, writes in seen.table_rows.values():
+        final, n = _fold(writes)
+        conflicts += n
+        by_photo.setdefault((photo[0].upper(), photo[1].upper()), []).append(final)
     told = {m.task_key for m in seen.messages if m.cause.strip()} | {
         m.feature_global_id for m in seen.messages if m.cause.strip()}
     told.discard(None)
@@ -159,16 +187,10 @@ def judge(seen: Observed) -> Figures:
             if lost_photo:
                 gone[sha] += 1
                 continue
-            values = finals.get(gid, {})
-            if _analysed(values, seen.truth.get(sha)):
-                state = _assessment(values)[2]
-            elif _assessment(values)[2] in FLAGGED:
-                state = _assessment(values)[2]
-            elif gid in told or photo_key(gid, photo_gid) in told:
-                state = "notified"
-            else:
-                state = "lost"
-            carriers.setdefault(sha, []).append(state)
+            held = (by_photo.get((gid.upper(), photo_gid.upper()), []) if seen.per_photo_rows
+                    else [finals.get(gid, {})])
+            carriers.setdefault(sha, []).append(_state(
+                held, seen.truth.get(sha), gid in told or photo_key(gid, photo_gid) in told))
     facts = set(carriers) | set(gone)
     tally: Counter = Counter()
     for states in carriers.values():
@@ -190,9 +212,9 @@ def judge(seen: Observed) -> Figures:
         notified=tally["notified"], lost=tally["lost"],
         duplicate_analyses=sum(n - 1 for n in usable.values() if n > 1),
         conflicting_writes=conflicts,
-        duplicate_rows=sum(n - 1 for n in seen.rows_added.values() if n > 1),
+        duplicate_rows=sum(len(rows) - 1 for rows in by_photo.values()),
         layer_edits=sum(len(rows) for rows in seen.history.values())
-        + sum(seen.rows_added.values()),
+        + sum(len(writes) for _, writes in seen.table_rows.values()),
         ai_calls=calls,
         ai_calls_per_analysed=round(calls / analysed, 3) if analysed else None,
         outage_ai_calls=sum(n for _, _, n in seen.outages),
@@ -214,5 +236,6 @@ def _drain(seen: Observed) -> Optional[float]:
     """Real seconds from the run's start to the last thing the world saw settle: the last
     row written or the last message sent."""
     times = [t for rows in seen.history.values() for t, _ in rows]
+    times += [t for _, writes in seen.table_rows.values() for t, _ in writes]
     times += [m.at for m in seen.messages]
     return round(max(times) - seen.started, 3) if times else None

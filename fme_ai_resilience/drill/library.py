@@ -85,6 +85,8 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
         "compensation.reconcile_window_s": "86400",
         "cost.per_call": f"{COST_PER_CALL:g}",
     })
+    if world.table_url:     # several photos a feature: one related-table row per photo
+        values["writeback.table_url"] = world.table_url
     return values
 
 

@@ -128,6 +128,14 @@ class DrillReport:
     probe_interval_s: Optional[float] = None
     calls_per_analysed_bound: Optional[float] = None
     baselines: Dict[str, SubjectResult] = field(default_factory=dict)
+    photos_per_feature: int = 1            # above 1: one related-table row per photo
+
+    @property
+    def size(self) -> str:
+        """``"300 submissions"``, or ``"300 submissions x 3 photos"`` with a photo repeat."""
+        photos = (f" x {self.photos_per_feature} photos" if self.photos_per_feature > 1
+                  else "")
+        return f"{self.submissions} submissions{photos}"
 
     def subjects(self) -> List[SubjectResult]:
         """The library, then the baselines in the report's order."""
@@ -137,7 +145,8 @@ class DrillReport:
         library = self.library.as_dict()
         out: Dict[str, Any] = {k: v for k, v in library.items() if k not in ("name",)}
         out.update({"scenario": self.scenario, "seed": self.seed,
-                    "submissions": self.submissions, "engines": self.engines,
+                    "submissions": self.submissions,
+                    "photos_per_feature": self.photos_per_feature, "engines": self.engines,
                     "backend": self.backend, "time_scale": self.time_scale,
                     "watermark": self.watermark, "probe_bound": self.probe_bound,
                     "probe_interval_s": self.probe_interval_s,

@@ -107,7 +107,8 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
                  on_sample=on_sample) as sampler:
         run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
                            engines=engines, time_scale=time_scale, seed=seed,
-                           layer_url=world.layer.layer_url, progress=progress)
+                           layer_url=world.layer.layer_url, table_url=world.table_url,
+                           progress=progress)
     if run.skipped is not None:
         return SubjectResult(name=name, skipped=run.skipped, model=chosen.note)
     result = judged(name, world, started=run.started, model=chosen.note,
@@ -117,19 +118,21 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
     result.ai_spend = round(result.ai_calls * COST_PER_CALL, 4)
     result.timeline = bin_photos(bin_calls(sampler.timeline, world.vision.snapshot()["log"],
                                            time_scale),
-                                 world.layer.snapshot()["history"], sampler.started)
+                                 world.histories(), sampler.started)
     return result
 
 
 def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMISSIONS,
               engines: int = DEFAULT_ENGINES, db_url: Optional[str] = None, seed: int = 1,
               time_scale: float = DEFAULT_TIME_SCALE,
-              compare: Sequence[str] = BASELINE_NAMES,
+              compare: Sequence[str] = BASELINE_NAMES, photos_per_feature: int = 1,
               on_progress: Optional[Callable[[str], None]] = None,
               on_live: Optional[Callable[[str], None]] = None) -> DrillReport:
     """Run one scenario for the library and each baseline in ``compare``
     (:func:`run_baseline_subject`).
 
+    ``photos_per_feature``: the photos of each submitted feature; above one, every subject
+    writes one related-table row per photo (:class:`~fme_ai_resilience.drill.world.World`).
     ``on_progress`` hears each phase as it starts; ``on_live``, about once a second, a line
     on the subject running (its time, backlog and busy engines)."""
     if scenario_name not in SCENARIOS:
@@ -141,7 +144,8 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
     scenario = SCENARIOS[scenario_name]
     say = on_progress or (lambda _text: None)
     say(f"{scenario.name}: {scenario.summary}")
-    with _ledger(db_url) as url, World(scenario, seed=seed, time_scale=time_scale) as world:
+    with _ledger(db_url) as url, World(scenario, seed=seed, time_scale=time_scale,
+                                       photos_per_feature=photos_per_feature) as world:
         plan = world.plan(submissions)
         bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
         say(f"fme-ai-resilience: {len(plan.deliveries)} deliveries, {engines} engines")
@@ -150,15 +154,16 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         library = judged(LIBRARY, world, started=ran.started,
                          **ran.extras(world, engines=engines))
         library.ai_spend = round(library.ai_calls * COST_PER_CALL, 4)
-        bin_photos(library.timeline, world.layer.snapshot()["history"],  # type: ignore[arg-type]
+        bin_photos(library.timeline, world.histories(),  # type: ignore[arg-type]
                    ran.started)
     report = DrillReport(scenario=scenario.name, seed=seed, submissions=submissions,
                          engines=engines, backend=url.split(":", 1)[0],
                          time_scale=time_scale, outage=list(plan.outage) if plan.outage
-                         else None, library=library, **bounds)  # type: ignore[arg-type]
+                         else None, photos_per_feature=photos_per_feature, library=library, **bounds)  # type: ignore[arg-type]
     for name in compare:
         say(f"{name}: the same deliveries, the same faults")
-        with World(scenario, seed=seed, time_scale=time_scale) as world:
+        with World(scenario, seed=seed, time_scale=time_scale,
+                                       photos_per_feature=photos_per_feature) as world:
             plan = world.plan(submissions)
             report.baselines[name] = run_baseline_subject(
                 name, plan, world, engines=engines, time_scale=time_scale, seed=seed,

@@ -51,8 +51,8 @@ def _heading(report: DrillReport) -> List[str]:
     outage = ("no outage" if report.outage is None else
               "outage " + "-".join(number(t, 1) for t in report.outage) + " s")
     return [printable(
-        f"drill: scenario {report.scenario}, seed {report.seed}, {report.submissions} "
-        f"submissions, {report.engines} engines, {report.backend} ledger, time scale "
+        f"drill: scenario {report.scenario}, seed {report.seed}, {report.size}, "
+        f"{report.engines} engines, {report.backend} ledger, time scale "
         f"{report.time_scale:g}"),
         printable(f"bounds: probe bound {report.probe_bound}, drain bound "
                   f"{seconds(report.drain_bound_s)}, {outage}; every subject judged at the "

@@ -3,13 +3,19 @@
 Every subject of a drill gets a fresh :class:`World` from the same scenario and seed: the
 feature layer creates the same features (its GlobalIDs come from the seed), the photo host
 and the Vision AI answer alike, so the library and each baseline meet the same run.
+
+``photos_per_feature`` is the form's photo repeat: with more than one photo a feature, every
+subject writes each photo's assessment as one row of the layer's related table (table 1,
+:attr:`World.table_url`), and the judge reads each photo's row; with one, the feature's own
+fields hold it.
 """
 from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
+from ..checks import count
 from ..keys import compose_key, normalise_global_id
 from .judge import Observed
 from .scenarios import Plan, Scenario, plan_deliveries
@@ -21,6 +27,10 @@ __all__ = ["World", "WRITEBACK_FIELDS", "photo_keys"]
 #: The fields a write-back sets on a feature (the library's defaults; baselines write them too).
 WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
                     "ai_assessed_at")
+
+
+def _gid(global_id: str) -> str:
+    return normalise_global_id(global_id, "globalId")
 
 
 def _keys(feature: FeatureRecord) -> Dict[str, str]:
@@ -41,8 +51,10 @@ def photo_keys(body: dict) -> List[str]:
 class World:
     """The stand-ins of one subject (start with ``with``), and :meth:`plan` on them."""
 
-    def __init__(self, scenario: Scenario, *, seed: int, time_scale: float) -> None:
+    def __init__(self, scenario: Scenario, *, seed: int, time_scale: float,
+                 photos_per_feature: int = 1) -> None:
         self.scenario = scenario
+        self.photos_per_feature = count("photos_per_feature", photos_per_feature, minimum=1)
         self.seed = seed
         self.time_scale = time_scale
         self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
@@ -65,6 +77,19 @@ class World:
         """``127.0.0.1:<port>`` of the photo host, for the download allow-list."""
         return self.photos.url.split("//", 1)[1]
 
+    @property
+    def table_url(self) -> str:
+        """The related table each photo's row is written to, or "" when the feature's own
+        fields hold its assessment (one photo a feature)."""
+        return f"{self.layer.service_url}/1" if self.photos_per_feature > 1 else ""
+
+    def histories(self) -> Dict[str, Any]:
+        """Every write the layer and its related table saw, per feature or row, as
+        ``(monotonic s, values)`` (what the page's photo series are drawn from)."""
+        layer = self.layer.snapshot()
+        rows = {f"row-{oid}": writes for oid, (_, writes) in layer["table_rows"].items()}
+        return {**layer["history"], **rows}
+
     def plan(self, submissions: int) -> Plan:
         """Create the scenario's features on the layer and plan their deliveries."""
         s = self.scenario
@@ -76,13 +101,15 @@ class World:
         missing: List[str] = []
         never: List[str] = []
         for i in range(submissions):
-            feature = self.layer.add_feature(photos=1)
+            feature = self.layer.add_feature(photos=self.photos_per_feature)
             facts.extend(p.sha256 for p in feature.attachments)
             key_facts.update(_keys(feature))
             body = sender.body_for(feature)
-            if rng.random() < s.missing_photo_rate:
-                missing.extend(self._gone(body, i))
-                for photo in feature.attachments:
+            # Each photo is gone or not on its own draw (one draw a feature of one photo).
+            lost = [p for p in feature.attachments if rng.random() < s.missing_photo_rate]
+            if lost:
+                missing.extend(self._gone(body, i, {_gid(p.global_id) for p in lost}))
+                for photo in lost:
                     self.layer.lose_photo(photo.id)
             if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
                 never.append(feature.global_id)      # only the layer will ever know it
@@ -99,11 +126,14 @@ class World:
         return Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions, key_facts,
                     tuple(never), tuple(missing), outage)
 
-    def _gone(self, body: dict, i: int) -> List[str]:
-        """Point the body's photos at the photo host, which answers 404 for them."""
+    def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
+        """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which
+        answers 404 for them."""
         gone = []
         for group in body["feature"]["attachments"].values():
             for photo in group:
+                if _gid(photo["globalId"]) not in lost:
+                    continue
                 name = f"gone-{i}-{hashlib.sha256(photo['url'].encode()).hexdigest()[:8]}.jpg"
                 self.photos.add(name)
                 self.photos.missing(name)
@@ -122,7 +152,7 @@ class World:
             photos=photos, history=layer["history"],
             truth={sha: self.vision.truth_of(sha) for sha in shas},
             vision_log=vision["log"], messages=self.mailbox.snapshot()["messages"],
-            rows_added=layer.get("rows_added", {}),
+            table_rows=layer["table_rows"], per_photo_rows=bool(self.table_url),
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
             time_scale=self.time_scale)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.drill import run as drill_run
 from fme_ai_resilience.drill.run import run_drill
 from fme_ai_resilience.drill.scenarios import SCENARIOS
+from tests.judge_spy import spy_on_judge
 
 pytestmark = pytest.mark.integration
 
@@ -92,14 +92,7 @@ def test_the_command_prints_the_json_report_with_its_keys_and_exits_on_its_targe
 
 def test_every_subject_is_judged_by_the_same_function(monkeypatch):
     """run_drill hands each subject's world to the one judge, once each, library first."""
-    seen = []
-    real = drill_run.judge
-
-    def spy(observed):
-        seen.append(observed)
-        return real(observed)
-
-    monkeypatch.setattr(drill_run, "judge", spy)
+    seen, real = spy_on_judge(monkeypatch)
     report = run_drill("calm", submissions=4, engines=1, time_scale=0.04,
                        compare=("naive", "sweep"))
     assert len(seen) == 3 and len({id(o) for o in seen}) == 3

@@ -29,9 +29,11 @@ CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4, "sweep": 4}
 class Stage(World):
     """A world of features made one by one (not a plan), for one baseline run."""
 
-    def __init__(self, schedule: Optional[FaultSchedule] = None) -> None:
+    def __init__(self, schedule: Optional[FaultSchedule] = None,
+                 photos_per_feature: int = 1) -> None:
         super().__init__(Scenario("stage", "a test's own", schedule or FaultSchedule(
-            latency_s=0.2)), seed=3, time_scale=TIME_SCALE)
+            latency_s=0.2)), seed=3, time_scale=TIME_SCALE,
+            photos_per_feature=photos_per_feature)
         from fme_ai_resilience.drill.standins import Survey123Sender
         self.sender = Survey123Sender("http://127.0.0.1:9/unused", seed=3)
 
@@ -43,7 +45,7 @@ class Stage(World):
         self.vision.reset()
         run = run_baseline(name, deliveries, vision_url=self.vision.endpoint, engines=engines,
                            time_scale=TIME_SCALE, seed=5, layer_url=self.layer.layer_url,
-                           progress=progress)
+                           table_url=self.table_url, progress=progress)
         bound = engines * BASELINES[name].transfers_per_job
         return run, judged(name, self, started=run.started, concurrency_bound=bound)
 
@@ -142,6 +144,32 @@ def test_the_sweep_finds_what_no_webhook_brought_and_stops_when_a_pass_writes_no
         assert (result.facts, result.analysed, result.lost) == (3, 3, 0)
         assert run.sweeps == 2 and run.jobs == 4
         assert result.duplicate_analyses == 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_with_a_photo_repeat_each_photo_gets_one_row_and_a_redelivery_updates_it(name):
+    """Three photos a feature: a row each in the related table, none on the feature; the
+    body delivered again after the first job finds the rows and updates them, no row twice."""
+    with Stage(photos_per_feature=3) as world:
+        _, body = world.submit(photos=3)
+        _, result = world.run(name, [Scheduled(0.0, body), Scheduled(0.3, body)], engines=1)
+        table = world.layer.snapshot()
+        assert (result.facts, result.analysed, result.lost) == (3, 3, 0)
+        assert (result.duplicate_rows, result.conflicting_writes) == (0, 0)
+        assert len(table["table_rows"]) == 3 and table["history"] == {}
+        assert result.layer_edits == 6
+
+
+def test_the_sweep_over_a_related_table_analyses_the_photos_no_row_names():
+    """A feature whose webhook never came, with three photos: the sweep's pass finds the
+    photos without a row and adds one each; the next pass writes nothing."""
+    with Stage(photos_per_feature=3) as world:
+        deliveries = [Scheduled(0.0, world.submit(photos=3)[1])]
+        world.layer.add_feature(photos=3)            # its webhook never came
+        run, result = world.run("sweep", deliveries)
+        assert (result.facts, result.analysed, result.lost, result.duplicate_rows) == (
+            6, 6, 0, 0)
+        assert run.sweeps == 2 and len(world.layer.snapshot()["table_rows"]) == 6
 
 
 def _plan_run(scenario, name, submissions, time_scale, seed, engines=2):

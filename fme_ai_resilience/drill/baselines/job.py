@@ -5,8 +5,12 @@ for each photo it lists, :meth:`Job.analyse`: one GET of the photo, the Vision A
 the baseline's retry, the answer through a Tester holding the library's own validation and
 confidence rule (:data:`TESTER`: an answer that does not validate fails the photo, one under
 the threshold is written as REVIEW, else ACCEPTED), and an ArcGIS ``applyEdits`` update by
-GlobalID into the library's default write-back fields. A failed photo is logged and kept
-nowhere.
+GlobalID into the library's default write-back fields. With a related table (``table_url``:
+a form whose features carry several photos) the photo's row is written instead, as a careful
+author builds it: a query of the table for the photo's row (by ``ai_photo_globalid``), then
+an update of that row by object id, or an add of one row naming the feature and the photo.
+Two jobs of one photo at once can both find none and add two rows: there is no ledger. A
+failed photo is logged and kept nowhere.
 """
 from __future__ import annotations
 
@@ -76,8 +80,9 @@ class Job:
 
     def __init__(self, baseline: Baseline, *, vision_url: str, time_scale: float,
                  clock: Clock, rng: random.Random, session: requests.Session,
-                 progress: Progress) -> None:
+                 progress: Progress, table_url: str = "") -> None:
         self.baseline = baseline
+        self.table_url = table_url.rstrip("/")
         self.vision_url = vision_url
         self.time_scale = time_scale
         self.clock = clock
@@ -110,16 +115,17 @@ class Job:
         if not submission.attachment_url or not submission.layer_url:
             return self._failed(key, trace, "the body gives no photo URL or no layer", None)
         return self.analyse(key, trace, submission.attachment_url, submission.layer_url,
-                            submission.feature_global_id)
+                            submission.feature_global_id, submission.attachment_global_id)
 
     def analyse(self, key: str, trace_id: str, photo_url: str, layer_url: str,
-                feature_global_id: str) -> PhotoResult:
+                feature_global_id: str, photo_global_id: Optional[str] = None) -> PhotoResult:
         """Download the photo, ask the Vision AI under the baseline's retry, put the answer
         through the Tester (the library's validation and confidence rule) and write it to
         the feature by GlobalID; a failure is logged and kept nowhere."""
         sha: List[str] = []
         try:
-            self._analyse(photo_url, layer_url, feature_global_id, trace_id, sha)
+            self._analyse(photo_url, layer_url, (feature_global_id, photo_global_id),
+                          trace_id, sha)
         except (requests.RequestException, ValueError, KeyError, TypeError,
                 ResilienceError) as exc:
             return self._failed(key, trace_id, f"{type(exc).__name__}: {exc}",
@@ -134,8 +140,8 @@ class Job:
         log.info("%s job: photo %s failed: %s", self.baseline.name, key, error)
         return PhotoResult(key, trace_id, False, self.clock.monotonic(), error, sha)
 
-    def _analyse(self, photo_url: str, layer_url: str, feature_global_id: str, trace_id: str,
-                 sha: List[str]) -> None:
+    def _analyse(self, photo_url: str, layer_url: str, ids: Tuple[str, Optional[str]],
+                 trace_id: str, sha: List[str]) -> None:
         download = self.transfer("GET", photo_url)
         download.raise_for_status()
         image = download.content
@@ -157,22 +163,52 @@ class Job:
         if verdict.invalid:
             raise BaselineError("the Tester refused the answer: " + "; ".join(verdict.reasons))
         s = _WRITEBACK
-        attributes = {_GLOBAL_ID_FIELD: braced(feature_global_id),
-                      s.condition_field: payload["condition"],
-                      s.confidence_field: float(payload["confidence"]),
-                      s.outcome_field: verdict.kind.value,
-                      s.model_field: payload.get("model_version"),
-                      s.trace_field: trace_id,
-                      s.assessed_at_field: int(round(self.clock.now() * 1000))}
-        written = self.transfer("POST", f"{layer_url.rstrip('/')}/applyEdits", data={
-            "f": "json", "updates": json.dumps([{"attributes": attributes}]),
-            "useGlobalIds": "true", "rollbackOnFailure": "true"})
+        fields = {s.condition_field: payload["condition"],
+                  s.confidence_field: float(payload["confidence"]),
+                  s.outcome_field: verdict.kind.value,
+                  s.model_field: payload.get("model_version"),
+                  s.trace_field: trace_id,
+                  s.assessed_at_field: int(round(self.clock.now() * 1000))}
+        if self.table_url:
+            self._write_row(ids, fields)
+        else:
+            self._edit(layer_url, "updates", {_GLOBAL_ID_FIELD: braced(ids[0]), **fields},
+                       by_global_id=True)
+
+    def _write_row(self, ids: Tuple[str, Optional[str]], fields: Mapping[str, Any]) -> None:
+        """The photo's row of the related table: updated when the table holds one, else
+        added."""
+        s = _WRITEBACK
+        if not ids[1]:
+            raise BaselineError("the photo has no GlobalID to name its row by")
+        photo = braced(ids[1])
+        found = read_json(self.transfer("GET", f"{self.table_url}/query", params={
+            "where": f"{s.photo_field} = '{photo}'", "outFields": "objectid", "f": "json"}))
+        if not isinstance(found, dict) or not isinstance(found.get("features"), list):
+            raise BaselineError(f"the table's query answered {found!r:.200}")
+        if found["features"]:
+            self._edit(self.table_url, "updates",
+                       {"objectid": found["features"][0]["attributes"]["objectid"], **fields},
+                       by_global_id=False)
+        else:
+            self._edit(self.table_url, "adds", {s.parent_field: braced(ids[0]),
+                                                s.photo_field: photo, **fields},
+                       by_global_id=False)
+
+    def _edit(self, url: str, kind: str, attributes: Mapping[str, Any], *,
+              by_global_id: bool) -> None:
+        """One ``applyEdits`` row (``updates`` or ``adds``); raises BaselineError unless the
+        layer wrote it."""
+        written = self.transfer("POST", f"{url.rstrip('/')}/applyEdits", data={
+            "f": "json", kind: json.dumps([{"attributes": dict(attributes)}]),
+            "useGlobalIds": "true" if by_global_id else "false",
+            "rollbackOnFailure": "true"})
         answer = read_json(written)
         if not isinstance(answer, dict):
             raise BaselineError("applyEdits answered something other than a JSON object")
         if answer.get("error") is not None:
             raise BaselineError(f"applyEdits answered {answer['error']}")
-        rows = answer.get("updateResults")
+        rows = answer.get("updateResults" if kind == "updates" else "addResults")
         row = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else {}
         if row.get("success") is not True:
             failure = row.get("error") if isinstance(row.get("error"), dict) else {}
@@ -183,11 +219,11 @@ class Job:
 def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
             time_scale: float = 1.0, clock: Optional[Clock] = None,
             session: Optional[requests.Session] = None,
-            progress: Optional[Progress] = None) -> JobResult:
+            progress: Optional[Progress] = None, table_url: str = "") -> JobResult:
     """One FME job of baseline ``name`` for one webhook ``body``, on the calling thread.
 
     Waits are production seconds, slept x ``time_scale`` through ``clock``; ``rng`` draws
-    the jitter. Raises ConfigurationError for an unknown baseline or one that cannot run here.
+    the jitter; ``table_url``: the related table each photo's row goes to (see the module). Raises ConfigurationError for an unknown baseline or one that cannot run here.
     """
     chosen = baseline(name)
     missing = chosen.missing()
@@ -204,7 +240,8 @@ def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
         return JobResult((), 0, (), clock.monotonic(), "the body lists no photo")
     own_session = session is None
     job = Job(chosen, vision_url=vision_url, time_scale=time_scale, clock=clock, rng=rng,
-               session=session or requests.Session(), progress=progress or Progress())
+               session=session or requests.Session(), progress=progress or Progress(),
+               table_url=table_url)
     width = min(chosen.transfers_per_job, len(photos))
     try:
         if width > 1:

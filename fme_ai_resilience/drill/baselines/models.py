@@ -173,8 +173,9 @@ _HTTPCALLER_NOTE = (
 @dataclass(frozen=True)
 class Sweep(HTTPCaller):
     """HTTPCaller's retry, plus the FME author's safety net: a workspace scheduled every
-    ``sweep_every_s`` that queries the layer for features whose assessment is empty and
-    processes up to ``sweep_limit`` of them per job."""
+    ``sweep_every_s`` that queries the layer for features whose assessment is empty (with a
+    related table, the photos no row names) and processes up to ``sweep_limit`` of them per
+    job."""
 
     sweep_every_s: float = 120.0
     sweep_limit: int = 100
@@ -183,7 +184,8 @@ class Sweep(HTTPCaller):
 _SWEEP_NOTE = (
     "the strongest peer an FME author builds: every webhook job as httpcaller, plus a "
     "scheduled workspace every 2 min (a job on the same engines) that queries the layer for "
-    "features whose assessment is empty, at most 100 a job, and processes each photo from "
+    "features whose assessment is empty (with a photo repeat: the photos no related-table row "
+    "names), at most 100 a job, and processes each photo from "
     "the layer's attachments the same way; no ledger, no breaker, no notification; assumed: "
     "the sweep stops once a pass after the last delivery writes nothing")
 

@@ -65,8 +65,9 @@ class _Pool:
 
     def __init__(self, name: str, chosen: Baseline, *, engines: int, vision_url: str,
                  layer_url: Optional[str], time_scale: float, seed: int,
-                 gauges: Progress) -> None:
+                 gauges: Progress, table_url: str = "") -> None:
         self.name, self.chosen = name, chosen
+        self.table_url = table_url
         self.vision_url, self.layer_url = vision_url, layer_url
         self.time_scale, self.seed, self.gauges = time_scale, seed, gauges
         self.jobs: "queue.Queue[Optional[Tuple[str, Any]]]" = queue.Queue()
@@ -119,24 +120,27 @@ class _Pool:
         if kind == "delivery":
             result = run_job(self.name, payload, vision_url=self.vision_url, rng=rng,
                              time_scale=self.time_scale, clock=self.clock, session=session,
-                             progress=self.gauges)
+                             progress=self.gauges, table_url=self.table_url)
             return sum(p.succeeded for p in result.photos)
         chosen = self.chosen
         assert isinstance(chosen, Sweep) and self.layer_url
         job = Job(chosen, vision_url=self.vision_url, time_scale=self.time_scale,
-                  clock=self.clock, rng=rng, session=session, progress=self.gauges)
+                  clock=self.clock, rng=rng, session=session, progress=self.gauges,
+                  table_url=self.table_url)
         return sweep_pass(job, self.layer_url, chosen.sweep_limit)
 
 
 def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str, engines: int,
                  time_scale: float, seed: int, layer_url: Optional[str] = None,
-                 progress: Optional[Progress] = None) -> BaselineRun:
+                 table_url: str = "", progress: Optional[Progress] = None) -> BaselineRun:
     """Run baseline ``name`` on ``deliveries``: each one queued as a job at its ``at_s``,
     ``engines`` engine threads taking them in order, until every job has ended (and, for a
     sweep, until a pass after the last delivery writes nothing).
 
     ``vision_url`` is the Vision AI stand-in's endpoint; ``layer_url`` the layer a sweep
-    queries (required for it); the photos and layers of a job come from its body.
+    queries (required for it); the photos and layers of a job come from its body;
+    ``table_url`` the related table a photo's row is written to when features carry several
+    photos (empty: the feature's own fields).
     ``progress`` (optional) is updated as the run goes. A baseline that cannot run here comes
     back with ``skipped`` set and nothing run. Raises ConfigurationError for an unknown name,
     ``engines`` < 1 or a ``time_scale`` not above 0; BaselineError when the model crashes.
@@ -153,7 +157,7 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
     own = Progress()
     gauges = own if progress is None else Both(own, progress)
     pool = _Pool(name, chosen, engines=engines, vision_url=vision_url, layer_url=layer_url,
-                 time_scale=time_scale, seed=seed, gauges=gauges)
+                 time_scale=time_scale, seed=seed, gauges=gauges, table_url=table_url)
     start = pool.clock.monotonic()
     period = chosen.sweep_every_s * time_scale if isinstance(chosen, Sweep) else None
     for thread in pool.threads:

@@ -47,6 +47,7 @@ from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord
 from .layer_edits import (TRACKING, attachment_info as _info, bad as _bad, error as _error,
                           esri_type as _esri_type, flag as _flag, resolve_update,
                           whole as _whole)
+from .related_table import RelatedTable
 from .server import Reply, Request, StandInServer
 from .where import WhereError, braced_global_id, parse_where
 
@@ -86,6 +87,7 @@ class FeatureLayerStandIn(StandInServer):
                                        GLOBAL_ID_FIELD: "esriFieldTypeGlobalID", **TRACKING}
         for extra in fields:
             self._field(name("fields", extra), None)
+        self._extra = tuple(fields)
         self._rows: Dict[int, Dict[str, Any]] = {}        # object id -> attributes
         self._geometry: Dict[int, Dict[str, Any]] = {}
         self._attachments: Dict[int, List[AttachmentRecord]] = {}
@@ -221,7 +223,8 @@ class FeatureLayerStandIn(StandInServer):
         self._writes: Counter = Counter()
         self._last_written: Dict[str, Dict[str, Any]] = {}
         self._history: Dict[str, List[Tuple[float, Dict[str, Any]]]] = {}
-        self._rows_added: Counter = Counter()
+        self._table = RelatedTable(seed=self.seed, fields=self._extra,
+                                   monotonic=self.clock.monotonic)
         self._failed_rows = 0
         self._downloads: Counter = Counter()
         self._unauthorized = 0
@@ -232,15 +235,17 @@ class FeatureLayerStandIn(StandInServer):
         written per feature GlobalID, ``{UPPER}``); ``last_written`` (the attributes each
         feature's last written row carried); ``history`` (per feature GlobalID, every row written
         as ``(monotonic seconds, the values it set)``, in order); ``rows_added`` (related-table
-        rows added, per ``(parent GlobalID, photo GlobalID)``); ``failed_rows``; ``attachment_downloads`` (per
+        rows, per ``(parent GlobalID, photo GlobalID)``); ``table_rows`` (the related table's rows:
+        see :meth:`RelatedTable.snapshot`); ``failed_rows``; ``attachment_downloads`` (per
         attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``."""
         with self.lock:
+            table = self._table.snapshot()
             return {"queries": self._queries, "query_attachments": self._query_attachments,
                     "apply_edits": self._apply_edits, "writes": dict(self._writes),
                     "last_written": {k: dict(v) for k, v in self._last_written.items()},
                     "history": {k: [(t, dict(v)) for t, v in rows]
                                 for k, rows in self._history.items()},
-                    "rows_added": dict(self._rows_added),
+                    **{"rows_added": table["rows_added"], "table_rows": table["rows"]},
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
                     "unauthorized": self._unauthorized, "token_in_query": self._token_in_query}
@@ -281,8 +286,8 @@ class FeatureLayerStandIn(StandInServer):
                 if request.method != "POST":
                     return _bad("applyEdits needs POST")
                 return self._apply(params)
-            if rest == "/1/applyEdits" and request.method == "POST":
-                return self._add_related(params)
+            if rest in ("/1/query", "/1/applyEdits"):
+                return self._related(rest, request.method, params)
             match = _ATTACHMENT_PATH.match(rest)
             if match and match.group(1) == "0":
                 return self._attachment(int(match.group(2)), match.group(3))
@@ -302,7 +307,8 @@ class FeatureLayerStandIn(StandInServer):
                 "maxRecordCount": self.max_record_count,
                 "supportsApplyEditsWithGlobalIds": True,
                 "layers": [{"id": 0, "name": self.service_name,
-                            "geometryType": "esriGeometryPoint"}], "tables": []}
+                            "geometryType": "esriGeometryPoint"}],
+                "tables": [{"id": 1, "name": "assessments"}]}
 
     def _layer_info(self) -> Dict[str, Any]:
         with self.lock:
@@ -479,22 +485,10 @@ class FeatureLayerStandIn(StandInServer):
         return Reply.json(200, {"addResults": [], "updateResults": results,
                                 "deleteResults": []})
 
-    def _add_related(self, params: Mapping[str, str]) -> Reply:
-        """Table 1, a related table of assessments: ``adds`` only, each row counted by its
-        ``parentglobalid`` and ``ai_photo_globalid`` (rows added twice are visible)."""
-        try:
-            adds = json.loads(params.get("adds") or "[]")
-        except ValueError:
-            return _bad("'adds' parameter is invalid")
-        if not isinstance(adds, list) or not all(isinstance(a, dict) for a in adds):
-            return _bad("'adds' parameter is invalid")
-        results = []
+    def _related(self, rest: str, method: str, params: Mapping[str, str]) -> Reply:
+        """Table 1, the related table of assessments (:mod:`.related_table`)."""
+        if rest == "/1/applyEdits" and method != "POST":
+            return _bad("applyEdits needs POST")
         with self.lock:
-            for add in adds:
-                row = add.get("attributes") or {}
-                key = (str(get_ignoring_case(row, "parentglobalid")).upper(),
-                       str(get_ignoring_case(row, "ai_photo_globalid")).upper())
-                self._rows_added[key] += 1
-                results.append({"objectId": sum(self._rows_added.values()), "success": True})
-        return Reply.json(200, {"addResults": results, "updateResults": [],
-                                "deleteResults": []})
+            table = self._table
+            return table.query(params) if rest == "/1/query" else table.apply(params)
