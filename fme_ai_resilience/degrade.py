@@ -8,11 +8,18 @@ Levels are cumulative (shared/DESIGN.md section 5)::
     L3 CRITICAL_ONLY  only critical asset types analysed, with the fallback model
     L4 PAUSED         no AI call: every photo held
 
-A photo a level holds back is owed, not dropped (:func:`admission`): DEFERRED, shown on the
-layer as awaiting analysis and analysed once the ladder allows (critical types are claimed
-first, :func:`priority_of`). Only a type the deployment names in ``non_critical_types``, with
-``when_degraded=skip``, is SKIPPED instead (manual review). The ladder climbs on the backlog
-without the photos it holds back, so holding them back never keeps it up.
+"Held" is what an operator's hold at that level does; a level the ladder computed holds
+nothing back but the types the deployment lets it skip (see below), and from L2 up it calls
+the fallback model.
+
+The levels the ladder computes order the work and never idle an engine (:func:`admission`):
+critical types are claimed first (:func:`priority_of`) and every photo an engine claims is
+analysed, since a held-back photo is owed anyway and holding it while an engine is free only
+makes it later. A level an operator holds (an override) holds photos back for real: owed, not
+dropped, DEFERRED, shown on the layer as awaiting analysis and analysed once the hold ends.
+Only a type the deployment names in ``non_critical_types``, with ``when_degraded=skip``, is
+SKIPPED at a degraded level (manual review). The ladder climbs on the backlog without the
+photos held back, so holding them back never keeps it up.
 
 :func:`next_state` is pure: signals (backlog against the watermark, the primary service's
 error rate, breaker states) + the persisted :class:`LadderState` + ``now`` -> the new state.
@@ -239,15 +246,21 @@ def model_for(level: Level) -> Model:
 
 
 def admission(settings: DegradeSettings, level: Level, asset_type: Optional[str],
-              key: str = "") -> Admission:
+              key: str = "", *, operator_hold: bool) -> Admission:
     """What becomes of a photo of ``asset_type`` at ``level``: analysed, deferred (owed), or
-    skipped, the last only for a type in ``non_critical_types`` under ``when_degraded=skip``."""
+    skipped, the last only for a type in ``non_critical_types`` under ``when_degraded=skip``.
+
+    Only an operator's hold (``operator_hold``: the level is an override) defers a photo the
+    level does not analyse. A level the ladder computed orders the work instead: critical
+    types are claimed first (:func:`priority_of`), and a photo an engine has claimed is
+    analysed, because holding it back while that engine is free would only make it later
+    (it is owed either way) and idle the engine that could drain the backlog."""
     if should_analyze(settings, level, asset_type, key):
         return Admission.ANALYSE
     if (asset_type or "") in settings.non_critical_types \
             and settings.when_degraded is WhenDegraded.SKIP:
         return Admission.SKIP
-    return Admission.DEFER
+    return Admission.DEFER if operator_hold else Admission.ANALYSE
 
 
 def priority_of(settings: DegradeSettings, asset_type: Optional[str]) -> int:

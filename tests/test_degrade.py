@@ -139,16 +139,31 @@ def test_should_analyze_per_level():
 
 
 def test_a_held_back_photo_is_deferred_unless_the_deployment_skips_its_type():
-    """Default: every held-back photo DEFER; only a named type under skip is SKIP."""
-    assert admission(S, Level.PAUSED, "hydrant") is Admission.DEFER
-    assert admission(S, Level.CRITICAL_ONLY, "bench") is Admission.DEFER
-    assert admission(S, Level.CRITICAL_ONLY, "hydrant") is Admission.ANALYSE
+    """Under an operator's hold every held-back photo is DEFER; only a named type under skip
+    is SKIP."""
+    assert admission(S, Level.PAUSED, "hydrant", operator_hold=True) is Admission.DEFER
+    assert admission(S, Level.CRITICAL_ONLY, "bench", operator_hold=True) is Admission.DEFER
+    assert admission(S, Level.CRITICAL_ONLY, "hydrant", operator_hold=True) is Admission.ANALYSE
     skipping = replace(S, non_critical_types=("bench",), when_degraded="skip")
-    assert admission(skipping, Level.CRITICAL_ONLY, "bench") is Admission.SKIP
-    assert admission(skipping, Level.CRITICAL_ONLY, "sign") is Admission.DEFER
-    assert admission(skipping, Level.NORMAL, "bench") is Admission.ANALYSE
+    assert admission(skipping, Level.CRITICAL_ONLY, "bench", operator_hold=True) is Admission.SKIP
+    assert admission(skipping, Level.CRITICAL_ONLY, "sign", operator_hold=True) is Admission.DEFER
+    assert admission(skipping, Level.NORMAL, "bench", operator_hold=True) is Admission.ANALYSE
     assert (priority_of(S, "hydrant"), priority_of(S, "bench"), priority_of(S, None)) == (
         CRITICAL, ORDINARY, ORDINARY)
+
+
+def test_a_computed_level_analyses_what_an_engine_claimed_and_skips_only_by_policy():
+    """A level the ladder computed holds nothing back (an engine that claimed a photo is free
+    to analyse it; critical types are claimed first), but still skips a type the deployment
+    lets it skip."""
+    for level in (Level.SAMPLE, Level.CRITICAL_ONLY, Level.PAUSED):
+        assert admission(S, level, "bench", operator_hold=False) is Admission.ANALYSE
+        assert admission(S, level, "hydrant", operator_hold=False) is Admission.ANALYSE
+    skipping = replace(S, non_critical_types=("bench",), when_degraded="skip")
+    assert admission(skipping, Level.CRITICAL_ONLY, "bench", operator_hold=False) \
+        is Admission.SKIP
+    assert admission(skipping, Level.CRITICAL_ONLY, "sign", operator_hold=False) \
+        is Admission.ANALYSE
 
 
 def test_model_switches_to_fallback_from_l2():

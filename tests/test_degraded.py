@@ -131,24 +131,28 @@ def test_the_ladder_backlog_leaves_out_the_photos_it_holds_back(ledger, clock):
 
 
 @responses.activate
-def test_a_pause_ends_and_every_held_photo_is_analysed(ledger, clock):
-    """No deadlock: 7x the watermark pauses the ladder, the compensator still steps it down
-    once the held photos leave its backlog, and each photo gets its one Vision call."""
+def test_a_computed_pause_idles_no_engine_and_an_operators_pause_ends_with_every_photo(
+        ledger, clock):
+    """7x the watermark pauses the ladder, yet the engine analyses every photo it claims (a
+    computed level orders the work, it never idles the engines that drain the backlog); an
+    operator's pause holds photos back until it is released, then each gets its one call."""
     responses.add(responses.POST, VISION, json=answer())
     settings = Settings.from_mapping({"intake.watermark": "2", "processing.claim_limit": "50",
                                       "degrade.hold_s": "30"})
     register(ledger, *(submission(f"k{i}", photo=f"p{i}") for i in range(14)))
     compensator = Compensator(settings, store=ledger, clock=clock)
     assert compensator.run(reconcile=False).ladder.effective.label == "L4"
-    statuses = [r.status for r in make(ledger, clock, settings=settings).run_batch().results]
-    assert statuses == [Status.DEFERRED] * 14
-    for _ in range(4):   # the compensator's schedule: the hold passes, the ladder steps down
-        clock.advance(20)
-        compensator.run(reconcile=False)
-    assert Degradation(store=ledger, clock=clock).level().label == "L0"
     done = make(ledger, clock, settings=settings).run_batch().results
     assert [r.outcome for r in done] == [TaskOutcome.ACCEPTED] * 14
     assert len(responses.calls) == 14
+    register(ledger, *(submission(f"h{i}", photo=f"q{i}") for i in range(3)))
+    Degradation(store=ledger, clock=clock).set_override("L4")
+    held = make(ledger, clock, settings=settings).run_batch().results
+    assert [r.status for r in held] == [Status.DEFERRED] * 3
+    Degradation(store=ledger, clock=clock).clear_override()
+    done = make(ledger, clock, settings=settings).run_batch().results
+    assert [r.outcome for r in done] == [TaskOutcome.ACCEPTED] * 3
+    assert len(responses.calls) == 17
 
 
 @responses.activate

@@ -90,7 +90,7 @@ class Degradation:
                     log.warning("degradation: %s -> %s%s", current.effective.label,
                                 target.effective.label,
                                 " (override)" if target.override is not None else "")
-                if target.effective < current.effective:
+                if _held_at(target) < _held_at(current):
                     # the photos held back come back at once, critical types claimed first
                     released = self.store.release_held(now=self.clock.now())
                     if released:
@@ -123,16 +123,21 @@ class Degradation:
         return should_analyze(self.settings, self.level(), asset_type, key)
 
     def admission(self, asset_type: Optional[str], key: str = "") -> Admission:
-        """What becomes of this photo now: analysed, deferred (owed) or skipped by policy.
+        """What becomes of this photo now: analysed, deferred (owed: only under an operator's
+        hold) or skipped by policy.
 
         A photo is held back or skipped only on the ladder as the store holds it now, never
         on a cached level: a level that just stepped down released the held photos, and an
         engine still caching the old one would hold them back again for ``hold_s``.
         """
-        decision = admission(self.settings, self.level(), asset_type, key)
+        cached = self.state()
+        decision = admission(self.settings, cached.effective, asset_type, key,
+                             operator_hold=cached.override is not None)
         if decision is Admission.ANALYSE:
             return decision
-        return admission(self.settings, self.state(fresh=True).effective, asset_type, key)
+        fresh = self.state(fresh=True)
+        return admission(self.settings, fresh.effective, asset_type, key,
+                         operator_hold=fresh.override is not None)
 
     def model(self) -> Model:
         """The model to call now: primary, or the fallback from L2 up."""
@@ -141,3 +146,9 @@ class Degradation:
     def paused(self) -> bool:
         """True at L4: keep photo and metadata, every analysis held back."""
         return self.level() >= Level.PAUSED
+
+
+def _held_at(state: LadderState) -> Level:
+    """The level whose holds are in force: an operator's override; a computed level holds
+    nothing back (see :func:`~fme_ai_resilience.degrade.admission`)."""
+    return state.override if state.override is not None else Level.NORMAL
