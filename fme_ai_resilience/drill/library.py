@@ -4,8 +4,9 @@
 pipeline as it is deployed: the Survey123 sender posts each delivery at its time to the intake
 gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back, the
 compensator runs on its schedule (every minute, scaled; WS-03's production period is ten), and
-a sampler records the timeline. When every delivered photo's task has settled, one last
-compensation pass reconciles the layer with backfill and the backfilled tasks are awaited too.
+a sampler records the timeline. Reconciliation with backfill runs once the engines have taken
+up every delivered task, and a last time when all has settled (:func:`_drain`); the tasks it
+registers are awaited too.
 The settings are the library's defaults with every wait and window scaled by ``time_scale``
 (:func:`drill_settings`).
 """
@@ -35,8 +36,8 @@ from .scenarios import Plan, Scenario
 from .standins import Survey123Sender
 from .world import World, photo_keys
 
-__all__ = ["run_library", "LibraryRun", "drill_settings", "PRODUCTION_WAITS", "DrillError", "COST_PER_CALL",
-           "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
+__all__ = ["run_library", "LibraryRun", "drill_settings", "PRODUCTION_WAITS", "PRODUCTION_RATES",
+           "DrillError", "COST_PER_CALL", "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
 
 
 class DrillError(ResilienceError):
@@ -52,6 +53,9 @@ PRODUCTION_WAITS = {
     "intake.latency_promise_s": 120.0, "processing.lease_s": 300.0, "alerts.window_s": 900.0,
     "compensation.requeue_backoff_s": 300.0, "compensation.requeue_backoff_cap_s": 21600.0,
 }
+#: The per-second rates of the defaults, scaled inversely (a window 10x shorter holds as
+#: many events only at a rate 10x higher).
+PRODUCTION_RATES = {"retry.fleet_retry_floor_per_s": 0.2}
 _TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0),
                    "timeouts.ttfb_s": (20.0, 5.0), "timeouts.body_s": (4.0, 1.0),
                    "breaker.slow_call_s": (20.0, 2.0)}
@@ -74,6 +78,8 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
     values = {name: f"{v * time_scale:g}" for name, v in PRODUCTION_WAITS.items()}
     values.update({name: f"{max(v * time_scale, floor):g}"
                    for name, (v, floor) in _TIMEOUT_FLOORS.items()})
+    # Rates run faster as time shrinks: the fleet's retries per window stay the defaults'.
+    values.update({name: f"{v / time_scale:g}" for name, v in PRODUCTION_RATES.items()})
     values.update({
         "vision.endpoint": world.vision.endpoint,
         "intake.feature_services": world.layer.service_url,
@@ -141,6 +147,11 @@ def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
         return [f.result() for f in futures]
 
 
+def _started(record: Optional[TaskRecord], requeue_budget: int) -> bool:
+    """An engine has taken the task up (it no longer waits as PENDING)."""
+    return record is not None and record.status is not Status.PENDING
+
+
 def _settled(record: Optional[TaskRecord], requeue_budget: int) -> bool:
     if record is None:
         return False
@@ -151,17 +162,49 @@ def _settled(record: Optional[TaskRecord], requeue_budget: int) -> bool:
 
 
 def _wait_settled(keys: Sequence[str], settings: Settings, engines: Engines, *,
-                  store: SqlStore, timeout_s: float) -> bool:
+                  store: SqlStore, timeout_s: float,
+                  done: Callable[[Optional[TaskRecord], int], bool] = _settled) -> bool:
+    """Wait until every task of ``keys`` is ``done`` (default: settled), restarting dead
+    engines meanwhile; False after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     budget = settings.compensation.requeue_budget
     left = list(keys)
     while time.monotonic() < deadline:
         engines.heal()
-        left = [k for k in left if not _settled(store.get(k), budget)]
+        left = [k for k in left if not done(store.get(k), budget)]
         if not left:
             return True
         time.sleep(0.2)
     return False
+
+
+def _reconcile(settings: Settings, world: World, engines: Engines, *,
+               store: SqlStore) -> List[str]:
+    """The reconciliation with backfill; the tasks it registered start a WS-02 job at once,
+    as a delivery's do. Their keys."""
+    reconciled = build_compensator(settings, store=store, layer_url=world.layer.layer_url
+                                   ).reconcile(since=0.0, until=time.time() + 60,
+                                               backfill=True)
+    keys = [g.key for g in reconciled.missing]
+    if keys:
+        engines.kick()
+    return keys
+
+
+def _drain(keys: Sequence[str], settings: Settings, world: World, engines: Engines, *,
+           store: SqlStore, timeout_s: float) -> bool:
+    """Drain the delivered ``keys`` and what reconciliation finds missing. It first runs once
+    engines have taken up every delivered task (they run out of new work while the last
+    tasks are in flight or wait for a retry), so idle engines take what Survey123 never
+    delivered; the last reconciliation runs once all settled, and what it finds is drained
+    too."""
+    taken = _wait_settled(keys, settings, engines, store=store, timeout_s=timeout_s,
+                          done=_started)
+    owed = list(keys) + _reconcile(settings, world, engines, store=store)
+    complete = _wait_settled(owed, settings, engines, store=store, timeout_s=timeout_s)
+    late = _reconcile(settings, world, engines, store=store)
+    return _wait_settled(late, settings, engines, store=store,
+                         timeout_s=timeout_s) and complete and taken
 
 
 def _compensate(db_url: str, tick_s: float, stop: threading.Event) -> None:
@@ -206,13 +249,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 deliveries = _send(plan, url, started, fleet)
                 delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
                              for k in photo_keys(item.body)]
-                complete = _wait_settled(list(dict.fromkeys(delivered)), settings, fleet,
-                                         store=store, timeout_s=timeout_s)
-                reconciled = build_compensator(
-                    settings, store=store, layer_url=world.layer.layer_url).reconcile(
-                        since=0.0, until=time.time() + 60, backfill=True)
-                complete = _wait_settled([g.key for g in reconciled.missing], settings, fleet,
-                                         store=store, timeout_s=timeout_s) and complete
+                complete = _drain(list(dict.fromkeys(delivered)), settings, world, fleet,
+                                  store=store, timeout_s=timeout_s)
                 chaos.join(1)
         finally:
             stop_compensating.set()
