@@ -59,6 +59,11 @@ def _compensator(db_url, settings, stop, levels):
             stop.wait(0.5)
 
 
+def _empty(db_url):
+    with open_store(db_url) as store:
+        store.clear()
+
+
 def _written(layer, features):
     last = layer.snapshot()["last_written"]
     return {f.global_id: last.get(f.global_id, {}) for f in features}
@@ -71,6 +76,7 @@ def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, req
     with World(FaultSchedule(), seed=seed) as world:
         db_url = request.getfixturevalue("pg_store_url") if backend == "postgresql" \
             else f"sqlite:///{tmp_path / 'ledger.db'}"
+        request.addfinalizer(lambda: _empty(db_url))   # the session's PostgreSQL is shared
         values = loopback_settings(world, **SCALED)
         values.update({"intake.watermark": "0", "degrade.critical_types": CRITICAL})
         settings = Settings.from_mapping(values)
