@@ -48,3 +48,27 @@ def test_the_drift_is_detected_at_the_first_sample_with_the_circuit_open():
     assert _detected_after(tl, (0.2, 1.0)) == 0.2
     assert _detected_after(tl, None) is None
     assert _detected_after(timeline("CLOSED", "CLOSED"), (0.0, 1.0)) is None
+
+
+def test_the_operators_step_after_the_fix_requeues_the_format_dead_letters(tmp_path):
+    """At the drifted model's fix the drill does what the operator does, ``dlq requeue
+    --cause FORMAT``: the FORMAT dead letters are PENDING again, other causes stay dead."""
+    from fme_ai_resilience.drill.library import _requeue_format
+    from fme_ai_resilience.errors import FailureClass
+    from fme_ai_resilience.keys import trace_id_for
+    from fme_ai_resilience.ledger import Status
+    from fme_ai_resilience.store import open_store
+    from fme_ai_resilience.submission import Submission
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    with open_store(url, init_schema=True) as store:
+        for key, cause in (("a", FailureClass.FORMAT), ("b", FailureClass.NOT_FOUND)):
+            store.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                      trace_id=trace_id_for(key),
+                                      attachment_url=f"https://photos.test/{key}",
+                                      attachment_global_id=f"A-{key}"), 100, now=1.0)
+            (task,) = store.claim("e", 1, 60.0, now=2.0)
+            store.bury(task.key, task.lease_token, cause, "bad", now=3.0)
+    _requeue_format(url)
+    with open_store(url) as store:
+        assert (store.get("a").status, store.get("b").status) == (Status.PENDING, Status.DEAD)
