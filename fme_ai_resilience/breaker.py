@@ -7,6 +7,7 @@ on every host (shared/DESIGN.md section 5)::
     OPEN --probe interval over (the probe schedule: grows on consecutive trips up to a short
           cap)--> HALF_OPEN
     HALF_OPEN --exactly k probes reported, success ratio >= close_ratio--> CLOSED
+    CLOSED --``drift_calls`` answers in a row out of schema, two photos at least--> OPEN
     HALF_OPEN --exactly k probes reported, success ratio below it--> OPEN (next trip)
 
 A half-open round admits exactly k probe calls fleet-wide. A probe silent for
@@ -45,7 +46,7 @@ from .ledger import CallWindow
 from .settings import BreakerSettings
 
 __all__ = ["BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
-           "TimePassed", "ProbesObserved", "Manual", "Event", "cooldown_s", "probe_schedule",
+           "DriftObserved", "TimePassed", "ProbesObserved", "Manual", "Event", "drifted", "cooldown_s", "probe_schedule",
            "outage_probe_bound", "should_trip",
            "probes_needed", "step", "effective_state", "Permit", "CircuitOpen", "Admission"]
 
@@ -105,6 +106,19 @@ class WindowObserved:
 
 
 @dataclass(frozen=True)
+class DriftObserved:
+    """The service's latest ``answers`` answers in a row did not match the schema, about
+    ``photos`` different photos."""
+
+    answers: int
+    photos: int
+
+    def __post_init__(self) -> None:
+        count("answers", self.answers)
+        count("photos", self.photos)
+
+
+@dataclass(frozen=True)
 class TimePassed:
     """Nothing happened but the clock moved (an open circuit may become half-open)."""
 
@@ -130,7 +144,7 @@ class Manual(str, enum.Enum):
     RESET = "RESET"
 
 
-Event = Union[WindowObserved, TimePassed, ProbesObserved, Manual]
+Event = Union[WindowObserved, DriftObserved, TimePassed, ProbesObserved, Manual]
 
 
 # -- pure policy -------------------------------------------------------------------------------
@@ -185,6 +199,12 @@ def should_trip(policy: BreakerPolicy, window: CallWindow) -> bool:
             or window.slow_rate >= policy.slow_call_rate)
 
 
+def drifted(policy: BreakerPolicy, event: DriftObserved) -> bool:
+    """Whether answers out of schema in a row say the model drifted: ``drift_calls`` of them,
+    about two photos at least (one odd photo answered twice is that photo's dead letter)."""
+    return event.answers >= policy.drift_calls and event.photos >= 2
+
+
 def probes_needed(policy: BreakerPolicy) -> int:
     """Successful probes (of ``half_open_probes``) needed to close the circuit."""
     return math.ceil(policy.close_ratio * policy.half_open_probes - 1e-9)
@@ -213,6 +233,10 @@ def step(policy: BreakerPolicy, state: BreakerState, event: Event, *,
         return state
     if isinstance(event, WindowObserved):
         if state.state is CircuitState.CLOSED and should_trip(policy, event.window):
+            return _open(policy, state, now=now)
+        return state
+    if isinstance(event, DriftObserved):
+        if state.state is CircuitState.CLOSED and drifted(policy, event):
             return _open(policy, state, now=now)
         return state
     if isinstance(event, TimePassed):

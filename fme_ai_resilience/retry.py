@@ -161,8 +161,9 @@ class RetryPolicy:
     (the per-call timeout budget): when set, an inline retry is made only if its wait *and*
     a whole attempt still fit before the deadline, so the deadline bounds the time a task holds
     an engine, not just its waits. ``rules`` is the classification table.
-    ``park_last_attempt`` parks the budget's last attempt instead of making it inline (the
-    processor's policy: by the end of its backoff a fleet-wide outage shows on the shared
+    ``park_last_attempt`` parks the budget's last attempt, and a class's last retry (the one
+    retry of an answer out of schema), instead of making it inline (the processor's policy:
+    by the end of its backoff a fleet-wide outage or a drifted model shows on the shared
     breaker, which defers the task without spending it).
     """
 
@@ -249,7 +250,10 @@ class RetryPolicy:
             return park(f"{error_class.value} spends no attempt; parked for {wait:.1f}s ({why})")
         if wait > self.max_inline_wait_s:
             return park(f"{why} {wait:.1f}s exceeds the inline limit {self.max_inline_wait_s:g}s")
-        if self.park_last_attempt and history.counted(self.rules) + 2 >= self.max_attempts:
+        if self.park_last_attempt and (
+                history.counted(self.rules) + 2 >= self.max_attempts
+                or (rule.max_retries is not None
+                    and history.failures_of(error_class) + 1 >= rule.max_retries)):
             return park(f"the last attempt of {self.max_attempts} waits {wait:.1f}s parked")
         if deadline is not None:
             left = deadline.remaining(now=now)

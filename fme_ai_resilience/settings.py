@@ -141,6 +141,9 @@ class BreakerSettings:
     after ``cooldown_s``, then after each failed probe the interval doubles
     (``cooldown_factor``) up to ``cooldown_max_s``, the longest the fleet takes to learn that
     a service is back, whatever the outage's length.
+    ``drift_calls`` answers in a row that do not match the schema, about at least two
+    photos, mean the model drifted: they open the circuit whatever the window holds, the
+    photos wait deferred for the fix, and the drifted model gets only the probes.
     """
 
     failure_rate: float = 0.5
@@ -155,18 +158,21 @@ class BreakerSettings:
     close_ratio: float = 0.8
     probe_timeout_s: float = 60.0
     cache_ttl_s: float = 1.0
+    drift_calls: int = 3
 
     def __post_init__(self) -> None:
         # A rate of 0 would trip a healthy service and close on a round of failed probes.
         _ratio("breaker", self, "failure_rate", "slow_call_rate", "close_ratio", allow_zero=False)
         _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
-                  "cooldown_max_s", "half_open_probes", "probe_timeout_s")
+                  "cooldown_max_s", "half_open_probes", "probe_timeout_s", "drift_calls")
         _positive("breaker", self, "cache_ttl_s", allow_zero=True)
         finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
         _check("breaker", "cooldown_max_s", self.cooldown_max_s,
                self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
         _check("breaker", "cache_ttl_s", self.cache_ttl_s, self.cache_ttl_s <= 1.0,
                "engines must see a state change within 1 s")
+        _check("breaker", "drift_calls", self.drift_calls, self.drift_calls >= 2,
+               "must be >= 2 (answers about two photos tell drift from one odd photo)")
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,12 @@ SELECT count(*) AS calls,
        coalesce(sum(CASE WHEN retry THEN 1 ELSE 0 END), 0) AS retries
 FROM ai_call_log WHERE service = %(service)s AND started_at >= %(since)s
 
+-- recent_calls --
+-- A service's latest calls, newest first: their error class (NULL: a success) and task
+SELECT error_class, task_key FROM ai_call_log WHERE service = %(service)s
+ORDER BY started_at DESC
+LIMIT %(limit)s
+
 -- record_anomaly --
 -- One answer that failed validation
 INSERT INTO format_anomaly (provider, observed_at, errors, excerpt, model_version, task_key,

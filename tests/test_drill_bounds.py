@@ -42,3 +42,16 @@ def test_the_outage_drain_is_counted_from_the_services_return():
     assert drain_bound_s(10, outage=(0.0, 20.0), owed_at_return=10, **base) == pytest.approx(
         25.0)
     assert drain_bound_s(10, outage=(0.0, 20.0), **base) == pytest.approx(20.5)
+
+
+def test_the_calls_into_a_drifted_model_are_bounded_like_probes():
+    """The answers that show the drift, a call in flight and one on a stale cache per other
+    engine, then the breaker's probe rounds over the drift until the fix."""
+    from fme_ai_resilience.breaker import outage_probe_bound
+    from fme_ai_resilience.drill.bounds import drift_call_bound
+
+    policy = BreakerSettings()
+    assert drift_call_bound(policy, 0.0, engines=1, facts=50) == policy.drift_calls
+    assert drift_call_bound(policy, 90.0, engines=4, facts=50) == (
+        policy.drift_calls + 6 + outage_probe_bound(policy, 90.0, facts=50))
+    assert drift_call_bound(policy, 90.0, engines=4, facts=50) < 50

@@ -130,3 +130,17 @@ def test_printable_replaces_control_characters_and_lone_surrogates():
     """Escape sequences, NULs and unpaired surrogates never pass through to a terminal or page."""
     assert printable("a\x1b[31mb\x00c\ud800d\u0085e\tf") == "a\ufffd[31mb\ufffdc\ufffdd\ufffde f"
     assert printable("r\u00e9seau \u6771\u4eac") == "r\u00e9seau \u6771\u4eac"
+
+
+def test_a_drift_judges_the_calls_into_the_drifted_model_and_shows_its_detection():
+    """With a drift, the calls into the drifted model are judged against their probe bound
+    (in place of calls per analysed photo) and the time to detection is shown."""
+    report = dataclasses.replace(sample_report(), outage=None, drift=[2.4, 6.0],
+                                 drift_call_bound=9)
+    report.library.drift_ai_calls, report.library.drift_detection_s = 7, 0.6
+    report.baselines["naive"].drift_ai_calls = 40
+    rows = rows_by_key(report)
+    assert [c.verdict for c in rows["drift_ai_calls"].cells][:2] == [Verdict.GOOD, Verdict.BAD]
+    assert rows["drift_detection_s"].cells[0].text == "0.60 s"
+    assert all(c.verdict is None for c in rows["ai_calls_per_analysed"].cells)
+    assert [c.key for c in checks(report, report.library)].count("drift_ai_calls") == 1

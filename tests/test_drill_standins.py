@@ -42,6 +42,8 @@ def _select(where):
     ({"truncated_mode": "sometimes"}, "truncated_mode"),
     ({"drift_from_s": float("nan")}, "drift_from_s"),
     ({"drift_rate": 1.1}, "drift_rate"),
+    ({"drift_until_s": 30.0}, "drift_until_s"),
+    ({"drift_from_s": 30.0, "drift_until_s": 30.0}, "drift_until_s"),
 ])
 def test_a_bad_fault_schedule_names_its_field(kwargs, field):
     """A schedule that cannot run is a ConfigurationError naming the field, at construction."""
@@ -55,6 +57,15 @@ def test_outage_windows_are_start_inclusive_end_exclusive():
     schedule = FaultSchedule(outages=[(10, 40), (60, 61)])
     assert schedule.outages == ((10.0, 40.0), (60.0, 61.0))
     assert [schedule.outage_at(t) for t in (9.99, 10, 39.99, 40, 60.5)] == [None, 0, 0, None, 1]
+
+
+def test_the_model_drifts_from_its_start_until_the_operators_fix():
+    """Answers drift from ``drift_from_s`` (inclusive) until ``drift_until_s`` (the fix,
+    exclusive); without a fix they drift for good."""
+    fixed = FaultSchedule(drift_from_s=60.0, drift_until_s=150.0)
+    assert [fixed.drifted(t) for t in (59.9, 60.0, 149.9, 150.0)] == [False, True, True, False]
+    assert FaultSchedule(drift_from_s=60.0).drifted(1e6)
+    assert not FaultSchedule().drifted(100.0)
 
 
 def test_the_token_bucket_holds_one_second_of_calls_by_default():

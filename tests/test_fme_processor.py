@@ -125,13 +125,18 @@ def test_a_long_retry_after_parks_the_task_until_then(fair_db, fake_clock, fake_
 
 
 def test_format_drift_ends_in_a_rejected_dead_letter(fair_db, fake_clock, fake_vision):
-    """Answers whose JSON changed (twice: one retry): DEAD with FORMAT, which no automatic
-    requeue fixes, through <Rejected> with fme_rejection_code FORMAT."""
+    """Answers whose JSON changed (twice: one retry, parked until its backoff is over): DEAD
+    with FORMAT, which no automatic requeue fixes, through <Rejected> with
+    fme_rejection_code FORMAT."""
     registered(fair_db, fake_clock)
     serve_photo(fake_vision)
     fake_vision.script("drift", "drift")
-    run = run_caller(ProcessorCaller, [{}], processor_macros(fair_db, fake_vision.endpoint),
-                     clock=fake_clock)
+    macros = processor_macros(fair_db, fake_vision.endpoint)
+    first = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
+    (parked,) = first.output
+    assert parked.getAttribute("fair_status") == "FAILED" and first.rejected == []
+    fake_clock.advance(parked.getAttribute("fair_retry_after_s") + 1)
+    run = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
     assert run.output == []
     (out,) = run.rejected
     assert (out.getAttribute("fair_status"), out.getAttribute("fair_failure_class"),

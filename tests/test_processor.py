@@ -168,12 +168,18 @@ def test_an_auth_error_is_a_dead_letter_at_once(ledger, clock):
 
 @responses.activate
 def test_drift_is_retried_once_then_buried_as_format_with_anomalies(ledger, clock):
-    """A renamed confidence field: one retry, then DEAD/FORMAT and a format anomaly per answer."""
+    """A renamed confidence field: one retry, made after its backoff (parked, so answers about
+    other photos could show a drifted model first), then DEAD/FORMAT and a format anomaly per
+    answer."""
     drifted = {"condition": "good", "score": 0.9, "labels": []}
     responses.add(responses.POST, VISION, json=drifted)
     responses.add(responses.POST, VISION, json=drifted)
     register(ledger, submission("k"))
-    (result,) = make(ledger, clock).run_batch().results
+    processor = make(ledger, clock)
+    (parked,) = processor.run_batch().results
+    assert parked.status is Status.FAILED and len(responses.calls) == 1
+    clock.advance(parked.retry_at - clock.now() + 0.1)
+    (result,) = processor.run_batch().results
     assert (result.status, result.failure_class) == (Status.DEAD, FailureClass.FORMAT)
     assert len(responses.calls) == 2
     assert len(ledger.recent_anomalies(0)) == 2
@@ -185,7 +191,10 @@ def test_an_answer_out_of_the_configured_domain_is_a_format_anomaly(ledger, cloc
     responses.add(responses.POST, VISION, json=answer("excellent"))
     responses.add(responses.POST, VISION, json=answer("excellent"))
     register(ledger, submission("k"))
-    (result,) = make(ledger, clock).run_batch().results
+    processor = make(ledger, clock)
+    (parked,) = processor.run_batch().results
+    clock.advance(parked.retry_at - clock.now() + 0.1)
+    (result,) = processor.run_batch().results
     assert result.failure_class is FailureClass.FORMAT
     assert "excellent" in ledger.recent_anomalies(0)[0].errors[0]
 

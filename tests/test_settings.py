@@ -120,6 +120,7 @@ INVALID = [
     ("breaker.cooldown_max_s", "4", "breaker.cooldown_max_s"),
     ("breaker.cooldown_factor", "0.5", "breaker.cooldown_factor"),
     ("breaker.half_open_probes", "0", "breaker.half_open_probes"),
+    ("breaker.drift_calls", "1", "breaker.drift_calls"),
     ("breaker.close_ratio", "1.1", "breaker.close_ratio"),
     ("breaker.probe_timeout_s", "0", "breaker.probe_timeout_s"),
     ("breaker.cache_ttl_s", "2", "breaker.cache_ttl_s"),

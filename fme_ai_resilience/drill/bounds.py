@@ -14,6 +14,11 @@ they cannot be bent by what happened in it.
   costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
   calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
   or the end of the outage plus the work owed at the service's return.
+* :func:`drift_call_bound`: the calls into a model that answers out of schema until its fix:
+  the ``drift_calls`` answers that show the drift, a call in flight on every other engine and
+  one more each on its cached view of the circuit, then the probes of the breaker's probe
+  schedule (:func:`~fme_ai_resilience.breaker.outage_probe_bound`) over the drift; its drain
+  bound is the outage form, counted from the fix.
 * :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
   the recovery lag allowed: the probe interval in force when the service comes back. Both
   read the breaker's probe schedule from the core, the one place it is computed.
@@ -26,7 +31,7 @@ from typing import Optional, Tuple
 from ..breaker import cooldown_s, outage_probe_bound, probe_schedule
 from ..settings import MAX_COUNT, BreakerSettings
 
-__all__ = ["probe_bound", "outage_call_bound", "probe_interval_s", "drain_bound_s",
+__all__ = ["probe_bound", "outage_call_bound", "drift_call_bound", "probe_interval_s", "drain_bound_s",
            "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
 
 #: How far past 1/(1-p) the AI calls per analysed photo may run.
@@ -52,6 +57,14 @@ def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
     core gives one, is read here."""
     return min(probe_bound(policy, outage_s, engines=engines, fastest_call_s=fastest_call_s),
                max(0, facts))
+
+
+def drift_call_bound(policy: BreakerSettings, drift_s: float, *, engines: int,
+                     facts: int) -> int:
+    """The calls allowed into a model drifted for ``drift_s`` seconds before its fix (see
+    above): the drifted model is an outage whose probes are real photos' calls."""
+    return (policy.drift_calls + 2 * (max(1, engines) - 1)
+            + outage_probe_bound(policy, drift_s, facts=max(0, facts)))
 
 
 def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:

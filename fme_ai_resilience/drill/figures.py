@@ -141,8 +141,13 @@ def figure_rows(report: DrillReport) -> List[Row]:
     calls_bound = report.calls_per_analysed_bound
     add("ai_calls_per_analysed", "AI calls per analysed photo",
         lambda s: number(s.ai_calls_per_analysed),
-        "outage: see the probe bound" if report.outage or calls_bound is None
-        else f"<= {number(calls_bound)}", judged=report.outage is None)
+        "outage: see the probe bound" if report.outage or report.drift or calls_bound is None
+        else f"<= {number(calls_bound)}", judged=report.outage is None and report.drift is None)
+    if report.drift is not None:
+        count("drift_ai_calls", "AI calls into the drifted model",
+              f"<= {report.drift_call_bound} (probes)", judged=True)
+        add("drift_detection_s", "drift detected (circuit open) after",
+            lambda s: seconds(s.drift_detection_s))
     if report.outage is None:
         count("outage_ai_calls", "AI calls during the outage", "no outage")
     else:

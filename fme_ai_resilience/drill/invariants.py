@@ -10,8 +10,9 @@ when any is missed. Every check can fail, and each has a test that plants a viol
 * ``conflicting_writes``: no assessment overwritten with a different one;
 * ``duplicate_rows``: no related-table row added twice;
 * ``peak_concurrent_calls``: calls in flight at the Vision AI within engines x per engine;
-* ``ai_calls_per_analysed``: at most 1.1 x 1/(1-p) (not in an outage, whose extra calls are
-  judged by the probe bound);
+* ``ai_calls_per_analysed``: at most 1.1 x 1/(1-p) (not in an outage or a drift, whose extra
+  calls are judged by the probe bound);
+* ``drift_ai_calls``: the calls into a drifted model within the drift's probe bound;
 * ``outage_ai_calls``: the calls into the outage within the probe bound;
 * ``recovery_lag_s``: the first usable answer within one probe interval of the service's
   return;
@@ -58,7 +59,11 @@ def checks(report: DrillReport, subject: SubjectResult) -> List[Check]:
            Check("peak_concurrent_calls", f"calls in flight {s.peak_concurrent_calls} <= "
                                           f"{s.concurrency_bound} (engines x per engine)",
                  s.peak_concurrent_calls <= s.concurrency_bound)]
-    if report.outage is None:
+    if report.drift is not None:
+        out.append(Check("drift_ai_calls", f"calls into the drifted model {s.drift_ai_calls} "
+                                           f"<= {report.drift_call_bound} (its probe bound)",
+                         _within(s.drift_ai_calls, report.drift_call_bound)))
+    elif report.outage is None:
         bound = report.calls_per_analysed_bound
         out.append(Check("ai_calls_per_analysed",
                          f"AI calls per analysed photo {s.ai_calls_per_analysed} <= "

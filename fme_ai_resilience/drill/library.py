@@ -247,6 +247,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                     scenario, fleet, db_url, started, time_scale, world.seed), daemon=True)
                 chaos.start()
                 deliveries = _send(plan, url, started, fleet)
+                if scenario.drift is not None:
+                    chaos.join()   # the operator's fix and requeue come before settling
                 delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
                              for k in photo_keys(item.body)]
                 complete = _drain(list(dict.fromkeys(delivered)), settings, world, fleet,
@@ -273,7 +275,8 @@ def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
 def _chaos(scenario: Scenario, fleet: Engines, db_url: str, started: float,
            time_scale: float, seed: int) -> None:
     """The chaos scenario's kills and connection cut, at their times; each kill's engine and
-    stage boundary drawn from the seed."""
+    stage boundary drawn from the seed; and the operator's step after a drifted model's fix
+    (``dlq requeue --cause FORMAT``), at the fix."""
     rng = random.Random(f"chaos:{seed}:{scenario.name}")
     events: List[Tuple[float, Callable[[], None]]] = []
     for at_s in scenario.kills_at_s:
@@ -282,11 +285,19 @@ def _chaos(scenario: Scenario, fleet: Engines, db_url: str, started: float,
     if scenario.terminate_connections_at_s is not None and db_url.startswith("postgres"):
         events.append((scenario.terminate_connections_at_s * time_scale,
                        lambda: _terminate_backends(db_url)))
+    if scenario.drift is not None:
+        events.append((scenario.drift[1] * time_scale, lambda: _requeue_format(db_url)))
     for at_s, act in sorted(events, key=lambda e: e[0]):
         wait = started + at_s - time.monotonic()
         if wait > 0:
             time.sleep(wait)
         act()
+
+
+def _requeue_format(db_url: str) -> None:
+    """What the operator does once the model is fixed: ``dlq requeue --cause FORMAT``."""
+    with open_store(db_url) as store:
+        store.requeue(failure_class=FailureClass.FORMAT, now=time.time())
 
 
 def _terminate_backends(db_url: str) -> None:

@@ -76,6 +76,8 @@ class SubjectResult:
     ai_calls_per_analysed: Optional[float] = None
     outage_ai_calls: int = 0               # calls that reached the Vision AI in its outage
     recovery_lag_s: Optional[float] = None  # the service back to its first usable answer
+    drift_ai_calls: int = 0                # answers the drifted model gave (out of schema)
+    drift_detection_s: Optional[float] = None   # the drift's start to the circuit open
     peak_concurrent_calls: int = 0         # calls in flight at the Vision AI at once
     concurrency_bound: int = 0             # engines x calls one engine may have in flight
     drain_s: Optional[float] = None        # the start to the last write or message
@@ -111,7 +113,9 @@ class DrillReport:
     (:mod:`~fme_ai_resilience.drill.bounds`): ``probe_bound`` the calls the breaker lets into
     the outage (at most the facts), ``probe_interval_s`` the recovery lag allowed,
     ``calls_per_analysed_bound`` 1.1 x 1/(1-p), ``drain_bound_s`` Little's law over every
-    fact (outage: counted from the service's return).
+    fact (outage: counted from the service's return; drift: from the model's fix).
+    ``drift`` is ``[start_s, fix_s]`` of a model answering out of schema (run seconds) and
+    ``drift_call_bound`` the calls allowed into it.
     """
 
     scenario: str
@@ -127,6 +131,8 @@ class DrillReport:
     library: SubjectResult
     probe_interval_s: Optional[float] = None
     calls_per_analysed_bound: Optional[float] = None
+    drift: Optional[List[float]] = None
+    drift_call_bound: Optional[int] = None
     baselines: Dict[str, SubjectResult] = field(default_factory=dict)
     photos_per_feature: int = 1            # above 1: one related-table row per photo
 
@@ -152,7 +158,9 @@ class DrillReport:
                     "probe_interval_s": self.probe_interval_s,
                     "calls_per_analysed_bound": self.calls_per_analysed_bound,
                     "drain_bound_s": self.drain_bound_s, "outage": self.outage,
+                    "drift": self.drift, "drift_call_bound": self.drift_call_bound,
                     "baselines": {name: {**r.as_dict(), "probe_bound": self.probe_bound,
-                                         "drain_bound_s": self.drain_bound_s}
+                                         "drain_bound_s": self.drain_bound_s,
+                                         "drift_call_bound": self.drift_call_bound}
                                   for name, r in self.baselines.items()}})
         return out

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import time
-from typing import Callable, Dict, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
+from ..breaker import CircuitState
 from ..errors import ConfigurationError
 from ..settings import Settings
 from .baselines import BASELINES, Progress, run_baseline
-from .bounds import calls_per_analysed_bound, drain_bound_s, outage_call_bound, probe_interval_s
+from .bounds import (calls_per_analysed_bound, drain_bound_s, drift_call_bound, outage_call_bound,
+                     probe_interval_s)
 from .judge import judge
 from .library import COST_PER_CALL, drill_settings, run_library
 from .report import LIBRARY, DrillReport, SubjectResult, Timeline
@@ -55,7 +57,10 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
     limit = f.rate_limit_per_s / time_scale if f.rate_limit_per_s else None
     facts = len(plan.facts) - len(plan.missing_photos)
     outage = plan.outage
+    drift = _drift(scenario, time_scale)
     owed = 0
+    if drift is not None:   # the drifted model is an outage that ends at the fix
+        outage = drift
     if outage is not None:
         owed = len({k for d in plan.deliveries if d.at_s < outage[1]
                     for k in photo_keys(d.body)})
@@ -63,9 +68,13 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
                                engines=engines, fastest_call_s=f.latency_s * time_scale,
                                facts=facts)
     return {"watermark": settings.intake.capacity.watermark,
-            "probe_bound": probes if outage else 0,
+            "probe_bound": probes if plan.outage else 0,
+            "drift": list(drift) if drift else None,
+            "drift_call_bound": drift_call_bound(settings.breaker, drift[1] - drift[0],
+                                                 engines=engines, facts=facts)
+            if drift else None,
             "probe_interval_s": (round(probe_interval_s(settings.breaker, outage[1] - outage[0]), 3)
-                                 if outage else None),
+                                 if plan.outage else None),
             "calls_per_analysed_bound": round(calls_per_analysed_bound(
                 scenario.transient_rate), 3),
             "drain_bound_s": round(drain_bound_s(
@@ -74,9 +83,18 @@ def _bounds(scenario: Scenario, plan: Plan, world: World, *, engines: int,
                 rate_limit_per_s=limit, outage=outage, owed_at_return=owed), 3)}
 
 
-def _live(name: str, show: Optional[Callable[[str], None]]
-          ) -> Optional[Callable[[Timeline], None]]:
-    """A sampler's ``on_sample`` that shows ``name``'s state about once a second."""
+def _drift(scenario: Scenario, time_scale: float) -> Optional[Tuple[float, float]]:
+    """The scenario's drift, from its start to the model's fix, in run seconds."""
+    if scenario.drift is None:
+        return None
+    return (scenario.drift[0] * time_scale, scenario.drift[1] * time_scale)
+
+
+def _live(name: str, show: Optional[Callable[[str], None]], *,
+          fix_at_s: Optional[float] = None) -> Optional[Callable[[Timeline], None]]:
+    """A sampler's ``on_sample`` that shows ``name``'s state about once a second, and why
+    nothing moves while its circuit is open (before ``fix_at_s``, the drifted model's fix,
+    the photos wait for the fix)."""
     if show is None:
         return None
     every = max(1, round(1.0 / SAMPLE_STEP_S))
@@ -84,14 +102,38 @@ def _live(name: str, show: Optional[Callable[[str], None]]
     def on_sample(tl: Timeline) -> None:
         if len(tl.t) % every == 0:
             show(f"{name}: {tl.t[-1]:5.1f} s, backlog {tl.backlog[-1]}, "
-                 f"engines busy {tl.in_flight[-1]}")
+                 f"engines busy {tl.in_flight[-1]}{_why_waiting(tl, fix_at_s)}")
     return on_sample
+
+
+def _why_waiting(tl: Timeline, fix_at_s: Optional[float]) -> str:
+    """Why the photos wait, while the circuit is not closed: for the next probe, or for the
+    drifted model's fix."""
+    state = tl.breaker[-1] if tl.breaker else None
+    if state not in (CircuitState.OPEN.value, CircuitState.HALF_OPEN.value):
+        return ""
+    if fix_at_s is not None and tl.t[-1] < fix_at_s:
+        return f", circuit {state.lower()}: the model answers out of schema, waiting for the fix"
+    return f", circuit {state.lower()}: the photos wait for the next probe"
+
+
+def _detected_after(tl: Timeline, drift: Optional[Tuple[float, float]]) -> Optional[float]:
+    """The drift's start to the first sample with the circuit open (None: never opened)."""
+    if drift is None:
+        return None
+    for at, state in zip(tl.t, tl.breaker):
+        if at >= drift[0] and state in (CircuitState.OPEN.value, CircuitState.HALF_OPEN.value):
+            return round(at - drift[0], 3)
+    return None
 
 
 def judged(name: str, world: World, *, started: float, **extra: object) -> SubjectResult:
     """Subject ``name``'s result: :func:`~fme_ai_resilience.drill.judge.judge` on what
-    ``world``'s stand-ins saw since ``started``, the one judge of every subject."""
-    return SubjectResult.judged(name, judge(world.observe(started=started)), **extra)
+    ``world``'s stand-ins saw since ``started``, the one judge of every subject, with the
+    answers out of schema the Vision AI stand-in gave it (calls into a drifted model)."""
+    return SubjectResult.judged(name, judge(world.observe(started=started)),
+                                drift_ai_calls=world.vision.snapshot()["by_outcome"].get(
+                                    "drift", 0), **extra)
 
 
 def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
@@ -149,9 +191,12 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         plan = world.plan(submissions)
         bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
         say(f"fme-ai-resilience: {len(plan.deliveries)} deliveries, {engines} engines")
-        ran = run_library(plan, world, db_url=url, engines=engines,
-                          time_scale=time_scale, on_sample=_live(LIBRARY, on_live))
+        drift = _drift(scenario, time_scale)
+        fix_at = drift[1] if drift else None
+        ran = run_library(plan, world, db_url=url, engines=engines, time_scale=time_scale,
+                          on_sample=_live(LIBRARY, on_live, fix_at_s=fix_at))
         library = judged(LIBRARY, world, started=ran.started,
+                         drift_detection_s=_detected_after(ran.timeline, drift),
                          **ran.extras(world, engines=engines))
         library.ai_spend = round(library.ai_calls * COST_PER_CALL, 4)
         bin_photos(library.timeline, world.histories(),  # type: ignore[arg-type]

@@ -45,6 +45,14 @@ class Scenario:
         return self.faults.outages[0] if self.faults.outages else None
 
     @property
+    def drift(self) -> Optional[Tuple[float, float]]:
+        """The model's drift, from its start to the operator's fix (None: no fix)."""
+        f = self.faults
+        if f.drift_from_s is None or f.drift_until_s is None:
+            return None
+        return (f.drift_from_s, f.drift_until_s)
+
+    @property
     def transient_rate(self) -> float:
         """The share of calls that fail and succeed when asked again."""
         f = self.faults
@@ -67,8 +75,9 @@ SCENARIOS: Dict[str, Scenario] = {s.name: s for s in (
              spread_s=150.0),
     Scenario("ratelimit", "a burst against a Vision AI that allows one call a second",
              FaultSchedule(rate_limit_per_s=1.0, rate_limit_burst=2, **_LATENCY)),
-    Scenario("drift", "the Vision AI changes its JSON halfway through",
-             FaultSchedule(drift_from_s=60.0, **_LATENCY), burst=False),
+    Scenario("drift", "the Vision AI changes its JSON halfway through; at 150 s an operator "
+                      "fixes the model and requeues the FORMAT dead letters",
+             FaultSchedule(drift_from_s=60.0, drift_until_s=150.0, **_LATENCY), burst=False),
     Scenario("chaos", "the storm, a short outage, engines killed at random stage boundaries "
                       "and (on PostgreSQL) the database connections cut",
              FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,

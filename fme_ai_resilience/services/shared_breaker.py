@@ -14,11 +14,11 @@ import math
 from typing import Optional
 
 from ..breaker import (Admission, BreakerMode, BreakerPolicy, BreakerState, CircuitOpen,
-                       CircuitState, Event, Manual, Permit, ProbesObserved, TimePassed,
-                       WindowObserved, step)
+                       CircuitState, DriftObserved, Event, Manual, Permit, ProbesObserved,
+                       TimePassed, WindowObserved, step)
 from ..calibrate import Suggestion
 from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError, StoreError
+from ..errors import ConfigurationError, ErrorClass, StoreError
 from ..ledger import CallRecord
 from ..store.base import Store
 from .calibration import calibrate
@@ -164,7 +164,23 @@ class CircuitBreaker:
             return current
         if call.ok and call.duration_s < self.policy.slow_call_s:
             return current   # a fast success never opens a circuit: skip the window query
+        if call.error_class == ErrorClass.BAD_FORMAT.value:
+            after = self._evaluate_drift(current, now=now)
+            if after is not current:
+                return after
         return self._evaluate_window(current, now=now)
+
+    def _evaluate_drift(self, current: BreakerState, *, now: float) -> BreakerState:
+        """Open the circuit when the latest answers in a row were out of schema (drift)."""
+        latest = self.store.recent_calls(self.service, self.policy.drift_calls)
+        if any(error_class != ErrorClass.BAD_FORMAT.value for error_class, _ in latest):
+            return current
+        event = DriftObserved(len(latest), len({key for _, key in latest}))
+        after = self._apply(current, event, now=now)
+        if after.state is CircuitState.OPEN and after.generation != current.generation:
+            log.warning("circuit %s: %d answers in a row out of schema: the model drifted; "
+                        "the photos wait for the fix", self.service, event.answers)
+        return after
 
     def _evaluate_window(self, current: BreakerState, *, now: float) -> BreakerState:
         since = max(now - self.policy.window_s, current.changed_at)

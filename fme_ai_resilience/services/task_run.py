@@ -139,6 +139,7 @@ class TaskRun:
         breaker = p.breakers[p.routes[model].service]
         refusal = breaker.refusal()   # claims no probe: the call itself does (_ask)
         if refusal is not None:
+            self._flag_awaiting()
             self._defer(refusal.retry_after_s, f"circuit of {breaker.service} is open")
         return model
 
@@ -231,8 +232,8 @@ class TaskRun:
         breaker = p.breakers[route.service]
         permit = breaker.allow()
         if not permit:
-            return _Failed(ErrorClass.CIRCUIT_OPEN, f"circuit of {route.service} is open",
-                           permit.retry_after_s)
+            return self._wait_for_service(f"circuit of {route.service} is open",
+                                          permit.retry_after_s)
         started = p.clock.now()
         outcome: VisionOutcome = route.client.analyze(image, task.trace_id)
         if outcome.error_class is ErrorClass.RATE_LIMITED:
@@ -248,13 +249,18 @@ class TaskRun:
             # A failed probe, or the failure that opened the circuit, says the service is
             # down, not that this photo is bad: the task waits for the next probe, no
             # attempt spent, so an outage of any length spends no photo's budget.
-            return _Failed(ErrorClass.CIRCUIT_OPEN, f"{route.service} is down "
-                           f"({outcome.error_class.value}): waiting for its next probe",
-                           breaker.retry_after_s())
+            return self._wait_for_service(f"{route.service} is down "
+                                          f"({outcome.error_class.value}): waiting for its "
+                                          "next probe", breaker.retry_after_s())
         if outcome.error_class is ErrorClass.BAD_FORMAT:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
                 p.store.record_anomaly(anomaly)
+            if permit.is_probe or effective_state(after) is CircuitState.OPEN:
+                # The model drifted: the photo waits for the fix, neither dead nor paid again.
+                return self._wait_for_service(f"{route.service} answers out of schema "
+                                              "(model drift): waiting for the fix and the "
+                                              "next probe", breaker.retry_after_s())
             return outcome
         if not outcome.ok:
             return outcome
@@ -268,6 +274,17 @@ class TaskRun:
             p.store.record_anomaly(anomaly)  # type: ignore[arg-type]
             return _Failed(ErrorClass.BAD_FORMAT, "; ".join(verdict.reasons))
         return outcome
+
+    def _wait_for_service(self, reason: str, wait_s: float) -> "_Failed":
+        """The photo waits behind an open circuit (an outage, a drifted model): no attempt
+        spent, and shown on the layer as awaiting analysis (written once)."""
+        self._flag_awaiting()
+        return _Failed(ErrorClass.CIRCUIT_OPEN, reason, wait_s)
+
+    def _flag_awaiting(self) -> None:
+        """Show the photo on the layer as awaiting analysis, once per task."""
+        if self.task.layer_flag is not LayerStatus.AWAITING_ANALYSIS:
+            self._flag(LayerStatus.AWAITING_ANALYSIS)
 
     def _finish(self, analyzed: Mapping[str, Any]) -> TaskResult:
         assessment = analyzed["assessment"]
@@ -352,8 +369,7 @@ class TaskRun:
         ladder steps down (which makes it due at once) or ``degrade.hold_s`` passes, and shown
         on the layer as awaiting analysis (written once, not on every deferral)."""
         p, task = self.p, self.task
-        if task.layer_flag is not LayerStatus.AWAITING_ANALYSIS:
-            self._flag(LayerStatus.AWAITING_ANALYSIS)
+        self._flag_awaiting()
         now = p.clock.now()
         until = now + p.settings.degrade.hold_s
         p.store.defer(task.key, task.lease_token, until, now=now, cause=DeferCause.DEGRADED)

@@ -350,6 +350,9 @@ class Store(Protocol):
     def pace_get(self, service: str) -> float:
         """The seconds between two calls of ``service`` (0: not paced)."""
 
+    def recent_calls(self, service: str, limit: int) -> List[Tuple[Optional[str], Optional[str]]]:
+        """``(error_class, task_key)`` of the service's latest ``limit`` calls, newest first."""
+
     def pace_claim(self, service: str, *, now: float,
                    latest: Optional[float] = None) -> Optional[Tuple[float, float]]:
         """Take the next call slot of a paced service: ``(slot_at, interval_s)``; None when the

@@ -9,7 +9,7 @@ PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..breaker import BreakerMode, BreakerState, CircuitState
 from ..checks import count, finite, name
@@ -153,6 +153,14 @@ class BreakerLadderOps:
                                         "generation": _generation("generation", generation)},
                         write=False).rows[0]
         return int(row["successes"]), int(row["failures"])
+
+    def recent_calls(self, service: str, limit: int) -> List[Tuple[Optional[str], Optional[str]]]:
+        """``(error_class, task_key)`` of ``service``'s latest ``limit`` calls, newest first
+        (error class None: a success)."""
+        rows = self._statement("recent_calls", {
+            "service": _service(service), "limit": count("limit", limit, minimum=1)},
+            write=False).rows
+        return [(r["error_class"], r["task_key"]) for r in rows]
 
     # -- the pace of a rate-limited service -----------------------------------------------------
     def pace_get(self, service: str) -> float:

@@ -28,8 +28,9 @@ this order for each call:
    draw against the rates: ``server_error`` (500 or 503, JSON error), ``html_502`` (a proxy's
    ``text/html`` page), ``truncated`` (half the JSON: either the connection closes after a
    ``Content-Length`` that promised all of it, or a ``Content-Length`` that matches the cut);
-6. otherwise an answer: ``drift`` from ``drift_from_s`` on (``confidence`` renamed ``score``
-   everywhere, model version 2.0), else ``constant`` from ``constant_confidence_from_s`` on
+6. otherwise an answer: ``drift`` from ``drift_from_s`` on, until ``drift_until_s`` (the
+   operator's fix: the model answers in schema again; None: never fixed) (``confidence``
+   renamed ``score`` everywhere, model version 2.0), else ``constant`` from ``constant_confidence_from_s`` on
    (the answer and every label at :data:`CONSTANT_CONFIDENCE`), else ``ok``.
 
 The draws for a photo's n-th call that reaches the model come from
@@ -87,7 +88,8 @@ class FaultSchedule:
     ``outages`` are ``(start_s, end_s)`` windows, start inclusive, end exclusive.
     ``truncated_mode`` is ``close``, ``short`` or ``either`` (drawn per call).
     ``drift_rate`` is the share of photos whose every answer drifts (drawn once per photo:
-    the model changed its JSON for a kind of image), besides everything after ``drift_from_s``.
+    the model changed its JSON for a kind of image), besides everything from ``drift_from_s``
+    until ``drift_until_s`` (the fix; None: never fixed).
     Raises ConfigurationError naming the bad field.
     """
 
@@ -102,6 +104,7 @@ class FaultSchedule:
     outages: Sequence[Window] = ()
     drift_from_s: Optional[float] = None
     drift_rate: float = 0.0
+    drift_until_s: Optional[float] = None
     constant_confidence_from_s: Optional[float] = None
 
     def __post_init__(self) -> None:
@@ -127,6 +130,11 @@ class FaultSchedule:
         for field_name in ("drift_from_s", "constant_confidence_from_s"):
             if getattr(self, field_name) is not None:
                 finite(field_name, getattr(self, field_name), minimum=0)
+        if self.drift_until_s is not None:
+            if self.drift_from_s is None:
+                raise ConfigurationError("drift_until_s", self.drift_until_s,
+                                         "a fix needs a drift (drift_from_s)")
+            finite("drift_until_s", self.drift_until_s, above=self.drift_from_s)
         windows = []
         for i, window in enumerate(self.outages):
             try:
@@ -138,6 +146,12 @@ class FaultSchedule:
             end = finite(f"outages[{i}].end_s", end, above=start)
             windows.append((start, end))
         object.__setattr__(self, "outages", tuple(windows))
+
+    def drifted(self, at_s: float) -> bool:
+        """Whether the model answers out of schema at ``at_s`` (after ``drift_from_s``,
+        before the fix ``drift_until_s``)."""
+        return (self.drift_from_s is not None and at_s >= self.drift_from_s
+                and (self.drift_until_s is None or at_s < self.drift_until_s))
 
     @property
     def burst(self) -> int:
@@ -343,8 +357,7 @@ class VisionStandIn(StandInServer):
                 return Reply(200, whole, "application/json", delay_s=delay, send_bytes=cut)
             return Reply(200, whole[:cut], "application/json", delay_s=delay)
         outcome = "ok"
-        if (schedule.drift_from_s is not None and at_s >= schedule.drift_from_s) or \
-                self._drifts(sha):
+        if schedule.drifted(at_s) or self._drifts(sha):
             outcome = "drift"
         elif (schedule.constant_confidence_from_s is not None
               and at_s >= schedule.constant_confidence_from_s):
