@@ -88,3 +88,15 @@ def test_an_sslmode_libpq_does_not_know_is_refused_not_read_as_no_tls():
     connection without TLS."""
     with pytest.raises(ConfigurationError, match="sslmode"):
         open_store("postgresql+pg8000://fair:s3cret-pw@127.0.0.1/ledger?sslmode=requir")
+
+
+
+def test_a_url_without_a_tls_mode_connects_in_clear_as_the_page_says():
+    """No sslmode (or prefer, allow, disable): pg8000 is told not to ask for TLS (False; its
+    None would negotiate TLS and load the system's certificates on every connect, about 50 ms
+    each); require asks for it without checking the certificate."""
+    from fme_ai_resilience.store.pg_drivers import _ssl_context
+
+    assert [_ssl_context(mode) for mode in ("", "prefer", "allow", "disable")] == [False] * 4
+    required = _ssl_context("require")
+    assert required is not False and required.verify_mode.name == "CERT_NONE"
