@@ -37,6 +37,12 @@ PG8000 = "pg8000"
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
 #: libpq's sslmode values; pg8000 encrypts for the last three.
 _SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+#: The names psycopg2 gives the SQLSTATEs the store meets, for pg8000's errors.
+_CONDITIONS = {"55P03": "LockNotAvailable", "57014": "QueryCanceled",
+               "40P01": "DeadlockDetected", "40001": "SerializationFailure",
+               "57P01": "AdminShutdown", "57P02": "CrashShutdown", "57P03": "CannotConnectNow",
+               "23505": "UniqueViolation", "42P01": "UndefinedTable",
+               "53300": "TooManyConnections"}
 #: JSON column types come back as text from either driver (the shared code decodes them).
 _JSON_OIDS = (114, 3802)
 #: What a pg8000 socket read may take beyond the server's statement timeout.
@@ -88,6 +94,11 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def closed(self, conn: Any) -> bool:
         """Whether ``conn`` is closed (by us, or found lost)."""
+
+    def describe(self, exc: BaseException) -> str:
+        """``exc`` in one line: its name and the server's first line."""
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first}"
 
     @abc.abstractmethod
     def lost(self, exc: BaseException) -> bool:
@@ -267,6 +278,16 @@ class _Pg8000(Driver):
     def code(self, exc: BaseException) -> Optional[str]:
         detail = exc.args[0] if exc.args else None
         return detail.get("C") if isinstance(detail, dict) else None
+
+    def describe(self, exc: BaseException) -> str:
+        """As psycopg2 names it: the condition of the SQLSTATE and the server's message,
+        not pg8000's dictionary of the server's fields."""
+        detail = exc.args[0] if exc.args else None
+        if not isinstance(detail, dict):
+            return super().describe(exc)
+        code = str(detail.get("C", ""))
+        name = _CONDITIONS.get(code, type(exc).__name__)
+        return f"{name}: {detail.get('M', '')} (SQLSTATE {code})"
 
     def closed(self, conn: Any) -> bool:
         return bool(conn.closed)

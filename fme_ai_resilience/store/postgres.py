@@ -73,7 +73,7 @@ def _unavailable(exc: BaseException, driver: Driver) -> bool:
 def translate_error(exc: BaseException, driver: Optional[Driver] = None) -> StoreError:
     """The library exception for a driver exception (psycopg2's unless ``driver`` says)."""
     driver = driver or driver_for("postgresql+psycopg2://")
-    return translate(exc, driver.errors, lambda e: _unavailable(e, driver))
+    return translate(exc, driver.errors, lambda e: _unavailable(e, driver), driver.describe)
 
 
 class PostgresStore(SqlStore):

@@ -109,9 +109,11 @@ class Tx:
 
 
 def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
-              unavailable: Callable[[BaseException], bool]) -> StoreError:
+              unavailable: Callable[[BaseException], bool],
+              describe: Optional[Callable[[BaseException], str]] = None) -> StoreError:
     """The library exception for a driver exception (most specific mapped class wins).
 
+    ``describe(exc)`` words it (default: its class name and first line).
     ``unavailable(exc)`` upgrades a mapped :class:`StoreError` to :class:`StoreUnavailable`
     when the driver says the database cannot be reached (connection lost, file locked). A
     query on a table the database does not have is :class:`SchemaMissing`.
@@ -124,7 +126,7 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
     if target is StoreError and unavailable(exc):
         target = StoreUnavailable
     first = (str(exc).strip().splitlines() or [""])[0]
-    detail = f"{type(exc).__name__}: {redact_text(first)}"
+    detail = redact_text(describe(exc) if describe else f"{type(exc).__name__}: {first}")
     if getattr(exc, "pgcode", None) == _UNDEFINED_TABLE or "no such table" in first.lower():
         return SchemaMissing(f"{SCHEMA_MISSING} (`fme-ai-resilience db init --db URL`): {detail}")
     return target(detail)

@@ -37,9 +37,11 @@ def test_ten_webhooks_are_answered_while_flow_trickles(serve, tmp_path, monkeypa
     before the trickle could even finish its status line: intake never waits on Flow."""
     flow = serve(trickle)
     monkeypatch.setenv("FAIR_TEST_FLOW_TOKEN", "flow-token-trickle")
+    monkeypatch.setenv("FAIR_TEST_MONITOR_TOKEN", "monitor-token-trickle")
     args = build_parser().parse_args([
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
-        "--port", "0", "--flow-url", flow.url, "--flow-token-env", "FAIR_TEST_FLOW_TOKEN"])
+        "--port", "0", "--flow-url", flow.url, "--flow-token-env", "FAIR_TEST_FLOW_TOKEN",
+        "--monitor-token-env", "FAIR_TEST_MONITOR_TOKEN"])
     server, store = build_server(args)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
@@ -51,8 +53,9 @@ def test_ten_webhooks_are_answered_while_flow_trickles(serve, tmp_path, monkeypa
             post(port, delivery(i), f"d-{i}", timeout_s=STATUS_LINE_S * 2))) for i in range(10)]
         for poster in posters:
             poster.start()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz",
-                                    timeout=STATUS_LINE_S * 2) as response:
+        detail = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={
+            "Authorization": "Bearer monitor-token-trickle"})   # FME Flow's part is detail
+        with urllib.request.urlopen(detail, timeout=STATUS_LINE_S * 2) as response:
             health = json.loads(response.read())
         for poster in posters:
             poster.join(STATUS_LINE_S * 2)
