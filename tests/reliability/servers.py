@@ -107,7 +107,7 @@ class Front(Loopback):
         try:
             for byte in answer:
                 if self.stop.wait(self.every_s):
-                    return
+                    break   # the server stops: the client held it at least this long
                 conn.sendall(bytes([byte]))
                 conn.settimeout(0)
                 try:
@@ -127,7 +127,7 @@ class Front(Loopback):
         try:
             while got < length:
                 if self.stop.wait(65536 / self.bytes_per_s):
-                    return
+                    break   # the server stops: the client held it at least this long
                 chunk = conn.recv(65536)
                 if not chunk:
                     break
