@@ -57,7 +57,8 @@ def test_the_two_schedules():
     assert compensator.job.directives == JobDirectives(None, 600, 600)
     assert processor.category == compensator.category == "fme-ai-resilience"
     arcgis = {"FAIR_ARCGIS_TOKEN", "FAIR_ARCGIS_CLIENT_SECRET", "FAIR_ARCGIS_PASSWORD"}
-    assert processor.job.secrets == {"FAIR_DB", "FAIR_VISION_KEY", *arcgis}
+    assert processor.job.secrets == {"FAIR_DB", "FAIR_VISION_KEY", "FAIR_DOWNLOAD_HOST_HEADERS",
+                                     *arcgis}
     assert compensator.job.secrets == {"FAIR_DB", *arcgis}
     for schedule in (processor, compensator):
         assert schedule.job.parameters == {"FAIR_DB": DB}

@@ -14,7 +14,7 @@ def _world():
                            vision=SimpleNamespace(endpoint="http://127.0.0.1:1/analyze"),
                            layer=SimpleNamespace(service_url="http://127.0.0.1:2/arcgis",
                                                  layer_url="http://127.0.0.1:2/arcgis/0"),
-                           photo_host="127.0.0.1")
+                           photo_host="127.0.0.1", table_url=None)
 
 
 def test_the_fleet_retry_floor_allows_the_defaults_retries_per_window_at_any_time_scale():
