@@ -87,3 +87,44 @@ def test_an_outage_spends_no_attempt_budget_and_the_fleet_recovers_within_a_prob
         tripped = failed[settings.breaker.min_calls - 1]
         after_trip = [at for at in failed if at > tripped + settings.breaker.cache_ttl_s]
         assert len(after_trip) <= outage_probe_bound(settings.breaker, outage_s, facts=30)
+
+
+
+@responses.activate
+def test_a_photo_the_service_never_answers_cannot_keep_the_circuit_open_for_ever(tmp_path):
+    """An outage opens the circuit; the service comes back for every photo but the oldest,
+    which it answers 500 for ever. Its failed probe waits behind the next probe, so that
+    probe is another photo's and closes the circuit; every other photo is analysed, and the
+    one photo, its latest failures all its own, spends its attempts and ends a dead letter
+    instead of holding the circuit open for ever."""
+    clock = FakeClock(T0)
+    outage_s = 30.0
+
+    def vision(request):
+        if clock.now() < T0 + outage_s or b"poison" in request.body:
+            return 500, {}, "cannot"
+        return 200, {"Content-Type": "application/json"}, json.dumps(ANSWER)
+
+    responses.add_callback(responses.POST, VISION, callback=vision)
+    settings = Settings()
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
+        keys = ["poison"] + [f"k{i}" for i in range(29)]
+        for n, key in enumerate(keys):
+            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                       trace_id=trace_id_for(key),
+                                       attachment_url=f"https://photos.test/{key}",
+                                       attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
+        engines = []
+        for n in range(3):
+            client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
+                                  session=requests.Session(), clock=clock,
+                                  rng=random.Random(n))
+            engines.append(Processor(settings, VisionRoute.of(client, "vision"),
+                                     CollectingSink(), store=ledger, download=photo,
+                                     clock=clock, rng=random.Random(10 + n), owner=f"e{n}"))
+        while clock.now() < T0 + 1800 and ledger.get("poison").status is not Status.DEAD:
+            for engine in engines:
+                engine.run_batch()
+            clock.advance(0.5)
+        assert {ledger.get(k).status for k in keys[1:]} == {Status.SUCCEEDED}
+        assert ledger.get("poison").status is Status.DEAD

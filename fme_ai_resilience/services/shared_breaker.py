@@ -242,6 +242,14 @@ class CircuitBreaker:
         return calibrate(self.service, days, self.policy, margin=margin, store=self.store,
                          now=self.clock.now())
 
+    def down_for_others(self, task_key: str) -> bool:
+        """Whether the service's latest ``drift_calls`` calls were about another photo too:
+        then its failures say the service is down; when every one of them was about
+        ``task_key`` alone, they may as well say that this photo is one the service cannot
+        answer (one round trip; asked only after a failed call)."""
+        latest = self.store.recent_calls(self.service, self.policy.drift_calls)
+        return any(key != task_key for _, key in latest)
+
     def retry_after_s(self) -> float:
         """Seconds until an open circuit may admit a probe (0 when calls are admitted)."""
         current = self.state()

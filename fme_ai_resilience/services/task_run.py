@@ -245,13 +245,18 @@ class TaskRun:
         after = breaker.record(permit, outcome.to_call_record(route.service, started,
                                                               retry=retry, task_key=task.key))
         if outcome.error_class in _OUTAGE_CLASSES and (
-                permit.is_probe or effective_state(after) is CircuitState.OPEN):
+                permit.is_probe or effective_state(after) is CircuitState.OPEN) \
+                and breaker.down_for_others(task.key):
             # A failed probe, or the failure that opened the circuit, says the service is
             # down, not that this photo is bad: the task waits for the next probe, no
-            # attempt spent, so an outage of any length spends no photo's budget.
+            # attempt spent, so an outage of any length spends no photo's budget. Unless
+            # the service's latest calls were all about this photo: then it may be the
+            # photo, and the attempt counts, so one photo the service never answers cannot
+            # keep the circuit open for ever.
+            # It waits a moment past the next probe, so that probe is another photo's.
             return self._wait_for_service(f"{route.service} is down "
                                           f"({outcome.error_class.value}): waiting for its "
-                                          "next probe", breaker.retry_after_s())
+                                          "next probe", breaker.retry_after_s() + _BEHIND_S)
         if outcome.error_class is ErrorClass.BAD_FORMAT:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
@@ -420,6 +425,10 @@ class TaskRun:
             status_code=status, retry=bool(self.task.attempt_count or self.failures),
             trace_id=self.task.trace_id, task_key=self.task.key))
 
+
+#: How far behind the next probe a photo whose probe failed waits: the next probe is another
+#: photo's, so a photo the service never answers is told from a service that is down.
+_BEHIND_S = 1.0
 
 #: What a service that is down answers (the breaker counts them; a 429 sets the pace instead,
 #: and an answer out of schema is the model's, not the service's availability).
