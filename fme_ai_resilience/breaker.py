@@ -201,8 +201,8 @@ def should_trip(policy: BreakerPolicy, window: CallWindow) -> bool:
 
 def drifted(policy: BreakerPolicy, event: DriftObserved) -> bool:
     """Whether answers out of schema in a row say the model drifted: ``drift_calls`` of them,
-    about two photos at least (one odd photo answered twice is that photo's dead letter)."""
-    return event.answers >= policy.drift_calls and event.photos >= 2
+    each about another photo (a few odd photos answered again are their own dead letters)."""
+    return event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
 
 
 def probes_needed(policy: BreakerPolicy) -> int:
