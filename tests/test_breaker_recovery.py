@@ -80,14 +80,15 @@ def test_the_drill_scales_the_defaults_the_product_ships():
         assert getattr(getattr(defaults, group), field) == value, name
 
 
-def test_answers_out_of_schema_about_two_photos_open_a_closed_circuit():
-    """drift_calls answers in a row out of schema open the circuit (its probe schedule then
-    bounds the calls into the drifted model); one photo's answers alone never do."""
+def test_answers_out_of_schema_about_as_many_photos_open_a_closed_circuit():
+    """drift_calls answers in a row out of schema, each about another photo, open the circuit
+    (its probe schedule then bounds the calls into the drifted model); fewer photos never do."""
     from fme_ai_resilience.breaker import BreakerState, DriftObserved, step
 
     closed = BreakerState()
-    opened = step(DEFAULT, closed, DriftObserved(3, 2), now=100.0)
+    opened = step(DEFAULT, closed, DriftObserved(3, 3), now=100.0)
     assert opened.state is CircuitState.OPEN and opened.open_until == 100.0 + 5.0
     assert step(DEFAULT, closed, DriftObserved(3, 1), now=100.0) is closed
+    assert step(DEFAULT, closed, DriftObserved(3, 2), now=100.0) is closed
     assert step(DEFAULT, closed, DriftObserved(2, 2), now=100.0) is closed
     assert step(DEFAULT, opened, DriftObserved(9, 9), now=101.0) is opened
