@@ -26,6 +26,14 @@ T0 = 1_790_000_000.0
 ANSWER = {"condition": "damaged", "confidence": 0.9, "labels": [], "model_version": "m-1"}
 
 
+def _engine(settings, ledger, clock, n):
+    client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
+                          session=requests.Session(), clock=clock, rng=random.Random(n))
+    return Processor(settings, VisionRoute.of(client, "vision"), CollectingSink(),
+                     store=ledger, download=photo, clock=clock, rng=random.Random(10 + n),
+                     owner=f"e{n}")
+
+
 def photo(url, token):
     return Photo(b"\xff\xd8\xff" + url.encode(), "image/jpeg", url)
 
@@ -58,14 +66,7 @@ def test_an_outage_spends_no_attempt_budget_and_the_fleet_recovers_within_a_prob
                                        attachment_url=f"https://photos.test/{i}",
                                        attachment_global_id=f"A-{key}", asset_type="hydrant"),
                             1000, now=T0)
-        engines = []
-        for n in range(3):
-            client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
-                                  session=requests.Session(), clock=clock,
-                                  rng=random.Random(n))
-            engines.append(Processor(settings, VisionRoute.of(client, "vision"),
-                                     CollectingSink(), store=ledger, download=photo,
-                                     clock=clock, rng=random.Random(10 + n), owner=f"e{n}"))
+        engines = [_engine(settings, ledger, clock, n) for n in range(3)]
         keys = [f"k{i}" for i in range(30)]
         while clock.now() < T0 + outage_s + 300:
             for engine in engines:
@@ -114,14 +115,7 @@ def test_a_photo_the_service_never_answers_cannot_keep_the_circuit_open_for_ever
                                        trace_id=trace_id_for(key),
                                        attachment_url=f"https://photos.test/{key}",
                                        attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
-        engines = []
-        for n in range(3):
-            client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
-                                  session=requests.Session(), clock=clock,
-                                  rng=random.Random(n))
-            engines.append(Processor(settings, VisionRoute.of(client, "vision"),
-                                     CollectingSink(), store=ledger, download=photo,
-                                     clock=clock, rng=random.Random(10 + n), owner=f"e{n}"))
+        engines = [_engine(settings, ledger, clock, n) for n in range(3)]
         while clock.now() < T0 + 1800 and ledger.get("poison").status is not Status.DEAD:
             for engine in engines:
                 engine.run_batch()
