@@ -29,7 +29,7 @@ def test_a_small_run_writes_its_figures_between_the_markers(tmp_path):
     before = (tmp_path / "README.md").read_text(encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "drill.py"), "--scenarios", "storm,outage",
-         "--submissions", "6", "--engines", "1", "--time-scale", "0.04", "--compare", "naive",
+         "--submissions", "6", "--engines", "1", "--time-scale", "0.01", "--compare", "naive",
          "--write", "--root", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 1), done.stderr    # 1: a target missed on a tiny run
     bench = _between((tmp_path / "docs/benchmarks.md").read_text(encoding="utf-8"),

@@ -9,7 +9,7 @@ from requests.adapters import BaseAdapter, HTTPAdapter
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.errors import ConfigurationError
 from fme_ai_resilience.services import sessions
-from fme_ai_resilience.services.pipeline import build_processor
+from fme_ai_resilience.services.pipeline import build_processor, build_sink
 from fme_ai_resilience.services.processor import Model
 from fme_ai_resilience.services.sessions import (PhaseAdapter, bounded, fme_session_class,
                                                  new_session, reset_session_choice)
@@ -80,6 +80,17 @@ def test_build_processor_outside_fme_uses_the_librarys_session(tmp_path):
         processor = build_processor(settings, store=store)
     session = processor.routes[Model.PRIMARY].client.session
     assert not isinstance(session, FakeFMERequestsSession)
+    assert isinstance(session.get_adapter(URL), PhaseAdapter)
+
+
+def test_the_review_queues_sink_uses_fmes_session_inside_fme(tmp_path, fake_fmetools):
+    """build_sink (``review resolve`` writes the verdict through it) shares the one factory's
+    session: FME's inside FME, with the phase-measuring adapter."""
+    settings = Settings.from_mapping({"vision.endpoint": URL})
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True, create=True) as store:
+        sink = build_sink(settings, store=store)
+    session = sink.layers._session
+    assert isinstance(session, fake_fmetools)
     assert isinstance(session.get_adapter(URL), PhaseAdapter)
 
 

@@ -81,7 +81,8 @@ def build_sink(settings: Settings, *, store: Store, session: Optional[requests.S
                clock: Optional[Clock] = None) -> Sink:
     """The sink ``writeback.sink`` names, with the ArcGIS credential the settings name (for
     the review queue's verdicts, written where the processor writes its conclusions)."""
-    session = session or requests.Session()
+    clock = clock or SystemClock()
+    session = session_for(session=session, clock=clock)
     provider = token_provider_from_settings(settings, session=session)
     return _sink(settings, layers_for(settings, store=store, token=provider, session=session,
                                       clock=clock), None)

@@ -69,7 +69,7 @@ def _written(layer, features):
     return {f.global_id: last.get(f.global_id, {}) for f in features}
 
 
-@pytest.mark.parametrize("backend,seed", [("sqlite", 11), ("sqlite", 12), ("postgresql", 13)])
+@pytest.mark.parametrize("backend,seed", [("sqlite", 11), ("postgresql", 13)])
 def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, request, backend,
                                                                    seed):
     """Every photo analysed once (Vision and layer) at L4, written once, critical P95 first."""

@@ -11,7 +11,7 @@ the first usable answer after the service's return comes within the probe interv
 force, the calls into the dead service stay within the probe bound, and nothing is left
 PENDING after the drain.
 
-Rounds: ``FAIR_OUTAGE_ROUNDS`` (default 2), seeds from ``FAIR_OUTAGE_SEED`` (default 1),
+Rounds: ``FAIR_OUTAGE_ROUNDS`` (default 1), seeds from ``FAIR_OUTAGE_SEED`` (default 1),
 photos ``FAIR_OUTAGE_PHOTOS`` (default 40)::
 
     FAIR_OUTAGE_ROUNDS=10 .venv/bin/python -m pytest tests/integration/test_outage_recovery_pg.py
@@ -41,7 +41,7 @@ from pipeline_world import (GatewayServer, World, spawn, spawn_processes,  # noq
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
-ROUNDS = int(os.environ.get("FAIR_OUTAGE_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("FAIR_OUTAGE_ROUNDS", "1"))
 FIRST_SEED = int(os.environ.get("FAIR_OUTAGE_SEED", "1"))
 #: One photo per feature (the feature-level write-back holds one assessment per feature, so
 #: each photo's answer can be judged on the layer); 40 stay under the derived watermark.

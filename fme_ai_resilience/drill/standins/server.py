@@ -210,14 +210,18 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length > 0 else b""
 
     def _dispatch(self) -> None:
+        # A call leaves the in-flight count before its answer is sent, so a client holding
+        # its answer never sees itself still counted.
         owner = self.server.owner
         owner._entered()
         try:
-            self._answer(owner)
+            reply = self._answer(owner)
         finally:
             owner._left()
+        if reply is not None:
+            self._send(reply)
 
-    def _answer(self, owner: "StandInServer") -> None:
+    def _answer(self, owner: "StandInServer") -> Optional[Reply]:
         body = self._read_body()
         parts = urlsplit(self.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -235,8 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                "details": []}})
         if reply.delay_s > 0 and owner.wait(reply.delay_s):
             self.close_connection = True  # stopping: leave without an answer
-            return
-        self._send(reply)
+            return None
+        return reply
 
     def _send(self, reply: Reply) -> None:
         try:
