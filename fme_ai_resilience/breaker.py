@@ -7,7 +7,7 @@ on every host (shared/DESIGN.md section 5)::
     OPEN --probe interval over (the probe schedule: grows on consecutive trips up to a short
           cap)--> HALF_OPEN
     HALF_OPEN --exactly k probes reported, success ratio >= close_ratio--> CLOSED
-    CLOSED --``drift_calls`` answers in a row out of schema, two photos at least--> OPEN
+    CLOSED --``drift_calls`` answers in a row out of schema, each about another photo--> OPEN
     HALF_OPEN --exactly k probes reported, success ratio below it--> OPEN (next trip)
 
 A half-open round admits exactly k probe calls fleet-wide. A probe silent for
@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from .checks import count, finite
 from .errors import CircuitOpenError, ConfigurationError
@@ -47,7 +47,7 @@ from .settings import BreakerSettings
 
 __all__ = ["BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
            "DriftObserved", "TimePassed", "ProbesObserved", "Manual", "Event", "drifted", "cooldown_s", "probe_schedule",
-           "outage_probe_bound", "should_trip",
+           "outage_probe_bound", "should_trip", "EVIDENCE_CALLS", "down_for_others",
            "probes_needed", "step", "effective_state", "Permit", "CircuitOpen", "Admission"]
 
 #: The breaker's thresholds are the ``breaker`` settings group.
@@ -203,6 +203,33 @@ def drifted(policy: BreakerPolicy, event: DriftObserved) -> bool:
     """Whether answers out of schema in a row say the model drifted: ``drift_calls`` of them,
     each about another photo (a few odd photos answered again are their own dead letters)."""
     return event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
+
+
+#: How many of a service's latest calls :func:`down_for_others` reads.
+EVIDENCE_CALLS = 50
+
+
+def down_for_others(policy: BreakerPolicy, task_key: str,
+                    latest: Sequence[Tuple[Optional[str], Optional[str]]]) -> bool:
+    """Whether a failed call about ``task_key``'s photo says the service is down, rather than
+    that the service cannot answer this photo, from the service's ``latest`` calls (newest
+    first, ``(error_class, task_key)``, error class None for an answer; the failed call
+    itself first).
+
+    Not when the latest ``drift_calls`` calls were all about this photo (nothing says the
+    service fails for others), nor when the service answered a call after one of this
+    photo's earlier failures (it answers others and fails this photo). Otherwise the
+    failures of other photos since the last answer say the service is down.
+    """
+    if all(key == task_key for _, key in latest[:policy.drift_calls]):
+        return False
+    answered = False
+    for error_class, key in latest:
+        if error_class is None:
+            answered = True
+        elif answered and key == task_key:
+            return False
+    return True
 
 
 def probes_needed(policy: BreakerPolicy) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.breaker import (BreakerPolicy, CircuitState, Permit, cooldown_s,
-                                       outage_probe_bound, probe_schedule)
+                                       down_for_others, outage_probe_bound, probe_schedule)
 from fme_ai_resilience.clock import FakeClock
 from fme_ai_resilience.ledger import CallRecord
 from fme_ai_resilience.services.shared_breaker import CircuitBreaker
@@ -92,3 +92,39 @@ def test_answers_out_of_schema_about_as_many_photos_open_a_closed_circuit():
     assert step(DEFAULT, closed, DriftObserved(3, 2), now=100.0) is closed
     assert step(DEFAULT, closed, DriftObserved(2, 2), now=100.0) is closed
     assert step(DEFAULT, opened, DriftObserved(9, 9), now=101.0) is opened
+
+
+def test_a_failure_is_the_services_only_while_it_fails_others_and_answers_nobody():
+    """down_for_others, on the service's latest calls (newest first): others failing since
+    its last answer say it is down; the latest calls all about this photo, or an answer
+    after one of this photo's failures, say it is the photo."""
+    policy = DEFAULT
+    fail, ok = "SERVER_ERROR", None
+    outage = [(fail, "p"), (fail, "q"), (fail, "r"), (fail, "p"), (ok, "s")]
+    assert down_for_others(policy, "p", outage)
+    assert not down_for_others(policy, "p", [(fail, "p")] * policy.drift_calls + outage)
+    answered_others = [(fail, "p"), (fail, "q"), (ok, "s"), (fail, "p"), (fail, "q")]
+    assert not down_for_others(policy, "p", answered_others)
+    assert down_for_others(policy, "p", [(fail, "p"), (fail, "q"), (ok, "s"), (fail, "q")])
+    assert not down_for_others(policy, "p", [])
+
+
+def test_an_engine_that_saw_the_round_open_is_admitted_once_another_engines_probe_closed_it(
+        tmp_path):
+    """Engine A read the half-open round just before engine B's probe closed the circuit:
+    A's next call is admitted at once (it looks again), not sent away for a cooldown."""
+    clock = FakeClock()
+    with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as store:
+        a = CircuitBreaker("vision", store=store, clock=clock)
+        b = CircuitBreaker("vision", store=store, clock=clock)
+        while a.state(fresh=True).state is not CircuitState.OPEN:
+            permit = a.allow()
+            a.record(permit, CallRecord("vision", clock.now(), 0.05, "SERVER_ERROR"))
+            clock.advance(0.1)
+        clock.advance(DEFAULT.cooldown_s + 0.1)
+        probe = b.allow()
+        assert isinstance(probe, Permit) and probe.is_probe
+        assert a.state(fresh=True).state is CircuitState.HALF_OPEN      # A's cache: half open
+        b.record(probe, CallRecord("vision", clock.now(), 0.05, None))
+        assert b.state(fresh=True).state is CircuitState.CLOSED
+        assert isinstance(a.allow(), Permit)

@@ -116,9 +116,53 @@ def test_a_photo_the_service_never_answers_cannot_keep_the_circuit_open_for_ever
                                        attachment_url=f"https://photos.test/{key}",
                                        attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
         engines = [_engine(settings, ledger, clock, n) for n in range(3)]
-        while clock.now() < T0 + 1800 and ledger.get("poison").status is not Status.DEAD:
+        while clock.now() < T0 + 1800 and not {ledger.get(k).status for k in keys} <= {
+                Status.DEAD, Status.SUCCEEDED}:
             for engine in engines:
                 engine.run_batch()
             clock.advance(0.5)
         assert {ledger.get(k).status for k in keys[1:]} == {Status.SUCCEEDED}
         assert ledger.get("poison").status is Status.DEAD
+
+
+@responses.activate
+def test_two_photos_the_service_never_answers_cannot_keep_each_other_waiting(tmp_path):
+    """After an outage the service answers every photo but two: one it answers 500 for ever,
+    one out of schema for ever (that photo's drift, not the model's). Their failed probes
+    alternate, so neither one's latest failures are all its own; yet the one photo's drift
+    is no outage of the other's, and no failure that only those two photos meet is the
+    service's: both spend their attempts and end dead letters with their causes, and every
+    other photo is analysed (the refused photos line up behind each probe in random order,
+    so neither of the two stands first in every round)."""
+    clock = FakeClock(T0)
+    outage_s = 30.0
+
+    def vision(request):
+        if clock.now() < T0 + outage_s or b"poison-500" in request.body:
+            return 500, {}, "cannot"
+        if b"poison-drift" in request.body:
+            return 200, {"Content-Type": "application/json"}, json.dumps({"state": "?"})
+        return 200, {"Content-Type": "application/json"}, json.dumps(ANSWER)
+
+    responses.add_callback(responses.POST, VISION, callback=vision)
+    settings = Settings()
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
+        keys = ["poison-500", "poison-drift"] + [f"k{i}" for i in range(28)]
+        for n, key in enumerate(keys):
+            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                       trace_id=trace_id_for(key),
+                                       attachment_url=f"https://photos.test/{key}",
+                                       attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
+        engines = [_engine(settings, ledger, clock, n) for n in range(3)]
+        while clock.now() < T0 + 3600 and not {ledger.get(k).status for k in keys} <= {
+                Status.DEAD, Status.SUCCEEDED}:
+            for engine in engines:
+                engine.run_batch()
+            clock.advance(0.5)
+        assert {ledger.get(k).status for k in keys[2:]} == {Status.SUCCEEDED}, [
+            (k, r.status, r.error_class, r.last_error, r.attempt_count, ledger.breaker_list())
+            for k, r in ((k, ledger.get(k)) for k in keys) if r.status is not Status.SUCCEEDED][:4]
+        assert [ledger.get(k).status for k in keys[:2]] == [Status.DEAD, Status.DEAD]
+        drifted = ledger.get("poison-drift")    # its attempts went on the outage and the drift
+        assert drifted.failure_class.value in ("FORMAT", "BUDGET")
+        assert "schema" in drifted.last_error

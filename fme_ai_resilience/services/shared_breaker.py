@@ -13,9 +13,9 @@ import logging
 import math
 from typing import Optional
 
-from ..breaker import (Admission, BreakerMode, BreakerPolicy, BreakerState, CircuitOpen,
-                       CircuitState, DriftObserved, Event, Manual, Permit, ProbesObserved,
-                       TimePassed, WindowObserved, step)
+from ..breaker import (EVIDENCE_CALLS, Admission, BreakerMode, BreakerPolicy, BreakerState,
+                       CircuitOpen, CircuitState, DriftObserved, Event, Manual, Permit,
+                       ProbesObserved, TimePassed, WindowObserved, down_for_others, step)
 from ..calibrate import Suggestion
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, ErrorClass, StoreError
@@ -131,7 +131,13 @@ class CircuitBreaker:
             claim = self.store.breaker_claim_probe(self.service, current.generation,
                                                    self.policy.probe_timeout_s, now=now)
             if claim is None:
-                self.invalidate()   # the half-open round may be over: look again next time
+                # Every slot is taken, or the round is over: another engine's probe may have
+                # closed (or re-opened) the circuit since this engine's state was read. Look
+                # again now rather than send the photo away for a cooldown.
+                after = self.state(fresh=True)
+                if after.generation != current.generation \
+                        and after.state is not CircuitState.HALF_OPEN:
+                    return self._decide(after, now=now)
                 return CircuitOpen(self.service, min(self.policy.probe_timeout_s,
                                                      self.policy.cooldown_s),
                                    current.state, current.mode)
@@ -243,12 +249,13 @@ class CircuitBreaker:
                          now=self.clock.now())
 
     def down_for_others(self, task_key: str) -> bool:
-        """Whether the service's latest ``drift_calls`` calls were about another photo too:
-        then its failures say the service is down; when every one of them was about
-        ``task_key`` alone, they may as well say that this photo is one the service cannot
-        answer (one round trip; asked only after a failed call)."""
-        latest = self.store.recent_calls(self.service, self.policy.drift_calls)
-        return any(key != task_key for _, key in latest)
+        """Whether a failed call about ``task_key``'s photo says the service is down rather
+        than that it cannot answer this photo (:func:`~fme_ai_resilience.breaker.
+        down_for_others` on the service's latest calls; one round trip, asked only after a
+        failed call)."""
+        latest = self.store.recent_calls(self.service,
+                                         max(EVIDENCE_CALLS, self.policy.drift_calls))
+        return down_for_others(self.policy, task_key, latest)
 
     def retry_after_s(self) -> float:
         """Seconds until an open circuit may admit a probe (0 when calls are admitted)."""

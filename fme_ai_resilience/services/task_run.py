@@ -140,7 +140,8 @@ class TaskRun:
         refusal = breaker.refusal()   # claims no probe: the call itself does (_ask)
         if refusal is not None:
             self._flag_awaiting()
-            self._defer(refusal.retry_after_s, f"circuit of {breaker.service} is open")
+            self._defer(self._in_line(refusal.retry_after_s),
+                        f"circuit of {breaker.service} is open")
         return model
 
     def _fetch(self) -> Any:
@@ -233,7 +234,7 @@ class TaskRun:
         permit = breaker.allow()
         if not permit:
             return self._wait_for_service(f"circuit of {route.service} is open",
-                                          permit.retry_after_s)
+                                          self._in_line(permit.retry_after_s))
         started = p.clock.now()
         outcome: VisionOutcome = route.client.analyze(image, task.trace_id)
         if outcome.error_class is ErrorClass.RATE_LIMITED:
@@ -250,9 +251,9 @@ class TaskRun:
             # A failed probe, or the failure that opened the circuit, says the service is
             # down, not that this photo is bad: the task waits for the next probe, no
             # attempt spent, so an outage of any length spends no photo's budget. Unless
-            # the service's latest calls were all about this photo: then it may be the
-            # photo, and the attempt counts, so one photo the service never answers cannot
-            # keep the circuit open for ever.
+            # the service's latest calls were all about this photo, or it answered others
+            # after this photo failed: then it is the photo, and the attempt counts, so the
+            # photos the service never answers cannot keep the circuit open for ever.
             # It waits a moment past the next probe, so that probe is another photo's.
             return self._wait_for_service(f"{route.service} is down "
                                           f"({outcome.error_class.value}): waiting for its "
@@ -261,11 +262,13 @@ class TaskRun:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
                 p.store.record_anomaly(anomaly)
-            if permit.is_probe or effective_state(after) is CircuitState.OPEN:
+            if (permit.is_probe or effective_state(after) is CircuitState.OPEN) \
+                    and breaker.down_for_others(task.key):
                 # The model drifted: the photo waits for the fix, neither dead nor paid again.
+                # (A photo the model alone answers out of schema spends its attempts.)
                 return self._wait_for_service(f"{route.service} answers out of schema "
                                               "(model drift): waiting for the fix and the "
-                                              "next probe", breaker.retry_after_s())
+                                              "next probe", breaker.retry_after_s() + _BEHIND_S)
             return outcome
         if not outcome.ok:
             return outcome
@@ -279,6 +282,12 @@ class TaskRun:
             p.store.record_anomaly(anomaly)  # type: ignore[arg-type]
             return _Failed(ErrorClass.BAD_FORMAT, "; ".join(verdict.reasons))
         return outcome
+
+    def _in_line(self, wait_s: float) -> float:
+        """The wait of a photo the open circuit refused: until the next probe, at a random
+        place in the line behind it (within ``_LINE_S``), so that no photo, a photo the
+        service never answers least of all, stands first in every probe round."""
+        return wait_s + self.p.rng.uniform(0.0, _LINE_S)
 
     def _wait_for_service(self, reason: str, wait_s: float) -> "_Failed":
         """The photo waits behind an open circuit (an outage, a drifted model): no attempt
@@ -426,9 +435,12 @@ class TaskRun:
             trace_id=self.task.trace_id, task_key=self.task.key))
 
 
-#: How far behind the next probe a photo whose probe failed waits: the next probe is another
-#: photo's, so a photo the service never answers is told from a service that is down.
-_BEHIND_S = 1.0
+#: How far behind the next probe the photos the open circuit refused line up, in random order.
+_LINE_S = 1.0
+#: How far behind the next probe a photo whose probe failed waits: behind that line, so the
+#: next probe is another photo's, and a photo the service never answers is told from a
+#: service that is down.
+_BEHIND_S = 1.5
 
 #: What a service that is down answers (the breaker counts them; a 429 sets the pace instead,
 #: and an answer out of schema is the model's, not the service's availability).

@@ -188,6 +188,10 @@ def wait_until_settled(store, keys: Sequence[str], *, timeout_s: float,
                                      f"{output_of(proc)[1][-2000:]}")
         time.sleep(0.2)
     left = sorted(k for k, s in statuses.items() if s not in TERMINAL)
-    shown = [(r.status.value, r.error_class, r.last_error, r.next_attempt_at, r.attempt_count)
-             for r in (store.get(k) for k in left[:3])]
-    raise AssertionError(f"{len(left)} task(s) not settled at {time.time():.0f}: {shown}")
+    shown = [(k[:12], r.status.value, r.error_class, r.last_error, r.next_attempt_at,
+              r.attempt_count) for k, r in ((k, store.get(k)) for k in left[:3])]
+    circuits = {name: (state.state.value, state.mode.value, state.open_until)
+                for name, state in store.breaker_list().items()}
+    calls = {name: store.recent_calls(name, 6) for name in circuits}
+    raise AssertionError(f"{len(left)} task(s) not settled at {time.time():.0f}: {shown}; "
+                         f"circuits {circuits}; latest calls {calls}")
