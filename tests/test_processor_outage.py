@@ -91,6 +91,22 @@ def test_an_outage_spends_no_attempt_budget_and_the_fleet_recovers_within_a_prob
 
 
 
+def _run_until_settled(settings, ledger, clock, keys, *, limit_s):
+    """Register a photo per key, oldest first, and run three engines until every task is
+    SUCCEEDED or DEAD (or ``limit_s`` passed)."""
+    for n, key in enumerate(keys):
+        ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                   trace_id=trace_id_for(key),
+                                   attachment_url=f"https://photos.test/{key}",
+                                   attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
+    engines = [_engine(settings, ledger, clock, n) for n in range(3)]
+    while clock.now() < T0 + limit_s and not {ledger.get(k).status for k in keys} <= {
+            Status.DEAD, Status.SUCCEEDED}:
+        for engine in engines:
+            engine.run_batch()
+        clock.advance(0.5)
+
+
 @responses.activate
 def test_a_photo_the_service_never_answers_cannot_keep_the_circuit_open_for_ever(tmp_path):
     """An outage opens the circuit; the service comes back for every photo but the oldest,
@@ -110,17 +126,7 @@ def test_a_photo_the_service_never_answers_cannot_keep_the_circuit_open_for_ever
     settings = Settings()
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
         keys = ["poison"] + [f"k{i}" for i in range(29)]
-        for n, key in enumerate(keys):
-            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
-                                       trace_id=trace_id_for(key),
-                                       attachment_url=f"https://photos.test/{key}",
-                                       attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
-        engines = [_engine(settings, ledger, clock, n) for n in range(3)]
-        while clock.now() < T0 + 1800 and not {ledger.get(k).status for k in keys} <= {
-                Status.DEAD, Status.SUCCEEDED}:
-            for engine in engines:
-                engine.run_batch()
-            clock.advance(0.5)
+        _run_until_settled(settings, ledger, clock, keys, limit_s=1800)
         assert {ledger.get(k).status for k in keys[1:]} == {Status.SUCCEEDED}
         assert ledger.get("poison").status is Status.DEAD
 
@@ -148,17 +154,7 @@ def test_two_photos_the_service_never_answers_cannot_keep_each_other_waiting(tmp
     settings = Settings()
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
         keys = ["poison-500", "poison-drift"] + [f"k{i}" for i in range(28)]
-        for n, key in enumerate(keys):
-            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
-                                       trace_id=trace_id_for(key),
-                                       attachment_url=f"https://photos.test/{key}",
-                                       attachment_global_id=f"A-{key}"), 1000, now=T0 + n / 100)
-        engines = [_engine(settings, ledger, clock, n) for n in range(3)]
-        while clock.now() < T0 + 3600 and not {ledger.get(k).status for k in keys} <= {
-                Status.DEAD, Status.SUCCEEDED}:
-            for engine in engines:
-                engine.run_batch()
-            clock.advance(0.5)
+        _run_until_settled(settings, ledger, clock, keys, limit_s=3600)
         assert {ledger.get(k).status for k in keys[2:]} == {Status.SUCCEEDED}, [
             (k, r.status, r.error_class, r.last_error, r.attempt_count, ledger.breaker_list())
             for k, r in ((k, ledger.get(k)) for k in keys) if r.status is not Status.SUCCEEDED][:4]

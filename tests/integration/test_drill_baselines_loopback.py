@@ -1,7 +1,7 @@
 """The baselines against the real loopback stand-ins: engines, queue, faults, judged as the
 library is (``run.judged``, at the stand-ins).
 
-Schedules run compressed (``time_scale`` 0.02); what is asserted is what the stand-ins saw,
+Schedules run compressed (``time_scale`` 0.01); what is asserted is what the stand-ins saw,
 never how long the wall clock took, and never that a baseline loses.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fme_ai_resilience.drill.world import World
 
 pytestmark = pytest.mark.integration
 
-TIME_SCALE = 0.02
+TIME_SCALE = 0.01
 NAMES = baseline_params(sorted(BASELINES))
 #: Vision calls per photo when every call fails: 3 tries, 5 attempts, 1 + 3 retries.
 CALLS_WHEN_ALL_FAIL = {"naive": 3, "tenacity": 5, "httpcaller": 4, "sweep": 4}

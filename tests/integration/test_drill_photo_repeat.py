@@ -22,7 +22,7 @@ def test_a_storm_of_three_photos_a_feature_is_judged_on_each_photos_row(monkeypa
     feature, the assessments in table 1 and none on the features, every fact accounted for
     once; the library analyses every photo that can be, once, in one row each."""
     seen, real = spy_on_judge(monkeypatch)
-    report = run_drill("storm", submissions=8, engines=2, time_scale=0.04,
+    report = run_drill("storm", submissions=8, engines=2, time_scale=0.02,
                        photos_per_feature=3, compare=BASELINE_NAMES)
     assert len(seen) == 1 + len(BASELINE_NAMES) and all(o.per_photo_rows for o in seen)
     assert report.as_dict()["photos_per_feature"] == 3
