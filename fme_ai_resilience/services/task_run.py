@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ..breaker import CircuitState, effective_state
+from ..breaker import BreakerState, CircuitState, Permit, effective_state
 from ..classification import CLASSIFICATION
 from ..clock import Deadline
 from ..degrade import Admission, Level, Model
@@ -30,6 +30,7 @@ from .expansion import expand_within
 from ..validate import VerdictKind, validate
 from .collaborators import Collaborators, VisionRoute
 from .retrying import Retrying, classify_exception
+from .shared_breaker import CircuitBreaker
 from .sinks import Conclusion
 from .vision import Photo, VisionOutcome
 
@@ -245,9 +246,7 @@ class TaskRun:
         self.calls[route.service] = self.calls.get(route.service, 0) + 1
         after = breaker.record(permit, outcome.to_call_record(route.service, started,
                                                               retry=retry, task_key=task.key))
-        if outcome.error_class in _OUTAGE_CLASSES and (
-                permit.is_probe or effective_state(after) is CircuitState.OPEN) \
-                and breaker.down_for_others(task.key):
+        if outcome.error_class in _OUTAGE_CLASSES and self._says_down(breaker, permit, after):
             # A failed probe, or the failure that opened the circuit, says the service is
             # down, not that this photo is bad: the task waits for the next probe, no
             # attempt spent, so an outage of any length spends no photo's budget. Unless
@@ -262,8 +261,7 @@ class TaskRun:
             anomaly = outcome.format_anomaly(p.clock.now(), task.key)
             if anomaly is not None:
                 p.store.record_anomaly(anomaly)
-            if (permit.is_probe or effective_state(after) is CircuitState.OPEN) \
-                    and breaker.down_for_others(task.key):
+            if self._says_down(breaker, permit, after):
                 # The model drifted: the photo waits for the fix, neither dead nor paid again.
                 # (A photo the model alone answers out of schema spends its attempts.)
                 return self._wait_for_service(f"{route.service} answers out of schema "
@@ -282,6 +280,14 @@ class TaskRun:
             p.store.record_anomaly(anomaly)  # type: ignore[arg-type]
             return _Failed(ErrorClass.BAD_FORMAT, "; ".join(verdict.reasons))
         return outcome
+
+    def _says_down(self, breaker: CircuitBreaker, permit: Permit,
+                   after: BreakerState) -> bool:
+        """Whether this call's failure says the service (or its model) is down: a failed
+        probe, or the failure that opened the circuit, unless the service's latest calls
+        blame this photo (:meth:`CircuitBreaker.down_for_others`)."""
+        return (permit.is_probe or effective_state(after) is CircuitState.OPEN) \
+            and breaker.down_for_others(self.task.key)
 
     def _in_line(self, wait_s: float) -> float:
         """The wait of a photo the open circuit refused: until the next probe, at a random
