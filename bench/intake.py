@@ -37,11 +37,11 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fme_ai_resilience.services.intake import decide  # noqa: E402
-from fme_ai_resilience.ledger import OverloadMode  # noqa: E402
-from fme_ai_resilience.settings import Settings  # noqa: E402
+from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.core.ledger import OverloadMode
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store  # noqa: E402
-from fme_ai_resilience.survey123 import parse_webhook  # noqa: E402
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 #: The regression guard: decide / register for new bodies.
 TARGET_RATIO = 1.5

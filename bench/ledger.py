@@ -45,9 +45,9 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import psycopg2
 
-from fme_ai_resilience.ledger import OverloadMode, RegisterOutcome
+from fme_ai_resilience.core.ledger import OverloadMode, RegisterOutcome
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 ADMIN_URL = os.environ.get("FAIR_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 CEILING, PARK_CEILING, DRAIN_EVERY = 48, 480, 40

@@ -54,9 +54,9 @@ def target() -> int:
 # -- retry engines ---------------------------------------------------------------------------
 
 def _ours(fn: Target) -> Target:
-    from fme_ai_resilience.clock import SystemClock
-    from fme_ai_resilience.retry import RetryPolicy
-    from fme_ai_resilience.services.retrying import Retrying
+    from fme_ai_resilience.core.clock import SystemClock
+    from fme_ai_resilience.core.resilience.retry import RetryPolicy
+    from fme_ai_resilience.services.resilience.retry import Retrying
 
     engine = Retrying(RetryPolicy(deadline_s=180.0), clock=SystemClock())
     run = engine.run
@@ -86,9 +86,9 @@ def _backoff(fn: Target) -> Target:
 # -- circuit breakers -------------------------------------------------------------------------
 
 def _our_breaker():
-    from fme_ai_resilience.breaker import BreakerPolicy
-    from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-    from fme_ai_resilience.clock import SystemClock
+    from fme_ai_resilience.core.resilience.breaker import BreakerPolicy
+    from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+    from fme_ai_resilience.core.clock import SystemClock
     from fme_ai_resilience.store import open_store
 
     store = open_store("sqlite:///:memory:", init_schema=True)
@@ -108,7 +108,7 @@ def _ours_allow(fn: Target) -> Target:
 
 
 def _ours_allow_record(fn: Target) -> Target:
-    from fme_ai_resilience.ledger import CallRecord
+    from fme_ai_resilience.core.ledger import CallRecord
 
     breaker = _our_breaker()
     allow, record, now = breaker.allow, breaker.record, time.time

@@ -38,9 +38,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from intake import BACKENDS  # noqa: E402  (the throw-away databases of the intake bench)
 
 from fme_ai_resilience.drill.standins import FaultSchedule, PhotoHost, VisionStandIn  # noqa: E402
-from fme_ai_resilience.keys import compose_key, trace_id_for  # noqa: E402
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store  # noqa: E402
-from fme_ai_resilience.submission import Submission  # noqa: E402
+from fme_ai_resilience.core.intake.submission import Submission
 
 TARGET = 0.9   # of the bound N / L
 
@@ -94,10 +94,10 @@ class _Patched:
 # -- the engines ----------------------------------------------------------------------------------
 def _processor_engine(url: str, values: Dict[str, str], start: Any, out: Any) -> None:
     _count_statements()
-    from fme_ai_resilience.ledger import Status
+    from fme_ai_resilience.core.ledger import Status
     from fme_ai_resilience.services.pipeline import build_processor
-    from fme_ai_resilience.services.processor import Stop
-    from fme_ai_resilience.settings import Settings
+    from fme_ai_resilience.services.processing.processor import Stop
+    from fme_ai_resilience.core.config.settings import Settings
 
     store = open_store(url)
     processor = build_processor(Settings().with_values(values), store=store,

@@ -9,60 +9,65 @@ every module; the adapters keep their own short paths: ``fme_ai_resilience.gatew
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 __version__ = "0.1.0"
 
 _P = "fme_ai_resilience"
 
-#: Each re-exported name and the module that holds it.
-_EXPORTS: Dict[str, str] = {
+#: The modules that hold the re-exported names, and the names each one gives.
+_HOLDERS: Dict[str, Tuple[str, ...]] = {
     # time
-    "Clock": f"{_P}.clock", "SystemClock": f"{_P}.clock", "FakeClock": f"{_P}.clock",
-    "Deadline": f"{_P}.clock",
+    "core.clock": ("Clock", "SystemClock", "FakeClock", "Deadline"),
     # the exception tree and the failure vocabulary
-    **{name: f"{_P}.errors" for name in (
+    "core.errors": (
         "ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
         "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
-        "StoreError", "StoreUnavailable", "SchemaMissing", "ErrorClass", "FailureClass")},
-    "CLASSIFICATION": f"{_P}.classification", "classify_status": f"{_P}.classification",
+        "StoreError", "StoreUnavailable", "SchemaMissing", "ErrorClass", "FailureClass"),
+    "core.resilience.classification": ("CLASSIFICATION", "classify_status"),
     # settings, budgets and capacity
-    "Settings": f"{_P}.settings", "TimeoutBudget": f"{_P}.timeouts",
-    "check_budget": f"{_P}.task_budget", "task_budget_s": f"{_P}.task_budget",
-    "plan_capacity": f"{_P}.capacity", "CapacityPlan": f"{_P}.capacity",
+    "core.config.settings": ("Settings",),
+    "core.resilience.timeouts": ("TimeoutBudget",),
+    "core.resilience.task_budget": ("check_budget", "task_budget_s"),
+    "core.intake.capacity": ("plan_capacity", "CapacityPlan"),
     # retries
-    "Backoff": f"{_P}.backoff", "Jitter": f"{_P}.backoff",
-    "parse_retry_after": f"{_P}.backoff", "RetryPolicy": f"{_P}.retry",
-    "RetryHistory": f"{_P}.retry", "DecisionKind": f"{_P}.retry",
-    "RetryBudget": f"{_P}.retry_budget", "Retrying": f"{_P}.services.retrying",
-    "classify_exception": f"{_P}.services.retrying",
-    "FleetRetryGate": f"{_P}.services.fleet_retry_gate",
+    "core.resilience.backoff": ("Backoff", "Jitter", "parse_retry_after"),
+    "core.resilience.retry": ("RetryPolicy", "RetryHistory", "DecisionKind"),
+    "core.resilience.retry_budget": ("RetryBudget",),
+    "services.resilience.retry": ("Retrying", "classify_exception"),
+    "services.resilience.retry_budget": ("FleetRetryGate",),
     # breaker and degradation ladder
-    "CircuitState": f"{_P}.breaker", "BreakerMode": f"{_P}.breaker", "Permit": f"{_P}.breaker",
-    "CircuitOpen": f"{_P}.breaker", "CircuitBreaker": f"{_P}.services.shared_breaker",
-    "Level": f"{_P}.degrade", "Degradation": f"{_P}.services.shared_ladder",
+    "core.resilience.breaker": ("CircuitState", "BreakerMode", "Permit", "CircuitOpen"),
+    "services.resilience.breaker": ("CircuitBreaker",),
+    "core.resilience.degrade": ("Level",),
+    "services.resilience.degrade": ("Degradation",),
     # the ledger and intake
-    "Status": f"{_P}.ledger", "TaskOutcome": f"{_P}.ledger", "OverloadMode": f"{_P}.ledger",
-    "RegisterOutcome": f"{_P}.ledger", "Stage": f"{_P}.ledger", "Task": f"{_P}.ledger",
-    "CallRecord": f"{_P}.ledger", "Refusal": f"{_P}.ledger", "open_store": f"{_P}.store",
-    "Store": f"{_P}.store",
-    "Submission": f"{_P}.submission", "parse_webhook": f"{_P}.survey123",
-    "idempotency_key": f"{_P}.keys", "decide": f"{_P}.services.intake",
-    "IntakeAnswer": f"{_P}.services.intake", "LiveSettings": f"{_P}.services.live_settings",
-    "FlowClient": f"{_P}.services.flow",
+    "core.ledger": ("Status", "TaskOutcome", "OverloadMode", "RegisterOutcome", "Stage", "Task",
+                    "CallRecord", "Refusal"),
+    "store": ("open_store", "Store"),
+    "core.intake.submission": ("Submission",),
+    "core.intake.survey123": ("parse_webhook",),
+    "core.intake.keys": ("idempotency_key",),
+    "services.intake.webhook": ("decide", "IntakeAnswer"),
+    "services.config.settings": ("LiveSettings",),
+    "services.flow.client": ("FlowClient",),
     # validation and the Vision AI service
-    "Verdict": f"{_P}.validate", "VerdictKind": f"{_P}.validate",
-    **{name: f"{_P}.services.vision" for name in (
+    "core.vision.validate": ("Verdict", "VerdictKind"),
+    "services.vision": (
         "VisionClient", "VisionOutcome", "Credentials", "Assessment", "normalize",
-        "fetch_photo", "check_url", "DownloadPolicy", "Photo", "AwsCredentials", "PROVIDERS")},
+        "fetch_photo", "check_url", "DownloadPolicy", "Photo", "AwsCredentials", "PROVIDERS"),
     # ArcGIS: the feature layer and the processor's credential
-    "FeatureLayer": f"{_P}.services.arcgis",
-    **{name: f"{_P}.services.credentials" for name in (
+    "services.arcgis.layer": ("FeatureLayer",),
+    "services.arcgis.credentials": (
         "TokenProvider", "StaticToken", "OAuthAppToken", "UserToken", "FmeWebConnectionToken",
-        "token_provider_from_settings")},
+        "token_provider_from_settings"),
     # secrets
-    "redact_text": f"{_P}.redact", "redact_url": f"{_P}.redact",
+    "core.text.redact": ("redact_text", "redact_url"),
 }
+
+#: Each re-exported name and the module that holds it.
+_EXPORTS: Dict[str, str] = {name: f"{_P}.{module}" for module, names in _HOLDERS.items()
+                            for name in names}
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.core.clock import FakeClock
 
 PG_ADMIN_URL = os.environ.get("FAIR_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -11,10 +11,10 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.errors import ArcGISError, ConfigurationError, ErrorClass
-from fme_ai_resilience.services.arcgis import (AttachmentGroup, AttachmentInfo, EditResult,
-                                               FeatureLayer, where_since)
-from fme_ai_resilience.services.credentials import OAuthAppToken, StaticToken, UserToken
+from fme_ai_resilience.core.errors import ArcGISError, ConfigurationError, ErrorClass
+from fme_ai_resilience.services.arcgis.layer import (AttachmentGroup, AttachmentInfo, EditResult,
+                                                     FeatureLayer, where_since)
+from fme_ai_resilience.services.arcgis.credentials import OAuthAppToken, StaticToken, UserToken
 
 LAYER = "https://services.example.com/arcgis/rest/services/Assets/FeatureServer/0"
 QUERY = f"{LAYER}/query"

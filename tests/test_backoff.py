@@ -9,15 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.backoff import (
-    MAX_RETRY_AFTER_S,
-    Backoff,
-    Jitter,
-    parse_retry_after,
-    retry_after_from_headers,
-)
-from fme_ai_resilience.classification import BackoffProfile
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.resilience.backoff import (MAX_RETRY_AFTER_S, Backoff, Jitter,
+                                                       parse_retry_after,
+                                                       retry_after_from_headers)
+from fme_ai_resilience.core.resilience.classification import BackoffProfile
+from fme_ai_resilience.core.errors import ConfigurationError
 
 NOW = 1_790_000_000.0
 

@@ -28,7 +28,7 @@ def test_intake_bench_reports_both_phases(capsys):
 def test_bench_bodies_are_distinct_valid_webhooks():
     """Every generated body parses to its own key."""
     bench = _load()
-    from fme_ai_resilience.survey123 import parse_webhook
+    from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
     keys = {parse_webhook(b)[0].idempotency_key for b in bench.bodies(50)}
     assert len(keys) == 50

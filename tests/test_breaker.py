@@ -5,26 +5,15 @@ from dataclasses import replace
 
 import pytest
 
-from fme_ai_resilience.breaker import (
-    BreakerMode,
-    BreakerPolicy,
-    BreakerState,
-    CircuitOpen,
-    CircuitState,
-    Manual,
-    Permit,
-    ProbesObserved,
-    TimePassed,
-    WindowObserved,
-    cooldown_s,
-    probes_needed,
-    should_trip,
-    step,
-)
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import CircuitOpenError
-from fme_ai_resilience.ledger import CallRecord, CallWindow
+from fme_ai_resilience.core.resilience.breaker import (BreakerMode, BreakerPolicy, BreakerState,
+                                                       CircuitOpen, CircuitState, Manual, Permit,
+                                                       ProbesObserved, TimePassed, WindowObserved,
+                                                       cooldown_s, probes_needed, should_trip,
+                                                       step)
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import CircuitOpenError
+from fme_ai_resilience.core.ledger import CallRecord, CallWindow
 from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0, slow_call_rate=0.8,

@@ -7,10 +7,11 @@ from typing import List, Optional
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from fme_ai_resilience.breaker import BreakerMode, BreakerPolicy, CircuitOpen, Manual, Permit
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.ledger import CallRecord
+from fme_ai_resilience.core.resilience.breaker import (BreakerMode, BreakerPolicy, CircuitOpen,
+                                                       Manual, Permit)
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.ledger import CallRecord
 from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.breaker import (BreakerPolicy, CircuitState, Permit, cooldown_s,
-                                       down_for_others, outage_probe_bound, probe_schedule)
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.ledger import CallRecord
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
+from fme_ai_resilience.core.resilience.breaker import (BreakerPolicy, CircuitState, Permit,
+                                                       cooldown_s, down_for_others,
+                                                       outage_probe_bound, probe_schedule)
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.ledger import CallRecord
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
 from fme_ai_resilience.store import open_store
 
 DEFAULT = BreakerPolicy()
@@ -72,7 +73,7 @@ def test_the_drill_scales_the_defaults_the_product_ships():
     """Every production wait the drill scales down is the setting's own default, the probe
     schedule included, so a drill judges the schedule users get."""
     from fme_ai_resilience.drill.library import PRODUCTION_WAITS
-    from fme_ai_resilience.settings import Settings
+    from fme_ai_resilience.core.config.settings import Settings
 
     defaults = Settings()
     for name, value in PRODUCTION_WAITS.items():
@@ -83,7 +84,7 @@ def test_the_drill_scales_the_defaults_the_product_ships():
 def test_answers_out_of_schema_about_as_many_photos_open_a_closed_circuit():
     """drift_calls answers in a row out of schema, each about another photo, open the circuit
     (its probe schedule then bounds the calls into the drifted model); fewer photos never do."""
-    from fme_ai_resilience.breaker import BreakerState, DriftObserved, step
+    from fme_ai_resilience.core.resilience.breaker import BreakerState, DriftObserved, step
 
     closed = BreakerState()
     opened = step(DEFAULT, closed, DriftObserved(3, 3), now=100.0)

@@ -7,14 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.backoff import Backoff
-from fme_ai_resilience.capacity import MAX_DRAIN_RETRY_AFTER_S, plan_capacity
-from fme_ai_resilience.timeouts import TimeoutBudget
-from fme_ai_resilience.task_budget import check_budget, task_budget_s, worst_case_task_s
-from fme_ai_resilience.classification import CLASSIFICATION
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.retry import RetryPolicy
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.resilience.backoff import Backoff
+from fme_ai_resilience.core.intake.capacity import MAX_DRAIN_RETRY_AFTER_S, plan_capacity
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.resilience.task_budget import (check_budget, task_budget_s,
+                                                           worst_case_task_s)
+from fme_ai_resilience.core.resilience.classification import CLASSIFICATION
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.resilience.retry import RetryPolicy
+from fme_ai_resilience.core.config.settings import Settings
 
 
 def test_timeout_defaults_are_the_seeds():

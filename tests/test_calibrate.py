@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.breaker import BreakerPolicy, should_trip
-from fme_ai_resilience.calibrate import percentile, suggest
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.ledger import CallWindow
+from fme_ai_resilience.core.resilience.breaker import BreakerPolicy, should_trip
+from fme_ai_resilience.core.resilience.calibrate import percentile, suggest
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.ledger import CallWindow
 
 
 def test_percentile_nearest_rank():

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.checks import finite, finite_number
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.checks import finite, finite_number
+from fme_ai_resilience.core.errors import ConfigurationError
 
 
 @pytest.mark.parametrize("value, expected", [

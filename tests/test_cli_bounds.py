@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.degrade import Level
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.resilience.degrade import Level
+from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.store import open_store
 
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fme_ai_resilience.breaker import BreakerMode
+from fme_ai_resilience.core.resilience.breaker import BreakerMode
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.ledger import CallRecord
+from fme_ai_resilience.core.ledger import CallRecord
 from fme_ai_resilience.store import open_store
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cli_tree import commands, leaves, options
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.cli.drill import THROWAWAY_DEFAULT
 
 ROOT = Path(__file__).resolve().parent.parent

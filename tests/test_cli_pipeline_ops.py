@@ -9,12 +9,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.errors import FailureClass
+from fme_ai_resilience.core.errors import FailureClass
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import CallRecord, FormatAnomaly, TaskOutcome
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.ledger import CallRecord, FormatAnomaly, TaskOutcome
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import responses
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.cli.compensate import read_time
 from fme_ai_resilience.cli.common import OptionError
-from fme_ai_resilience.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 SERVICE = "https://gis.example.com/arcgis/rest/services/Inspections/FeatureServer"
 LAYER = f"{SERVICE}/0"

@@ -6,10 +6,10 @@ import re
 import time
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.ledger import Status, TaskOutcome
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.core.ledger import Status, TaskOutcome
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 
 
@@ -89,7 +89,7 @@ def test_status_counts_the_invalid_bodies_intake_did_not_keep(shared_ledger_url,
 
 def test_status_counts_refusals_by_reason(shared_ledger_url, capsys):
     """Refused bodies and deliveries are counted by reason, in JSON and in the table."""
-    from fme_ai_resilience.ledger import Refusal
+    from fme_ai_resilience.core.ledger import Refusal
 
     now = time.time()
     with open_store(shared_ledger_url) as store:

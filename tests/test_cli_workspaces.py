@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.fme.parameters import WORKSPACES
+from fme_ai_resilience.core.fme.parameters import WORKSPACES
 
 from tests.fmw_reference import require_reference
 
@@ -124,7 +124,7 @@ def test_the_shipped_templates_expose_every_fair_attribute_and_no_secret_as_text
     import xml.etree.ElementTree as ET
 
     from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
-    from fme_ai_resilience.fme.parameters import parameters_for
+    from fme_ai_resilience.core.fme.parameters import parameters_for
 
     text = (ROOT / "workspaces" / f"{name}.fmw").read_text(encoding="utf-8")
     head = "\n".join(line[3:] for line in text.split("\n#! </WORKSPACE>")[0].split("\n")

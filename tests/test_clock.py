@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from fme_ai_resilience.clock import Clock, Deadline, FakeClock, SystemClock
+from fme_ai_resilience.core.clock import Clock, Deadline, FakeClock, SystemClock
 
 
 def test_fake_clock_sleep_advances_both_clocks_and_is_recorded():

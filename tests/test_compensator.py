@@ -7,16 +7,16 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from fme_ai_resilience.breaker import CircuitState
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.keys import compose_key, trace_id_for
-from fme_ai_resilience.ledger import CallRecord, FormatAnomaly, Status
-from fme_ai_resilience.services.compensator import Compensator, requeue_delay_s
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.resilience.breaker import CircuitState
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.ledger import CallRecord, FormatAnomaly, Status
+from fme_ai_resilience.services.compensation.compensator import Compensator, requeue_delay_s
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 T0 = 1_790_000_000.0
 F1, F2, F3 = ("{0000000%d-1111-4111-8111-111111111111}" % i for i in (1, 2, 3))

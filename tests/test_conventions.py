@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 import fme_ai_resilience
-from fme_ai_resilience.errors import ResilienceError
+from fme_ai_resilience.core.errors import ResilienceError
 
 PACKAGE = Path(fme_ai_resilience.__file__).resolve().parent
 #: Parameters that carry an injected dependency: keyword-only wherever they appear.
 INJECTED = ("clock", "rng", "session", "store")
 #: Raises of another library's exceptions, on purpose: the timed connection raises urllib3's own
 #: connect errors from inside urllib3's ``connect()``, so requests maps them as it maps its own.
-FOREIGN_RAISES = {("fme_ai_resilience.services.sessions", "ConnectTimeoutError"),
-                  ("fme_ai_resilience.services.sessions", "NewConnectionError")}
+FOREIGN_RAISES = {("fme_ai_resilience.services.http.sessions", "ConnectTimeoutError"),
+                  ("fme_ai_resilience.services.http.sessions", "NewConnectionError")}
 
 
 def _modules():

@@ -13,13 +13,13 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.errors import ConfigurationError, ErrorClass, TokenError
-from fme_ai_resilience.pipeline_settings import ArcGISSettings
-from fme_ai_resilience.services.credentials import (FmeWebConnectionToken, OAuthAppToken,
-                                                    StaticToken, TokenProvider, UserToken,
-                                                    portal_rest_url,
-                                                    token_provider_from_settings)
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.errors import ConfigurationError, ErrorClass, TokenError
+from fme_ai_resilience.core.config.pipeline_settings import ArcGISSettings
+from fme_ai_resilience.services.arcgis.credentials import (FmeWebConnectionToken, OAuthAppToken,
+                                                           StaticToken, TokenProvider, UserToken,
+                                                           portal_rest_url,
+                                                           token_provider_from_settings)
+from fme_ai_resilience.core.config.settings import Settings
 
 PORTAL = "https://portal.example.com/portal"
 OAUTH_URL = f"{PORTAL}/sharing/rest/oauth2/token"

@@ -5,27 +5,14 @@ from dataclasses import replace
 
 import pytest
 
-from fme_ai_resilience.breaker import CircuitState
-from fme_ai_resilience.degrade import (
-    CRITICAL,
-    ORDINARY,
-    Admission,
-    LadderState,
-    Level,
-    Model,
-    Signals,
-    holding_level,
-    model_for,
-    next_state,
-    admission,
-    priority_of,
-    sampled,
-    should_analyze,
-    target_level,
-    with_override,
-)
-from fme_ai_resilience.ledger import CallWindow
-from fme_ai_resilience.settings import DegradeSettings
+from fme_ai_resilience.core.resilience.breaker import CircuitState
+from fme_ai_resilience.core.resilience.degrade import (CRITICAL, ORDINARY, Admission, LadderState,
+                                                       Level, Model, Signals, holding_level,
+                                                       model_for, next_state, admission,
+                                                       priority_of, sampled, should_analyze,
+                                                       target_level, with_override)
+from fme_ai_resilience.core.ledger import CallWindow
+from fme_ai_resilience.core.config.settings import DegradeSettings
 
 S = DegradeSettings(sample_backlog=1.0, critical_backlog=3.0, pause_backlog=6.0,
                     fallback_error_rate=0.3, exit_ratio=0.7, hold_s=60.0, sample_ratio=0.25,
@@ -190,8 +177,8 @@ def test_signals_measured_from_backlog_and_window():
 
 def test_engines_share_the_persisted_ladder(tmp_path):
     """One engine's observation moves the level every engine reads; the override holds until auto."""
-    from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.services.shared_ladder import Degradation
+    from fme_ai_resilience.core.clock import FakeClock
+    from fme_ai_resilience.services.resilience.degrade import Degradation
     from fme_ai_resilience.store import open_store
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
@@ -216,14 +203,14 @@ def test_engines_share_the_persisted_ladder(tmp_path):
 
 def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
     """Backlog over the watermark, the primary's failure rate and forced modes become signals."""
-    from fme_ai_resilience.breaker import BreakerPolicy, Manual
-    from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-    from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.services.shared_ladder import gather_signals
-    from fme_ai_resilience.ledger import CallRecord
-    from fme_ai_resilience.settings import IntakeSettings
+    from fme_ai_resilience.core.resilience.breaker import BreakerPolicy, Manual
+    from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+    from fme_ai_resilience.core.clock import FakeClock
+    from fme_ai_resilience.services.resilience.degrade import gather_signals
+    from fme_ai_resilience.core.ledger import CallRecord
+    from fme_ai_resilience.core.config.settings import IntakeSettings
     from fme_ai_resilience.store import open_store
-    from fme_ai_resilience.submission import Submission
+    from fme_ai_resilience.core.intake.submission import Submission
 
     clock = FakeClock()
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as store:
@@ -250,9 +237,9 @@ def test_gather_signals_reads_backlog_window_and_breakers(tmp_path):
 
 def test_ladder_from_settings_uses_the_degrade_group_and_breaker_cache(tmp_path):
     """Degradation.from_settings reads degrade.* and caches for breaker.cache_ttl_s."""
-    from fme_ai_resilience.clock import FakeClock
-    from fme_ai_resilience.services.shared_ladder import Degradation
-    from fme_ai_resilience.settings import Settings
+    from fme_ai_resilience.core.clock import FakeClock
+    from fme_ai_resilience.services.resilience.degrade import Degradation
+    from fme_ai_resilience.core.config.settings import Settings
     from fme_ai_resilience.store import open_store
 
     settings = Settings.from_mapping({"degrade.hold_s": "42", "breaker.cache_ttl_s": "0.25"})

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import responses
 
-from fme_ai_resilience.degrade import CRITICAL
-from fme_ai_resilience.errors import ArcGISError, ErrorClass
-from fme_ai_resilience.ledger import DeferCause, LayerStatus, ReviewState, Status, TaskOutcome
-from fme_ai_resilience.services.compensator import Compensator
-from fme_ai_resilience.services.shared_ladder import Degradation
-from fme_ai_resilience.services.sinks import CollectingSink, Conclusion
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.resilience.degrade import CRITICAL
+from fme_ai_resilience.core.errors import ArcGISError, ErrorClass
+from fme_ai_resilience.core.ledger import DeferCause, LayerStatus, ReviewState, Status, TaskOutcome
+from fme_ai_resilience.services.compensation.compensator import Compensator
+from fme_ai_resilience.services.resilience.degrade import Degradation
+from fme_ai_resilience.services.processing.sinks import CollectingSink, Conclusion
+from fme_ai_resilience.core.config.settings import Settings
 
 from test_processor import (T0, VISION, answer, clock, ledger, make,  # noqa: F401 - fixtures
                             register, submission)

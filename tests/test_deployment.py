@@ -7,14 +7,15 @@ import pytest
 from hypothesis import given, settings as hsettings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.fme.deployment import (COMPENSATOR_CRON, PROCESSOR_CRON, V3, V4,
-                                          JobDirectives, JobRequest, Schedule, describe,
-                                          job_body, processor_job, processor_job_runtime_s,
-                                          schedule_body, schedules)
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.retry import RetryPolicy
-from fme_ai_resilience.settings import Settings
-from fme_ai_resilience.task_budget import check_budget, task_budget_s
+from fme_ai_resilience.core.fme.deployment import (COMPENSATOR_CRON, PROCESSOR_CRON, V3, V4,
+                                                   JobDirectives, JobRequest, Schedule, describe,
+                                                   job_body, processor_job,
+                                                   processor_job_runtime_s, schedule_body,
+                                                   schedules)
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.resilience.retry import RetryPolicy
+from fme_ai_resilience.core.config.settings import Settings
+from fme_ai_resilience.core.resilience.task_budget import check_budget, task_budget_s
 
 DB = "postgresql://fair:pw-in-url@db/ledger"
 
@@ -144,14 +145,14 @@ def test_bad_values_are_refused(build):
     ("upload", 26018), ("schedules", 26018)])
 def test_api_for_switches_to_v4_at_the_threshold_build(operation, threshold):
     """Each operation is v3 one build below its threshold and v4 from it on."""
-    from fme_ai_resilience.fme.deployment import api_for
+    from fme_ai_resilience.core.fme.deployment import api_for
 
     assert api_for(operation, threshold - 1) == V3 and api_for(operation, threshold) == V4
 
 
 def test_api_for_refuses_an_unknown_operation_or_build():
     """An operation outside the table or a build that is no whole number is a usage error."""
-    from fme_ai_resilience.fme.deployment import api_for
+    from fme_ai_resilience.core.fme.deployment import api_for
 
     with pytest.raises(ConfigurationError):
         api_for("backups", 26000)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.config.settings import Settings
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 

@@ -17,7 +17,7 @@ import requests
 import responses
 
 from optional_deps import baseline_params, needs_tenacity
-from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.drill.baselines import (BASELINES, TENACITY_MISSING, BaselineError,
                                                Progress, pool, run_baseline, run_job,
                                                tenacity_wait)
@@ -25,8 +25,8 @@ from fme_ai_resilience.drill.scenarios import Scheduled
 from fme_ai_resilience.drill.standins import (AttachmentRecord, FeatureRecord, Survey123Sender,
                                               fake_jpeg)
 from fme_ai_resilience.drill.world import WRITEBACK_FIELDS
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.keys import compose_key, normalise_global_id
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.intake.keys import compose_key, normalise_global_id
 
 SERVICE = "http://127.0.0.1:9/arcgis/rest/services/inspection/FeatureServer"
 LAYER = f"{SERVICE}/0"

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.breaker import cooldown_s, probe_schedule
+from fme_ai_resilience.core.resilience.breaker import cooldown_s, probe_schedule
 from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
                                             outage_call_bound, probe_bound, probe_interval_s)
-from fme_ai_resilience.settings import BreakerSettings
+from fme_ai_resilience.core.config.settings import BreakerSettings
 
 
 def test_the_outage_call_bound_is_never_more_than_the_facts():
@@ -47,7 +47,7 @@ def test_the_outage_drain_is_counted_from_the_services_return():
 def test_the_calls_into_a_drifted_model_are_bounded_like_probes():
     """The answers that show the drift, a call in flight and one on a stale cache per other
     engine, then the breaker's probe rounds over the drift until the fix."""
-    from fme_ai_resilience.breaker import outage_probe_bound
+    from fme_ai_resilience.core.resilience.breaker import outage_probe_bound
     from fme_ai_resilience.drill.bounds import drift_call_bound
 
     policy = BreakerSettings()

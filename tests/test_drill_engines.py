@@ -5,7 +5,7 @@ from __future__ import annotations
 from fme_ai_resilience.drill import library
 from fme_ai_resilience.drill.engines import KILL_POINTS, FaultingStore
 from fme_ai_resilience.drill.scenarios import SCENARIOS
-from fme_ai_resilience.ledger import Stage
+from fme_ai_resilience.core.ledger import Stage
 
 
 class Ledger:

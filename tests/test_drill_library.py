@@ -4,8 +4,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from fme_ai_resilience.drill import library
-from fme_ai_resilience.ledger import Status
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.ledger import Status
+from fme_ai_resilience.core.config.settings import Settings
 
 
 def _world():

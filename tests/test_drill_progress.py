@@ -54,11 +54,11 @@ def test_the_operators_step_after_the_fix_requeues_the_format_dead_letters(tmp_p
     """At the drifted model's fix the drill does what the operator does, ``dlq requeue
     --cause FORMAT``: the FORMAT dead letters are PENDING again, other causes stay dead."""
     from fme_ai_resilience.drill.library import _requeue_format
-    from fme_ai_resilience.errors import FailureClass
-    from fme_ai_resilience.keys import trace_id_for
-    from fme_ai_resilience.ledger import Status
+    from fme_ai_resilience.core.errors import FailureClass
+    from fme_ai_resilience.core.intake.keys import trace_id_for
+    from fme_ai_resilience.core.ledger import Status
     from fme_ai_resilience.store import open_store
-    from fme_ai_resilience.submission import Submission
+    from fme_ai_resilience.core.intake.submission import Submission
 
     url = f"sqlite:///{tmp_path / 'l.db'}"
     with open_store(url, init_schema=True) as store:

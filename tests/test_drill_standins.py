@@ -7,7 +7,7 @@ from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn
                                               StandInError, Survey123Sender, VisionStandIn,
                                               WhereError, fake_jpeg)
 from fme_ai_resilience.drill.standins.where import braced_global_id, parse_where, timestamp_ms
-from fme_ai_resilience.errors import ConfigurationError, ResilienceError
+from fme_ai_resilience.core.errors import ConfigurationError, ResilienceError
 
 FIELDS = {"objectid": "objectid", "globalid": "globalid", "creationdate": "CreationDate",
           "asset_type": "asset_type", "crew": "crew"}

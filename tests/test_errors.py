@@ -7,26 +7,14 @@ from typing import Optional
 
 import pytest
 
-from fme_ai_resilience.classification import (
-    CLASSIFICATION,
-    BackoffProfile,
-    ClassRule,
-    classify_status,
-    rule_for,
-)
-from fme_ai_resilience.errors import (
-    CircuitOpenError,
-    ConfigurationError,
-    ErrorClass,
-    FailureClass,
-    FormatError,
-    InvalidPayload,
-    ResilienceError,
-    StoreError,
-    StoreUnavailable,
-    UnsafeURL,
-)
-from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
+from fme_ai_resilience.core.resilience.classification import (CLASSIFICATION, BackoffProfile,
+                                                              ClassRule, classify_status,
+                                                              rule_for)
+from fme_ai_resilience.core.errors import (CircuitOpenError, ConfigurationError, ErrorClass,
+                                           FailureClass, FormatError, InvalidPayload,
+                                           ResilienceError, StoreError, StoreUnavailable,
+                                           UnsafeURL)
+from fme_ai_resilience.core.resilience.retry import DecisionKind, RetryHistory, RetryPolicy
 
 E, P, F = ErrorClass, BackoffProfile, FailureClass
 

@@ -11,9 +11,9 @@ import requests
 import responses
 from responses import matchers
 
-from fme_ai_resilience.errors import ConfigurationError, FlowError
-from fme_ai_resilience.services.flow import Engine, FlowClient, FlowHealth
-from fme_ai_resilience.services.flow_health import NOT_YET, OVERDUE
+from fme_ai_resilience.core.errors import ConfigurationError, FlowError
+from fme_ai_resilience.services.flow.client import Engine, FlowClient, FlowHealth
+from fme_ai_resilience.services.flow.health import NOT_YET, OVERDUE
 
 BASE = "https://flow.example.com"
 TOKEN = "fmetoken-secret-4b1d9e"
@@ -262,8 +262,8 @@ def test_max_stale_s_is_validated():
 # --- deployment ------------------------------------------------------------------------------
 
 def _job(**changes):
-    from fme_ai_resilience.fme.deployment import processor_job
-    from fme_ai_resilience.settings import Settings
+    from fme_ai_resilience.core.fme.deployment import processor_job
+    from fme_ai_resilience.core.config.settings import Settings
 
     return processor_job("fair", Settings(), db_url="postgresql://u:pw-77@h/ledger", **changes)
 
@@ -303,7 +303,7 @@ def test_upload_quotes_names_and_refuses_odd_files(clock):
 def test_schedules_begin_by_the_injected_clock_in_the_servers_zone(clock):
     """A new schedule's begin is the client's clock on the server's wall clock: the zone
     FME Flow reports (Asia/Kolkata, UTC+05:30), not UTC."""
-    from fme_ai_resilience.fme.deployment import Schedule
+    from fme_ai_resilience.core.fme.deployment import Schedule
 
     responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
     responses.get(f"{BASE}/fmeapiv4/info", json={"timeZone": "Asia/Kolkata"})

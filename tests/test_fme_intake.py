@@ -7,8 +7,8 @@ import json
 import pytest
 
 from fme_ai_resilience.fme import IntakeCaller
-from fme_ai_resilience.keys import body_key, trace_id_for
-from fme_ai_resilience.ledger import Status
+from fme_ai_resilience.core.intake.keys import body_key, trace_id_for
+from fme_ai_resilience.core.ledger import Status
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import FakeFeature, run_caller
 from tests.fme_fixtures import (ATTACHMENT, FEATURE, KEY, PORTAL_TOKEN, SERVICE,

@@ -10,8 +10,8 @@ import time
 import responses
 
 from fme_ai_resilience.fme import CompensatorCaller, IntakeCaller, ProcessorCaller
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import Status
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.ledger import Status
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import Fault, run_caller
 from tests.fme_fixtures import (ATTACHMENT, FEATURE, JPEG, KEY, PHOTO, SERVICE,

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.fme.fmw import (BUILD_NUMBER, COMMON_ATTRIBUTES, LAST_SAVE_BUILD, SECTIONS,
-                                   WorkspaceSpec, document_guid, render_workspace)
-from fme_ai_resilience.fme.fmw_encoding import decode_fme, encode_fme, xml_escape
-from fme_ai_resilience.fme.parameters import PublishedParameter
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.fme.fmw import (BUILD_NUMBER, COMMON_ATTRIBUTES, LAST_SAVE_BUILD,
+                                            SECTIONS, WorkspaceSpec, document_guid,
+                                            render_workspace)
+from fme_ai_resilience.core.fme.fmw_encoding import decode_fme, encode_fme, xml_escape
+from fme_ai_resilience.core.fme.parameters import PublishedParameter
 
 from tests.fmw_reference import python_sources, read, reference_files
 

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.fme.fmw import WorkspaceSpec, render_workspace
-from fme_ai_resilience.fme.fmw_check import RULES, Problem, check_workspace
-from fme_ai_resilience.fme.parameters import PublishedParameter
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.fme.fmw import WorkspaceSpec, render_workspace
+from fme_ai_resilience.core.fme.fmw_check import RULES, Problem, check_workspace
+from fme_ai_resilience.core.fme.parameters import PublishedParameter
 
 from tests.fmw_reference import read, reference_files, require_reference
 

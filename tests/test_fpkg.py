@@ -7,10 +7,10 @@ import zlib
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.fme import fpkg
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.fme import fpkg
 from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
-from fme_ai_resilience.fme.parameters import parameters_for
+from fme_ai_resilience.core.fme.parameters import parameters_for
 
 
 def test_package_yml_lists_the_transformers_and_the_wheels_in_order():

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.errors import StoreUnavailable
-from fme_ai_resilience.services.flow import FlowHealth
+from fme_ai_resilience.core.errors import StoreUnavailable
+from fme_ai_resilience.services.flow.client import FlowHealth
 from fme_ai_resilience.gateway import make_app, sign
-from fme_ai_resilience.settings import IntakeSettings, Settings
+from fme_ai_resilience.core.config.settings import IntakeSettings, Settings
 
 BODY = (Path(__file__).resolve().parent / "data" / "survey123_add.json").read_bytes()
 TOKEN = "PORTAL-TOKEN-7f3a9c1e5b2d4a6f8e0c"
@@ -260,7 +260,7 @@ def test_any_request_gets_a_json_answer_from_the_contract(ledger, clock, body, m
 
 def test_live_settings_are_read_per_request(tmp_path, clock):
     """With LiveSettings, a resilience_config change reaches the next request after its TTL."""
-    from fme_ai_resilience.services.live_settings import LiveSettings
+    from fme_ai_resilience.services.config.settings import LiveSettings
     from fme_ai_resilience.store import open_store
 
     with open_store(f"sqlite:///{tmp_path / 'ledger.db'}", init_schema=True) as ledger:
@@ -284,11 +284,11 @@ class CountingParser:
     """parse_webhook as seen by intake.decide, counting its calls."""
 
     def __init__(self, monkeypatch) -> None:
-        from fme_ai_resilience.survey123 import parse_webhook
+        from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
         self.calls = 0
         self._parse = parse_webhook
-        monkeypatch.setattr("fme_ai_resilience.services.intake.parse_webhook", self)
+        monkeypatch.setattr("fme_ai_resilience.services.intake.webhook.parse_webhook", self)
 
     def __call__(self, *args, **kwargs):
         self.calls += 1

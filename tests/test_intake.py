@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.services.flow import FlowHealth
-from fme_ai_resilience.services.intake import IntakeAnswer, decide
-from fme_ai_resilience.ledger import RegisterOutcome, Status, TaskOutcome
-from fme_ai_resilience.keys import body_key, trace_id_for
-from fme_ai_resilience.settings import IntakeSettings, Settings
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.services.flow.client import FlowHealth
+from fme_ai_resilience.services.intake.webhook import IntakeAnswer, decide
+from fme_ai_resilience.core.ledger import RegisterOutcome, Status, TaskOutcome
+from fme_ai_resilience.core.intake.keys import body_key, trace_id_for
+from fme_ai_resilience.core.config.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 DATA = Path(__file__).resolve().parent / "data"
 BODY = (DATA / "survey123_add.json").read_bytes()
@@ -315,7 +315,7 @@ def test_an_unexpected_parser_failure_is_400_with_a_dead_letter(ledger, clock, c
     def broken(*args, **kwargs):
         raise RuntimeError("parser bug " + TOKEN)
 
-    monkeypatch.setattr("fme_ai_resilience.services.intake.parse_webhook", broken)
+    monkeypatch.setattr("fme_ai_resilience.services.intake.webhook.parse_webhook", broken)
     caplog.set_level(logging.DEBUG)
     decision = decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400 and "RuntimeError" in decision.body["reason"]

@@ -8,16 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.errors import InvalidPayload
-from fme_ai_resilience.keys import (
-    UNKNOWN_ATTACHMENTS,
-    as_trace_id,
-    body_key,
-    edit_marker,
-    idempotency_key,
-    normalise_global_id,
-    trace_id_for,
-)
+from fme_ai_resilience.core.errors import InvalidPayload
+from fme_ai_resilience.core.intake.keys import (UNKNOWN_ATTACHMENTS, as_trace_id, body_key,
+                                                edit_marker, idempotency_key, normalise_global_id,
+                                                trace_id_for)
 
 FEATURE = "{5C1E0A2B-9D3F-4E61-8A7B-0F2C3D4E5A6B}"
 PHOTO = "{A0B1C2D3-E4F5-4A6B-8C7D-9E0F1A2B3C4D}"
@@ -101,7 +95,7 @@ def test_as_trace_id_keeps_w3c_ids_and_derives_the_rest(value, expected):
 
 def _by_pattern(value):
     """The GlobalID the pattern alone makes of ``value`` (the reference for the shortcut)."""
-    from fme_ai_resilience.keys import _GUID
+    from fme_ai_resilience.core.intake.keys import _GUID
 
     match = _GUID.match(value.strip())
     return None if match is None else "-".join(match.groups()).lower()

@@ -1,7 +1,8 @@
-"""The import rules of shared/DESIGN.md section 2, proved on the source against the map.
+"""The import rules of docs/architecture.md, proved on the source against its folder table.
 
-docs/architecture.md holds one table, module -> layer (core, store, services, adapters); every
-check reads the layers from it, so the map and the code cannot drift. Each check is a plain
+docs/architecture.md holds one table, folder -> layer (core, store, services, adapters): the
+layer of a module is the row of its folder. Every check reads the layers from it, so the map
+and the code cannot drift. Each check is a plain
 function ``check_*(root, architecture) -> List[str]`` of the package directory and the map,
 returning violations as ``path:line: what``; the tests run them on the real package and expect
 nothing, and the meta-tests at the end run them on a copy with one violation planted and expect
@@ -26,14 +27,12 @@ NAME = "fme_ai_resilience"
 
 LAYERS = ("core", "store", "services", "adapters")
 RANK = {layer: rank for rank, layer in enumerate(LAYERS)}
-#: The sub-packages that are a layer: everything under them belongs to it, nothing else does.
-LAYER_PACKAGES = {f"{NAME}.store": "store", f"{NAME}.services": "services"}
-#: The packages whose modules are of two layers, core or adapters as each one's row says. Such a
-#: package's ``__init__`` is a facade like the package's own (core, its re-exports loaded lazily
-#: inside ``__getattr__``), because importing any of its core modules runs that ``__init__``.
-MIXED_PACKAGES = frozenset({f"{NAME}.fme"})
-FACADES = frozenset({NAME}) | MIXED_PACKAGES
-MAP_HEADER = ["module", "layer", "purpose"]
+#: The facade: core, its re-exports loaded lazily inside ``__getattr__``.
+FACADES = frozenset({NAME})
+MAP_HEADER = ["folder", "layer", "what it holds"]
+#: The folders grouped by capability, and the pure layer whose capabilities the other follows.
+CORE = f"{NAME}.core"
+SERVICES = f"{NAME}.services"
 
 #: What the pure core may import: the standard-library modules it uses today, plus ``abc``.
 #: Adding one is a deliberate one-line change here, never a side effect.
@@ -46,7 +45,7 @@ CORE_STDLIB = frozenset({
 CORE_THIRD_PARTY = frozenset({"jsonschema"})
 #: More that one core module may import, and why.
 CORE_EXTRA = {
-    f"{NAME}.clock": frozenset({"time"}),  # it is the clock
+    f"{NAME}.core.clock": frozenset({"time"}),  # it is the clock
     **{facade: frozenset({"importlib"}) for facade in FACADES},  # the lazy re-exports
 }
 DRIVERS = frozenset({"sqlite3", "psycopg2", "psycopg", "pg8000", "asyncpg", "aiosqlite"})
@@ -63,7 +62,7 @@ SQL_TEXT = re.compile(
 FORBIDDEN = {
     "reads the clock": ("time", "datetime.datetime.now", "datetime.datetime.utcnow",
                         "datetime.datetime.today", "datetime.date.today",
-                        f"{NAME}.clock.SystemClock"),
+                        f"{NAME}.core.clock.SystemClock"),
     "reads the environment": ("os.environ", "os.environb", "os.getenv", "os.getenvb",
                               "os.putenv", "os.unsetenv"),
     "draws randomness": ("os.urandom", "secrets"),  # ``random.*`` is handled on its own
@@ -78,7 +77,7 @@ FILE_METHODS = frozenset({"read_text", "read_bytes", "write_text", "write_bytes"
 #: Methods that read the clock whatever they are called on (``date.today()`` on an instance).
 CLOCK_METHODS = frozenset({"utcnow", "today"})
 #: What ``clock`` may do that the rest of the core may not.
-CORE_PRIVILEGES = {f"{NAME}.clock": frozenset({"reads the clock"})}
+CORE_PRIVILEGES = {f"{NAME}.core.clock": frozenset({"reads the clock"})}
 
 
 # --- the package as source -------------------------------------------------------------------
@@ -113,9 +112,10 @@ class Package:
     root: Path
     modules: Dict[str, Module]
     sql_files: Tuple[Tuple[str, Path], ...]  # (dotted name of the directory, file)
-    layers: Dict[str, str]
-    map_rows: Dict[str, int]  # module -> line of its row in the map
+    rules: Dict[str, str]     # folder (dotted, ``/`` at the end) or file (dotted) -> layer
+    map_rows: Dict[str, int]  # rule -> line of its row in the map
     map_problems: Tuple[str, ...]
+    layers: Dict[str, str]    # module -> the layer of its folder's row
     _imports: Dict[str, List["Import"]] = field(default_factory=dict, repr=False)
 
     def where(self, module: str, line: int) -> str:
@@ -176,9 +176,11 @@ def _tree(source: str, path: Path) -> ast.Module:
 
 
 def read_map(architecture: Path, where: str) -> Tuple[Dict[str, str], Dict[str, int], List[str]]:
-    """The ``| module | layer | purpose |`` table: layers, row lines and what is wrong with it.
+    """The ``| folder | layer | what it holds |`` table: rules, row lines and what is wrong.
 
-    ``where`` names the page in the messages.
+    A rule is a folder of the package (```fme_ai_resilience/core/```, every module below it) or
+    one file (```fme_ai_resilience/__main__.py```), kept as a dotted name (a folder's with a
+    trailing ``/``). ``where`` names the page in the messages.
     """
     if not architecture.is_file():
         return {}, {}, [f"{where}: the map of the package is missing"]
@@ -191,8 +193,8 @@ def read_map(architecture: Path, where: str) -> Tuple[Dict[str, str], Dict[str, 
                if line.lstrip().startswith("|") and [c.lower() for c in cells(line)] == MAP_HEADER]
     if len(headers) != 1:
         return {}, {}, [f"{where}: {len(headers)} tables with the columns "
-                        f"| module | layer | purpose |, expected exactly one"]
-    layers: Dict[str, str] = {}
+                        f"| folder | layer | what it holds |, expected exactly one"]
+    rules: Dict[str, str] = {}
     rows: Dict[str, int] = {}
     problems: List[str] = []
     start = headers[0] + 1
@@ -207,23 +209,46 @@ def read_map(architecture: Path, where: str) -> Tuple[Dict[str, str], Dict[str, 
         if len(row) != 3:
             problems.append(f"{at}: a map row needs 3 cells, has {len(row)}")
             continue
-        module, layer, purpose = row
-        match = re.fullmatch(r"`([A-Za-z_][\w.]*)`", module)
-        if not match or not (match.group(1) == NAME or match.group(1).startswith(NAME + ".")):
-            problems.append(f"{at}: {module!r} is not a dotted module name of {NAME} in backticks")
+        place, layer, purpose = row
+        folder = re.fullmatch(rf"`({NAME}(?:/\w+)*)/`", place)
+        file = re.fullmatch(rf"`({NAME}(?:/\w+)*)\.py`", place)
+        if folder:
+            rule = folder.group(1).replace("/", ".") + "/"
+        elif file:
+            rule = file.group(1).replace("/", ".")
+            rule = rule[: -len(".__init__")] if rule.endswith(".__init__") else rule
+        else:
+            problems.append(f"{at}: {place!r} is not a folder (`{NAME}/x/`) or a file "
+                            f"(`{NAME}/x.py`) of the package in backticks")
             continue
-        name = match.group(1)
         if layer not in RANK:
-            problems.append(f"{at}: {name} has layer {layer!r}, not one of {', '.join(LAYERS)}")
+            problems.append(f"{at}: {place} has layer {layer!r}, not one of {', '.join(LAYERS)}")
             continue
         if not purpose:
-            problems.append(f"{at}: {name} has no purpose")
-        if name in layers:
-            problems.append(f"{at}: {name} is listed twice")
+            problems.append(f"{at}: {place} says nothing of what it holds")
+        if rule in rules:
+            problems.append(f"{at}: {place} is listed twice")
             continue
-        layers[name] = layer
-        rows[name] = number + 1
-    return layers, rows, problems
+        rules[rule] = layer
+        rows[rule] = number + 1
+    return rules, rows, problems
+
+
+def rule_of(module: str, rules: Dict[str, str]) -> Optional[str]:
+    """The rule that gives ``module`` its layer: its own file's, else its nearest folder's."""
+    if module in rules:
+        return module
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        folder = ".".join(parts[:end]) + "/"
+        if folder in rules:
+            return folder
+    return None
+
+
+def shown(rule: str) -> str:
+    """A rule as the map writes it."""
+    return rule.replace(".", "/") if rule.endswith("/") else rule.replace(".", "/") + ".py"
 
 
 def load(root: Path, architecture: Path) -> Package:
@@ -244,9 +269,11 @@ def load(root: Path, architecture: Path) -> Package:
             name = dotted if is_package else f"{dotted}.{path.stem}"
             source = path.read_text(encoding="utf-8")
             modules[name] = Module(name, path, is_package, _tree(source, path), source)
-    layers, rows, problems = read_map(architecture, _rel(root, architecture))
+    rules, rows, problems = read_map(architecture, _rel(root, architecture))
+    layers = {name: rules[rule] for name in modules
+              for rule in [rule_of(name, rules)] if rule is not None}
     sql_files = tuple((dotted, path) for dotted, path in files if path.suffix == ".sql")
-    package = Package(root, modules, sql_files, layers, rows, tuple(problems))
+    package = Package(root, modules, sql_files, rules, rows, tuple(problems), layers)
     while len(_LOADED) >= 4:
         del _LOADED[next(iter(_LOADED))]
     _LOADED[key] = package
@@ -349,32 +376,45 @@ def _mapped(package: Package) -> Iterator[Tuple[Module, str]]:
 # --- the checks --------------------------------------------------------------------------------
 
 def check_map(root: Path, architecture: Path) -> List[str]:
-    """Every module is in the map once, the map lists no ghost, and each layer follows the tree."""
+    """Every module's folder is on the map, each top-level folder has a row of its own, and the
+    map lists no folder or file that holds no module."""
     package = load(root, architecture)
     doc = _rel(root, architecture)
     found = list(package.map_problems)
     for name in sorted(package.modules):
         if name not in package.layers:
-            found.append(f"{package.where(name, 1)}: {name} is not in the map ({doc})")
-    for name in sorted(package.layers):
-        if name not in package.modules:
-            found.append(f"{doc}:{package.map_rows[name]}: the map lists {name}, which is not a "
-                         f"module of the package")
+            found.append(f"{package.where(name, 1)}: {name} is not in the map ({doc}): no row "
+                         f"for its folder")
             continue
-        layer = package.layers[name]
+        top = ".".join(name.split(".")[:2])
+        if name != NAME and package.modules[name].path.parent != root \
+                and rule_of(name, package.rules) == NAME + "/":
+            found.append(f"{package.where(name, 1)}: {top} has no row of its own in the map "
+                         f"({doc})")
+    for rule in sorted(package.rules):
+        if not any(rule_of(name, package.rules) == rule for name in package.modules):
+            found.append(f"{doc}:{package.map_rows[rule]}: the map lists {shown(rule)}, which "
+                         f"holds no module of the package")
+    return found
+
+
+def check_twins(root: Path, architecture: Path) -> List[str]:
+    """A concept's I/O half sits in the capability folder of its pure half (same stem)."""
+    package = load(root, architecture)
+    pure: Dict[str, str] = {}
+    for name, module in package.modules.items():
         parts = name.split(".")
-        home = next((lp for lp in LAYER_PACKAGES if _matches(name, lp)), None)
-        if name in FACADES:
-            allowed: Tuple[Optional[str], ...] = ("core",)
-        elif home is not None:
-            allowed = (LAYER_PACKAGES[home],)
-        elif len(parts) == 2 or ".".join(parts[:2]) in MIXED_PACKAGES:
-            allowed = ("core", "adapters")
-        else:
-            allowed = (package.layers.get(".".join(parts[:2])),)  # its top-level package's
-        if None not in allowed and layer not in allowed:
-            found.append(f"{doc}:{package.map_rows[name]}: {name} is mapped to {layer}, but its "
-                         f"place in the tree makes it {' or '.join(map(str, allowed))}")
+        if _matches(name, CORE) and len(parts) == 4 and not module.is_package:
+            pure[parts[3]] = parts[2]
+    found = []
+    for name, module in sorted(package.modules.items()):
+        parts = name.split(".")
+        if not (_matches(name, SERVICES) and len(parts) == 4 and not module.is_package):
+            continue
+        capability, stem = parts[2], parts[3]
+        if stem in pure and pure[stem] != capability:
+            found.append(f"{package.where(name, 1)}: {name} is the twin of "
+                         f"{CORE}.{pure[stem]}.{stem}: it belongs in services/{pure[stem]}/")
     return found
 
 
@@ -682,6 +722,7 @@ def check_adapters_use_public_names(root: Path, architecture: Path) -> List[str]
 
 CHECKS: Dict[str, Callable[[Path, Path], List[str]]] = {
     "map": check_map,
+    "twins": check_twins,
     "direction": check_import_direction,
     "core_imports": check_core_imports,
     "core_effects": check_core_effects,
@@ -699,8 +740,13 @@ def _assert_none(violations: Sequence[str]) -> None:
 # --- the rules, on the real package ------------------------------------------------------------
 
 def test_every_module_is_in_the_map_with_the_layer_of_its_place_in_the_tree():
-    """docs/architecture.md lists every module of the package, once, and nothing else."""
+    """docs/architecture.md gives every module's folder a layer, and lists nothing else."""
     _assert_none(check_map(PACKAGE, ARCHITECTURE))
+
+
+def test_a_concepts_twins_share_a_capability():
+    """core/<capability>/<concept>.py and its services twin sit in the same capability."""
+    _assert_none(check_twins(PACKAGE, ARCHITECTURE))
 
 
 def test_modules_import_only_their_own_layer_or_the_ones_before():
@@ -771,90 +817,113 @@ def _plant_module(root: Path, architecture: Path) -> None:
 
 def _plant_ghost_row(root: Path, architecture: Path) -> None:
     text = architecture.read_text(encoding="utf-8")
-    row = f"| `{NAME}.keys` |"
+    row = f"| `{NAME}/core/` |"
     assert row in text
-    ghost = f"| `{NAME}.ghost` | core | A module that does not exist. |\n"
+    ghost = f"| `{NAME}/ghost/` | core | A folder that does not exist. |\n"
     architecture.write_text(text.replace(row, ghost + row, 1), encoding="utf-8")
 
 
+def _plant_folder_without_row(root: Path, architecture: Path) -> None:
+    (root / "extra").mkdir()
+    (root / "extra" / "__init__.py").write_text('"""A folder with no row."""\n', encoding="utf-8")
+
+
 def _plant_cycle(root: Path, architecture: Path) -> None:
-    _append(root / "caseless.py", "from . import keys")
-    _append(root / "keys.py", "from .caseless import get_ignoring_case")
+    _append(root / "core" / "text" / "caseless.py", "from ..intake import keys")
+    _append(root / "core" / "intake" / "keys.py", "from ..text.caseless import get_ignoring_case")
 
 
 def _plant_sql_file(root: Path, architecture: Path) -> None:
     (root / "services" / "queries.sql").write_text("SELECT 1;\n", encoding="utf-8")
 
 
+def _plant_stray_twin(root: Path, architecture: Path) -> None:
+    (root / "services" / "processing" / "breaker.py").write_text(
+        '"""The breaker in the wrong place."""\n', encoding="utf-8")
+
+
+KEYS = "core/intake/keys.py"
+RETRY = "core/resilience/retry.py"
+APP = "gateway/app.py"
+FLOW = "services/flow/client.py"
+
 PLANTED = [
-    pytest.param(_plant_in("keys.py", "import datetime\n\ndef _planted():\n"
+    pytest.param(_plant_in(KEYS, "import datetime\n\ndef _planted():\n"
                            "    return datetime.datetime.now()"),
                  check_core_effects, "datetime.datetime.now", id="clock-datetime-now"),
-    pytest.param(_plant_in("keys.py", "from datetime import datetime as D\n\ndef _planted():\n"
+    pytest.param(_plant_in(KEYS, "from datetime import datetime as D\n\ndef _planted():\n"
                            "    return D.utcnow()"),
                  check_core_effects, "datetime.datetime.utcnow", id="clock-aliased"),
-    pytest.param(_plant_in("retry.py", "from .clock import SystemClock as Wall\n\n"
+    pytest.param(_plant_in(RETRY, "from ..clock import SystemClock as Wall\n\n"
                            "def _planted():\n    return Wall().now()"),
-                 check_core_effects, f"{NAME}.clock.SystemClock", id="clock-system-clock"),
-    pytest.param(_plant_in("keys.py", "import os\n\ndef _planted():\n    return os.environ['X']"),
+                 check_core_effects, f"{NAME}.core.clock.SystemClock", id="clock-system-clock"),
+    pytest.param(_plant_in(KEYS, "import os\n\ndef _planted():\n    return os.environ['X']"),
                  check_core_effects, "os.environ", id="environment-read"),
-    pytest.param(_plant_in("keys.py", "import random\n\ndef _planted():\n"
+    pytest.param(_plant_in(KEYS, "import random\n\ndef _planted():\n"
                            "    return random.random()"),
                  check_core_effects, "random.random", id="global-random"),
-    pytest.param(_plant_in("keys.py", "from random import uniform as u\n\ndef _planted():\n"
+    pytest.param(_plant_in(KEYS, "from random import uniform as u\n\ndef _planted():\n"
                            "    return u(0, 1)"),
                  check_core_effects, "random.uniform", id="global-random-aliased"),
-    pytest.param(_plant_in("keys.py", "import random\n\ndef _planted():\n"
+    pytest.param(_plant_in(KEYS, "import random\n\ndef _planted():\n"
                            "    return random.Random(4)"),
                  check_core_effects, "random.Random(...)", id="constructed-random"),
-    pytest.param(_plant_in("keys.py", "import uuid\n\ndef _planted():\n    return uuid.uuid4()"),
+    pytest.param(_plant_in(KEYS, "import uuid\n\ndef _planted():\n    return uuid.uuid4()"),
                  check_core_effects, "uuid.uuid4", id="uuid"),
-    pytest.param(_plant_in("keys.py", "def _planted(path):\n    with open(path) as f:\n"
+    pytest.param(_plant_in(KEYS, "def _planted(path):\n    with open(path) as f:\n"
                            "        return f.read()"),
                  check_core_effects, "builtins.open", id="open-file"),
-    pytest.param(_plant_in("keys.py", "def _planted(path):\n    return path.read_text()"),
+    pytest.param(_plant_in(KEYS, "def _planted(path):\n    return path.read_text()"),
                  check_core_effects, ".read_text", id="path-read-text"),
-    pytest.param(_plant_in("keys.py", "from .store import open_store"),
+    pytest.param(_plant_in(KEYS, "from ...store import open_store"),
                  check_import_direction, f"imports {NAME}.store (store)", id="core-imports-store"),
-    pytest.param(_plant_in("keys.py", "from .services.intake import decide"),
-                 check_import_direction, f"imports {NAME}.services.intake (services)",
+    pytest.param(_plant_in(KEYS, "from ...services.intake.webhook import decide"),
+                 check_import_direction, f"imports {NAME}.services.intake.webhook (services)",
                  id="core-imports-services"),
-    pytest.param(_plant_in("keys.py", "def _planted():\n    from .gateway import make_app"),
+    pytest.param(_plant_in(KEYS, "def _planted():\n    from ...gateway import make_app"),
                  check_import_direction, f"imports the adapter {NAME}.gateway",
                  id="core-imports-adapter-in-function"),
-    pytest.param(_plant_in("keys.py", "def _planted():\n    from . import Retrying"),
+    pytest.param(_plant_in(KEYS, "def _planted():\n    from ... import Retrying"),
                  check_import_direction, "takes Retrying through the facade",
                  id="core-takes-a-service-through-the-facade"),
-    pytest.param(_plant_in("__init__.py", "from .services.intake import decide"),
+    pytest.param(_plant_in("__init__.py", "from .services.intake.webhook import decide"),
                  check_import_direction, "the facade re-exports lazily",
                  id="facade-eager-service-import"),
-    pytest.param(_plant_in("fme/__init__.py", "from .callers import IntakeCaller"),
+    pytest.param(_plant_in("core/fme/fmw.py", "from ...fme.callers import IntakeCaller"),
                  check_import_direction, f"imports the adapter {NAME}.fme.callers",
-                 id="fme-facade-eager-caller-import"),
-    pytest.param(_plant_in("keys.py", "import requests"),
+                 id="core-fme-imports-a-caller"),
+    pytest.param(_plant_in("services/processing/processor.py",
+                           "from ...gateway.server import GatewayServer"),
+                 check_import_direction, f"imports the adapter {NAME}.gateway.server",
+                 id="service-imports-the-gateway"),
+    pytest.param(_plant_in(KEYS, "import requests"),
                  check_core_imports, "imports requests", id="core-non-stdlib-import"),
-    pytest.param(_plant_in("keys.py", "def _planted(*, store=None):\n    return store"),
+    pytest.param(_plant_in(KEYS, "def _planted(*, store=None):\n    return store"),
                  check_core_parameters, "parameter 'store'", id="core-store-parameter"),
-    pytest.param(_plant_in("keys.py", "def _planted(db: 'Optional[SqlStore]'):\n    return db"),
+    pytest.param(_plant_in(KEYS, "def _planted(db: 'Optional[SqlStore]'):\n    return db"),
                  check_core_parameters, "of type SqlStore", id="core-store-annotation"),
-    pytest.param(_plant_cycle, check_no_cycles, f"{NAME}.caseless", id="import-cycle"),
-    pytest.param(_plant_in("services/flow.py", "import sqlite3"),
+    pytest.param(_plant_cycle, check_no_cycles, f"{NAME}.core.text.caseless", id="import-cycle"),
+    pytest.param(_plant_in(FLOW, "import sqlite3"),
                  check_sql_in_store, "database driver sqlite3", id="driver-outside-store"),
     pytest.param(_plant_sql_file, check_sql_in_store, "SQL file outside the store",
                  id="sql-file-outside-store"),
-    pytest.param(_plant_in("services/flow.py", "_Q = 'SELECT status FROM ai_task_registry'"),
+    pytest.param(_plant_in(FLOW, "_Q = 'SELECT status FROM ai_task_registry'"),
                  check_sql_in_store, "holds SQL text", id="sql-text-outside-store"),
-    pytest.param(_plant_in("gateway.py", "from .redact import _private_helper"),
+    pytest.param(_plant_in(APP, "from ..core.text.redact import _private_helper"),
                  check_adapters_use_public_names, "private name _private_helper",
                  id="adapter-private-name"),
     pytest.param(_plant_in("cli/db.py", "from ..store import _x"),
                  check_adapters_use_public_names, "private name _x", id="adapter-private-relative"),
-    pytest.param(_plant_in("gateway.py", "from . import redact\n\n_R = redact._secret"),
+    pytest.param(_plant_in(APP, "from ..core.text import redact\n\n_R = redact._secret"),
                  check_adapters_use_public_names, "redact._secret", id="adapter-private-attribute"),
     pytest.param(_plant_module, check_map, f"{NAME}.unmapped is not in the map",
                  id="module-missing-from-map"),
-    pytest.param(_plant_ghost_row, check_map, f"{NAME}.ghost, which is not a module",
+    pytest.param(_plant_folder_without_row, check_map, f"{NAME}.extra is not in the map",
+                 id="folder-missing-from-map"),
+    pytest.param(_plant_ghost_row, check_map, f"{NAME}/ghost/, which holds no module",
                  id="map-lists-a-ghost"),
+    pytest.param(_plant_stray_twin, check_twins, "belongs in services/resilience/",
+                 id="twin-in-another-capability"),
 ]
 
 
@@ -885,13 +954,13 @@ if TYPE_CHECKING:
     from .store import Store
 
 __version__ = "0"
-_EXPORTS = {"decide": "fme_ai_resilience.services.intake"}
+_EXPORTS = {"decide": "fme_ai_resilience.services.intake.webhook"}
 
 
 def __getattr__(name: str) -> Any:
     """Load a re-exported name on first use."""
     from .gateway import make_app  # lazy: runs only when the name is asked for
-    from .services import intake
+    from .services.intake import webhook
     return getattr(importlib.import_module(_EXPORTS[name]), name)
 '''
 
@@ -900,6 +969,6 @@ def test_lazy_and_annotation_only_imports_are_not_violations(tmp_path):
     """Imports in the facade's __getattr__ or under TYPE_CHECKING break no rule."""
     root, architecture = copy_package(tmp_path)
     (root / "__init__.py").write_text(LAZY_FACADE, encoding="utf-8")
-    _append(root / "keys.py", "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-                              "    from .services.intake import decide\n    import requests")
+    _append(root / KEYS, "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                         "    from ...services.intake.webhook import decide\n    import requests")
     _assert_none([v for check in CHECKS.values() for v in check(root, architecture)])

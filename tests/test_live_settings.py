@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError, StoreUnavailable
-from fme_ai_resilience.services.live_settings import LiveSettings
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.errors import ConfigurationError, StoreUnavailable
+from fme_ai_resilience.services.config.settings import LiveSettings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import heapq
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.services.pacer import CallPacer
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.services.resilience.pace import CallPacer
 from fme_ai_resilience.store import open_store
 
 MAX_WAIT_S = 5.0

@@ -10,10 +10,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.degrade import CRITICAL
-from fme_ai_resilience.errors import FailureClass
+from fme_ai_resilience.core.resilience.degrade import CRITICAL
+from fme_ai_resilience.core.errors import FailureClass
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.ledger import TaskOutcome
+from fme_ai_resilience.core.ledger import TaskOutcome
 from fme_ai_resilience.store import open_store
 
 from test_processor import submission

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.fme.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS,
-                                          PROCESSOR, WORKSPACES, PublishedParameter,
-                                          changed_settings, parameter_name, parameters_for)
-from fme_ai_resilience.settings import SECRET_SETTINGS, Settings
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.fme.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS,
+                                                   PROCESSOR, WORKSPACES, PublishedParameter,
+                                                   changed_settings, parameter_name,
+                                                   parameters_for)
+from fme_ai_resilience.core.config.settings import SECRET_SETTINGS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"

@@ -9,20 +9,21 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.breaker import BreakerState, CircuitState, Manual
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import DeferCause, Stage, Status, TaskOutcome
-from fme_ai_resilience.degrade import Model
-from fme_ai_resilience.services.processor import Processor, Stop, VisionRoute, analysis_fingerprint
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-from fme_ai_resilience.services.shared_ladder import Degradation
-from fme_ai_resilience.services.sinks import CollectingSink, PostgresTableSink
+from fme_ai_resilience.core.resilience.breaker import BreakerState, CircuitState, Manual
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.ledger import DeferCause, Stage, Status, TaskOutcome
+from fme_ai_resilience.core.resilience.degrade import Model
+from fme_ai_resilience.services.processing.processor import (Processor, Stop, VisionRoute,
+                                                             analysis_fingerprint)
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+from fme_ai_resilience.services.resilience.degrade import Degradation
+from fme_ai_resilience.services.processing.sinks import CollectingSink, PostgresTableSink
 from fme_ai_resilience.services.vision import Photo, VisionClient
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 VISION = "http://vision.test/analyze"
 T0 = 1_790_000_000.0
@@ -411,7 +412,7 @@ def test_a_429_paces_the_fleet_so_the_next_calls_are_not_refused(ledger, clock):
 
 
 def test_the_pace_starts_at_its_first_interval_and_doubles_on_a_refusal_at_pace():
-    from fme_ai_resilience.pace import FIRST_INTERVAL_S, slower
+    from fme_ai_resilience.core.resilience.pace import FIRST_INTERVAL_S, slower
 
     assert slower(0.0) == FIRST_INTERVAL_S == 0.1
     assert slower(0.1) == 0.2 and slower(1.5) == 3.0 and slower(0.01) == FIRST_INTERVAL_S

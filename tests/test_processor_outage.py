@@ -10,16 +10,16 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.breaker import outage_probe_bound
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import Status
-from fme_ai_resilience.services.processor import Processor, VisionRoute
-from fme_ai_resilience.services.sinks import CollectingSink
+from fme_ai_resilience.core.resilience.breaker import outage_probe_bound
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.ledger import Status
+from fme_ai_resilience.services.processing.processor import Processor, VisionRoute
+from fme_ai_resilience.services.processing.sinks import CollectingSink
 from fme_ai_resilience.services.vision import Photo, VisionClient
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 VISION = "http://vision.test/analyze"
 T0 = 1_790_000_000.0

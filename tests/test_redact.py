@@ -5,16 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.redact import (
-    REDACTED,
-    excerpt,
-    is_secret_key,
-    redact_headers,
-    redact_mapping,
-    redact_text,
-    redact_url,
-    scrub_secrets,
-)
+from fme_ai_resilience.core.text.redact import (REDACTED, excerpt, is_secret_key, redact_headers,
+                                                redact_mapping, redact_text, redact_url,
+                                                scrub_secrets)
 
 SECRET = "s3cr3t-T0KEN-value"
 
@@ -150,7 +143,7 @@ def test_scrub_secrets_replaces_only_known_values():
 def test_token_values_are_learnt_from_members_escapes_and_credentials():
     """Token values come from token members (escaped names, escaped values, values cut off) and
     from token=, Bearer and fmetoken credentials; each as written and decoded."""
-    from fme_ai_resilience.redact import token_values
+    from fme_ai_resilience.core.text.redact import token_values
 
     assert token_values('{"\\u0074oken": "abc\\"def"') == ('abc\\"def', 'abc"def')
     assert token_values('{"access_token": "abcdef", "key": "not-learnt"}') == ("abcdef",)
@@ -161,7 +154,7 @@ def test_token_values_are_learnt_from_members_escapes_and_credentials():
 
 def test_redact_raw_hides_secret_members_in_place_and_token_values_everywhere():
     """Secret-named members lose their value in place; a learnt token goes wherever it is."""
-    from fme_ai_resilience.redact import redact_raw
+    from fme_ai_resilience.core.text.redact import redact_raw
 
     text = '{"api_key": "k-1", "note": "see tok-77777", "\\u0074oken": "tok-77777"}'
     assert redact_raw(text) == ('{"api_key": "[REDACTED]", "note": "see [REDACTED]", '
@@ -181,7 +174,7 @@ def test_a_body_cut_anywhere_after_its_token_member_keeps_no_piece_of_the_token(
         token, cut, escaped_name, escaped_char):
     """However a body is cut, once its token member has begun no 8-character piece of the
     token survives: not in the member, a later mention, a URL, or a mention cut in half."""
-    from fme_ai_resilience.redact import redact_raw, token_values
+    from fme_ai_resilience.core.text.redact import redact_raw, token_values
 
     written = token if escaped_char < 0 else (
         token[:escaped_char] + "\\u%04x" % ord(token[escaped_char]) + token[escaped_char + 1:])
@@ -198,7 +191,7 @@ def test_a_body_cut_anywhere_after_its_token_member_keeps_no_piece_of_the_token(
 def test_a_body_cut_inside_an_escape_of_its_token_keeps_no_piece_of_it():
     """A body cut right after the backslash of an escape inside the token's value still has
     the value hidden (found by the property above)."""
-    from fme_ai_resilience.redact import redact_raw, token_values
+    from fme_ai_resilience.core.text.redact import redact_raw, token_values
 
     text = '{"portalInfo": {"\\u0074oken": "00000000\\'
     assert "00000000" not in redact_raw(text, token_values(text))
@@ -207,7 +200,7 @@ def test_a_body_cut_inside_an_escape_of_its_token_keeps_no_piece_of_it():
 def test_the_longest_start_of_any_token_form_is_hidden_at_the_end():
     """Where a token's written and decoded forms both start the cut-off end of a text, the
     longer match is hidden (found by the property above)."""
-    from fme_ai_resilience.redact import redact_raw
+    from fme_ai_resilience.core.text.redact import redact_raw
 
     written, decoded = "0000\\u00300000000000", "0000000000000000"
     out = redact_raw("note: sent with 000000000000", [written, decoded])

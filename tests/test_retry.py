@@ -10,14 +10,15 @@ import pytest
 import requests
 import urllib3
 
-from fme_ai_resilience.backoff import Backoff
-from fme_ai_resilience.task_budget import check_budget
-from fme_ai_resilience.clock import Deadline
-from fme_ai_resilience.errors import (CircuitOpenError, ConfigurationError, ErrorClass,
-                                      FailureClass, FormatError, UnsafeURL)
-from fme_ai_resilience.retry import DecisionKind, RetryEvent, RetryHistory, RetryPolicy
-from fme_ai_resilience.services.retrying import Retrying, classify_exception
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.resilience.backoff import Backoff
+from fme_ai_resilience.core.resilience.task_budget import check_budget
+from fme_ai_resilience.core.clock import Deadline
+from fme_ai_resilience.core.errors import (CircuitOpenError, ConfigurationError, ErrorClass,
+                                           FailureClass, FormatError, UnsafeURL)
+from fme_ai_resilience.core.resilience.retry import (DecisionKind, RetryEvent, RetryHistory,
+                                                     RetryPolicy)
+from fme_ai_resilience.services.resilience.retry import Retrying, classify_exception
+from fme_ai_resilience.core.config.settings import Settings
 
 E = ErrorClass
 
@@ -196,7 +197,7 @@ def test_history_is_immutable_and_grows_by_one_per_decision(rng):
 
 def test_same_seed_same_waits(clock):
     """Two runs with equally seeded random sources wait exactly the same."""
-    from fme_ai_resilience.clock import FakeClock
+    from fme_ai_resilience.core.clock import FakeClock
     c1, c2 = FakeClock(), FakeClock()
     engine(c1, random.Random(9)).run(Script(Outcome(E.SERVER_ERROR)))
     engine(c2, random.Random(9)).run(Script(Outcome(E.SERVER_ERROR)))

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.ledger import CallWindow
-from fme_ai_resilience.services.fleet_retry_gate import FleetRetryGate
-from fme_ai_resilience.retry_budget import RetryBudget
-from fme_ai_resilience.settings import RetrySettings, Settings
+from fme_ai_resilience.core.ledger import CallWindow
+from fme_ai_resilience.services.resilience.retry_budget import FleetRetryGate
+from fme_ai_resilience.core.resilience.retry_budget import RetryBudget
+from fme_ai_resilience.core.config.settings import RetrySettings, Settings
 
 
 def test_budget_is_ratio_of_first_attempts_plus_floor():
@@ -75,8 +75,8 @@ def test_gate_remembers_a_refusal_for_the_ttl():
 
 def test_retry_policy_parks_a_transient_failure_past_the_budget(rng):
     """Wired into RetryPolicy.decide: a refused budget parks instead of retrying inline."""
-    from fme_ai_resilience.errors import ErrorClass
-    from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
+    from fme_ai_resilience.core.errors import ErrorClass
+    from fme_ai_resilience.core.resilience.retry import DecisionKind, RetryHistory, RetryPolicy
 
     class Failed:
         error_class = ErrorClass.CONNECTION_ERROR

@@ -13,14 +13,14 @@ import responses
 from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.ledger import LayerStatus, ReviewState, Status, TaskOutcome
-from fme_ai_resilience.services.observe import read_signals
-from fme_ai_resilience.services.review import ReviewRefused, Resolved, resolve
-from fme_ai_resilience.services.shared_ladder import Degradation
-from fme_ai_resilience.services.sinks import PostgresTableSink
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.ledger import LayerStatus, ReviewState, Status, TaskOutcome
+from fme_ai_resilience.services.observe.signals import read_signals
+from fme_ai_resilience.services.processing.review import ReviewRefused, Resolved, resolve
+from fme_ai_resilience.services.resilience.degrade import Degradation
+from fme_ai_resilience.services.processing.sinks import PostgresTableSink
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
 from test_degraded import SKIP_BENCHES

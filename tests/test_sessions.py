@@ -6,14 +6,14 @@ import requests
 import pytest
 from requests.adapters import BaseAdapter, HTTPAdapter
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.services import sessions
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.services.http import sessions
 from fme_ai_resilience.services.pipeline import build_processor, build_sink
-from fme_ai_resilience.services.processor import Model
-from fme_ai_resilience.services.sessions import (PhaseAdapter, bounded, fme_session_class,
-                                                 new_session, reset_session_choice)
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.services.processing.processor import Model
+from fme_ai_resilience.services.http.sessions import (PhaseAdapter, bounded, fme_session_class,
+                                                      new_session, reset_session_choice)
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import FakeFMERequestsSession, installed_fmetools
 from fme_ai_resilience.testing.network import FakeCertStoreAdapter

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError
-from fme_ai_resilience.settings import SECRET_SETTINGS, Settings
+from fme_ai_resilience.core.errors import ConfigurationError
+from fme_ai_resilience.core.config.settings import SECRET_SETTINGS, Settings
 
 
 def test_defaults_are_the_seeds_thresholds():
@@ -254,7 +254,7 @@ def test_the_invalid_table_covers_every_constrained_setting():
 @pytest.mark.parametrize("value", [True, 2.5, "6"])
 def test_direct_construction_checks_whole_numbers(value):
     """Building a group in code gets the same checks: no bools or fractions for counts."""
-    from fme_ai_resilience.settings import RetrySettings
+    from fme_ai_resilience.core.config.settings import RetrySettings
     with pytest.raises(ConfigurationError) as info:
         RetrySettings(task_attempts=value)
     assert info.value.field == "retry.task_attempts"

@@ -4,16 +4,16 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.ledger import (CallRecord, CallSample, CompletionSample, FormatAnomaly,
-                                      RegistrationSample, Status, TaskOutcome)
-from fme_ai_resilience.services.observe import read_signals
-from fme_ai_resilience.signals import AlertLevel, golden_signals, prometheus_text
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.ledger import (CallRecord, CallSample, CompletionSample,
+                                           FormatAnomaly, RegistrationSample, Status, TaskOutcome)
+from fme_ai_resilience.services.observe.signals import read_signals
+from fme_ai_resilience.core.observe.signals import AlertLevel, golden_signals, prometheus_text
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 NOW = 1_790_000_000.0
 

@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from fme_ai_resilience.breaker import BreakerMode, BreakerState, CircuitState
-from fme_ai_resilience.degrade import LadderState, Level
+from fme_ai_resilience.core.resilience.breaker import BreakerMode, BreakerState, CircuitState
+from fme_ai_resilience.core.resilience.degrade import LadderState, Level
 from fme_ai_resilience.store import open_store
 
 T0 = 1_790_000_000.0

@@ -5,21 +5,13 @@ import json
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FailureClass
-from fme_ai_resilience.ledger import (
-    CallRecord,
-    DeadLetterOutcome,
-    FormatAnomaly,
-    OverloadMode,
-    ReapResult,
-    RegisterOutcome,
-    Stage,
-    Status,
-    TaskOutcome,
-)
-from fme_ai_resilience.pipeline_settings import SECRET_SETTINGS
+from fme_ai_resilience.core.errors import ConfigurationError, ErrorClass, FailureClass
+from fme_ai_resilience.core.ledger import (CallRecord, DeadLetterOutcome, FormatAnomaly,
+                                           OverloadMode, ReapResult, RegisterOutcome, Stage,
+                                           Status, TaskOutcome)
+from fme_ai_resilience.core.config.pipeline_settings import SECRET_SETTINGS
 from fme_ai_resilience.store import SqlStore
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 T0 = 1_790_000_000.0
 

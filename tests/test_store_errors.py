@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from fme_ai_resilience.errors import StoreError, StoreUnavailable
+from fme_ai_resilience.core.errors import StoreError, StoreUnavailable
 from fme_ai_resilience.store import open_store, sqlite as sqlite_backend
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 T0 = 1_790_000_000.0
 

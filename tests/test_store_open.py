@@ -5,7 +5,7 @@ import inspect
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.store import SqlStore, Store, open_store
 from fme_ai_resilience.store.sqlite import SQLiteStore
 

@@ -3,10 +3,10 @@ PostgreSQL): claim priority, photos held back by the ladder, the layer flag, the
 the review queue and the ledger state the pages read."""
 from __future__ import annotations
 
-from fme_ai_resilience.degrade import CRITICAL
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.ledger import (AssetRow, DeferCause, LayerStatus, ReviewState,
-                                      ReviewVerdict, Status, TaskOutcome)
+from fme_ai_resilience.core.resilience.degrade import CRITICAL
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.core.ledger import (AssetRow, DeferCause, LayerStatus, ReviewState,
+                                           ReviewVerdict, Status, TaskOutcome)
 from tests.test_store_contract import T0, claimed, register
 
 

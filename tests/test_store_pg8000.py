@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError, StoreUnavailable
+from fme_ai_resilience.core.errors import ConfigurationError, StoreUnavailable
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.store.pg_drivers import driver_for, libpq_url
 

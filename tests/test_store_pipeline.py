@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.errors import ErrorClass, FailureClass, StoreError
-from fme_ai_resilience.ledger import (AssetRow, CallRecord, FormatAnomaly, Status, TaskOutcome)
+from fme_ai_resilience.core.errors import ErrorClass, FailureClass, StoreError
+from fme_ai_resilience.core.ledger import AssetRow, CallRecord, FormatAnomaly, Status, TaskOutcome
 from tests.test_store_contract import T0, claimed, register, sub
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.ledger import RegisterOutcome, TaskOutcome
+from fme_ai_resilience.core.ledger import RegisterOutcome, TaskOutcome
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 from tests.conftest import pg8000_url, pg_run
 
 pytestmark = pytest.mark.postgres
@@ -164,7 +164,7 @@ def _lost_mid_statement(pg, pg_store_url, operation):
 def test_a_checkpoint_lost_mid_statement_is_sent_again(pg_any, pg_store_url):
     """A fenced checkpoint is the same written twice: after a lost connection it is sent again
     on a new one and lands, so the stage is not redone."""
-    from fme_ai_resilience.ledger import Stage
+    from fme_ai_resilience.core.ledger import Stage
 
     pg_any.register(Submission("k", "F", "t"), 10, now=T0)
     (task,) = pg_any.claim("e", 1, 60, now=T0)
@@ -176,7 +176,7 @@ def test_a_checkpoint_lost_mid_statement_is_sent_again(pg_any, pg_store_url):
 
 def test_a_completion_lost_mid_statement_is_not_guessed(pg_any, pg_store_url):
     """A completion may have committed: it is reported unavailable, never sent twice."""
-    from fme_ai_resilience.errors import StoreUnavailable
+    from fme_ai_resilience.core.errors import StoreUnavailable
 
     pg_any.register(Submission("k", "F", "t"), 10, now=T0)
     (task,) = pg_any.claim("e", 1, 60, now=T0)

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from fme_ai_resilience.errors import ErrorClass, FailureClass, StoreError
-from fme_ai_resilience.ledger import FormatAnomaly, RegisterOutcome, Status
+from fme_ai_resilience.core.errors import ErrorClass, FailureClass, StoreError
+from fme_ai_resilience.core.ledger import FormatAnomaly, RegisterOutcome, Status
 from fme_ai_resilience.store.text import clean_json, clean_text, needs_cleaning
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 T0 = 1_790_000_000.0
 #: Text no driver can store as it is: a NUL, a lone high and a lone low surrogate.

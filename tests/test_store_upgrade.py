@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fme_ai_resilience.ledger import Stage, Status
+from fme_ai_resilience.core.ledger import Stage, Status
 from fme_ai_resilience.store import open_store, sqlfiles
 
 T0 = 1_700_000_000.0

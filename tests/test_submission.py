@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from fme_ai_resilience.errors import InvalidPayload
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.errors import InvalidPayload
+from fme_ai_resilience.core.intake.submission import Submission
 
 TOKEN = "portal-token-SECRET-123"
 

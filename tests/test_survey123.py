@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.errors import InvalidPayload
-from fme_ai_resilience.keys import UNKNOWN_ATTACHMENTS, idempotency_key
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.errors import InvalidPayload
+from fme_ai_resilience.core.intake.keys import UNKNOWN_ATTACHMENTS, idempotency_key
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 DATA = Path(__file__).resolve().parent / "data"
 TOKEN = "PORTAL-TOKEN-7f3a9c1e5b2d4a6f8e0c"
@@ -493,8 +493,8 @@ def _params(url):
 def test_a_photo_url_keeps_everything_but_portal_tokens_and_credentials(url):
     """For any URL text: the portal-token parameters go, every other parameter stays verbatim
     and in order, and a URL with neither a token parameter nor credentials is kept as sent."""
-    from fme_ai_resilience.redact import PORTAL_TOKEN_PARAMS
-    from fme_ai_resilience.survey123 import _without_token
+    from fme_ai_resilience.core.text.redact import PORTAL_TOKEN_PARAMS
+    from fme_ai_resilience.core.intake.survey123 import _without_token
 
     try:
         netloc = urlsplit(url).netloc
@@ -536,7 +536,7 @@ def test_every_photo_of_a_record_carries_the_records_attributes():
 def test_the_delivery_id_is_kept_with_control_characters_escaped():
     """A delivery id carrying a line break or a terminal escape is kept visibly escaped,
     bounded after escaping."""
-    from fme_ai_resilience.survey123 import delivery_id_of
+    from fme_ai_resilience.core.intake.survey123 import delivery_id_of
 
     assert delivery_id_of({"X-Survey123-Delivery": " d-1\r\nforged\x1b "}) == \
         "d-1\\x0d\\x0aforged\\x1b"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 
-from fme_ai_resilience.services import collaborators, processor, task_run
+from fme_ai_resilience.services.processing import collaborators, processor, task_run
 
 
 def _tree(module):

@@ -10,8 +10,8 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.testing import (OUTPUT, REJECTED, FakeFeature, FakeFME, FakeVision, Fault,
                                        FMEException, installed_fme, run_caller)
 

@@ -9,9 +9,9 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.errors import DownloadError, UnsafeURL
+from fme_ai_resilience.core.errors import DownloadError, UnsafeURL
 from fme_ai_resilience.services.vision.download import DownloadPolicy, fetch_photo
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.config.settings import Settings
 
 SERVICE = "https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer"
 LAYER_PHOTO = f"{SERVICE}/0/11/attachments/42"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.errors import InvalidPayload
-from fme_ai_resilience.untrusted_json import (MAX_INT_DIGITS, decode_object, decode_value,
-                                              deeper_than)
+from fme_ai_resilience.core.errors import InvalidPayload
+from fme_ai_resilience.core.text.untrusted_json import (MAX_INT_DIGITS, decode_object,
+                                                        decode_value, deeper_than)
 
 
 @pytest.mark.parametrize("text, value", [

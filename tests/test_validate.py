@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fme_ai_resilience.ledger import FormatAnomaly
-from fme_ai_resilience.settings import ValidationSettings
-from fme_ai_resilience.validate import VerdictKind, Verdict, schema_errors, validate
-from fme_ai_resilience.services.vision.providers import Assessment
+from fme_ai_resilience.core.ledger import FormatAnomaly
+from fme_ai_resilience.core.config.settings import ValidationSettings
+from fme_ai_resilience.core.vision.validate import VerdictKind, Verdict, schema_errors, validate
+from fme_ai_resilience.core.vision.providers import Assessment
 
 
 def result(condition="good", confidence=0.9, **extra):

@@ -10,14 +10,14 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.timeouts import TimeoutBudget
-from fme_ai_resilience.errors import ErrorClass
-from fme_ai_resilience.keys import as_trace_id
-from fme_ai_resilience.ledger import CallRecord
-from fme_ai_resilience.validate import VerdictKind, validate
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.errors import ErrorClass
+from fme_ai_resilience.core.intake.keys import as_trace_id
+from fme_ai_resilience.core.ledger import CallRecord
+from fme_ai_resilience.core.vision.validate import VerdictKind, validate
 from fme_ai_resilience.services.vision import Credentials, VisionClient, VisionOutcome, traceparent
-from fme_ai_resilience.services.vision.providers import GenericMapping
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.vision.providers import GenericMapping
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from tests import vision_fixtures as fx
 
 API_KEY = "sk-live-ABCDEF0123456789"

@@ -8,8 +8,8 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL
-from fme_ai_resilience.settings import DownloadSettings, IntakeSettings, Settings
+from fme_ai_resilience.core.errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL
+from fme_ai_resilience.core.config.settings import DownloadSettings, IntakeSettings, Settings
 from fme_ai_resilience.services.vision.download import (DownloadPolicy, check_peer, check_url,
                                                         fetch_photo)
 

@@ -16,11 +16,11 @@ import responses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import ErrorClass, FormatError
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import ErrorClass, FormatError
 from fme_ai_resilience.services.vision import Credentials, VisionClient, VisionOutcome
-from fme_ai_resilience.services.vision.providers import PROVIDERS, Assessment, normalize
-from fme_ai_resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.vision.providers import PROVIDERS, Assessment, normalize
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
 from tests import vision_fixtures as fx
 
 URLS = fx.URLS   # where each provider's request goes for endpoint vision.example.com

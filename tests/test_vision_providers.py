@@ -7,17 +7,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from fme_ai_resilience.errors import ConfigurationError, ErrorClass, FormatError
-from fme_ai_resilience.validate import VerdictKind, validate
+from fme_ai_resilience.core.errors import ConfigurationError, ErrorClass, FormatError
+from fme_ai_resilience.core.vision.validate import VerdictKind, validate
 from fme_ai_resilience.services.vision import builders
 from fme_ai_resilience.services.vision.builders import Credentials, build_request
-from fme_ai_resilience.services.vision.providers import (
-    Assessment,
-    ConditionRules,
-    GenericMapping,
-    detect_error,
-    normalize,
-)
+from fme_ai_resilience.core.vision.providers import (Assessment, ConditionRules, GenericMapping,
+                                                     detect_error, normalize)
 from tests import vision_fixtures as fx
 
 MAPPING = GenericMapping(condition="result.asset_condition", confidence="result.score",

@@ -11,10 +11,10 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.timeouts import TimeoutBudget
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import ConfigurationError, ErrorClass
-from fme_ai_resilience.redact import redact_headers, redact_text
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import ConfigurationError, ErrorClass
+from fme_ai_resilience.core.text.redact import redact_headers, redact_text
 from fme_ai_resilience.services.vision import (AwsCredentials, Credentials, RequestOptions,
                                                VisionClient,
                                       VisionRequest, build_request, rekognition_signer)

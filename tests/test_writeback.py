@@ -8,17 +8,18 @@ import urllib.parse
 import pytest
 import responses
 
-from fme_ai_resilience.errors import ArcGISError, ConfigurationError, ErrorClass
-from fme_ai_resilience.keys import compose_key, trace_id_for
-from fme_ai_resilience.ledger import LayerStatus, Stage, TaskOutcome
+from fme_ai_resilience.core.errors import ArcGISError, ConfigurationError, ErrorClass
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.ledger import LayerStatus, Stage, TaskOutcome
 from fme_ai_resilience.services.pipeline import build_compensator, build_processor
-from fme_ai_resilience.services.sinks import CollectingSink, Conclusion, PostgresTableSink
-from fme_ai_resilience.services.writeback import (FeatureLayerSink, Layers, braced,
-                                                  layer_photo_lister, row_global_id,
-                                                  trusted_layers)
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.services.processing.sinks import (CollectingSink, Conclusion,
+                                                         PostgresTableSink)
+from fme_ai_resilience.services.processing.writeback import (FeatureLayerSink, Layers, braced,
+                                                             layer_photo_lister, row_global_id,
+                                                             trusted_layers)
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 SERVICE = "https://gis.example.com/arcgis/rest/services/Inspections/FeatureServer"
 LAYER = f"{SERVICE}/0"

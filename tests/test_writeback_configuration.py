@@ -9,18 +9,18 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.clock import FakeClock
-from fme_ai_resilience.errors import FailureClass
-from fme_ai_resilience.keys import compose_key, trace_id_for
-from fme_ai_resilience.ledger import Status
-from fme_ai_resilience.services.compensator import Compensator
-from fme_ai_resilience.services.processor import Processor, VisionRoute
+from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.errors import FailureClass
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.ledger import Status
+from fme_ai_resilience.services.compensation.compensator import Compensator
+from fme_ai_resilience.services.processing.processor import Processor, VisionRoute
 from fme_ai_resilience.services.vision import Photo, VisionClient
-from fme_ai_resilience.services.writeback import (FeatureLayerSink, Layers, braced,
-                                                  trusted_layers)
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.services.processing.writeback import (FeatureLayerSink, Layers, braced,
+                                                             trusted_layers)
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 SERVICE = "https://gis.example.com/arcgis/rest/services/Inspections/FeatureServer"
 LAYER = f"{SERVICE}/0"

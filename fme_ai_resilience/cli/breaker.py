@@ -16,11 +16,11 @@ import json
 import sys
 from typing import Any, Dict, List
 
-from ..breaker import BreakerMode, BreakerState, Manual
-from ..clock import SystemClock
-from ..errors import ConfigurationError
-from ..services.calibration import calibrate
-from ..services.shared_breaker import CircuitBreaker, known_service
+from ..core.resilience.breaker import BreakerMode, BreakerState, Manual
+from ..core.clock import SystemClock
+from ..core.errors import ConfigurationError
+from ..services.resilience.calibrate import calibrate
+from ..services.resilience.breaker import CircuitBreaker, known_service
 from ..store import SqlStore
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger,
                      number, service_name)

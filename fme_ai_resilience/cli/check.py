@@ -12,9 +12,9 @@ import json
 import sys
 from typing import Any
 
-from ..clock import SystemClock
-from ..errors import ResilienceError, StoreError
-from ..services.observe import read_signals
+from ..core.clock import SystemClock
+from ..core.errors import ResilienceError, StoreError
+from ..services.observe.signals import read_signals
 from .common import (EXIT_USAGE, add_db_option, ledger, ledger_error, number,
                      setting_default)
 from .common import DAY_S

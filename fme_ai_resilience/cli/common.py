@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from ..checks import ascii_name, count, finite, read_count, read_number
-from ..errors import ConfigurationError, ResilienceError, StoreError, StoreUnavailable
-from ..settings import Settings
+from ..core.checks import ascii_name, count, finite, read_count, read_number
+from ..core.errors import ConfigurationError, ResilienceError, StoreError, StoreUnavailable
+from ..core.config.settings import Settings
 from ..store import SqlStore, display_url, open_store
 
 __all__ = ["DAY_S", "service_name", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",

@@ -17,10 +17,10 @@ import datetime
 import json
 from typing import Any, Dict
 
-from ..clock import SystemClock
-from ..errors import ConfigurationError
+from ..core.clock import SystemClock
+from ..core.errors import ConfigurationError
 from ..services.pipeline import build_compensator
-from ..services.reconcile import ReconcileReport
+from ..services.compensation.reconcile import ReconcileReport
 from .common import (EXIT_OK, OptionError, add_db_option, command, exit_codes, ledger,
                      number, parse_values)
 from .logs import add_log_option, setup_logging

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..clock import SystemClock
+from ..core.clock import SystemClock
 from ..store import display_url
 from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args
 

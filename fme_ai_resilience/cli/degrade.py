@@ -5,9 +5,9 @@ import argparse
 import json
 from typing import Any
 
-from ..clock import SystemClock
-from ..degrade import LadderState, Level, model_for
-from ..services.shared_ladder import Degradation
+from ..core.clock import SystemClock
+from ..core.resilience.degrade import LadderState, Level, model_for
+from ..services.resilience.degrade import Degradation
 from .common import EXIT_OK, add_db_option, command, exit_codes, ledger
 
 __all__ = ["add_parser", "describe"]

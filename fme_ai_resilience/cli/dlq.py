@@ -13,11 +13,11 @@ import json
 import sys
 from typing import Any, Dict
 
-from ..settings import MAX_COUNT
-from ..clock import SystemClock
-from ..errors import ConfigurationError, FailureClass
-from ..ledger import Status, TaskRecord
-from ..redact import redact_mapping
+from ..core.config.settings import MAX_COUNT
+from ..core.clock import SystemClock
+from ..core.errors import ConfigurationError, FailureClass
+from ..core.ledger import Status, TaskRecord
+from ..core.text.redact import redact_mapping
 from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger, whole
 
 __all__ = ["add_parser", "describe"]

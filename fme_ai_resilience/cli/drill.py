@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Any, Dict, Iterator, Tuple
 
-from ..settings import MAX_COUNT
+from ..core.config.settings import MAX_COUNT
 from ..drill.html import render_html
 from ..drill.invariants import targets
 from ..drill.report import DrillReport
@@ -28,7 +28,7 @@ from ..drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAULT_SUBMISSIONS,
                          DEFAULT_TIME_SCALE, run_drill)
 from ..drill.scenarios import SCENARIOS
 from ..drill.table import render_checklist, render_table
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 from .common import DB_FORMS, EXIT_FAILED, EXIT_OK, command, exit_codes, ledger, number, whole
 
 __all__ = ["add_parser", "verdicts", "THROWAWAY_DEFAULT"]

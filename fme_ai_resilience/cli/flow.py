@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
-from ..fme.deployment import DEFAULT_QUEUE, describe, processor_job, schedules
-from ..fme.parameters import WORKSPACES
-from ..redact import redact_url
-from ..services.flow import FlowClient
+from ..core.fme.deployment import DEFAULT_QUEUE, describe, processor_job, schedules
+from ..core.fme.parameters import WORKSPACES
+from ..core.text.redact import redact_url
+from ..services.flow.client import FlowClient
 from .common import (DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes,
                      settings_from_args)
 from .workspaces import DEFAULT_DIR, check_file

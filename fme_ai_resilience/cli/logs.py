@@ -7,8 +7,8 @@ import logging
 import os
 import sys
 
-from ..errors import ConfigurationError
-from ..services.observe import JsonLogFormatter
+from ..core.errors import ConfigurationError
+from ..services.observe.logs import JsonLogFormatter
 
 __all__ = ["add_log_option", "setup_logging", "LOG_ENV", "FORMATS"]
 

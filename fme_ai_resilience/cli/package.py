@@ -1,7 +1,7 @@
 """``fme-ai-resilience package build``: the FME Package (``.fpkg``) in one command.
 
 It writes ``package.yml``, README, CHANGES, the icon, the three transformers with their help
-pages (:mod:`fme_ai_resilience.fme.fpkg`) and ``python/``: the library's wheel, built with pip
+pages (:mod:`fme_ai_resilience.core.fme.fpkg`) and ``python/``: the library's wheel, built with pip
 from a copy of the checkout without its build folders (nothing an earlier build left), and
 its dependencies as pure-Python wheels, from ``--wheelhouse`` or downloaded by pip
 (``--only-binary :all:`` for the ``any`` platform, so nothing compiled can come). Every
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 from .. import __version__
-from ..errors import ConfigurationError, ResilienceError
-from ..fme import fpkg
+from ..core.errors import ConfigurationError, ResilienceError
+from ..core.fme import fpkg
 from ..fme.caller_base import WORKSPACE_ATTRIBUTES
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 

@@ -16,11 +16,11 @@ import json
 import math
 from typing import Any, Dict, List, Optional
 
-from ..settings import MAX_COUNT
-from ..checks import count
-from ..retry import RetryPolicy
-from ..settings import Settings
-from ..task_budget import check_budget
+from ..core.config.settings import MAX_COUNT
+from ..core.checks import count
+from ..core.resilience.retry import RetryPolicy
+from ..core.config.settings import Settings
+from ..core.resilience.task_budget import check_budget
 from .common import (EXIT_FAILED, EXIT_OK, command, exit_codes, number, setting_default,
                      settings_from_args, whole)
 

@@ -19,11 +19,11 @@ import socket
 import threading
 from typing import Any, Iterator
 
-from ..settings import MAX_COUNT
-from ..errors import StoreError
-from ..redact import redact_text
+from ..core.config.settings import MAX_COUNT
+from ..core.errors import StoreError
+from ..core.text.redact import redact_text
 from ..services.pipeline import build_processor
-from ..services.processor import BatchReport, Stop
+from ..services.processing.processor import BatchReport, Stop
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger, number,
                      parse_values, whole)
 from .logs import add_log_option, setup_logging

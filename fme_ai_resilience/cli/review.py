@@ -14,11 +14,11 @@ import argparse
 import json
 from typing import Any, Dict
 
-from ..clock import SystemClock
-from ..ledger import ReviewItem, ReviewState
-from ..redact import redact_mapping
+from ..core.clock import SystemClock
+from ..core.ledger import ReviewItem, ReviewState
+from ..core.text.redact import redact_mapping
 from ..services.pipeline import build_sink
-from ..services.review import ReviewRefused, resolve
+from ..services.processing.review import ReviewRefused, resolve
 from .common import EXIT_OK, add_db_option, command, exit_codes, ledger, whole
 
 __all__ = ["add_parser", "describe", "MAX_LISTED"]

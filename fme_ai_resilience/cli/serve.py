@@ -16,15 +16,15 @@ import signal
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import SCHEMA_MISSING, ConfigurationError
+from ..core.errors import SCHEMA_MISSING, ConfigurationError
 from ..gateway import DEFAULT_SECRET_HEADER, make_app
-from ..redact import redact_url
-from ..services.flow import FlowClient
-from ..services.live_settings import LiveSettings
-from ..settings import Settings
+from ..core.text.redact import redact_url
+from ..services.flow.client import FlowClient
+from ..services.config.settings import LiveSettings
+from ..core.config.settings import Settings
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
                      number, port, setting_default, settings_from_args, whole)
-from .httpserver import DEFAULT_BACKLOG, GatewayServer
+from ..gateway.server import DEFAULT_BACKLOG, GatewayServer
 from .common import DAY_S
 
 __all__ = ["add_parser", "build_server"]

@@ -12,12 +12,12 @@ import argparse
 import json
 from typing import Any, Dict, List, Optional
 
-from ..clock import Clock, SystemClock
-from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
-from ..pages import human_age as _age
-from ..services.observe import read_signals
+from ..core.clock import Clock, SystemClock
+from ..core.ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, Status
+from ..core.observe.alerts import human_age as _age
+from ..services.observe.signals import read_signals
 from ..store import SqlStore, display_url
-from ..settings import Settings
+from ..core.config.settings import Settings
 from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args, settings_for
 
 __all__ = ["add_parser", "ledger_status", "render"]

@@ -2,10 +2,10 @@
 
 ``build`` writes ``WS-01_intake.fmw``, ``WS-02_processor.fmw`` and ``WS-03_compensator.fmw``
 from the ``.py`` scripts beside them (the source of truth) and the published parameters of
-:mod:`fme_ai_resilience.fme.parameters`; a file whose text would not change is not touched.
+:mod:`fme_ai_resilience.core.fme.parameters`; a file whose text would not change is not touched.
 ``check`` checks any ``.fmw`` (by default the three in ``--dir``): the rules of
-:mod:`fme_ai_resilience.fme.fmw_check`, and, for a template with its script beside it, that the
-file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
+:mod:`fme_ai_resilience.core.fme.fmw_check`, and, for a template with its script beside it, that
+the file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
 Exit codes: 0 every file passes, 1 a problem (one line each on stdout, ``FILE: rule:
 what``), 2 a usage error (a missing directory, script or file).
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 from ..fme.caller_base import WORKSPACE_ATTRIBUTES
-from ..fme.fmw import WorkspaceSpec, render_workspace
-from ..fme.fmw_check import Problem, check_workspace
-from ..fme.parameters import WORKSPACES, parameters_for
+from ..core.fme.fmw import WorkspaceSpec, render_workspace
+from ..core.fme.fmw_check import Problem, check_workspace
+from ..core.fme.parameters import WORKSPACES, parameters_for
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 
 __all__ = ["add_parser", "render_template", "check_file"]

@@ -9,7 +9,8 @@ they cannot be bent by what happened in it.
   outage (at most every engine calling back to back at the fastest latency), and at least
   ``min_calls``; every engine may have one call in flight when it opens. Then each half-open
   round admits exactly ``half_open_probes``, one round per interval of the breaker's own probe
-  schedule (:func:`~fme_ai_resilience.breaker.probe_schedule`) that starts inside the window.
+  schedule (:func:`~fme_ai_resilience.core.resilience.breaker.probe_schedule`) that starts inside
+  the window.
 * :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
   costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
   calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
@@ -17,7 +18,7 @@ they cannot be bent by what happened in it.
 * :func:`drift_call_bound`: the calls into a model that answers out of schema until its fix:
   the ``drift_calls`` answers that show the drift, a call in flight on every other engine and
   one more each on its cached view of the circuit, then the probes of the breaker's probe
-  schedule (:func:`~fme_ai_resilience.breaker.outage_probe_bound`) over the drift; its drain
+  schedule (:func:`~fme_ai_resilience.core.resilience.breaker.outage_probe_bound`) over the drift; its drain
   bound is the outage form, counted from the fix.
 * :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
   the recovery lag allowed: the probe interval in force when the service comes back. Both
@@ -28,8 +29,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from ..breaker import cooldown_s, outage_probe_bound, probe_schedule
-from ..settings import MAX_COUNT, BreakerSettings
+from ..core.resilience.breaker import cooldown_s, outage_probe_bound, probe_schedule
+from ..core.config.settings import MAX_COUNT, BreakerSettings
 
 __all__ = ["probe_bound", "outage_call_bound", "drift_call_bound", "probe_interval_s", "drain_bound_s",
            "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
@@ -70,7 +71,7 @@ def drift_call_bound(policy: BreakerSettings, drift_s: float, *, engines: int,
 def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:
     """The recovery lag allowed after an outage of ``outage_s``: one probe interval, the one in
     force when the service comes back (the interval after the last round of the breaker's
-    :func:`~fme_ai_resilience.breaker.probe_schedule` inside the outage; the circuit opens
+    :func:`~fme_ai_resilience.core.resilience.breaker.probe_schedule` inside the outage; the circuit opens
     after the outage starts, so the interval really in force is never longer)."""
     return cooldown_s(policy, len(probe_schedule(policy, outage_s)) + 1)
 

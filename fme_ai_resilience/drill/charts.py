@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..degrade import Level
+from ..core.resilience.degrade import Level
 from .figures import printable
 from .report import DrillReport, SubjectResult, Timeline
 

@@ -53,7 +53,7 @@ class FaultingStore:
         return tasks
 
     def checkpoint(self, key: str, token: int, stage: Any, data: Any, *, now: float) -> bool:
-        from ..ledger import Stage
+        from ..core.ledger import Stage
 
         if Stage(stage) is Stage.WRITTEN:
             self._fault("written")           # the layer holds the write, the ledger not yet
@@ -65,7 +65,7 @@ class FaultingStore:
 
 def _doomed_caller(doomed: Any, index: int) -> Any:
     """WS-02's template class whose processor dies at ``doomed[index]``'s kill point."""
-    from ..fme.parameters import PROCESSOR
+    from ..core.fme.parameters import PROCESSOR
     from ..testing.templates import template_caller
 
     ws02 = template_caller(PROCESSOR)

@@ -34,9 +34,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..keys import compose_key, normalise_global_id
-from ..ledger import LayerStatus, TaskOutcome
-from ..pipeline_settings import WritebackSettings
+from ..core.intake.keys import compose_key, normalise_global_id
+from ..core.ledger import LayerStatus, TaskOutcome
+from ..core.config.pipeline_settings import WritebackSettings
 from .standins import Message
 
 __all__ = ["Observed", "Figures", "judge", "ANALYSED", "FLAGGED", "photo_key"]

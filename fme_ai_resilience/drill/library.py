@@ -21,13 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-from ..breaker import effective_state
-from ..errors import FailureClass, ResilienceError
+from ..core.resilience.breaker import effective_state
+from ..core.errors import FailureClass, ResilienceError
 from ..gateway import make_app
-from ..ledger import Status, TaskRecord
-from ..services.live_settings import LiveSettings
+from ..core.ledger import Status, TaskRecord
+from ..services.config.settings import LiveSettings
 from ..services.pipeline import build_compensator
-from ..settings import Settings
+from ..core.config.settings import Settings
 from ..store import SqlStore, open_store
 from .engines import KILL_POINTS, Engines
 from .report import Timeline
@@ -98,7 +98,7 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
 
 @contextlib.contextmanager
 def _gateway(db_url: str) -> Iterator[str]:
-    from ..cli.httpserver import GatewayServer
+    from ..gateway.server import GatewayServer
 
     store = open_store(db_url)
     app = make_app(LiveSettings(Settings().with_values(store.get_config()), store=store,

@@ -13,9 +13,9 @@ import tempfile
 import time
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple
 
-from ..breaker import CircuitState
-from ..errors import ConfigurationError
-from ..settings import Settings
+from ..core.resilience.breaker import CircuitState
+from ..core.errors import ConfigurationError
+from ..core.config.settings import Settings
 from .baselines import BASELINES, Progress, run_baseline
 from .bounds import (calls_per_analysed_bound, drain_bound_s, drift_call_bound, outage_call_bound,
                      probe_interval_s)

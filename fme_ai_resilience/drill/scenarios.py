@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 from .standins import FaultSchedule
 
 __all__ = ["Scenario", "SCENARIOS", "Scheduled", "Plan", "plan_deliveries"]

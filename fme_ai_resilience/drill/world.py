@@ -15,8 +15,8 @@ import hashlib
 import random
 from typing import Any, Dict, List, Set
 
-from ..checks import count
-from ..keys import compose_key, normalise_global_id
+from ..core.checks import count
+from ..core.intake.keys import compose_key, normalise_global_id
 from .judge import Observed
 from .scenarios import Plan, Scenario, plan_deliveries
 from .standins import (FeatureLayerStandIn, FeatureRecord, NotificationStandIn, PhotoHost,

@@ -1,7 +1,7 @@
 """What the PythonCaller classes of :mod:`fme_ai_resilience.fme` share: the published
 parameters, the ledger, FME's log, and the output features with their ``fair_*`` attributes.
 
-:class:`CallerBase` has the PythonCaller class interface (shared/reference/fme.md): a
+:class:`CallerBase` has the PythonCaller class interface (docs/fme-flow.md): a
 no-argument constructor, ``input(feature)``, ``close()``, ``process_group()``, and
 ``has_support_for()`` declining Bulk Mode; FME injects ``self.pyoutput``. At the first feature
 it reads the settings from ``fme.macroValues`` (``FAIR_*`` published parameters, then the
@@ -41,11 +41,12 @@ from urllib.parse import urlsplit
 
 import requests
 
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError, StoreError
-from .parameters import COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR, parameter_name
-from ..redact import REDACTED, redact_text
-from ..settings import SECRET_SETTINGS, Settings
+from ..core.clock import Clock, SystemClock
+from ..core.errors import ConfigurationError, StoreError
+from ..core.fme.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR,
+                                   parameter_name)
+from ..core.text.redact import REDACTED, redact_text
+from ..core.config.settings import SECRET_SETTINGS, Settings
 from ..store import SqlStore, display_url, open_store
 
 __all__ = ["CallerBase", "ATTRIBUTES", "CONCLUSION_ATTRIBUTES", "WORKSPACE_ATTRIBUTES",

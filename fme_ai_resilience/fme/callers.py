@@ -36,21 +36,21 @@ import os
 import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ConfigurationError, ResilienceError, StoreError
+from ..core.errors import ConfigurationError, ResilienceError, StoreError
 from .caller_base import (ATTRIBUTES, CONCLUSION_ATTRIBUTES, CONFIGURATION_CODE, REJECTED_TAG,
                        CallerBase, fme_time, injected, is_null)
-from ..keys import trace_id_for
-from ..ledger import Status
-from .parameters import BODY_PARAMETER, COMPENSATOR, HEADERS_PARAMETER, INTAKE, PROCESSOR
-from ..redact import redact_text
-from ..services.intake import decide
-from ..services.observe import read_signals
+from ..core.intake.keys import trace_id_for
+from ..core.ledger import Status
+from ..core.fme.parameters import BODY_PARAMETER, COMPENSATOR, HEADERS_PARAMETER, INTAKE, PROCESSOR
+from ..core.text.redact import redact_text
+from ..services.intake.webhook import decide
+from ..services.observe.signals import read_signals
 from ..services.pipeline import build_compensator, build_processor
-from ..services.processor import BatchReport, Stop
-from ..services.sinks import CollectingSink
-from ..settings import Settings
+from ..services.processing.processor import BatchReport, Stop
+from ..services.processing.sinks import CollectingSink
+from ..core.config.settings import Settings
 from ..store import SqlStore
-from ..survey123 import parse_webhook
+from ..core.intake.survey123 import parse_webhook
 
 __all__ = ["IntakeCaller", "ProcessorCaller", "CompensatorCaller", "ATTRIBUTES",
            "CONCLUSION_ATTRIBUTES", "REJECTED_TAG", "CONFIGURATION_CODE", "BODY_PARAMETER",

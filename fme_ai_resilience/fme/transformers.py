@@ -2,7 +2,7 @@
 from the transformer's own parameters.
 
 FME puts a transformer's parameters on each input feature as ``___XF_<NAME>`` attributes
-(:data:`~fme_ai_resilience.fme.fpkg.PARAMETER_PREFIX`, the names of the workspace's published
+(:data:`~fme_ai_resilience.core.fme.fpkg.PARAMETER_PREFIX`, the names of the workspace's published
 parameters: ``___XF_FAIR_DB``), serialized: a text value comes FME-encoded (``/`` as
 ``<solidus>``). These classes take them off the feature and have FME parse each one through
 the transformer's definition (``fmeobjects.FMETransformer``, FME 2023 build 23224 and later,
@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, Optional
 
 from .caller_base import CallerBase
 from .callers import CompensatorCaller, IntakeCaller, ProcessorCaller
-from .fpkg import PACKAGE_UID, PARAMETER_PREFIX, PUBLISHER_UID, TRANSFORMERS, fq_name
-from .parameters import parameters_for
+from ..core.fme.fpkg import PACKAGE_UID, PARAMETER_PREFIX, PUBLISHER_UID, TRANSFORMERS, fq_name
+from ..core.fme.parameters import parameters_for
 
 __all__ = ["IntakeTransformer", "ProcessorTransformer", "CompensatorTransformer",
            "transformer_parameters", "fme_parser"]

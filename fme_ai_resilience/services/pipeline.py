@@ -15,18 +15,18 @@ from typing import Optional
 
 import requests
 
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError
-from ..settings import Settings
+from ..core.clock import Clock, SystemClock
+from ..core.errors import ConfigurationError
+from ..core.config.settings import Settings
 from ..store.base import Store
-from .compensator import Compensator
-from .credentials import TokenProvider, token_provider_from_settings
-from .processor import Processor, VisionRoute
-from .sessions import session_for
-from .sinks import CollectingSink, PostgresTableSink, Sink
+from .compensation.compensator import Compensator
+from .arcgis.credentials import TokenProvider, token_provider_from_settings
+from .processing.processor import Processor, VisionRoute
+from .http.sessions import session_for
+from .processing.sinks import CollectingSink, PostgresTableSink, Sink
 from .vision import Credentials, RequestOptions, VisionClient
 from .vision.builders import DEFAULT_PROMPT
-from .writeback import FeatureLayerSink, Layers, layer_photo_lister, trusted_layers
+from .processing.writeback import FeatureLayerSink, Layers, layer_photo_lister, trusted_layers
 
 __all__ = ["build_processor", "build_compensator", "build_sink", "vision_routes",
            "layers_for"]

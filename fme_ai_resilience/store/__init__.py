@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError
-from ..redact import redact_text, redact_url
-from ..settings import DatabaseSettings
+from ..core.clock import Clock, SystemClock
+from ..core.errors import ConfigurationError
+from ..core.text.redact import redact_text, redact_url
+from ..core.config.settings import DatabaseSettings
 from .base import Store
 from .sqlbase import SqlStore
 

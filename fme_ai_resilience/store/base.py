@@ -8,37 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
-from ..breaker import BreakerState
-from ..degrade import LadderState
-from ..errors import ErrorClass, FailureClass
-from ..ledger import (
-    AssetRow,
-    CallRecord,
-    CallSample,
-    CompletionSample,
-    Notification,
-    PruneResult,
-    RegistrationSample,
-    CallWindow,
-    DeadLetterOutcome,
-    DeferCause,
-    FormatAnomaly,
-    LayerStatus,
-    LedgerState,
-    OutcomeCounts,
-    ReviewItem,
-    ReviewState,
-    ReviewVerdict,
-    OverloadMode,
-    ReapResult,
-    Refusal,
-    Registration,
-    Stage,
-    Task,
-    TaskOutcome,
-    TaskRecord,
-)
-from ..submission import Submission
+from ..core.resilience.breaker import BreakerState
+from ..core.resilience.degrade import LadderState
+from ..core.errors import ErrorClass, FailureClass
+from ..core.ledger import (AssetRow, CallRecord, CallSample, CompletionSample, Notification,
+                           PruneResult, RegistrationSample, CallWindow, DeadLetterOutcome,
+                           DeferCause, FormatAnomaly, LayerStatus, LedgerState, OutcomeCounts,
+                           ReviewItem, ReviewState, ReviewVerdict, OverloadMode, ReapResult,
+                           Refusal, Registration, Stage, Task, TaskOutcome, TaskRecord)
+from ..core.intake.submission import Submission
 
 __all__ = ["Store"]
 

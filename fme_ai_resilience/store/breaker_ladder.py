@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..breaker import BreakerMode, BreakerState, CircuitState
-from ..checks import count, finite, name
-from ..degrade import LadderState, Level
-from ..errors import ConfigurationError
+from ..core.resilience.breaker import BreakerMode, BreakerState, CircuitState
+from ..core.checks import count, finite, name
+from ..core.resilience.degrade import LadderState, Level
+from ..core.errors import ConfigurationError
 
 __all__ = ["BreakerLadderOps", "breaker_state_of", "ladder_state_of"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping
 
-from ..checks import count, finite, name
-from ..errors import ConfigurationError, FailureClass
-from ..ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, DeadLetterOutcome, Refusal
-from ..redact import excerpt, redact_mapping
+from ..core.checks import count, finite, name
+from ..core.errors import ConfigurationError, FailureClass
+from ..core.ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, DeadLetterOutcome, Refusal
+from ..core.text.redact import excerpt, redact_mapping
 from .rows import ERROR_LIMIT, from_json, limit_of, to_json
 
 __all__ = ["IntakeRecordOps"]

@@ -27,8 +27,8 @@ import struct
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..errors import ConfigurationError, StoreError, StoreUnavailable
-from ..redact import redact_url
+from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
+from ..core.text.redact import redact_url
 
 __all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
 

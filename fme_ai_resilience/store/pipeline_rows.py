@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..checks import count, finite, name
-from ..errors import FailureClass
-from ..ledger import (CallSample, CompletionSample, Notification, PruneResult,
-                      RegistrationSample, Status, TaskOutcome, TaskRecord)
+from ..core.checks import count, finite, name
+from ..core.errors import FailureClass
+from ..core.ledger import (CallSample, CompletionSample, Notification, PruneResult,
+                           RegistrationSample, Status, TaskOutcome, TaskRecord)
 from .rows import from_json, optional, record_of, to_json
 
 __all__ = ["PipelineRowOps", "SAMPLE_LIMIT"]

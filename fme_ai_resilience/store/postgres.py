@@ -18,9 +18,9 @@ import select
 import threading
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Type
 
-from ..errors import ConfigurationError, StoreError, StoreUnavailable
-from ..redact import redact_url
-from ..settings import DatabaseSettings
+from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
+from ..core.text.redact import redact_url
+from ..core.config.settings import DatabaseSettings
 from .pg_drivers import Driver, driver_for
 from .sqlbase import Result, SqlStore, T, Tx, status_of_new_task, translate
 from .text import clean_value
@@ -79,10 +79,10 @@ def translate_error(exc: BaseException, driver: Optional[Driver] = None) -> Stor
 class PostgresStore(SqlStore):
     """The ledger in a PostgreSQL database (``postgresql://user@host:port/db``).
 
-    ``settings`` (a :class:`~fme_ai_resilience.settings.DatabaseSettings`) limits every connection:
-    connect timeout, ``statement_timeout``, ``lock_timeout`` and TCP keepalives; a statement
-    cancelled by either limit is StoreUnavailable. ``connect_timeout_s`` overrides the setting.
-    Parameters written in the URL (``?connect_timeout=``, ``?keepalives_idle=``) win.
+    ``settings`` (a :class:`~fme_ai_resilience.core.config.settings.DatabaseSettings`) limits every
+    connection: connect timeout, ``statement_timeout``, ``lock_timeout`` and TCP keepalives; a
+    statement cancelled by either limit is StoreUnavailable. ``connect_timeout_s`` overrides the
+    setting. Parameters written in the URL (``?connect_timeout=``, ``?keepalives_idle=``) win.
     """
 
     dialect = "postgresql"

@@ -3,16 +3,16 @@
 Mixed into :class:`~fme_ai_resilience.store.sqlbase.SqlStore`: the interim value a task still
 owed shows on the layer (written once), the release of the photos the degradation ladder held
 back, the backlog the ladder climbs on (without them), the ledger counted in the one honest
-vocabulary (:class:`~fme_ai_resilience.ledger.OutcomeCounts`) and the review queue with its
+vocabulary (:class:`~fme_ai_resilience.core.ledger.OutcomeCounts`) and the review queue with its
 verdicts, each recorded once. The SQL is in ``sql/queries*.sql``.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..checks import count, finite, name
-from ..ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem,
-                      ReviewState, ReviewVerdict, TaskOutcome)
+from ..core.checks import count, finite, name
+from ..core.ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem,
+                           ReviewState, ReviewVerdict, TaskOutcome)
 from .rows import NO_LIMIT, from_json, optional, to_json
 
 __all__ = ["ReviewRowOps", "review_state", "review_item_of", "asset_params",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Mapping, Optional
 
-from ..checks import count
-from ..errors import ConfigurationError, ErrorClass, FailureClass
-from ..ledger import (DeferCause, LayerStatus, ReviewState, Stage, Status, Task, TaskOutcome,
-                      TaskRecord)
+from ..core.checks import count
+from ..core.errors import ConfigurationError, ErrorClass, FailureClass
+from ..core.ledger import (DeferCause, LayerStatus, ReviewState, Stage, Status, Task, TaskOutcome,
+                           TaskRecord)
 from .text import clean_json, needs_cleaning
 
 __all__ = ["to_json", "from_json", "checkpoints_of", "optional", "task_of", "record_of",

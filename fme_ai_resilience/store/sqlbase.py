@@ -9,7 +9,7 @@ before the driver sees it (:mod:`.text`: NUL and lone surrogates become U+FFFD o
 :meth:`Tx.execute` and the PostgreSQL prepared statements do it), and the ValueError /
 UnicodeError / OverflowError a driver raises for a value it cannot bind becomes
 :class:`StoreError`. A bad argument (a NaN ``now``, a negative limit) raises
-:class:`~fme_ai_resilience.errors.ConfigurationError` before anything is sent.
+:class:`~fme_ai_resilience.core.errors.ConfigurationError` before anything is sent.
 """
 from __future__ import annotations
 
@@ -18,30 +18,15 @@ from typing import (
     Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
 )
 
-from ..checks import count, finite, name
-from ..errors import (
-    SCHEMA_MISSING, ConfigurationError, ErrorClass, FailureClass, SchemaMissing, StoreError,
-    StoreUnavailable,
-)
-from ..ledger import (
-    AssetRow,
-    CallRecord,
-    CallWindow,
-    DeferCause,
-    FormatAnomaly,
-    OverloadMode,
-    ReapResult,
-    RegisterOutcome,
-    Registration,
-    Stage,
-    Status,
-    Task,
-    TaskOutcome,
-    TaskRecord,
-)
-from ..pipeline_settings import SECRET_SETTINGS
-from ..redact import REDACTED, excerpt, redact_mapping, redact_text
-from ..submission import Submission
+from ..core.checks import count, finite, name
+from ..core.errors import (SCHEMA_MISSING, ConfigurationError, ErrorClass, FailureClass,
+                           SchemaMissing, StoreError, StoreUnavailable)
+from ..core.ledger import (AssetRow, CallRecord, CallWindow, DeferCause, FormatAnomaly,
+                           OverloadMode, ReapResult, RegisterOutcome, Registration, Stage, Status,
+                           Task, TaskOutcome, TaskRecord)
+from ..core.config.pipeline_settings import SECRET_SETTINGS
+from ..core.text.redact import REDACTED, excerpt, redact_mapping, redact_text
+from ..core.intake.submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
 from .intake_records import IntakeRecordOps

@@ -15,7 +15,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Dict, List, Mapping, Tuple
 
-from ..errors import ConfigurationError
+from ..core.errors import ConfigurationError
 
 __all__ = ["DIALECTS", "SQL_PACKAGE", "parse_blocks", "read_sql_file", "queries", "schema",
            "split_statements"]

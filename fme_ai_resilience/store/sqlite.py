@@ -14,8 +14,8 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Optional, Type
 
-from ..clock import Clock, SystemClock
-from ..errors import ConfigurationError, StoreError, StoreUnavailable
+from ..core.clock import Clock, SystemClock
+from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from .sqlbase import SqlStore, T, Tx, status_of_new_task, translate
 
 __all__ = ["SQLiteStore", "DRIVER_ERRORS", "translate_error"]

@@ -16,7 +16,7 @@ only for :class:`FakeVision`.
 """
 from __future__ import annotations
 
-from ..clock import FakeClock
+from ..core.clock import FakeClock
 from .features import (FakeFeature, FakeFME, FMEException, LogLine, current_fme,
                        installed_fme)
 from .network import FakeFMERequestsSession, installed_fmetools

@@ -1,7 +1,7 @@
 """Stand-ins for FME's own Python modules: a feature with FME's attribute semantics, the log, and
 ``fme.macroValues``, installable in ``sys.modules`` for as long as a test needs them.
 
-:class:`FakeFeature` follows ``fmeobjects.FMEFeature`` as shared/reference/fme.md describes it:
+:class:`FakeFeature` follows ``fmeobjects.FMEFeature`` as docs/fme-flow.md describes it:
 
 * ``getAttribute(name)`` is None for a missing attribute and ``""`` for a null one;
   ``isAttributeNull`` and ``isAttributeMissing`` tell the two apart;
@@ -30,7 +30,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from ..errors import ResilienceError
+from ..core.errors import ResilienceError
 
 __all__ = ["FakeFeature", "FakeFME", "LogLine", "FMEException", "installed_fme", "current_fme",
            "macro_strings", "SEVERITIES", "FME_INFORM", "FME_WARN", "FME_ERROR", "FME_FATAL",

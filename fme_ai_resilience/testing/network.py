@@ -18,7 +18,7 @@ from typing import Any, Iterator, List, Mapping, Optional
 import requests
 from requests.adapters import HTTPAdapter
 
-from ..services.sessions import reset_session_choice
+from ..services.http.sessions import reset_session_choice
 
 __all__ = ["FakeCertStoreAdapter", "FakeFMERequestsSession", "installed_fmetools"]
 

@@ -5,7 +5,7 @@ Fixtures, each undoing what it does when the test ends:
 * ``fake_fme``: fake ``fme`` and ``fmeobjects`` modules in ``sys.modules`` for the test; the
   :class:`~.features.FakeFME` they serve (its ``macros`` and ``log``);
 * ``fme_macros``: that ``fme.macroValues`` dictionary, to fill in;
-* ``fake_clock``: a :class:`~fme_ai_resilience.clock.FakeClock`;
+* ``fake_clock``: a :class:`~fme_ai_resilience.core.clock.FakeClock`;
 * ``fake_vision``: a :class:`~.vision.FakeVision` answering through an active
   ``responses`` mock (loopback URLs pass through to real servers);
 * ``fake_fmetools``: a stand-in for Safe's ``fmetools.http`` in ``sys.modules``, so the
@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from ..clock import FakeClock
+from ..core.clock import FakeClock
 from ..store import open_store
 from .features import FakeFME, installed_fme
 from .network import installed_fmetools

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 import requests
 
-from ..clock import Clock
+from ..core.clock import Clock
 from ..fme.callers import REJECTED_TAG, injected
 from .features import FakeFeature, FakeFME, FMEException, LogLine, installed_fme, macro_strings
 

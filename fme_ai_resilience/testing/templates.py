@@ -14,9 +14,9 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, Dict
 
-from ..errors import ConfigurationError
-from ..fme.fmw import DEFAULT_SYMBOL
-from ..fme.parameters import WORKSPACES
+from ..core.errors import ConfigurationError
+from ..core.fme.fmw import DEFAULT_SYMBOL
+from ..core.fme.parameters import WORKSPACES
 
 __all__ = ["template_script", "template_caller"]
 
@@ -32,7 +32,7 @@ def template_script(workspace: str) -> str:
 
 def template_caller(workspace: str) -> Any:
     """The class template ``workspace``'s PythonCaller calls (its "Class to Process
-    Features", :data:`~fme_ai_resilience.fme.fmw.DEFAULT_SYMBOL`), from its script run in a
+    Features", :data:`~fme_ai_resilience.core.fme.fmw.DEFAULT_SYMBOL`), from its script run in a
     namespace of its own as FME runs it."""
     namespace: Dict[str, Any] = {"__name__": workspace.replace("-", "_")}
     exec(compile(template_script(workspace), f"{workspace}.py", "exec"), namespace)

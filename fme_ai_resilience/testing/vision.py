@@ -23,8 +23,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ..checks import count, ratio
-from ..errors import ConfigurationError
+from ..core.checks import count, ratio
+from ..core.errors import ConfigurationError
 
 __all__ = ["FakeVision", "Fault", "Step", "DRIFTED_MODEL_VERSION"]
 

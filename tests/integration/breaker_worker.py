@@ -15,16 +15,16 @@ import time
 
 import requests
 
-from fme_ai_resilience.breaker import BreakerPolicy, Permit
-from fme_ai_resilience.services.shared_breaker import CircuitBreaker
-from fme_ai_resilience.clock import SystemClock
-from fme_ai_resilience.errors import ErrorClass
-from fme_ai_resilience.classification import classify_status
-from fme_ai_resilience.ledger import CallRecord
-from fme_ai_resilience.retry import DecisionKind, RetryHistory, RetryPolicy
-from fme_ai_resilience.services.fleet_retry_gate import FleetRetryGate
-from fme_ai_resilience.retry_budget import RetryBudget
-from fme_ai_resilience.backoff import Backoff, Jitter
+from fme_ai_resilience.core.resilience.breaker import BreakerPolicy, Permit
+from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
+from fme_ai_resilience.core.clock import SystemClock
+from fme_ai_resilience.core.errors import ErrorClass
+from fme_ai_resilience.core.resilience.classification import classify_status
+from fme_ai_resilience.core.ledger import CallRecord
+from fme_ai_resilience.core.resilience.retry import DecisionKind, RetryHistory, RetryPolicy
+from fme_ai_resilience.services.resilience.retry_budget import FleetRetryGate
+from fme_ai_resilience.core.resilience.retry_budget import RetryBudget
+from fme_ai_resilience.core.resilience.backoff import Backoff, Jitter
 from fme_ai_resilience.store import open_store
 
 SERVICE = "vision"

@@ -1,6 +1,6 @@
 """A stand-in for FME Flow's REST API on 127.0.0.1, recording every request it gets.
 
-It speaks the request shapes ``fme_ai_resilience.fme.deployment`` and ``services.flow`` model
+It speaks the request shapes ``fme_ai_resilience.core.fme.deployment`` and ``services.flow`` model
 and plays one FME Flow build: ``GET /fmeinfo/version`` tells it (``/fmerest/v3/info`` too, with
 the server's time zone), and each operation answers only on the REST version that build serves
 it with (``V4_FROM_BUILD``, as Safe's CLI routes): the other version's path answers 404, so a
@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fme_ai_resilience.fme.deployment import V3, V4, api_for
+from fme_ai_resilience.core.fme.deployment import V3, V4, api_for
 
 #: Builds a stand-in plays: before v4 repositories, between v4 lists and v4 submission, after.
 BUILD_V3 = 22300

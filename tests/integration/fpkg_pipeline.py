@@ -19,7 +19,7 @@ import fme_ai_resilience  # noqa: E402
 from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn,  # noqa: E402
                                               PhotoHost, Survey123Sender, VisionStandIn)
 from fme_ai_resilience.fme import CompensatorCaller, IntakeCaller, ProcessorCaller  # noqa: E402
-from fme_ai_resilience.fme.parameters import parameter_name  # noqa: E402
+from fme_ai_resilience.core.fme.parameters import parameter_name
 from fme_ai_resilience.store import open_store  # noqa: E402
 from fme_ai_resilience.testing import FakeClock, run_caller  # noqa: E402
 

@@ -18,7 +18,7 @@ import signal
 import sys
 
 from fme_ai_resilience.cli.common import settings_for
-from fme_ai_resilience.services import arcgis
+from fme_ai_resilience.services.arcgis import layer as arcgis
 from fme_ai_resilience.services.pipeline import build_processor
 from fme_ai_resilience.store import open_store
 

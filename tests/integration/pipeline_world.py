@@ -23,9 +23,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn, PhotoHost,
                                               Survey123Sender, VisionStandIn)
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.ledger import Status
-from fme_ai_resilience.services.live_settings import LiveSettings
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.ledger import Status
+from fme_ai_resilience.services.config.settings import LiveSettings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
 #: The write-back fields the layer stand-in must declare.

@@ -5,9 +5,9 @@ import os
 import time
 from collections import Counter
 
-from fme_ai_resilience.ledger import TaskOutcome
+from fme_ai_resilience.core.ledger import TaskOutcome
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 T0 = 1_790_000_000.0
 

@@ -9,9 +9,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from fme_ai_resilience.errors import ArcGISError, ErrorClass
-from fme_ai_resilience.services.arcgis import FeatureLayer
-from fme_ai_resilience.services.credentials import OAuthAppToken, StaticToken
+from fme_ai_resilience.core.errors import ArcGISError, ErrorClass
+from fme_ai_resilience.services.arcgis.layer import FeatureLayer
+from fme_ai_resilience.services.arcgis.credentials import OAuthAppToken, StaticToken
 from tests.integration.loopback import read_request, serve  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.integration

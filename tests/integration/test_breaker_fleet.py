@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.breaker import CircuitState
+from fme_ai_resilience.core.resilience.breaker import CircuitState
 from fme_ai_resilience.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))

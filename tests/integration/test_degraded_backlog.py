@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.calibrate import percentile
+from fme_ai_resilience.core.resilience.calibrate import percentile
 from fme_ai_resilience.drill.standins import FaultSchedule
-from fme_ai_resilience.services.intake import decide
+from fme_ai_resilience.services.intake.webhook import decide
 from fme_ai_resilience.services.pipeline import build_compensator, build_processor
-from fme_ai_resilience.services.processor import Stop
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.services.processing.processor import Stop
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from fme_ai_resilience.drill.standins import FeatureLayerStandIn, NotificationStandIn
-from fme_ai_resilience.errors import ConfigurationError
+from fme_ai_resilience.core.errors import ConfigurationError
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from fme_ai_resilience.drill.report import DrillReport
 from fme_ai_resilience.drill.run import judged
 from fme_ai_resilience.drill.scenarios import SCENARIOS
 from fme_ai_resilience.drill.world import World
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 SCALE = 0.02
 

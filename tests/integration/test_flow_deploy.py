@@ -285,7 +285,7 @@ def test_a_missing_secret_variable_is_a_usage_error(flow, monkeypatch, capsys, u
 def test_the_health_probe_reads_the_lists_on_the_version_its_build_serves(flow, build, lists):
     """Below 25208 the job lists and engines come from v3, from it on from v4; the counts
     and the busy engines reach the verdict."""
-    from fme_ai_resilience.services.flow import FlowClient
+    from fme_ai_resilience.services.flow.client import FlowClient
 
     server = flow(build, queued=3, running=1, engines=[
         {"name": "e1", "currentJobID": 7}, {"name": "e2", "currentJobID": -1}])

@@ -11,7 +11,7 @@ import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server
-from fme_ai_resilience.services.flow import FlowClient
+from fme_ai_resilience.services.flow.client import FlowClient
 from tests.integration.loopback import read_request, serve  # noqa: F401 (fixture)
 from tests.integration.served import delivery, post
 

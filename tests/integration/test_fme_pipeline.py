@@ -11,8 +11,8 @@ import pytest
 
 from fme_ai_resilience.drill.standins import FaultSchedule, VisionStandIn
 from fme_ai_resilience.fme import CompensatorCaller, IntakeCaller, ProcessorCaller
-from fme_ai_resilience.keys import trace_id_for
-from fme_ai_resilience.fme.parameters import parameter_name
+from fme_ai_resilience.core.intake.keys import trace_id_for
+from fme_ai_resilience.core.fme.parameters import parameter_name
 from fme_ai_resilience.testing import FakeClock, run_caller
 from tests.integration.pipeline_world import World, loopback_settings
 

@@ -17,13 +17,13 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 
-from fme_ai_resilience.clock import SystemClock
+from fme_ai_resilience.core.clock import SystemClock
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.keys import body_key
-from fme_ai_resilience.ledger import Status, TaskOutcome
-from fme_ai_resilience.settings import IntakeSettings, Settings
+from fme_ai_resilience.core.intake.keys import body_key
+from fme_ai_resilience.core.ledger import Status, TaskOutcome
+from fme_ai_resilience.core.config.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 from tests.conftest import pg_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]

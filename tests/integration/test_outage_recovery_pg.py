@@ -28,11 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.breaker import cooldown_s, outage_probe_bound
+from fme_ai_resilience.core.resilience.breaker import cooldown_s, outage_probe_bound
 from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -17,7 +17,7 @@ import pytest
 
 from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 sys.path.insert(0, str(Path(__file__).parent))
 from pipeline_world import (GatewayServer, World, loopback_settings,  # noqa: E402

@@ -18,9 +18,9 @@ import pytest
 
 from tests.conftest import pg_run
 from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
-from fme_ai_resilience.ledger import Status
+from fme_ai_resilience.core.ledger import Status
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

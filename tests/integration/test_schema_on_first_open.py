@@ -14,10 +14,10 @@ import pytest
 
 import store_workers as w
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.errors import SchemaMissing
+from fme_ai_resilience.core.errors import SchemaMissing
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.services.intake import decide
-from fme_ai_resilience.settings import Settings
+from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import SqlStore, open_store
 
 pytestmark = pytest.mark.integration

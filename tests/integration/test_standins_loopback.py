@@ -15,21 +15,21 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from fme_ai_resilience.clock import FakeClock
+from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn, PhotoHost,
                                               Reply, Request, StandInServer, Survey123Sender,
                                               VisionStandIn, fake_jpeg)
 from fme_ai_resilience.drill.standins.server import THREAD_PREFIX
 from fme_ai_resilience.drill.standins.vision import (CONSTANT_CONFIDENCE,
                                                      DRIFTED_MODEL_VERSION, OUTCOMES)
-from fme_ai_resilience.errors import DownloadError, ErrorClass, FormatError
-from fme_ai_resilience.keys import compose_key, normalise_global_id
+from fme_ai_resilience.core.errors import DownloadError, ErrorClass, FormatError
+from fme_ai_resilience.core.intake.keys import compose_key, normalise_global_id
 from fme_ai_resilience.services.vision import DownloadPolicy, fetch_photo
 from fme_ai_resilience.services.vision.builders import Credentials, build_request
 from fme_ai_resilience.services.vision.client import VisionClient
-from fme_ai_resilience.services.vision.providers import normalize
-from fme_ai_resilience.survey123 import parse_webhook
-from fme_ai_resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.vision.providers import normalize
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
 
 pytestmark = pytest.mark.integration
 
@@ -231,7 +231,7 @@ def test_over_the_rate_limit_is_a_429_with_retry_after_in_whole_seconds():
 def test_retry_after_ms_gives_the_wait_in_real_milliseconds():
     """With retry_after_ms the 429 says retry-after-ms, scaled to real time, which the
     library's header reader takes; no Retry-After in schedule seconds beside it."""
-    from fme_ai_resilience.backoff import retry_after_from_headers
+    from fme_ai_resilience.core.resilience.backoff import retry_after_from_headers
 
     with VisionStandIn(FaultSchedule(rate_limit_per_s=0.5, rate_limit_burst=1),
                        time_scale=0.01, retry_after_ms=True) as vision:

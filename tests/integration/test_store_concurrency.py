@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 import store_workers as w
-from fme_ai_resilience.ledger import Status, TaskOutcome
+from fme_ai_resilience.core.ledger import Status, TaskOutcome
 from fme_ai_resilience.store import open_store
 
 pytestmark = pytest.mark.integration

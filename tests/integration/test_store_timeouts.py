@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from fme_ai_resilience.errors import StoreUnavailable
+from fme_ai_resilience.core.errors import StoreUnavailable
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.ledger import TaskOutcome
-from fme_ai_resilience.services.intake import decide
-from fme_ai_resilience.settings import Settings, DatabaseSettings
+from fme_ai_resilience.core.ledger import TaskOutcome
+from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.core.config.settings import Settings, DatabaseSettings
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 from fme_ai_resilience.store.pg_drivers import libpq_url
 from tests.conftest import pg8000_url
 

@@ -11,9 +11,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fme_ai_resilience.timeouts import TimeoutBudget
-from fme_ai_resilience.clock import SystemClock
-from fme_ai_resilience.errors import DownloadError, ErrorClass, UnsafeURL
+from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
+from fme_ai_resilience.core.clock import SystemClock
+from fme_ai_resilience.core.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.services.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
 from fme_ai_resilience.services.vision.download import check_peer
 from fme_ai_resilience.services.vision.phases import timed_session

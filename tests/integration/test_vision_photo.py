@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fme_ai_resilience.errors import DownloadError, ErrorClass
+from fme_ai_resilience.core.errors import DownloadError, ErrorClass
 from fme_ai_resilience.services.vision import DownloadPolicy, fetch_photo
 from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 

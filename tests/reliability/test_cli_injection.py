@@ -7,9 +7,9 @@ import time
 import pytest
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.keys import trace_id_for
+from fme_ai_resilience.core.intake.keys import trace_id_for
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 INJECTIONS = ["x'; DROP TABLE ai_task_registry; --", "x\" OR 1=1 --", "') OR ('1'='1",
               "x'); DELETE FROM circuit_state; --", "x; TRUNCATE resilience_config"]

@@ -16,7 +16,7 @@ import pytest
 
 from fme_ai_resilience.drill.standins import FaultSchedule
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.survey123 import parse_webhook
+from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from tests.reliability.servers import TcpProxy
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))

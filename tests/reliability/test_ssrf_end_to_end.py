@@ -8,9 +8,9 @@ import time
 import pytest
 
 from fme_ai_resilience.cli import main
-from fme_ai_resilience.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 from tests.reliability.servers import Front
 
 pytestmark = pytest.mark.integration

@@ -7,9 +7,9 @@ from typing import Dict, Optional
 
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.drill.standins import FeatureLayerStandIn, VisionStandIn
-from fme_ai_resilience.keys import compose_key, trace_id_for
+from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store
-from fme_ai_resilience.submission import Submission
+from fme_ai_resilience.core.intake.submission import Submission
 
 FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
           "ai_assessed_at")

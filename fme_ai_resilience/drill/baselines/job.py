@@ -1,7 +1,7 @@
 """One baseline job: an FME job for one webhook delivery, or one photo the sweep found.
 
-:func:`run_job` reads the body with :func:`~fme_ai_resilience.survey123.parse_webhook` and,
-for each photo it lists, :meth:`Job.analyse`: one GET of the photo, the Vision AI call under
+:func:`run_job` reads the body with :func:`~fme_ai_resilience.core.intake.survey123.parse_webhook`
+and, for each photo it lists, :meth:`Job.analyse`: one GET of the photo, the Vision AI call under
 the baseline's retry, the answer through a Tester holding the library's own validation and
 confidence rule (:data:`TESTER`: an answer that does not validate fails the photo, one under
 the threshold is written as REVIEW, else ACCEPTED), and an ArcGIS ``applyEdits`` update by
@@ -25,14 +25,14 @@ from typing import Any, List, Mapping, Optional, Tuple, Union
 
 import requests
 
-from ...clock import Clock, SystemClock
-from ...errors import ConfigurationError, InvalidPayload, ResilienceError
-from ...pipeline_settings import WritebackSettings
-from ...services.writeback import braced
-from ...settings import ValidationSettings
-from ...submission import Submission
-from ...survey123 import parse_webhook
-from ...validate import validate
+from ...core.clock import Clock, SystemClock
+from ...core.errors import ConfigurationError, InvalidPayload, ResilienceError
+from ...core.config.pipeline_settings import WritebackSettings
+from ...services.processing.writeback import braced
+from ...core.config.settings import ValidationSettings
+from ...core.intake.submission import Submission
+from ...core.intake.survey123 import parse_webhook
+from ...core.vision.validate import validate
 from .gauges import Progress
 from .models import Baseline, BaselineError, baseline, read_json
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import requests
 
-from ...errors import ConfigurationError, ResilienceError
+from ...core.errors import ConfigurationError, ResilienceError
 
 __all__ = ["Baseline", "Naive", "Tenacity", "HTTPCaller", "Sweep", "BASELINES", "baseline",
            "tenacity_wait", "read_json", "BaselineError", "TENACITY_MISSING", "Pause", "Send"]

@@ -19,8 +19,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import requests
 from requests.adapters import HTTPAdapter
 
-from ...checks import count, finite
-from ...clock import SystemClock
+from ...core.checks import count, finite
+from ...core.clock import SystemClock
 from ..scenarios import Scheduled
 from .gauges import Both, Progress
 from .job import Body, Job, run_job

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Set, Tuple
 
-from ...pipeline_settings import WritebackSettings
+from ...core.config.pipeline_settings import WritebackSettings
 from ..judge import photo_key
 from .job import Job
 from .models import BaselineError, read_json

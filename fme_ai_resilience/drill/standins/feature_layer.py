@@ -1,7 +1,7 @@
 """An ArcGIS feature service on loopback: one layer holding what field crews submitted.
 
 Paths under ``/arcgis/rest/services/<service_name>/FeatureServer`` (shapes in
-shared/reference/arcgis-rest.md); every answer is JSON, and every error is ArcGIS's: HTTP 200
+docs/pipeline.md); every answer is JSON, and every error is ArcGIS's: HTTP 200
 with ``{"error": {"code", "message", "details"}}`` (498 for a missing or wrong token when
 ``token`` is set, 400 for a parameter it cannot read, 404 for an unknown feature or
 attachment):
@@ -38,10 +38,10 @@ import uuid
 from collections import Counter
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ...caseless import get_ignoring_case
-from ...checks import count, name
-from ...clock import Clock, SystemClock
-from ...errors import ConfigurationError
+from ...core.text.caseless import get_ignoring_case
+from ...core.checks import count, name
+from ...core.clock import Clock, SystemClock
+from ...core.errors import ConfigurationError
 from .photos import fake_jpeg
 from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord, FeatureRecord
 from .layer_edits import (TRACKING, attachment_info as _info, bad as _bad, error as _error,

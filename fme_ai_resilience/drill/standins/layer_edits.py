@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ...caseless import get_ignoring_case
+from ...core.text.caseless import get_ignoring_case
 from .records import GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord
 from .server import Reply
 from .where import WhereError, braced_global_id

@@ -16,8 +16,8 @@ from collections import Counter
 from typing import Any, Dict, Optional, Set
 from urllib.parse import quote, unquote
 
-from ...checks import name as checked_name
-from ...errors import ConfigurationError
+from ...core.checks import name as checked_name
+from ...core.errors import ConfigurationError
 from .server import Reply, Request, StandInServer
 
 __all__ = ["PhotoHost", "fake_jpeg", "INVALID_TOKEN", "PHOTO_OUTCOMES", "JPEG_MAGIC"]

@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ...caseless import get_ignoring_case
+from ...core.text.caseless import get_ignoring_case
 from .layer_edits import bad as _bad, flag as _flag, whole as _whole
 from .records import GLOBAL_ID_FIELD, OBJECT_ID_FIELD
 from .server import Reply

@@ -32,8 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Mapping, Optional, Set, Tuple, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from ...checks import count, finite
-from ...errors import ResilienceError
+from ...core.checks import count, finite
+from ...core.errors import ResilienceError
 
 __all__ = ["StandInServer", "StandInError", "Request", "Reply", "HOST", "THREAD_PREFIX",
            "LOOPBACK_HOSTS"]

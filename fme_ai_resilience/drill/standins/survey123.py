@@ -1,7 +1,7 @@
 """The Survey123 field app as a sender: webhook bodies for stand-in features, posted like the app.
 
 :meth:`Survey123Sender.body_for` builds the body Survey123 sends for a
-:class:`~.records.FeatureRecord` (the shape in shared/reference/survey123.md: ``eventType``,
+:class:`~.records.FeatureRecord` (the shape in docs/intake.md: ``eventType``,
 ``feature`` with ``attributes``, ``geometry``, ``layerInfo``, ``result`` and ``attachments``
 keyed by image question, ``surveyInfo.serviceUrl``, ``portalInfo`` with the token, ``userInfo``);
 each photo's ``url`` points at the feature layer stand-in, with no token. The attachments list
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from urllib.parse import urlsplit
 
-from ...checks import count, finite
-from ...errors import ConfigurationError
-from ...survey123 import DELIVERY_HEADER, EVENT_HEADER, EVENT_TYPES
+from ...core.checks import count, finite
+from ...core.errors import ConfigurationError
+from ...core.intake.survey123 import DELIVERY_HEADER, EVENT_HEADER, EVENT_TYPES
 from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, FeatureRecord
 from .server import LOOPBACK_HOSTS, THREAD_PREFIX
 

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit
 
-from ...checks import finite, name, ratio
-from ...errors import ConfigurationError
+from ...core.checks import finite, name, ratio
+from ...core.errors import ConfigurationError
 from .server import LOOPBACK_HOSTS, Reply, Request, StandInServer
 
 __all__ = ["FaultSchedule", "VisionStandIn", "OUTCOMES", "ANALYSED_OUTCOMES", "MODEL_VERSION",

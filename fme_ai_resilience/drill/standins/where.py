@@ -17,8 +17,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Collection, List, Mapping, Optional, Tuple
 
-from ...errors import InvalidPayload
-from ...keys import normalise_global_id
+from ...core.errors import InvalidPayload
+from ...core.intake.keys import normalise_global_id
 from .server import StandInError
 
 __all__ = ["WhereError", "Predicate", "parse_where", "timestamp_ms", "braced_global_id"]

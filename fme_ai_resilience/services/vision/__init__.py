@@ -10,7 +10,8 @@ from __future__ import annotations
 from .builders import Credentials, RequestOptions, VisionRequest, build_request
 from .client import VisionClient, VisionOutcome, traceparent
 from .download import DownloadPolicy, Photo, check_url, fetch_photo
-from .providers import PROVIDERS, Assessment, ConditionRules, GenericMapping, normalize
+from ...core.vision.providers import (PROVIDERS, Assessment, ConditionRules, GenericMapping,
+                                      normalize)
 from .sigv4 import AwsCredentials, rekognition_signer
 
 __all__ = [

@@ -13,11 +13,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Tuple, Union
 
-from ...clock import Clock
-from ...errors import ConfigurationError
-from ...settings import ValidationSettings
-from .providers import PROVIDERS, openai_result_schema
-from .request import VisionRequest
+from ...core.clock import Clock
+from ...core.errors import ConfigurationError
+from ...core.config.settings import ValidationSettings
+from ...core.vision.providers import PROVIDERS, openai_result_schema
+from ...core.vision.request import VisionRequest
 from .sigv4 import AwsCredentials, rekognition_signer
 
 __all__ = ["Image", "Credentials", "RequestOptions", "VisionRequest", "build_request",

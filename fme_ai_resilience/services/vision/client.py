@@ -3,7 +3,7 @@
 ``VisionClient.analyze(image, trace_id)`` never raises for a remote failure. Whatever comes
 back — a timeout in any phase, a refused connection, 429/5xx, an HTML error page, truncated or
 oversize JSON, ``null`` content, a refusal, an error inside an HTTP 200 body, a drifted schema
-— is a :class:`VisionOutcome` carrying its :class:`~fme_ai_resilience.errors.ErrorClass`, the
+— is a :class:`VisionOutcome` carrying its :class:`~fme_ai_resilience.core.errors.ErrorClass`, the
 HTTP status, the parsed Retry-After, the seconds spent per phase, the phase that ran out and a
 redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts or logs.
 """
@@ -17,21 +17,21 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import requests
 
-from ...backoff import retry_after_from_headers
-from ...caseless import get_ignoring_case
-from ...clock import Clock, SystemClock
-from ...errors import ConfigurationError, ErrorClass, FormatError, InvalidPayload
-from ...keys import as_trace_id
-from ...ledger import CallRecord, FormatAnomaly
-from ...redact import excerpt as make_excerpt
-from ...redact import redact_text, scrub_secrets
-from ...timeouts import TimeoutBudget
-from ...untrusted_json import decode_value
+from ...core.resilience.backoff import retry_after_from_headers
+from ...core.text.caseless import get_ignoring_case
+from ...core.clock import Clock, SystemClock
+from ...core.errors import ConfigurationError, ErrorClass, FormatError, InvalidPayload
+from ...core.intake.keys import as_trace_id
+from ...core.ledger import CallRecord, FormatAnomaly
+from ...core.text.redact import excerpt as make_excerpt
+from ...core.text.redact import redact_text, scrub_secrets
+from ...core.resilience.timeouts import TimeoutBudget
+from ...core.text.untrusted_json import decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
-from ..sessions import session_for
+from ..http.sessions import session_for
 from .phases import exchange
-from .providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules, GenericMapping,
-                        detect_error, normalize)
+from ...core.vision.providers import (MAX_DEPTH, PROVIDERS, Assessment, ConditionRules,
+                                      GenericMapping, detect_error, normalize)
 
 __all__ = ["VisionClient", "VisionOutcome", "traceparent", "EXCERPT_LIMIT",
            "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -101,8 +101,8 @@ class VisionOutcome:
 
 def traceparent(trace_id: str, *, rng: random.Random) -> str:
     """The W3C ``traceparent`` for a task: its trace id verbatim when it is a W3C trace id
-    (the ledger's are), else :func:`~fme_ai_resilience.keys.as_trace_id` of it, and a span id
-    drawn from ``rng``."""
+    (the ledger's are), else :func:`~fme_ai_resilience.core.intake.keys.as_trace_id` of it, and a
+    span id drawn from ``rng``."""
     span = f"{rng.getrandbits(64) or 1:016x}"
     return f"00-{as_trace_id(trace_id)}-{span}-01"
 
@@ -111,8 +111,8 @@ class VisionClient:
     """Calls one Vision AI endpoint for one provider under per-phase ``timeouts``.
 
     ``credentials`` is a :class:`Credentials` or a bare API key; ``timeouts`` a
-    :class:`~fme_ai_resilience.timeouts.TimeoutBudget`. ``session`` defaults to one that
-    measures connect times; ``clock`` to the system clock; ``rng`` (the span ids of the
+    :class:`~fme_ai_resilience.core.resilience.timeouts.TimeoutBudget`. ``session`` defaults to one
+    that measures connect times; ``clock`` to the system clock; ``rng`` (the span ids of the
     ``traceparent``) to the operating system's. ``max_response_bytes`` caps the body read
     (bytes). Raises ConfigurationError for an unknown provider.
     """

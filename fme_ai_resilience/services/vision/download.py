@@ -12,9 +12,9 @@ that check approved (Host header, SNI and certificate still the name), each chec
 before its socket opens: a name answering differently the second time (DNS rebinding) never
 reaches an internal port. While downloading: at most ``max_redirects`` redirects, at most
 ``max_bytes`` read (enforced while streaming), ``Content-Type`` must be ``image/*``. Violations
-raise :class:`~fme_ai_resilience.errors.UnsafeURL`; other failures (timeouts, HTTP errors,
+raise :class:`~fme_ai_resilience.core.errors.UnsafeURL`; other failures (timeouts, HTTP errors,
 ArcGIS's HTTP-200 ``{"error": {"code": 498}}``, JSON that cannot be read within bounds) raise
-:class:`~fme_ai_resilience.errors.DownloadError` with their ErrorClass. The portal token goes
+:class:`~fme_ai_resilience.core.errors.DownloadError` with their ErrorClass. The portal token goes
 only in ``X-Esri-Authorization: Bearer``, only to the first URL's origin (scheme, host and
 port), and only when that origin is one of the policy's token origins (the configured feature
 services and write-back layers, never a host that is only an allowed photo host; a photo host
@@ -33,15 +33,15 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from ...backoff import retry_after_from_headers
-from ...classification import classify_status
-from ...clock import Clock, SystemClock
-from ...errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
-from ...redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
-from ...untrusted_json import decode_value
-from ..sessions import new_session
+from ...core.resilience.backoff import retry_after_from_headers
+from ...core.resilience.classification import classify_status
+from ...core.clock import Clock, SystemClock
+from ...core.errors import DownloadError, ErrorClass, InvalidPayload, UnsafeURL
+from ...core.text.redact import PORTAL_TOKEN_PARAMS, redact_text, redact_url, without_token_params
+from ...core.text.untrusted_json import decode_value
+from ..http.sessions import new_session
 from .phases import LATE_HEADERS, HeaderWatch, connect_recorder, read_body, send_failure
-from .providers import MAX_DEPTH, detect_error
+from ...core.vision.providers import MAX_DEPTH, detect_error
 from .url_guard import ApprovedURL, DownloadPolicy, approve_url, check_peer, check_url
 
 __all__ = ["DownloadPolicy", "Photo", "check_url", "check_peer", "fetch_photo",

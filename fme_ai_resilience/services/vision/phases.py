@@ -1,8 +1,8 @@
 """A timed HTTP exchange: connect, time to first byte and body read, each under its own limit.
 
 The session's adapters measure the connect and arm the header watchdog
-(:mod:`fme_ai_resilience.services.sessions`); a session handed in without them is given them
-first (:func:`~fme_ai_resilience.services.sessions.bounded`). ``requests`` gives the first two
+(:mod:`fme_ai_resilience.services.http.sessions`); a session handed in without them is given them
+first (:func:`~fme_ai_resilience.services.http.sessions.bounded`). ``requests`` gives the first two
 through its ``(connect, read)`` timeout tuple with ``stream=True``: the connect part bounds the
 TCP handshake, the read part each wait for response header bytes; a :class:`HeaderWatch` bounds
 the wait for the headers as a whole (a trickle of header bytes cannot outlast connect + TTFB
@@ -28,11 +28,11 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 import requests
 import urllib3
 
-from ...clock import Clock
-from ...errors import ErrorClass
-from ..sessions import (AddressCheck, HeaderWatch, PhaseAdapter, Resolver, ConnectRecorder,
-                        connect_recorder, connect_unfinished, resolve_within,
-                        system_resolver, timed_session)
+from ...core.clock import Clock
+from ...core.errors import ErrorClass
+from ..http.sessions import (AddressCheck, HeaderWatch, PhaseAdapter, Resolver, ConnectRecorder,
+                             connect_recorder, connect_unfinished, resolve_within,
+                             system_resolver, timed_session)
 
 __all__ = ["CONNECT", "TTFB", "BODY", "HeaderWatch", "PhaseAdapter", "timed_session",
            "system_resolver", "resolve_within", "Exchange", "BodyRead", "read_body",

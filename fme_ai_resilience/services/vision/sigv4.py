@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote, unquote, urlsplit
 
-from ...clock import Clock
-from ...errors import ConfigurationError
-from .request import VisionRequest
+from ...core.clock import Clock
+from ...core.errors import ConfigurationError
+from ...core.vision.request import VisionRequest
 
 __all__ = ["AwsCredentials", "sign", "rekognition_signer", "RekognitionSigner",
            "canonical_request", "string_to_sign", "signing_key", "amz_date", "ALGORITHM"]

@@ -32,10 +32,10 @@ from urllib.parse import urlsplit
 import requests
 from urllib3.util import parse_url
 
-from ...checks import count, finite, hostname_problem
-from ...errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL
-from ...redact import redact_url
-from ...settings import Settings
+from ...core.checks import count, finite, hostname_problem
+from ...core.errors import ConfigurationError, DownloadError, ErrorClass, UnsafeURL
+from ...core.text.redact import redact_url
+from ...core.config.settings import Settings
 from .phases import Resolver, resolve_within, system_resolver
 
 __all__ = ["DownloadPolicy", "ApprovedURL", "approve_url", "check_url", "check_peer",

@@ -1,0 +1,213 @@
+"""The compensator (WS-03): what keeps the ledger honest between processor runs.
+
+:meth:`Compensator.run` takes these steps, each idempotent and bounded per run (safe to run from
+several places at once, and again after a crash):
+
+1. reap expired leases (a crashed engine's tasks go back to PENDING, or DEAD/``BUDGET`` once
+   their attempt budget is spent);
+2. requeue dead letters by cause: the attempt budget spent (``BUDGET``, a transient cause)
+   automatically, the n-th time after ``requeue_backoff_s x 2**(n-1)``, up to
+   ``requeue_budget`` times per task; ``FORMAT`` only when asked (after the schema is fixed);
+   ``NOT_FOUND`` never: a notification instead, for FME's Emailer; ``CONFIGURATION`` (a
+   write-back the layer refused for the deployment's setup) only when asked, after the fix,
+   with a notification saying what to fix (its paid analysis is kept);
+3. evaluate the breakers and the degradation ladder (a cooldown over, a silent probe round,
+   the signals the ladder climbs and descends on), with nobody calling;
+4. reconcile a window against the feature layer (gaps by day, asset type and crew; with
+   backfill, missing photos registered PENDING with ``source=reconcile``);
+5. prune the call log and format anomalies past retention.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ...core.resilience.breaker import BreakerState
+from ...core.clock import Clock, SystemClock
+from ...core.resilience.degrade import LadderState
+from ...core.errors import ConfigurationError, FailureClass
+from ...core.ledger import Notification, PruneResult, ReapResult
+from ...core.config.settings import Settings
+from ...store.base import Store
+from .reconcile import Layer, ReconcileReport, Reconciler
+from ..resilience.breaker import CircuitBreaker
+from ..resilience.degrade import Degradation, gather_signals
+
+__all__ = ["Compensator", "CompensationReport", "requeue_delay_s", "NOT_FOUND_KIND",
+           "CONFIGURATION_KIND"]
+
+log = logging.getLogger("fme_ai_resilience.compensator")
+
+#: The notification kind of a photo the layer no longer has.
+NOT_FOUND_KIND = "photo-not-found"
+#: The notification kind of a write-back the layer refused for the deployment's setup.
+CONFIGURATION_KIND = "writeback-configuration"
+
+
+def requeue_delay_s(requeue_count: int, base_s: float, cap_s: float) -> float:
+    """The wait before the (``requeue_count`` + 1)-th automatic requeue: doubling, capped."""
+    return min(cap_s, base_s * 2.0 ** min(max(requeue_count, 0), 62))
+
+
+@dataclass(frozen=True)
+class CompensationReport:
+    """What one run did."""
+
+    reaped: ReapResult
+    requeued: Dict[str, int]
+    notified: int
+    breakers: Dict[str, BreakerState]
+    ladder: LadderState
+    pruned: PruneResult
+    reconciled: Optional[ReconcileReport] = None
+    notifications: Tuple[Notification, ...] = field(default=())
+
+    def summary(self) -> str:
+        """One line per step, as ``compensate`` prints it."""
+        d = self.as_dict()
+        lines = [f"reaped: {d['reaped']['requeued']} requeued, {d['reaped']['buried']} buried",
+                 "requeued: " + (", ".join(f"{n} {c}" for c, n in self.requeued.items())
+                                 or "none"),
+                 f"notified: {self.notified} dead letter(s) people must hear of",
+                 "breakers: " + (", ".join(f"{s} {v}" for s, v in d["breakers"].items())
+                                 or "none"),
+                 f"ladder: {d['ladder']}",
+                 f"pruned: {self.pruned.calls} call(s), {self.pruned.anomalies} anomaly(ies)"]
+        r = self.reconciled
+        lines.append("reconciled: not run" if r is None else
+                     f"reconciled: {r.expected} expected, {len(r.missing)} missing, "
+                     f"{r.backfilled} backfilled")
+        return "\n".join(lines)
+
+    def as_dict(self) -> Dict[str, object]:
+        """A JSON-ready form (``compensate --json``, the WS-03 report feature)."""
+        return {
+            "reaped": {"requeued": self.reaped.requeued, "buried": self.reaped.buried},
+            "requeued": dict(self.requeued), "notified": self.notified,
+            "breakers": {s: b.state.value if b.mode.value == "AUTO" else b.mode.value
+                         for s, b in self.breakers.items()},
+            "ladder": self.ladder.effective.label,
+            "pruned": {"calls": self.pruned.calls, "anomalies": self.pruned.anomalies},
+            "reconciled": None if self.reconciled is None else self.reconciled.as_dict(),
+            "notifications": [{"id": n.id, "kind": n.kind, "task_key": n.task_key,
+                               "subject": n.subject} for n in self.notifications],
+        }
+
+
+class Compensator:
+    """Runs WS-03 passes over the ledger (see the module docstring).
+
+    ``services`` are the protected services to evaluate (default: the Vision service and its
+    fallback, when one is configured); ``layer`` the feature layer to reconcile against (None:
+    no reconciliation).
+    """
+
+    def __init__(self, settings: Settings, *, store: Store, layer: Optional[Layer] = None,
+                 services: Optional[Sequence[str]] = None,
+                 clock: Optional[Clock] = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.layer = layer
+        self.clock = clock or SystemClock()
+        vision = settings.vision
+        names = list(services) if services is not None else (
+            [vision.service] + ([vision.fallback_service] if vision.fallback_endpoint else []))
+        self.breakers = [CircuitBreaker(name, settings.breaker, store=store, clock=self.clock)
+                         for name in names]
+        self.ladder = Degradation.from_settings(settings, store=store, clock=self.clock)
+
+    def __repr__(self) -> str:
+        return (f"Compensator(services={[b.service for b in self.breakers]}, "
+                f"layer={getattr(self.layer, 'url', None)!r})")
+
+    def run(self, *, requeue_format: bool = False, reconcile: bool = True,
+            backfill: Optional[bool] = None) -> CompensationReport:
+        """One pass of every step; ``requeue_format`` also requeues FORMAT dead letters (after
+        a schema fix); ``backfill`` overrides ``compensation.reconcile_backfill``."""
+        comp = self.settings.compensation
+        reaped = self.store.reap_expired(self.settings.retry.task_attempts,
+                                         now=self.clock.now())
+        requeued = {FailureClass.BUDGET.value: self._requeue(FailureClass.BUDGET,
+                                                             comp.requeue_budget)}
+        if requeue_format:
+            requeued[FailureClass.FORMAT.value] = self.store.requeue(
+                failure_class=FailureClass.FORMAT, now=self.clock.now())
+        notified = self._notify_missing_photos() + self._notify_configuration()
+        breakers = {b.service: b.evaluate() for b in self.breakers}
+        ladder = self._evaluate_ladder()
+        reconciled = None
+        if reconcile and self.layer is not None:
+            now = self.clock.now()
+            reconciled = self.reconcile(
+                since=now - comp.reconcile_window_s, until=now,
+                backfill=comp.reconcile_backfill if backfill is None else backfill)
+        now = self.clock.now()
+        cut = now - comp.retention_days * 86400.0
+        pruned = self.store.prune(cut, cut)
+        report = CompensationReport(reaped, requeued, notified, breakers, ladder, pruned,
+                                    reconciled, tuple(self.store.pending_notifications()))
+        log.info("compensation: reaped %d (buried %d), requeued %s, notified %d, ladder %s, "
+                 "pruned %d calls and %d anomalies", reaped.requeued, reaped.buried, requeued,
+                 notified, ladder.effective.label, pruned.calls, pruned.anomalies)
+        return report
+
+    def _requeue(self, failure_class: FailureClass, budget: int) -> int:
+        comp = self.settings.compensation
+        moved = 0
+        for key, count in self.store.requeue_candidates(failure_class, budget, comp.batch):
+            now = self.clock.now()
+            due = now + requeue_delay_s(count, comp.requeue_backoff_s, comp.requeue_backoff_cap_s)
+            if self.store.requeue_later(key, count, due, now=now):
+                moved += 1
+        return moved
+
+    def _notify_missing_photos(self) -> int:
+        return self._notify(FailureClass.NOT_FOUND, NOT_FOUND_KIND, "Survey123 photo not found",
+                            "is no longer on the layer: {error}. It is not retried; re-attach "
+                            "the photo in Survey123 or close the task.")
+
+    def _notify_configuration(self) -> int:
+        return self._notify(
+            FailureClass.CONFIGURATION, CONFIGURATION_KIND,
+            "AI write-back refused by the layer's setup",
+            "was analysed, but the layer refused its write-back for the deployment's setup: "
+            "{error}. The Vision AI's answer is kept: once the layer or the writeback.* "
+            "settings are fixed, run `fme-ai-resilience dlq requeue --cause CONFIGURATION` "
+            "and the photo is written back, not analysed again.")
+
+    def _notify(self, failure_class: FailureClass, kind: str, subject: str, says: str) -> int:
+        """One notification per dead letter of ``failure_class``: ``says`` (with ``{error}``
+        the task's last error) follows the photo's task, feature and trace."""
+        sent = 0
+        for record in self.store.dead_letter_records(failure_class,
+                                                     limit=self.settings.compensation.batch):
+            feature = record.payload.get("feature_global_id", "?")
+            body = (f"The photo of task {record.key} (feature {feature}, trace "
+                    f"{record.trace_id}) " + says.format(error=record.last_error or ""))
+            if self.store.notify(kind, subject, body, record.key, now=self.clock.now()):
+                sent += 1
+        return sent
+
+    def _evaluate_ladder(self) -> LadderState:
+        if not self.breakers:
+            return self.ladder.state(fresh=True)
+        primary = self.breakers[0]
+        fallback = self.breakers[1] if len(self.breakers) > 1 else None
+        signals = gather_signals(self.settings.intake, primary, fallback, store=self.store,
+                                 now=self.clock.now())
+        return self.ladder.observe(signals)
+
+    def reconcile(self, *, since: float, until: float, backfill: bool = False
+                  ) -> ReconcileReport:
+        """Reconcile ``[since, until)`` (epoch seconds) against the layer."""
+        if self.layer is None:
+            raise ConfigurationError("writeback.layer_url", "", "reconciliation needs a layer")
+        return Reconciler(self.layer, self.settings, store=self.store).run(
+            since=since, until=until, backfill=backfill, now=self.clock.now())
+
+    def take_notifications(self, limit: int = 100) -> List[Notification]:
+        """Pending notifications, marked handed over (for the WS-03 PythonCaller's Emailer)."""
+        pending = self.store.pending_notifications(limit)
+        self.store.mark_notified([n.id for n in pending], now=self.clock.now())
+        return pending

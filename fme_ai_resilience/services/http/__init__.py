@@ -1,0 +1,3 @@
+"""The HTTP sessions every outbound call runs on."""
+
+__all__: "list[str]" = []

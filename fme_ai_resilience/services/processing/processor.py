@@ -1,0 +1,273 @@
+"""The processor (WS-02): claim tasks, download the photo, ask the Vision AI, write back, complete.
+
+:meth:`Processor.run_batch` claims at most ``processing.claim_limit`` tasks and takes each
+through its stages (docs/pipeline.md)::
+
+    ladder and breaker permit   open, paused or refused -> DEFERRED, no attempt counted
+    photo list (no list sent)   queryAttachments, one task registered per photo
+    download                    checkpoint ``downloaded`` (sha256, size, content type)
+    analysis                    reused from the analysis cache, or one Vision AI call;
+                                checkpoint ``analyzed`` (the validated assessment, the verdict)
+    write-back and completion   through the sink; outcome ACCEPTED, REVIEW or SKIPPED
+
+A stage that finished is never redone: a task with ``analyzed`` never calls the Vision AI
+again, one with ``written`` never writes again. A validated result is also kept by the photo's
+SHA-256 and the model configuration, so the same photo under another GlobalID (Survey123
+re-creating a feature, FME Flow replaying a job) costs no second call. Failures follow the
+classification table: retried inline within ``retry.max_inline_wait_s`` and the task's deadline,
+otherwise parked (FAILED with a retry time, or DEFERRED when no attempt counts) or buried as a
+dead letter with its failure class; format anomalies are recorded; every outbound call goes
+into ``ai_call_log``. While a task is worked on, its lease is renewed in the background, and
+the batch stops claiming when the FME job's remaining runtime cannot fit another worst-case
+task (unstarted tasks are handed back at once).
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ...core.clock import Clock, Deadline, SystemClock
+from ...core.resilience.degrade import Level, Model
+from ...core.errors import StoreError
+from ...core.ledger import Status, Task
+from ...core.text.redact import redact_text
+from ...core.resilience.retry import RetryPolicy
+from ...core.config.settings import Settings
+from ...store.base import Store
+from ...core.resilience.task_budget import worst_case_task_s
+from ..resilience.retry_budget import FleetRetryGate
+from ..observe.logs import trace
+from ..resilience.pace import CallPacer
+from ..resilience.breaker import CircuitBreaker
+from ..resilience.degrade import Degradation, gather_signals
+from .sinks import Sink
+from .collaborators import Collaborators, Downloader, PhotoLister, VisionRoute
+from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
+from ..vision import DownloadPolicy, fetch_photo
+
+__all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "Stop", "PhotoLister",
+           "Downloader", "analysis_fingerprint"]
+
+log = logging.getLogger("fme_ai_resilience.processor")
+
+
+class Stop(enum.Enum):
+    """Why a batch stopped claiming; the value is the sentence the report shows."""
+
+    CLAIM_LIMIT = "claim limit reached"
+    NO_DUE_TASK = "no due task"
+    JOB_ENDING = "the job's remaining runtime cannot fit another task"
+    LEDGER_DOWN = "ledger unavailable"
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """One batch: what happened to each task, why the batch stopped claiming and, for a
+    ledger that failed, how (redacted)."""
+
+    results: Tuple[TaskResult, ...]
+    stopped: Stop
+    detail: str = ""
+
+    def count(self, status: Status) -> int:
+        return sum(1 for r in self.results if r.status is status)
+
+    def summary(self) -> str:
+        """One line: the tasks by final status and why the batch stopped."""
+        counts = {}
+        for result in self.results:
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+        tally = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        why = self.stopped.value + (f": {self.detail}" if self.detail else "")
+        return f"{len(self.results)} task(s){': ' + tally if tally else ''} (stopped: {why})"
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"tasks": len(self.results), "stopped": self.stopped.name,
+                "detail": self.detail or None,
+                "by_status": {s.value: self.count(s) for s in Status if self.count(s)},
+                "results": [r.as_dict() for r in self.results]}
+
+
+class _Heartbeat:
+    """Renews one task's lease in the background while its worker works on it."""
+
+    def __init__(self, task: Task, lease_s: float, *, store: Store, clock: Clock) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lease {task.key}",
+                                        args=(task, lease_s),
+                                        kwargs={"store": store, "clock": clock}, daemon=True)
+
+    def _run(self, task: Task, lease_s: float, *, store: Store, clock: Clock) -> None:
+        while not self._stop.wait(lease_s / 3.0):
+            try:
+                if not store.renew(task.key, task.lease_token, lease_s, now=clock.now()):
+                    return  # the lease was lost: nothing to keep
+            except StoreError as exc:   # the next renewal (or the reaper) will tell
+                log.warning("lease %s: renewal failed: %s", task.key, redact_text(str(exc)))
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class Processor:
+    """Runs WS-02 batches over the ledger (see the module docstring).
+
+    ``primary`` (and ``fallback``, the lighter model the ladder switches to) are the Vision AI
+    routes; ``sink`` finishes each task; ``download`` fetches a photo (default: the guarded
+    downloader under ``policy``); ``token`` gives the processor's ArcGIS token (``(now) ->
+    str``, None for public layers); ``lister`` lists the photos of a webhook that carried
+    none; ``job_started`` (epoch seconds, default now) is when the FME job began, for
+    ``processing.job_runtime_limit_s``.
+    """
+
+    def __init__(self, settings: Settings, primary: VisionRoute, sink: Sink, *,
+                 store: Store, fallback: Optional[VisionRoute] = None,
+                 policy: Optional[DownloadPolicy] = None,
+                 download: Optional[Downloader] = None,
+                 token: Optional[Callable[[float], Optional[str]]] = None,
+                 lister: Optional[PhotoLister] = None, owner: str = "processor",
+                 job_started: Optional[float] = None, clock: Optional[Clock] = None,
+                 rng: Optional[random.Random] = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.sink = sink
+        self.clock = clock or SystemClock()
+        self.rng = rng if rng is not None else random.Random()
+        self.owner = owner
+        self.routes = {Model.PRIMARY: primary, Model.FALLBACK: fallback or primary}
+        self.breakers = {route.service: CircuitBreaker(route.service, settings.breaker,
+                                                       store=store, clock=self.clock)
+                         for route in self.routes.values()}
+        self.pacers = {service: CallPacer(service, store=store, clock=self.clock,
+                                          cache_ttl_s=settings.breaker.cache_ttl_s)
+                       for service in self.breakers}
+        self.ladder = Degradation.from_settings(settings, store=store, clock=self.clock)
+        self.policy = RetryPolicy.from_settings(settings)
+        self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)
+        self.worst_case_s = worst_case_task_s(self.policy, settings.timeouts)
+        # configuration only: the served feature services' hosts and the photo hosts
+        guarded = policy or DownloadPolicy.from_settings(settings)
+        clock = self.clock
+        self.collaborators = Collaborators(
+            settings=settings, store=store, clock=clock, rng=self.rng, routes=self.routes,
+            breakers=self.breakers, pacers=self.pacers, ladder=self.ladder, policy=self.policy,
+            gate=self.gate, sink=sink, token=token, lister=lister,
+            download=download or (lambda url, tok: fetch_photo(url, tok, guarded, clock=clock)))
+        limit = settings.processing.job_runtime_limit_s
+        self.job_deadline = None if not limit else Deadline(
+            self.clock.now() if job_started is None else job_started, limit)
+
+    def __repr__(self) -> str:
+        return (f"Processor(owner={self.owner!r}, vision={self.routes[Model.PRIMARY].service!r}"
+                f", sink={self.sink.name!r})")
+
+    # -- the batch -------------------------------------------------------------------------------
+    def run_batch(self) -> BatchReport:
+        """Claim and work through at most ``processing.claim_limit`` tasks."""
+        processing = self.settings.processing
+        results: List[TaskResult] = []
+        left = processing.claim_limit
+        # Claim only as many as can start before their lease runs out.
+        per_claim = max(1, min(left, int(processing.lease_s // max(self.worst_case_s, 1e-9))))
+        stopped = Stop.CLAIM_LIMIT
+        while left > 0:
+            if not self._time_for_another():
+                stopped = Stop.JOB_ENDING
+                break
+            tasks = self.store.claim(self.owner, min(per_claim, left), processing.lease_s,
+                                     now=self.clock.now())
+            if not tasks:
+                stopped = Stop.NO_DUE_TASK
+                break
+            left -= len(tasks)
+            for i, task in enumerate(tasks):
+                if i and not self._time_for_another():
+                    results.extend(self._hand_back(tasks[i:]))
+                    stopped = Stop.JOB_ENDING
+                    left = 0
+                    break
+                try:
+                    results.append(self._work(task))
+                except StoreError as exc:
+                    # The ledger cannot record progress: stop; the leases lapse and the
+                    # compensator hands the tasks to the next batch.
+                    detail = redact_text(str(exc))
+                    log.error("processor %s: ledger unavailable: %s", self.owner, detail)
+                    results.append(TaskResult(task.key, Status.PROCESSING, task.trace_id,
+                                              reason=f"ledger unavailable: {detail}"))
+                    return BatchReport(tuple(results), Stop.LEDGER_DOWN, detail)
+        self._observe_ladder()
+        return BatchReport(tuple(results), stopped)
+
+    def _observe_ladder(self) -> None:
+        """While the ladder is up, each batch feeds it fresh signals as the compensator does,
+        so it steps down by itself (and the photos it held come back) whether or not the
+        compensator runs; at L0 this costs nothing (the cached level)."""
+        if self.ladder.level() is Level.NORMAL:
+            return
+        primary, fallback = self.routes[Model.PRIMARY], self.routes[Model.FALLBACK]
+        try:
+            self.ladder.observe(gather_signals(
+                self.settings.intake, self.breakers[primary.service],
+                None if fallback is primary else self.breakers[fallback.service],
+                store=self.store, now=self.clock.now()))
+        except StoreError as exc:
+            log.warning("processor %s: the degradation ladder was not updated: %s",
+                        self.owner, redact_text(str(exc)))
+
+    def _time_for_another(self) -> bool:
+        if self.job_deadline is None:
+            return True
+        return self.job_deadline.remaining(now=self.clock.now()) >= self.worst_case_s
+
+    def _hand_back(self, tasks: Sequence[Task]) -> List[TaskResult]:
+        """Unstarted tasks go back at once, no attempt counted, for another engine to take."""
+        now = self.clock.now()
+        out = []
+        for task in tasks:
+            self.store.defer(task.key, task.lease_token, now, now=now)
+            out.append(TaskResult(task.key, Status.DEFERRED, task.trace_id, retry_at=now,
+                                  reason="handed back unstarted: the job is ending"))
+        return out
+
+    # -- one task ------------------------------------------------------------------------------
+    def _work(self, task: Task) -> TaskResult:
+        lease_s = self.settings.processing.lease_s
+        now = self.clock.now()
+        if task.lease_expires_at - now < self.worst_case_s and not self.store.renew(
+                task.key, task.lease_token, lease_s, now=now):
+            return TaskResult(task.key, Status.PROCESSING, task.trace_id,
+                              reason="lease lost before the task started")
+        run = TaskRun(self.collaborators, task)
+        with trace(task.trace_id):
+            try:
+                with _Heartbeat(task, lease_s, store=self.store, clock=self.clock):
+                    result = run.through()
+            except Parked as parked:
+                result = parked.result
+            _log_result(result)
+        return result
+
+
+def _log_result(result: TaskResult) -> None:
+    """One line per task: INFO for a finish or a park, WARNING for a dead letter."""
+    if result.status is Status.DEAD:
+        log.warning("task %s: DEAD (%s): %s", result.key,
+                    result.failure_class.value if result.failure_class else "?",
+                    redact_text(result.reason))
+    elif result.status is Status.SUCCEEDED:
+        log.info("task %s: SUCCEEDED (%s%s)", result.key,
+                 result.outcome.value if result.outcome else "?",
+                 ", reused analysis" if result.reused else "")
+    else:
+        log.info("task %s: %s%s", result.key, result.status.value,
+                 f": {redact_text(result.reason)}" if result.reason else "")
