@@ -1,4 +1,5 @@
-"""Shared fixtures: a fake clock, a seeded random source, and a throw-away PostgreSQL database.
+"""Shared fixtures (a fake clock, a seeded random source, a throw-away PostgreSQL database) and
+how a run is laid out: the tiers' order and the number of workers.
 
 PostgreSQL tests run against ``FAIR_TEST_PG_URL`` (default: the local server at
 127.0.0.1:5432, user postgres, database test). Each test session gets its own database,
@@ -15,8 +16,24 @@ import pytest
 
 from fme_ai_resilience.core.clock import FakeClock
 
-PG_ADMIN_URL = os.environ.get("FAIR_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from helpers.postgres import IN_CI, PG_ADMIN_URL, pg8000_url
+from helpers.tiers import TIERS
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: at least four workers, since most tests wait on a server, a process or a
+    database rather than compute."""
+    return max(4, os.cpu_count() or 1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The slow tiers first, so the quick ones fill the workers' last minutes."""
+    def rank(item):
+        parts = item.path.parts
+        tier = next((p for p in parts[::-1] if p in TIERS), TIERS[-1])
+        return TIERS.index(tier)
+    items.sort(key=rank)
 
 
 @pytest.fixture
@@ -71,28 +88,7 @@ def pg_store_url(pg_url):
     return pg_url
 
 
-def pg_run(url: str, sql, params=()):
-    """Run one statement as the admin connection (autocommit) and return its rows, if any.
-
-    For tests that look at or change the database behind the store's back."""
-    import psycopg2
-
-    conn = psycopg2.connect(url, connect_timeout=5)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            return cur.fetchall() if cur.description is not None else []
-    finally:
-        conn.close()
-
-
 STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql", "postgresql-pg8000")
-
-
-def pg8000_url(url: str) -> str:
-    """The same PostgreSQL database through the pure-Python driver."""
-    return "postgresql+pg8000://" + url.split("://", 1)[1]
 
 
 @pytest.fixture(params=STORE_BACKENDS)

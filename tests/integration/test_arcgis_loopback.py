@@ -12,9 +12,9 @@ import pytest
 from fme_ai_resilience.core.errors import ArcGISError, ErrorClass
 from fme_ai_resilience.services.arcgis.layer import FeatureLayer
 from fme_ai_resilience.services.arcgis.credentials import OAuthAppToken, StaticToken
-from tests.integration.loopback import read_request, serve  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.integration
+from helpers.loopback import read_request, serve  # noqa: F401 (fixture)
+
 
 SECRET = "loopback-client-secret-42"
 G1 = "{2B0D6B0E-6E8F-4C2A-9A53-0C1B4B7E9D11}"

@@ -20,10 +20,10 @@ import pytest
 from fme_ai_resilience.drill.charts import (BACKLOG_FILL, LEVEL_COLOUR, OUTAGE_FILL,
                                             OUTCOME_COLOURS, PHOTO_COLOURS, STATE_COLOURS)
 from fme_ai_resilience.drill.html import render_html
-from tests.conftest import IN_CI
-from tests.drill_reports import sample_report
 
-pytestmark = pytest.mark.integration
+from helpers.postgres import IN_CI
+from helpers.drill_reports import sample_report
+
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 WIDTH, HEIGHT = 1400, 4400
@@ -152,7 +152,6 @@ def test_each_chart_series_is_visible(screenshot, series, colour, at_least):
     """Every series the charts draw shows in its colour over a meaningful number of pixels."""
     _, _, counts = screenshot
     assert near(counts, rgb(colour)) >= at_least, f"{series} ({colour}) barely drawn"
-
 
 
 @pytest.mark.parametrize("in_ci,outcome", [(True, pytest.fail.Exception),

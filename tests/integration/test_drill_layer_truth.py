@@ -10,8 +10,6 @@ import requests
 from fme_ai_resilience.drill.standins import FeatureLayerStandIn, NotificationStandIn
 from fme_ai_resilience.core.errors import ConfigurationError
 
-pytestmark = pytest.mark.integration
-
 
 def _update(layer, attributes, **extra):
     return requests.post(f"{layer.layer_url}/applyEdits", data={

@@ -9,8 +9,6 @@ import requests
 
 from fme_ai_resilience.drill.standins import FeatureLayerStandIn
 
-pytestmark = pytest.mark.integration
-
 FIELDS = ("ai_condition", "ai_confidence", "ai_status")
 PARENT, PHOTO = "{AAAAAAAA-0000-4000-8000-000000000000}", "{BBBBBBBB-1111-4000-8000-000000000000}"
 ROW_GID = "{CCCCCCCC-2222-4000-8000-000000000000}"

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
-from tests.integration.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
 
-pytestmark = pytest.mark.integration
+from helpers.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+
+ROOT = REPO
 WORKSPACES = ROOT / "workspaces"
 FILES = ("WS-01_intake.fmw", "WS-02_processor.fmw", "WS-03_compensator.fmw")
 TOKEN = "fmetoken-0b7c-5ecret-a1"

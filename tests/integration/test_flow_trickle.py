@@ -12,10 +12,10 @@ import pytest
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server
 from fme_ai_resilience.services.flow.client import FlowClient
-from tests.integration.loopback import read_request, serve  # noqa: F401 (fixture)
-from tests.integration.served import delivery, post
 
-pytestmark = pytest.mark.integration
+from helpers.loopback import read_request, serve  # noqa: F401 (fixture)
+from helpers.served import delivery, post
+
 
 STATUS_LINE = b"HTTP/1.1 200 OK\r\n"
 #: How long the trickling FME Flow takes to send even its status line, at one byte a second.

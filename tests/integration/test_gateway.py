@@ -24,11 +24,13 @@ from fme_ai_resilience.core.ledger import Status, TaskOutcome
 from fme_ai_resilience.core.config.settings import IntakeSettings, Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
-from tests.conftest import pg_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+from helpers.postgres import pg_run
+from helpers import DATA
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+
+pytestmark = pytest.mark.postgres
+
 BODY = (DATA / "survey123_add.json").read_bytes()
 TOKEN = "PORTAL-TOKEN-7f3a9c1e5b2d4a6f8e0c"
 KEY = "5c1e0a2b-9d3f-4e61-8a7b-0f2c3d4e5a6b/a0b1c2d3-e4f5-4a6b-8c7d-9e0f1a2b3c4d"
@@ -177,7 +179,7 @@ def test_park_mode_over_the_watermark_is_202_deferred(pg):
 def _admin(pg_url: str):
     import psycopg2
 
-    from tests.conftest import PG_ADMIN_URL
+    from helpers.postgres import PG_ADMIN_URL
 
     conn = psycopg2.connect(PG_ADMIN_URL, connect_timeout=5)
     conn.autocommit = True

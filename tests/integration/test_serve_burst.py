@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fme_ai_resilience.store import open_store
-from tests.integration.loopback import read_request
-from tests.integration.served import Served, delivery, post
 
-pytestmark = pytest.mark.integration
+from helpers.loopback import read_request
+from helpers.served import Served, delivery, post
+
 
 BURST = 300
 STALLERS = 5

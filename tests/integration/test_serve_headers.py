@@ -6,9 +6,9 @@ import json
 import pytest
 
 from fme_ai_resilience.store import open_store
-from tests.integration.served import Served, delivery, exchange
 
-pytestmark = pytest.mark.integration
+from helpers.served import Served, delivery, exchange
+
 
 SECRET = "s3cret-value-4411"
 

@@ -12,9 +12,12 @@ import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server
-from tests.integration.served import exchange
 
-BODY = (Path(__file__).resolve().parent.parent / "data" / "survey123_add.json").read_bytes()
+from helpers.served import exchange
+from helpers import DATA
+
+
+BODY = (DATA / "survey123_add.json").read_bytes()
 
 
 def post(url, body, headers):
@@ -26,7 +29,6 @@ def post(url, body, headers):
         return err.code, json.loads(err.read())
 
 
-@pytest.mark.integration
 def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
     """The served gateway checks the shared secret from the environment and writes the ledger."""
     monkeypatch.setenv("INTAKE_SHARED_SECRET", "s3cret-value")
@@ -50,7 +52,6 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
         store.close()
 
 
-@pytest.mark.integration
 def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
         tmp_path, caplog):
     """A request line the stdlib cannot parse is answered 400 and its token stays out of logs."""

@@ -31,8 +31,6 @@ from fme_ai_resilience.core.vision.providers import normalize
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from fme_ai_resilience.core.resilience.timeouts import TimeoutBudget
 
-pytestmark = pytest.mark.integration
-
 def policy_for(url):
     """Loopback allowed (plain http, private addresses) on the stand-in's port only."""
     return DownloadPolicy(allowed_hosts=(f"127.0.0.1:{urlsplit(url).port}",),

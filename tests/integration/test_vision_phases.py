@@ -17,9 +17,9 @@ from fme_ai_resilience.core.errors import DownloadError, ErrorClass, UnsafeURL
 from fme_ai_resilience.services.vision import Credentials, DownloadPolicy, VisionClient, fetch_photo
 from fme_ai_resilience.services.vision.download import check_peer
 from fme_ai_resilience.services.vision.phases import timed_session
-from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.integration
+from helpers.loopback import read_request, response, serve  # noqa: F401 (fixture)
+
 
 BUDGET_S = 0.3
 BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)

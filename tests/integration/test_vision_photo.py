@@ -8,9 +8,9 @@ import pytest
 
 from fme_ai_resilience.core.errors import DownloadError, ErrorClass
 from fme_ai_resilience.services.vision import DownloadPolicy, fetch_photo
-from tests.integration.loopback import read_request, response, serve  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.integration
+from helpers.loopback import read_request, response, serve  # noqa: F401 (fixture)
+
 
 JPEG = b"\xff\xd8\xff" + b"\x02" * 64
 def policy_for(*servers):

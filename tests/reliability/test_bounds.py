@@ -11,9 +11,9 @@ from fme_ai_resilience.drill.standins import FeatureLayerStandIn
 from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
-from tests.reliability.world import FIELDS
 
-pytestmark = pytest.mark.integration
+from helpers.one_task import FIELDS
+
 
 PHOTOS = 20_000
 

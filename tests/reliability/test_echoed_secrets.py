@@ -12,10 +12,10 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from fme_ai_resilience.cli import main
-from tests.reliability.servers import Front
-from tests.reliability.world import OneTask
 
-pytestmark = pytest.mark.integration
+from helpers.hostile import Front
+from helpers.one_task import OneTask
+
 
 TOKEN = "tok/En+9931=abc"          # a slash and a plus: JSON- and URL-escaped forms differ
 VISION_KEY = "vk/7710+secret"

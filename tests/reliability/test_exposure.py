@@ -9,9 +9,9 @@ import time
 import pytest
 
 from fme_ai_resilience.store import open_store
-from tests.integration.served import Served, delivery, post
 
-pytestmark = pytest.mark.integration
+from helpers.served import Served, delivery, post
+
 
 FLOOD = 520
 SENDER_TIMEOUT_S = 10.0

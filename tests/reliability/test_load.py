@@ -17,13 +17,13 @@ import pytest
 from fme_ai_resilience.drill.standins import FaultSchedule
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
-from tests.reliability.servers import TcpProxy
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "integration"))
-from pipeline_world import (GatewayServer, World, loopback_settings,  # noqa: E402
+from helpers.hostile import TcpProxy
+from helpers.pipeline_world import (GatewayServer, World, loopback_settings,
                             spawn_processes, stop_processes, wait_until_settled)
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+pytestmark = pytest.mark.postgres
 
 BURST = 160
 WATERMARK, CEILING = 40, 200

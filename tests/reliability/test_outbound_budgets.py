@@ -9,10 +9,10 @@ import pytest
 
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import installed_fmetools
-from tests.reliability.servers import SLOW_READ, TRICKLE, Front
-from tests.reliability.world import OneTask
 
-pytestmark = pytest.mark.integration
+from helpers.hostile import SLOW_READ, TRICKLE, Front
+from helpers.one_task import OneTask
+
 
 BUDGET = {"timeouts.connect_s": "0.5", "timeouts.tls_s": "0.5", "timeouts.ttfb_s": "1.0",
           "timeouts.body_s": "0.5", "arcgis.request_timeout_s": "1.0"}

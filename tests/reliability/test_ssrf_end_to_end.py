@@ -11,9 +11,9 @@ from fme_ai_resilience.cli import main
 from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
-from tests.reliability.servers import Front
 
-pytestmark = pytest.mark.integration
+from helpers.hostile import Front
+
 
 SERVICE = "https://services.example.com/abc/arcgis/rest/services/inspection/FeatureServer"
 
