@@ -214,3 +214,42 @@ def test_the_fme_flow_page_documents_every_output_attribute_where_it_appears():
     for name in CONCLUSION_ATTRIBUTES:
         expected.setdefault(name, set()).add("task (collect)")
     assert rows == expected
+
+
+def test_password_parameters_that_arrive_encrypted_are_decrypted_through_fme(
+        fair_db, fake_clock, fake_vision):
+    """The ledger URL and the Vision key reach Python as ``fme_decrypt(...)`` (a password
+    typed into Workbench and saved): FME's @Concatenate decrypts them, the task succeeds, the
+    Vision AI gets the plain key, and neither the plain nor the encrypted value shows."""
+    import responses
+    from fme_ai_resilience.testing import fme_encrypt
+    from tests.fme_fixtures import JPEG, PHOTO
+
+    fake_vision.mock.add(responses.GET, PHOTO, body=JPEG, content_type="image/jpeg")
+    plain = processor_macros(fair_db, fake_vision.endpoint)
+    macros = {**plain, "FAIR_DB": fme_encrypt(fair_db),
+              "FAIR_VISION_KEY": fme_encrypt(VISION_KEY)}
+    intake = run_caller(IntakeCaller, [{"message": body()}], macros, clock=fake_clock)
+    assert intake.rejected == [] and intake.output[0].getAttribute("fair_status") == "PENDING"
+    run = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
+    assert run.rejected == []
+    assert [f.getAttribute("fair_status") for f in run.output] == ["SUCCEEDED"]
+    sent = [c.request for c in fake_vision.mock.calls if c.request.method == "POST"]
+    assert len(sent) == 1 and VISION_KEY in str(sent[0].headers)
+    for shown in (texts(run.output), run.messages(), [repr(run.caller)]):
+        assert not [t for t in shown if "fme_decrypt" in t or VISION_KEY in t]
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_an_encrypted_value_fme_cannot_decrypt_is_refused_naming_its_parameter(
+        caller, fair_db, fake_clock):
+    """A value that reads fme_decrypt(...) but is no cipher this FME made: every feature is
+    rejected with CONFIGURATION naming FAIR_VISION_KEY, the value never shown."""
+    macros = {"FAIR_DB": fair_db, "FAIR_VISION_ENDPOINT": VISION,
+              "FAIR_VISION_KEY": "fme_decrypt(bm90LWEtY2lwaGVy)"}
+    run = run_caller(caller, [{"message": body()}], macros, clock=fake_clock)
+    (out,) = run.rejected
+    assert (out.getAttribute("fair_parameter"), out.getAttribute("fme_rejection_code")) == (
+        "FAIR_VISION_KEY", "CONFIGURATION")
+    assert "could not decrypt" in out.getAttribute("fair_reason")
+    assert not [t for t in texts(run.rejected) + run.messages() if "bm90LWEtY2lwaGVy" in t]

@@ -43,6 +43,7 @@ import requests
 
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, StoreError
+from .decrypt import decrypted_values, is_encrypted
 from .parameters import COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR, parameter_name
 from ..redact import REDACTED, redact_text
 from ..settings import SECRET_SETTINGS, Settings
@@ -229,6 +230,7 @@ class CallerBase:
         self._settings: Optional[Settings] = None
         self._macros: Dict[str, str] = {}
         self._secrets: Tuple[str, ...] = ()
+        self._plain: Dict[str, str] = {}      # decrypted parameter values, by cipher text
         self._tags: Optional[bool] = None     # does pyoutput take output_tag? None: not known
 
     def __repr__(self) -> str:
@@ -238,10 +240,18 @@ class CallerBase:
     # -- the PythonCaller interface ----------------------------------------------------------
     def input(self, feature: Any) -> None:
         """Handle one feature (see the class docstring)."""
-        self._macros = self._parameters(feature)
+        given = self._parameters(feature)
+        refused: Optional[ConfigurationError] = None
+        try:   # a password parameter may arrive encrypted (docs/fme-flow.md, Secrets)
+            self._macros = decrypted_values(given, cache=self._plain)
+        except ConfigurationError as exc:
+            self._macros = {k: v for k, v in given.items() if not is_encrypted(v)}
+            refused = exc
         self._secrets = _secret_values(self._macros)
         with _forwarding(self._secrets):
             try:
+                if refused is not None:
+                    raise refused
                 self._open()
                 self._handle(feature)
             except ConfigurationError as exc:

@@ -304,8 +304,9 @@ def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
 def _gui_line(p: PublishedParameter) -> str:
     # A user-made text parameter saved by 2025.0.3 reads "GUI TEXT NAME Prompt"; an optional
     # one gets OPTIONAL in front, as optional file parameters do. A secret is a password
-    # parameter, "GUI PASSWORD NAME Prompt" (no saved sample holds one: unverified).
-    kind = "PASSWORD" if p.secret else "TEXT"
+    # parameter, which real 2025.1.1 saves write "GUI OPTIONAL PASSWORD_ENCODED NAME Prompt"
+    # (their value then FME-encrypted, fme_decrypt(...), which the callers decrypt).
+    kind = "PASSWORD_ENCODED" if p.secret else "TEXT"
     return f"GUI {'' if p.required else 'OPTIONAL '}{kind} {p.name} {p.prompt}"
 
 
@@ -321,8 +322,8 @@ def _global_parameters(parameters: Sequence[PublishedParameter]) -> List[str]:
 
 def form_entry(p: PublishedParameter) -> Dict[str, object]:
     """The FORM JSON object of a parameter, keys in the order FME 2025.0 writes them: a text
-    parameter, or for a secret FME's password type (masked where FME shows it; its form
-    keys follow FME's parameter-form schema, no saved sample holds one)."""
+    parameter, or for a secret FME's password type (masked where FME shows it), with only the
+    keys Safe's own forms give a password (HTTPCaller's): no saved workspace holds one."""
     entry: Dict[str, object] = {"name": p.name, "prompt": p.prompt, "valueType": "string"}
     if not p.required:
         entry["required"] = False
@@ -330,7 +331,7 @@ def form_entry(p: PublishedParameter) -> Dict[str, object]:
                   "supportedValueTypes": ["expression", "globalParameter"],
                   "deprecatedFlags": ["none"]})
     if p.secret:
-        entry.update({"type": "password", "showConfirm": False})
+        entry["type"] = "password"
     else:
         entry.update({"type": "text", "editor": "plaintext", "showEditButton": False})
     return entry
