@@ -253,3 +253,37 @@ def test_an_encrypted_value_fme_cannot_decrypt_is_refused_naming_its_parameter(
         "FAIR_VISION_KEY", "CONFIGURATION")
     assert "could not decrypt" in out.getAttribute("fair_reason")
     assert not [t for t in texts(run.rejected) + run.messages() if "bm90LWEtY2lwaGVy" in t]
+
+
+def test_the_first_feature_says_what_runs_and_warns_once_without_fmes_session(
+        fair_db, fake_clock):
+    """One INFORM line at the first feature only: the library's version and folder, Python,
+    requests and urllib3 and the HTTP session; inside an FME where fmetools cannot be
+    imported WS-03 adds one WARN (not one per feature) that FME's proxy settings are not
+    followed; with fmetools the line names FMERequestsSession and there is no WARN."""
+    import platform
+
+    import requests
+    import urllib3
+
+    import fme_ai_resilience
+    from fme_ai_resilience.testing import installed_fmetools
+
+    run = run_caller(CompensatorCaller, [{}, {}], {"FAIR_DB": fair_db}, clock=fake_clock)
+    first = run.messages()[0]
+    assert first.startswith(f"fme-ai-resilience WS-03_compensator: fme-ai-resilience "
+                            f"{fme_ai_resilience.__version__} (")
+    for part in (f"Python {platform.python_version()}", f"requests {requests.__version__}",
+                 f"urllib3 {urllib3.__version__}", "HTTP through the library's session"):
+        assert part in first
+    assert sum("fme-ai-resilience " + fme_ai_resilience.__version__ in m
+               for m in run.messages()) == 1
+    warned = [m for m in run.messages("WARN") if "FME's network session cannot be made" in m]
+    assert len(warned) == 1 and "fmetools is not installed" in warned[0]
+    with installed_fmetools():
+        inside = run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock)
+    assert "HTTP through FME's FMERequestsSession" in inside.messages()[0]
+    assert not [m for m in inside.messages("WARN") if "network session" in m]
+    intake = run_caller(IntakeCaller, [{"message": body()}], {"FAIR_DB": fair_db},
+                        clock=fake_clock)
+    assert "HTTP" not in intake.messages()[0] and intake.messages("WARN") == []

@@ -33,6 +33,7 @@ import enum
 import importlib
 import logging
 import math
+import platform
 import threading
 from pathlib import Path
 from types import MappingProxyType
@@ -40,12 +41,15 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
+from .. import __version__
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, StoreError
 from .decrypt import decrypted_values, is_encrypted
 from .parameters import COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR, parameter_name
 from ..redact import REDACTED, redact_text
+from ..services.session_choice import session_choice
 from ..settings import SECRET_SETTINGS, Settings
 from ..store import SqlStore, display_url, open_store
 
@@ -220,6 +224,8 @@ class CallerBase:
     """What the three callers share: settings, the ledger, logs and output features."""
 
     workspace = ""
+    #: Whether the caller calls out over HTTP (its first line names the session).
+    uses_http = False
 
     def __init__(self) -> None:
         given = _INJECTED.get()
@@ -232,6 +238,7 @@ class CallerBase:
         self._secrets: Tuple[str, ...] = ()
         self._plain: Dict[str, str] = {}      # decrypted parameter values, by cipher text
         self._tags: Optional[bool] = None     # does pyoutput take output_tag? None: not known
+        self._introduced = False
 
     def __repr__(self) -> str:
         ledger = "closed" if self._store is None else getattr(self._store, "dialect", "?")
@@ -253,6 +260,8 @@ class CallerBase:
                 if refused is not None:
                     raise refused
                 self._open()
+                if not self._introduced:
+                    self._introduce()
                 self._handle(feature)
             except ConfigurationError as exc:
                 self._refuse(feature, exc)
@@ -310,6 +319,28 @@ class CallerBase:
 
     def _configure(self, settings: Settings, *, store: SqlStore) -> None:
         """Build what the caller runs (raises ConfigurationError for what cannot work)."""
+
+    def _introduce(self) -> None:
+        """The first feature's line: the library's version and place, the Python, requests
+        and urllib3 versions and, for a caller that calls out, the HTTP session in use; one
+        WARN when this is FME and FME's own session (its proxies, certificates) could not be
+        made (docs/fme-flow.md, FME's network settings)."""
+        self._introduced = True
+        where = Path(__file__).resolve().parent.parent
+        line = (f"fme-ai-resilience {__version__} ({where}), Python "
+                f"{platform.python_version()}, requests {requests.__version__}, urllib3 "
+                f"{urllib3.__version__}")
+        choice = None
+        if self.uses_http and self._session is None:
+            choice = session_choice()
+            line += f"; {choice.describe()}"
+        elif self.uses_http:
+            line += "; HTTP through the session handed in"
+        self._log("INFORM", line)
+        if choice is not None and choice.problem:
+            self._log("WARN", f"FME's network session cannot be made: {choice.problem}. "
+                              "Calls use the environment's proxy variables and CA bundle, "
+                              "not FME's proxy settings, PAC files or certificate store")
 
     def _ledger(self) -> SqlStore:
         if self._store is None:   # only while handling a feature, after _open
