@@ -51,15 +51,17 @@ def test_check_passes_the_committed_templates(capsys):
     assert "3 file(s) checked, 0 with problems" in captured.err
 
 
-def test_check_reports_the_real_file_with_the_abort_trap(capsys):
-    """On the real saved workspaces, check exits 1 with one line: the unconnected <Rejected>
-    of fgp_SupprimerMetaJsonLocal_2025.0.3.fmw."""
+def test_check_reports_the_real_files_with_the_abort_trap(capsys):
+    """On the real saved workspaces, check exits 1 with one line per unconnected <Rejected>
+    FME compiled an @Abort for: the PythonCaller of fgp_SupprimerMetaJsonLocal_2025.0.3.fmw
+    among them, and nothing but that rule."""
     files = require_reference()
     assert main(["workspaces", "check", *map(str, files)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith(str(files[0].parent / "fgp_SupprimerMetaJsonLocal_2025.0.3.fmw"))
-    assert ": rejected: " in lines[0]
+    assert lines and all(": rejected: " in line for line in lines)
+    fgp = str(files[0].parent / "fgp_SupprimerMetaJsonLocal_2025.0.3.fmw")
+    assert f"{fgp}: rejected: PythonCaller PythonCaller's <Rejected> is not connected" in \
+        "\n".join(lines)
 
 
 def test_a_template_edited_by_hand_is_reported(scripts, capsys):

@@ -217,11 +217,12 @@ def fme_encrypt(plain: str) -> str:
 def _fake_decrypt(cipher: str) -> str:
     try:
         opened = _xor(base64.b64decode(cipher, validate=True))
-        if not opened.startswith(_MAGIC):
-            raise ValueError("no magic")
-        return opened[len(_MAGIC):].decode("utf-8")
+        plain = opened[len(_MAGIC):].decode("utf-8")
     except (ValueError, UnicodeDecodeError):
-        raise FMEException("fme_decrypt: not a value this FME encrypted") from None
+        opened, plain = b"", ""
+    if not opened.startswith(_MAGIC):
+        raise FMEException("fme_decrypt: not a value this FME encrypted")
+    return plain
 
 
 @dataclass(frozen=True)
