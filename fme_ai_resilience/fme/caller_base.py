@@ -226,6 +226,10 @@ class CallerBase:
     workspace = ""
     #: Whether the caller calls out over HTTP (its first line names the session).
     uses_http = False
+    #: Whether the PythonCaller has a ``<Rejected>`` port: None asks FME (an output tag,
+    #: else the one port); False, for a version-4 PythonCaller (the FME 2023 and 2024
+    #: templates), sends rejected features through Output with fme_rejection_code set.
+    rejected_port: Optional[bool] = None
 
     def __init__(self) -> None:
         given = _INJECTED.get()
@@ -237,7 +241,7 @@ class CallerBase:
         self._macros: Dict[str, str] = {}
         self._secrets: Tuple[str, ...] = ()
         self._plain: Dict[str, str] = {}      # decrypted parameter values, by cipher text
-        self._tags: Optional[bool] = None     # does pyoutput take output_tag? None: not known
+        self._tags: Optional[bool] = self.rejected_port   # pyoutput with output_tag? None: ask
         self._introduced = False
 
     def __repr__(self) -> str:
