@@ -287,3 +287,15 @@ def test_the_first_feature_says_what_runs_and_warns_once_without_fmes_session(
     intake = run_caller(IntakeCaller, [{"message": body()}], {"FAIR_DB": fair_db},
                         clock=fake_clock)
     assert "HTTP" not in intake.messages()[0] and intake.messages("WARN") == []
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_deployment_parameter_fme_flow_did_not_resolve_is_refused_naming_it(caller,
+                                                                              fake_clock):
+    """FAIR_DB given as "$(fair_db)" (the reference flow deploy writes, left unresolved): the
+    feature is rejected with CONFIGURATION naming FAIR_DB and the deployment parameter."""
+    run = run_caller(caller, [{"message": body()}], {"FAIR_DB": "$(fair_db)"},
+                     clock=fake_clock)
+    (out,) = run.rejected
+    assert out.getAttribute("fair_parameter") == "FAIR_DB"
+    assert "create the deployment parameter fair_db" in out.getAttribute("fair_reason")

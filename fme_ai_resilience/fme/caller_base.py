@@ -47,6 +47,7 @@ from .. import __version__
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, StoreError
 from .decrypt import decrypted_values, is_encrypted
+from .deployment import is_reference
 from .parameters import COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR, parameter_name
 from ..redact import REDACTED, redact_text
 from ..services.session_choice import session_choice
@@ -153,6 +154,17 @@ def _secret_values(macros: Mapping[str, str]) -> Tuple[str, ...]:
     return tuple(found + ([password] if password else []))
 
 
+def _refuse_unresolved(macros: Mapping[str, str]) -> None:
+    """A ``FAIR_*`` value that is still a reference, ``$(fair_db)``: the deployment parameter
+    it names was not resolved by FME Flow (docs/fme-flow.md, Deploying)."""
+    for name, value in macros.items():
+        if name.startswith("FAIR_") and is_reference(value):
+            raise ConfigurationError(name, value.strip(), (
+                f"is a reference FME Flow did not resolve: create the deployment parameter "
+                f"{value.strip()[2:-1]} (fme-ai-resilience flow deploy does), or give the "
+                f"value itself"))
+
+
 def _parameter_of(field: str) -> str:
     """The published parameter a configuration error is about."""
     if field.upper().startswith("FAIR_"):
@@ -255,6 +267,7 @@ class CallerBase:
         refused: Optional[ConfigurationError] = None
         try:   # a password parameter may arrive encrypted (docs/fme-flow.md, Secrets)
             self._macros = decrypted_values(given, cache=self._plain)
+            _refuse_unresolved(self._macros)
         except ConfigurationError as exc:
             self._macros = {k: v for k, v in given.items() if not is_encrypted(v)}
             refused = exc
