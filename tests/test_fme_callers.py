@@ -299,3 +299,27 @@ def test_a_deployment_parameter_fme_flow_did_not_resolve_is_refused_naming_it(ca
     (out,) = run.rejected
     assert out.getAttribute("fair_parameter") == "FAIR_DB"
     assert "create the deployment parameter fair_db" in out.getAttribute("fair_reason")
+
+
+def test_every_feature_the_callers_make_has_a_geometry_set(fair_db, fake_clock):
+    """Output and rejected features of all three callers get a (null) geometry, as Safe's
+    fmetools builds features, never an undefined one."""
+    runs = [run_caller(IntakeCaller, [{"message": body()}, {"message": "{"}],
+                       {"FAIR_DB": fair_db}, clock=fake_clock),
+            run_caller(ProcessorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock),
+            run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock)]
+    made = [f for run in runs for f in run.output + run.rejected]
+    assert len(made) >= 4 and all(f.geometry_set and f.getGeometry() is None for f in made)
+
+
+def test_the_processor_exposes_the_collected_conclusions_fields():
+    """The ai_* fields a collected conclusion fills (the writeback.*_field defaults) are
+    among the attributes WS-02's template and FairProcessor expose on their ports."""
+    from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
+    from fme_ai_resilience.fme.parameters import PROCESSOR
+    from fme_ai_resilience.settings import Settings
+
+    w = Settings().writeback
+    fields = {w.condition_field, w.confidence_field, w.outcome_field, w.model_field,
+              w.trace_field, w.assessed_at_field, w.parent_field, w.photo_field}
+    assert fields <= set(WORKSPACE_ATTRIBUTES[PROCESSOR])

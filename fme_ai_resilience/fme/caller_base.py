@@ -89,6 +89,11 @@ ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
 CONCLUSION_ATTRIBUTES = ("fair_feature_globalid", "fair_attachment_globalid", "fair_layer_url",
                          "fair_asset_type", "fair_model_version", "fair_labels",
                          "fair_assessed_at")
+#: The fields a collected conclusion fills under the library's default ``writeback.*_field``
+#: names (with ``writeback.table_url`` also the related table's two), exposed on the
+#: processor's ports so a writer after it can map them.
+WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
+                    "ai_assessed_at", "parentglobalid", "ai_photo_globalid")
 
 
 
@@ -101,7 +106,8 @@ def _union(*groups: Sequence[str]) -> Tuple[str, ...]:
 WORKSPACE_ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
     INTAKE: _union(ATTRIBUTES["registration"], ATTRIBUTES["dead_letter"],
                    ATTRIBUTES["configuration"]),
-    PROCESSOR: _union(ATTRIBUTES["task"], CONCLUSION_ATTRIBUTES, ATTRIBUTES["configuration"]),
+    PROCESSOR: _union(ATTRIBUTES["task"], CONCLUSION_ATTRIBUTES, WRITEBACK_FIELDS,
+                      ATTRIBUTES["configuration"]),
     COMPENSATOR: _union(ATTRIBUTES["report"], ATTRIBUTES["notification"],
                         ATTRIBUTES["configuration"]),
 })
@@ -389,6 +395,9 @@ class CallerBase:
         """A new feature of ``kind``: each of its attributes set, or null."""
         fmeobjects = _module("fmeobjects")
         feature = fmeobjects.FMEFeature() if fmeobjects is not None else type(template)()
+        set_geometry = getattr(feature, "setGeometry", None)
+        if set_geometry is not None:   # a null geometry, never an undefined one (fmetools)
+            set_geometry(None)
         values["fair_kind"] = kind
         for name in (*ATTRIBUTES[kind], *extra):
             self._put(feature, name, values.get(name), fmeobjects)

@@ -112,6 +112,10 @@ class FakeFeature:
         self._nulls: Dict[str, int] = {}
         self._names: Dict[str, None] = {}    # every attribute's name, in the order first set
         self._feature_type = feature_type
+        self._geometry: Any = None
+        #: Whether ``setGeometry`` was called (the fake's own, for tests: FME's features
+        #: made without one carry an undefined geometry).
+        self.geometry_set = False
         for name, value in (attributes or {}).items():
             self.setAttribute(name, value)
 
@@ -159,6 +163,14 @@ class FakeFeature:
         self._nulls.pop(attrName, None)
         self._names.pop(attrName, None)
 
+    def setGeometry(self, geometry: Any) -> None:
+        """Set the geometry (None: a null geometry, as Safe's fmetools sets it)."""
+        self._geometry = geometry
+        self.geometry_set = True
+
+    def getGeometry(self) -> Any:
+        return self._geometry
+
     def getFeatureType(self) -> str:
         return self._feature_type
 
@@ -172,6 +184,7 @@ class FakeFeature:
                         for k, v in self._values.items()}
         copy._nulls = dict(self._nulls)
         copy._names = dict(self._names)
+        copy._geometry, copy.geometry_set = self._geometry, self.geometry_set
         return copy
 
     def performFunction(self, functionString: str) -> str:
