@@ -12,6 +12,7 @@ from typing import List, Optional
 
 from .. import __version__
 from .common import EXIT_USAGE, exit_codes
+from .logs import show_warnings
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -55,6 +56,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    show_warnings()
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
