@@ -323,3 +323,13 @@ def test_the_processor_exposes_the_collected_conclusions_fields():
     fields = {w.condition_field, w.confidence_field, w.outcome_field, w.model_field,
               w.trace_field, w.assessed_at_field, w.parent_field, w.photo_field}
     assert fields <= set(WORKSPACE_ATTRIBUTES[PROCESSOR])
+
+
+def test_only_the_librarys_own_parameters_are_decrypted(fair_db, fake_clock):
+    """An encrypted value of a parameter the library does not read (another password of the
+    workspace) is left alone: nothing is rejected for it."""
+    run = run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db,
+                                               "POSTGIS_PASSWORD": "fme_decrypt(bm9wZQ==)"},
+                     clock=fake_clock)
+    assert run.rejected == [] and [f.getAttribute("fair_status") for f in run.output] == [
+        "DONE"]

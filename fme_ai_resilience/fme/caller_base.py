@@ -272,7 +272,8 @@ class CallerBase:
         given = self._parameters(feature)
         refused: Optional[ConfigurationError] = None
         try:   # a password parameter may arrive encrypted (docs/fme-flow.md, Secrets)
-            self._macros = decrypted_values(given, cache=self._plain)
+            ours = {k: v for k, v in given.items() if k.startswith("FAIR_")}
+            self._macros = {**given, **decrypted_values(ours, cache=self._plain)}
             _refuse_unresolved(self._macros)
         except ConfigurationError as exc:
             self._macros = {k: v for k, v in given.items() if not is_encrypted(v)}
