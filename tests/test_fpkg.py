@@ -301,3 +301,20 @@ def test_before_fme_2023_b23224_text_values_are_decoded_and_passwords_kept():
                                "___XF_FAIR_VISION_MODEL": "FME_NULL_VALUE"})
         assert transformer_parameters(feature, parse) == {
             "FAIR_VISION_ENDPOINT": "https://v.test", "FAIR_VISION_KEY": "k<solidus>1"}
+
+
+def test_a_packaged_transformers_encrypted_password_is_decrypted(tmp_path):
+    """___XF_FAIR_DB arriving encrypted (fme_decrypt(...)) on the feature: FME decrypts it,
+    the ledger opens, and the next refusal is about the Vision endpoint, not the ledger."""
+    from fme_ai_resilience.fme import transformers
+    from fme_ai_resilience.store import open_store
+    from fme_ai_resilience.testing import fme_encrypt, run_caller
+
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    open_store(ledger, init_schema=True).close()
+    run = run_caller(transformers.ProcessorTransformer,
+                     [{"___XF_FAIR_DB": fme_encrypt(ledger), "___XF_FAIR_VISION_ENDPOINT": ""}],
+                     {})
+    (out,) = run.output
+    assert out.getAttribute("fair_parameter") == "FAIR_VISION_ENDPOINT"
+    assert not [m for m in run.messages() if "fme_decrypt" in m]
