@@ -165,7 +165,8 @@ def test_the_pins_cover_every_shipped_and_vendored_distribution_and_leave_waitre
 def test_the_help_says_how_to_wire_rejected_and_lives_in_help():
     """The full page (help/, F1) and the Quick Add text both say to connect <Rejected>, the
     page how to avoid the abort otherwise and where the sample is; the Quick Add text has no
-    heading (Workbench adds one)."""
+    heading (Workbench adds one); the page and the README say to restart after an upgrade
+    and the README lists the pinned versions."""
     for t in fpkg.TRANSFORMERS:
         page = fpkg_help.transformer_help(t, WORKSPACE_ATTRIBUTES[t.workspace])
         assert page.startswith(f"# {t.name} (fair.fme-ai-resilience)\n")
@@ -173,6 +174,9 @@ def test_the_help_says_how_to_wire_rejected_and_lives_in_help():
         assert "Connect `<Rejected>`" in page
         quick = fpkg_help.quick_add(t)
         assert not quick.startswith("#") and "<Rejected>" in quick
+        assert "restart" in page.lower()
+    readme = fpkg.readme("1.2.3", {"jsonschema": "4.17.3", "fmetools": "0.14.2"})
+    assert "restart FME Form" in readme and "jsonschema 4.17.3" in readme
 
 
 def test_the_sample_workspace_connects_both_ports_of_the_three_transformers():
