@@ -13,6 +13,7 @@ from typing import List, Optional, Sequence
 
 from .. import __version__
 from .common import EXIT_USAGE, exit_codes
+from .logs import show_warnings
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -76,6 +77,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         parser = build_parser(COMMANDS if named is None else (named,))
     args = parser.parse_args(argv)
+    show_warnings()
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -1,5 +1,6 @@
 """How a long-running command logs: plain text, or one JSON object per line with the
-``trace_id`` of the task being worked on (``--log-format json``, or ``$FAIR_LOG_FORMAT``)."""
+``trace_id`` of the task being worked on (``--log-format json``, or ``$FAIR_LOG_FORMAT``);
+and how every other command shows the library's warnings (:func:`show_warnings`)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,7 @@ import sys
 from ..core.errors import ConfigurationError
 from ..services.observe.logs import JsonLogFormatter
 
-__all__ = ["add_log_option", "setup_logging", "LOG_ENV", "FORMATS"]
+__all__ = ["add_log_option", "setup_logging", "show_warnings", "LOG_ENV", "FORMATS"]
 
 LOG_ENV = "FAIR_LOG_FORMAT"
 FORMATS = ("text", "json")
@@ -38,3 +39,30 @@ def setup_logging(args: argparse.Namespace) -> None:
     handler.setFormatter(JsonLogFormatter() if chosen == "json" else logging.Formatter(_TEXT))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+
+
+class _Warnings(logging.Handler):
+    """The library's warnings, message only, on whatever ``sys.stderr`` is when they come,
+    while nothing else handles logging (Python's own last resort, which the library's
+    NullHandler turns off for the library's records)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if logging.getLogger().handlers:   # the application (or setup_logging) has its own
+            return
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - a warning must never break a command
+            self.handleError(record)
+
+
+_WARNINGS = _Warnings()
+
+
+def show_warnings() -> None:
+    """Let the command line show the library's warnings on stderr (once per process)."""
+    library = logging.getLogger("fme_ai_resilience")
+    if _WARNINGS not in library.handlers:
+        library.addHandler(_WARNINGS)

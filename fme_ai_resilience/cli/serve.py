@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..core.errors import SCHEMA_MISSING, ConfigurationError
-from ..gateway import DEFAULT_SECRET_HEADER, make_app
+from ..gateway.app import DEFAULT_SECRET_HEADER, make_app
 from ..core.text.redact import redact_url
 from ..services.flow.client import FlowClient
 from ..services.config.settings import LiveSettings

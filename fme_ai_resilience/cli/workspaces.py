@@ -2,23 +2,27 @@
 
 ``build`` writes ``WS-01_intake.fmw``, ``WS-02_processor.fmw`` and ``WS-03_compensator.fmw``
 from the ``.py`` scripts beside them (the source of truth) and the published parameters of
-:mod:`fme_ai_resilience.core.fme.parameters`; a file whose text would not change is not touched.
-``check`` checks any ``.fmw`` (by default the three in ``--dir``): the rules of
-:mod:`fme_ai_resilience.core.fme.fmw_check`, and, for a template with its script beside it, that
-the file runs exactly that script with exactly its listed parameters and is what ``build`` writes.
-Exit codes: 0 every file passes, 1 a problem (one line each on stdout, ``FILE: rule:
-what``), 2 a usage error (a missing directory, script or file).
+:mod:`fme_ai_resilience.core.fme.parameters`, in two shapes: FME 2025's (PythonCaller version 6,
+:mod:`~fme_ai_resilience.core.fme.fmw`) in ``--dir``, and FME 2023's and 2024's (version 4,
+:mod:`~fme_ai_resilience.core.fme.fmw_v4`) in ``--dir/fme2023-2024``, from the scripts there;
+``--fme 2023|2024|2025`` writes only the shape that release opens. A file whose text would
+not change is not touched. ``check`` checks any ``.fmw`` (by default the templates of both
+shapes): the rules of :mod:`fme_ai_resilience.core.fme.fmw_check`, and, for a template with its
+script beside it, that the file runs exactly that script with exactly its listed parameters
+and is what ``build`` writes. Exit codes: 0 every file passes, 1 a problem (one line each on
+stdout, ``FILE: rule: what``), 2 a usage error (a missing directory, script or file).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ..fme.caller_base import WORKSPACE_ATTRIBUTES
 from ..core.fme.fmw import WorkspaceSpec, render_workspace
 from ..core.fme.fmw_check import Problem, check_workspace
+from ..core.fme.fmw_v4 import FME_RELEASES, V4_FOLDER, render_workspace_v4
 from ..core.fme.parameters import WORKSPACES, parameters_for
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
 
@@ -40,16 +44,21 @@ def add_parser(subparsers: Any) -> None:
         epilog=exit_codes("a script cannot be turned into a workspace",
                           usage="a missing directory or script"),
         description="Write WS-01_intake.fmw, WS-02_processor.fmw and WS-03_compensator.fmw "
-                    "from the .py scripts beside them; a file whose text would not change is "
-                    "not touched.")
+                    "from the .py scripts beside them, for FME 2025 (PythonCaller version 6) "
+                    f"in DIR and for FME 2023 and 2024 (version 4) in DIR/{V4_FOLDER}; a file "
+                    "whose text would not change is not touched.")
     build.add_argument("--dir", default=DEFAULT_DIR,
                        help=f"the directory holding the scripts (default: {DEFAULT_DIR})")
+    build.add_argument("--fme", choices=sorted(FME_RELEASES), metavar="RELEASE",
+                       help="write only the shape FME RELEASE (2023, 2024 or 2025) opens: "
+                            f"version 4 into DIR/{V4_FOLDER} for 2023 and 2024, version 6 "
+                            "into DIR for 2025 (default: both)")
     build.set_defaults(func=run_build)
     check = actions.add_parser(
         "check", help="check .fmw files (default: the templates)", epilog=codes,
-        description="Check .fmw files against the rules FME 2025.0 saves by; a template with "
-                    "its script beside it must also run exactly that script and be what "
-                    "'workspaces build' writes.")
+        description="Check .fmw files against the rules every FME release from 2021.2 saves "
+                    "by; a template with its script beside it must also run exactly that "
+                    "script and be what 'workspaces build' writes.")
     check.add_argument("files", nargs="*", metavar="FILE", help="workspace files to check")
     check.add_argument("--dir", default=DEFAULT_DIR,
                        help=f"where the templates are when no FILE is given "
@@ -57,10 +66,23 @@ def add_parser(subparsers: Any) -> None:
     check.set_defaults(func=run_check)
 
 
-def render_template(name: str, script: str) -> str:
-    """The ``.fmw`` text of the template ``name`` (one of :data:`WORKSPACES`) for ``script``."""
-    return render_workspace(WorkspaceSpec(name, script, parameters_for(name),
-                                          WORKSPACE_ATTRIBUTES[name]))
+def render_template(name: str, script: str, shape: str = "v6") -> str:
+    """The ``.fmw`` text of the template ``name`` (one of :data:`WORKSPACES`) for ``script``,
+    in ``shape`` ``v6`` (FME 2025) or ``v4`` (FME 2023 and 2024)."""
+    spec = WorkspaceSpec(name, script, parameters_for(name), WORKSPACE_ATTRIBUTES[name])
+    return render_workspace_v4(spec) if shape == "v4" else render_workspace(spec)
+
+
+def _folders(directory: Path, release: Optional[str] = None) -> List[Tuple[Path, str]]:
+    """The template folders (and their shape) ``build`` writes for ``release`` (None: all)."""
+    shapes = {FME_RELEASES[release]} if release else {"v6", "v4"}
+    return [(folder, shape) for folder, shape in ((directory, "v6"),
+                                                  (directory / V4_FOLDER, "v4"))
+            if shape in shapes]
+
+
+def _shape_of(path: Path) -> str:
+    return "v4" if path.parent.name == V4_FOLDER else "v6"
 
 
 def _read(path: Path) -> str:
@@ -74,14 +96,16 @@ def run_build(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         print(f"error: {directory} is not a directory", file=sys.stderr)
         return EXIT_USAGE
-    missing = [f"{name}.py" for name in WORKSPACES if not (directory / f"{name}.py").is_file()]
+    folders = _folders(directory, args.fme)
+    missing = [str(folder / f"{name}.py") for folder, _ in folders for name in WORKSPACES
+               if not (folder / f"{name}.py").is_file()]
     if missing:
-        print(f"error: {directory} lacks {', '.join(missing)}", file=sys.stderr)
+        print(f"error: no script {', '.join(missing)}", file=sys.stderr)
         return EXIT_USAGE
-    rendered = {name: render_template(name, _read(directory / f"{name}.py"))
-                for name in WORKSPACES}  # every script is valid before any file is written
-    for name, text in rendered.items():
-        target = directory / f"{name}.fmw"
+    rendered = {folder / f"{name}.fmw": render_template(name, _read(folder / f"{name}.py"),
+                                                        shape)
+                for folder, shape in folders for name in WORKSPACES}
+    for target, text in rendered.items():   # every script was valid before any is written
         if target.is_file() and _read(target) == text:
             print(f"{target}: unchanged")
             continue
@@ -105,7 +129,7 @@ def check_file(path: Path) -> List[Problem]:
     params = parameters_for(name)
     problems = check_workspace(text, expected_script=script,
                                expected_parameters={p.name: p.default for p in params})
-    if not problems and text != render_template(name, script):
+    if not problems and text != render_template(name, script, _shape_of(path)):
         problems.append(Problem("stale", f"is not what 'workspaces build' writes from "
                                          f"{script_path.name}: run it again"))
     return problems
@@ -115,8 +139,8 @@ def _targets(args: argparse.Namespace) -> Optional[Sequence[Path]]:
     if args.files:
         return [Path(f) for f in args.files]
     directory = Path(args.dir)
-    found = [directory / f"{name}.fmw" for name in WORKSPACES
-             if (directory / f"{name}.fmw").is_file()]
+    found = [folder / f"{name}.fmw" for folder, _ in _folders(directory)
+             for name in WORKSPACES if (folder / f"{name}.fmw").is_file()]
     return found or None
 
 

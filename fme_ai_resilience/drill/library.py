@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from ..core.resilience.breaker import effective_state
 from ..core.errors import FailureClass, ResilienceError
-from ..gateway import make_app
+from ..gateway.app import make_app
 from ..core.ledger import Status, TaskRecord
 from ..services.config.settings import LiveSettings
 from ..services.pipeline import build_compensator

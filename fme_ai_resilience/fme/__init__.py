@@ -1,15 +1,15 @@
-"""The FME side of the library: the PythonCaller classes, the workspace files, the published
-parameters and the deployment on FME Flow.
+"""The PythonCaller classes of WS-01/02/03 and the FME Package's transformers.
 
 A workspace's script imports its caller from here, the short path FME authors type::
 
     from fme_ai_resilience.fme import ProcessorCaller
 
-The callers live in :mod:`.callers` (with :mod:`.caller_base`), the workspace files in
-:mod:`.fmw`, :mod:`.fmw_check` and :mod:`.fmw_encoding`, the published parameters in
-:mod:`.parameters` and the FME Flow schedules and job bodies in :mod:`.deployment`. The callers'
-names are loaded on first use, so importing a module of this package (the workspace renderer,
-the parameters) loads neither the callers nor the services behind them.
+The callers live in :mod:`.callers` (with :mod:`.caller_base`, and :mod:`.decrypt` for the
+parameters FME hands over encrypted), the packaged transformers' classes in
+:mod:`.transformers`. The callers' names are loaded on first use, because FME imports this
+package on every translation. What FME reads as files (the workspaces, the published
+parameters, the package, the deployment on FME Flow) is rendered in
+:mod:`fme_ai_resilience.core.fme`.
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ import enum
 import importlib
 import logging
 import math
+import platform
 import threading
 from pathlib import Path
 from types import MappingProxyType
@@ -40,12 +41,17 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 import requests
+import urllib3
 
+from .. import __version__
 from ..core.clock import Clock, SystemClock
 from ..core.errors import ConfigurationError, StoreError
+from .decrypt import decrypted_values, is_encrypted
+from ..core.fme.deployment import is_reference
 from ..core.fme.parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PARAMETERS, PROCESSOR,
                                    parameter_name)
 from ..core.text.redact import REDACTED, redact_text
+from ..services.http.session_choice import session_choice
 from ..core.config.settings import SECRET_SETTINGS, Settings
 from ..store import SqlStore, display_url, open_store
 
@@ -84,6 +90,11 @@ ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
 CONCLUSION_ATTRIBUTES = ("fair_feature_globalid", "fair_attachment_globalid", "fair_layer_url",
                          "fair_asset_type", "fair_model_version", "fair_labels",
                          "fair_assessed_at")
+#: The fields a collected conclusion fills under the library's default ``writeback.*_field``
+#: names (with ``writeback.table_url`` also the related table's two), exposed on the
+#: processor's ports so a writer after it can map them.
+WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
+                    "ai_assessed_at", "parentglobalid", "ai_photo_globalid")
 
 
 
@@ -96,7 +107,8 @@ def _union(*groups: Sequence[str]) -> Tuple[str, ...]:
 WORKSPACE_ATTRIBUTES: Mapping[str, Tuple[str, ...]] = MappingProxyType({
     INTAKE: _union(ATTRIBUTES["registration"], ATTRIBUTES["dead_letter"],
                    ATTRIBUTES["configuration"]),
-    PROCESSOR: _union(ATTRIBUTES["task"], CONCLUSION_ATTRIBUTES, ATTRIBUTES["configuration"]),
+    PROCESSOR: _union(ATTRIBUTES["task"], CONCLUSION_ATTRIBUTES, WRITEBACK_FIELDS,
+                      ATTRIBUTES["configuration"]),
     COMPENSATOR: _union(ATTRIBUTES["report"], ATTRIBUTES["notification"],
                         ATTRIBUTES["configuration"]),
 })
@@ -147,6 +159,17 @@ def _secret_values(macros: Mapping[str, str]) -> Tuple[str, ...]:
     except ValueError:
         password = None
     return tuple(found + ([password] if password else []))
+
+
+def _refuse_unresolved(macros: Mapping[str, str]) -> None:
+    """A ``FAIR_*`` value that is still a reference, ``$(fair_db)``: the deployment parameter
+    it names was not resolved by FME Flow (docs/fme-flow.md, Deploying)."""
+    for name, value in macros.items():
+        if name.startswith("FAIR_") and is_reference(value):
+            raise ConfigurationError(name, value.strip(), (
+                f"is a reference FME Flow did not resolve: create the deployment parameter "
+                f"{value.strip()[2:-1]} (fme-ai-resilience flow deploy does), or give the "
+                f"value itself"))
 
 
 def _parameter_of(field: str) -> str:
@@ -220,6 +243,12 @@ class CallerBase:
     """What the three callers share: settings, the ledger, logs and output features."""
 
     workspace = ""
+    #: Whether the caller calls out over HTTP (its first line names the session).
+    uses_http = False
+    #: Whether the PythonCaller has a ``<Rejected>`` port: None asks FME (an output tag,
+    #: else the one port); False, for a version-4 PythonCaller (the FME 2023 and 2024
+    #: templates), sends rejected features through Output with fme_rejection_code set.
+    rejected_port: Optional[bool] = None
 
     def __init__(self) -> None:
         given = _INJECTED.get()
@@ -230,7 +259,9 @@ class CallerBase:
         self._settings: Optional[Settings] = None
         self._macros: Dict[str, str] = {}
         self._secrets: Tuple[str, ...] = ()
-        self._tags: Optional[bool] = None     # does pyoutput take output_tag? None: not known
+        self._plain: Dict[str, str] = {}      # decrypted parameter values, by cipher text
+        self._tags: Optional[bool] = self.rejected_port   # pyoutput with output_tag? None: ask
+        self._introduced = False
 
     def __repr__(self) -> str:
         ledger = "closed" if self._store is None else getattr(self._store, "dialect", "?")
@@ -239,11 +270,23 @@ class CallerBase:
     # -- the PythonCaller interface ----------------------------------------------------------
     def input(self, feature: Any) -> None:
         """Handle one feature (see the class docstring)."""
-        self._macros = self._parameters(feature)
+        given = self._parameters(feature)
+        refused: Optional[ConfigurationError] = None
+        try:   # a password parameter may arrive encrypted (docs/fme-flow.md, Secrets)
+            ours = {k: v for k, v in given.items() if k.startswith("FAIR_")}
+            self._macros = {**given, **decrypted_values(ours, cache=self._plain)}
+            _refuse_unresolved(self._macros)
+        except ConfigurationError as exc:
+            self._macros = {k: v for k, v in given.items() if not is_encrypted(v)}
+            refused = exc
         self._secrets = _secret_values(self._macros)
         with _forwarding(self._secrets):
             try:
+                if refused is not None:
+                    raise refused
                 self._open()
+                if not self._introduced:
+                    self._introduce()
                 self._handle(feature)
             except ConfigurationError as exc:
                 self._refuse(feature, exc)
@@ -302,6 +345,28 @@ class CallerBase:
     def _configure(self, settings: Settings, *, store: SqlStore) -> None:
         """Build what the caller runs (raises ConfigurationError for what cannot work)."""
 
+    def _introduce(self) -> None:
+        """The first feature's line: the library's version and place, the Python, requests
+        and urllib3 versions and, for a caller that calls out, the HTTP session in use; one
+        WARN when this is FME and FME's own session (its proxies, certificates) could not be
+        made (docs/fme-flow.md, FME's network settings)."""
+        self._introduced = True
+        where = Path(__file__).resolve().parent.parent
+        line = (f"fme-ai-resilience {__version__} ({where}), Python "
+                f"{platform.python_version()}, requests {requests.__version__}, urllib3 "
+                f"{urllib3.__version__}")
+        choice = None
+        if self.uses_http and self._session is None:
+            choice = session_choice()
+            line += f"; {choice.describe()}"
+        elif self.uses_http:
+            line += "; HTTP through the session handed in"
+        self._log("INFORM", line)
+        if choice is not None and choice.problem:
+            self._log("WARN", f"FME's network session cannot be made: {choice.problem}. "
+                              "Calls use the environment's proxy variables and CA bundle, "
+                              "not FME's proxy settings, PAC files or certificate store")
+
     def _ledger(self) -> SqlStore:
         if self._store is None:   # only while handling a feature, after _open
             raise StoreError("the ledger is not open")
@@ -332,6 +397,9 @@ class CallerBase:
         """A new feature of ``kind``: each of its attributes set, or null."""
         fmeobjects = _module("fmeobjects")
         feature = fmeobjects.FMEFeature() if fmeobjects is not None else type(template)()
+        set_geometry = getattr(feature, "setGeometry", None)
+        if set_geometry is not None:   # a null geometry, never an undefined one (fmetools)
+            set_geometry(None)
         values["fair_kind"] = kind
         for name in (*ATTRIBUTES[kind], *extra):
             self._put(feature, name, values.get(name), fmeobjects)

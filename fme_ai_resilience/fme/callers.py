@@ -183,6 +183,7 @@ class ProcessorCaller(CallerBase):
     """
 
     workspace = PROCESSOR
+    uses_http = True
 
     def _configure(self, settings: Settings, *, store: SqlStore) -> None:
         self._sink = CollectingSink() if settings.writeback.sink == "collect" else None
@@ -254,6 +255,7 @@ class CompensatorCaller(CallerBase):
     per notification (subject and body for an Emailer), each handed over once."""
 
     workspace = COMPENSATOR
+    uses_http = True
 
     def _configure(self, settings: Settings, *, store: SqlStore) -> None:
         self._compensator = build_compensator(settings, store=store, session=self._session,

@@ -7,9 +7,11 @@ parameters: ``___XF_FAIR_DB``), serialized: a text value comes FME-encoded (``/`
 ``<solidus>``). These classes take them off the feature and have FME parse each one through
 the transformer's definition (``fmeobjects.FMETransformer``, FME 2023 build 23224 and later,
 as Safe's fmetools does); an older FME decodes text values with
-``FMESession.decodeFromFMEParsableText``; outside FME the values are taken as given. They are
-read over ``fme.macroValues``, a blank one leaving the library's default (or the workspace's
-parameter of that name) in force. Every feature leaves through the Python factory's one port: the
+``FMESession.decodeFromFMEParsableText`` (a plain password is taken as given); outside FME
+the values are taken as given. A password that still reads ``fme_decrypt(...)`` is then
+decrypted by FME (:mod:`.decrypt`, in the callers). They are read over ``fme.macroValues``,
+a blank one leaving the library's default (or the workspace's parameter of that name) in
+force. Every feature leaves through the Python factory's one port: the
 transformer's template sends those carrying ``fme_rejection_code`` to ``<Rejected>``.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Callable, Dict, Optional
 
 from .caller_base import CallerBase
 from .callers import CompensatorCaller, IntakeCaller, ProcessorCaller
+from ..core.fme.fmxj import form_parameter
 from ..core.fme.fpkg import PACKAGE_UID, PARAMETER_PREFIX, PUBLISHER_UID, TRANSFORMERS, fq_name
 from ..core.fme.parameters import parameters_for
 
@@ -53,7 +56,9 @@ def fme_parser(transformer: str, workspace: str) -> Optional[Parser]:
     session = getattr(fmeobjects, "FMESession", None)
     if session is None:
         return None
-    passwords = {PARAMETER_PREFIX + p.name for p in parameters_for(workspace) if p.secret}
+    forms = [form_parameter(p) for p in parameters_for(workspace)]
+    passwords = {f["name"] for f in forms if (f["type"], f["valueType"]) == ("password",
+                                                                              "string")}
 
     def decode(name: str, value: str) -> Any:
         return value if name in passwords else session().decodeFromFMEParsableText(value)

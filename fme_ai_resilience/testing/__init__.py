@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from ..core.clock import FakeClock
 from .features import (FakeFeature, FakeFME, FMEException, LogLine, current_fme,
-                       installed_fme)
+                       fme_encrypt, installed_fme)
 from .network import FakeFMERequestsSession, installed_fmetools
+from .photos import PhotoHost
 from .runner import OUTPUT, REJECTED, CallerRun, run_caller
 from .vision import FakeVision, Fault
 
 __all__ = ["FakeFeature", "FakeFME", "FMEException", "LogLine", "installed_fme", "current_fme",
            "run_caller", "CallerRun", "OUTPUT", "REJECTED", "FakeVision", "Fault", "FakeClock",
-           "FakeFMERequestsSession", "installed_fmetools"]
+           "FakeFMERequestsSession", "installed_fmetools", "fme_encrypt", "PhotoHost"]

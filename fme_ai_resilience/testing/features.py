@@ -12,8 +12,12 @@
   Real64, ``bool`` a boolean, ``bytes`` binary, ``str`` text; a list is a list attribute whose
   elements are stored as text (bytes stay binary); anything else raises ``FMEException``.
 
+``performFunction("@Concatenate(fme_decrypt(...))")`` decrypts what :func:`fme_encrypt` made,
+the way FME's own Python decrypts a password parameter that arrives encrypted.
+
 :func:`installed_fme` puts a fake ``fmeobjects`` (``FMEFeature``, ``FMELogFile``,
-``FMEException``, the severity and attribute-type constants) and a fake ``fme``
+``FMEException``, ``FMESession`` with FME's network settings as Safe's fmetools reads them,
+``FME_ASSEMBLY_VERSION``, the severity and attribute-type constants) and a fake ``fme``
 (``macroValues``, ``BaseTransformer``) into ``sys.modules`` and takes them out again,
 restoring whatever was there. Several installations may overlap (threads, nested fixtures):
 the modules stay until the last one ends. What ``fme.macroValues`` holds and where
@@ -22,8 +26,10 @@ in two threads each see their own published parameters and log.
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
+import re
 import sys
 import threading
 import types
@@ -31,9 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from ..core.errors import ResilienceError
+from ..core.fme.fmw_encoding import decode_fme
 
 __all__ = ["FakeFeature", "FakeFME", "LogLine", "FMEException", "installed_fme", "current_fme",
-           "macro_strings", "SEVERITIES", "FME_INFORM", "FME_WARN", "FME_ERROR", "FME_FATAL",
+           "macro_strings", "fme_encrypt", "FakeFMESession", "FME_ASSEMBLY_VERSION", "SEVERITIES", "FME_INFORM", "FME_WARN", "FME_ERROR", "FME_FATAL",
            "FME_ATTR_UNDEFINED", "FME_ATTR_STRING", "FME_ATTR_INT32", "FME_ATTR_REAL64",
            "FME_ATTR_BOOLEAN", "FME_ATTR_BINARY", "FME_ATTR_LIST"]
 
@@ -44,6 +51,9 @@ SEVERITIES = {FME_INFORM: "INFORM", FME_WARN: "WARN", FME_ERROR: "ERROR", FME_FA
 FME_ATTR_UNDEFINED, FME_ATTR_BOOLEAN, FME_ATTR_INT32, FME_ATTR_REAL64 = 0, 1, 8, 10
 FME_ATTR_STRING, FME_ATTR_BINARY, FME_ATTR_LIST = 11, 12, 13
 FME_SUPPORT_FEATURE_TABLE_SHIM = 1
+
+#: The release the fake ``fmeobjects`` says it is (fmetools puts it in its User-Agent).
+FME_ASSEMBLY_VERSION = "2025.1.0.0"
 
 _INT32 = 2 ** 31
 
@@ -102,6 +112,10 @@ class FakeFeature:
         self._nulls: Dict[str, int] = {}
         self._names: Dict[str, None] = {}    # every attribute's name, in the order first set
         self._feature_type = feature_type
+        self._geometry: Any = None
+        #: Whether ``setGeometry`` was called (the fake's own, for tests: FME's features
+        #: made without one carry an undefined geometry).
+        self.geometry_set = False
         for name, value in (attributes or {}).items():
             self.setAttribute(name, value)
 
@@ -149,6 +163,14 @@ class FakeFeature:
         self._nulls.pop(attrName, None)
         self._names.pop(attrName, None)
 
+    def setGeometry(self, geometry: Any) -> None:
+        """Set the geometry (None: a null geometry, as Safe's fmetools sets it)."""
+        self._geometry = geometry
+        self.geometry_set = True
+
+    def getGeometry(self) -> Any:
+        return self._geometry
+
     def getFeatureType(self) -> str:
         return self._feature_type
 
@@ -162,7 +184,18 @@ class FakeFeature:
                         for k, v in self._values.items()}
         copy._nulls = dict(self._nulls)
         copy._names = dict(self._names)
+        copy._geometry, copy.geometry_set = self._geometry, self.geometry_set
         return copy
+
+    def performFunction(self, functionString: str) -> str:
+        """Evaluate an FME function on the feature; the fake knows one, ``@Concatenate(...)``
+        of plain text and ``fme_decrypt(...)`` values made by :func:`fme_encrypt` (how FME's
+        own Python decrypts a password parameter). Anything else raises FMEException."""
+        match = _CONCATENATE.fullmatch(str(functionString).strip())
+        if match is None:
+            raise FMEException(f"the fake performFunction knows only @Concatenate(...), got "
+                               f"{str(functionString)[:40]!r}")
+        return _DECRYPT.sub(lambda m: _fake_decrypt(m.group(1)), match.group(1))
 
     # -- for tests -------------------------------------------------------------------------
     def as_dict(self) -> Dict[str, Any]:
@@ -174,6 +207,35 @@ class FakeFeature:
         shown = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items())
         kind = f" {self._feature_type}" if self._feature_type else ""
         return f"<FakeFeature{kind} {shown}>"
+
+
+_CONCATENATE = re.compile(r"@Concatenate\((.*)\)", re.S)
+_DECRYPT = re.compile(r"fme_decrypt\(([A-Za-z0-9+/=]*)\)")
+_CIPHER = b"fair-fake-fme-key"
+_MAGIC = b"FAIR:"
+
+
+def _xor(data: bytes) -> bytes:
+    return bytes(b ^ _CIPHER[i % len(_CIPHER)] for i, b in enumerate(data))
+
+
+def fme_encrypt(plain: str) -> str:
+    """``plain`` as the fake FME's encrypted parameter value, ``fme_decrypt(...)``: what a
+    password parameter typed into Workbench looks like when it reaches Python unread (the
+    cipher is the fake's own; only the fake ``performFunction`` reads it back)."""
+    sealed = _xor(_MAGIC + str(plain).encode("utf-8"))
+    return f"fme_decrypt({base64.b64encode(sealed).decode('ascii')})"
+
+
+def _fake_decrypt(cipher: str) -> str:
+    try:
+        opened = _xor(base64.b64decode(cipher, validate=True))
+        plain = opened[len(_MAGIC):].decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        opened, plain = b"", ""
+    if not opened.startswith(_MAGIC):
+        raise FMEException("fme_decrypt: not a value this FME encrypted")
+    return plain
 
 
 @dataclass(frozen=True)
@@ -191,6 +253,9 @@ class FakeFME:
 
     macros: Dict[str, str] = field(default_factory=dict)
     log: List[LogLine] = field(default_factory=list)
+    #: What ``FMESession().getProperties(category, ...)`` answers, by category (FME's
+    #: name/value lists, e.g. ``fme_session_prop_network_proxy``); empty: nothing configured.
+    session_properties: Dict[str, List[str]] = field(default_factory=dict)
 
     def messages(self, severity: Optional[str] = None) -> List[str]:
         """The logged texts, of one severity (``"WARN"``) or all."""
@@ -229,6 +294,17 @@ class FakeLogFile:
         self.logMessageString(repr(feature), severity)
 
 
+class FakeFMESession:
+    """``fmeobjects.FMESession`` as Safe's ``fmetools.http`` reads it: FME's network settings
+    (the current :class:`FakeFME`'s ``session_properties``) and FME's text decoding."""
+
+    def getProperties(self, propertyCategory: str, properties: Any = None) -> List[str]:
+        return list(current_fme().session_properties.get(propertyCategory, []))
+
+    def decodeFromFMEParsableText(self, parsableText: str) -> str:
+        return decode_fme(str(parsableText))
+
+
 class FakeBaseTransformer:
     """``fme.BaseTransformer`` (FME 2024.2+): the PythonCaller class interface, doing nothing."""
 
@@ -261,6 +337,8 @@ def _fake_fmeobjects() -> types.ModuleType:
     module.FMEFeature = FakeFeature               # type: ignore[attr-defined]
     module.FMELogFile = FakeLogFile               # type: ignore[attr-defined]
     module.FMEException = FMEException            # type: ignore[attr-defined]
+    module.FMESession = FakeFMESession            # type: ignore[attr-defined]
+    module.FME_ASSEMBLY_VERSION = FME_ASSEMBLY_VERSION  # type: ignore[attr-defined]
     for name, value in list(globals().items()):
         if name.startswith(("FME_ATTR_", "FME_SUPPORT_")) or name in (
                 "FME_INFORM", "FME_WARN", "FME_ERROR", "FME_FATAL"):

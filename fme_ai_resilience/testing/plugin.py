@@ -10,7 +10,8 @@ Fixtures, each undoing what it does when the test ends:
   ``responses`` mock (loopback URLs pass through to real servers);
 * ``fake_fmetools``: a stand-in for Safe's ``fmetools.http`` in ``sys.modules``, so the
   library's HTTP sessions are ``FMERequestsSession`` as inside FME (the class is yielded);
-* ``fair_db``: the URL of a new SQLite ledger with its schema, for ``FAIR_DB``.
+* ``fair_db``: the URL of a new SQLite ledger with its schema, for ``FAIR_DB``;
+* ``photo_host``: a :class:`~.photos.PhotoHost` on 127.0.0.1 the downloader accepts.
 
 A PythonCaller script usually imports ``fme`` and ``fmeobjects`` at its top, as FME's template
 does, so a test module importing it needs them at collection time: the ini option
@@ -30,9 +31,11 @@ from ..core.clock import FakeClock
 from ..store import open_store
 from .features import FakeFME, installed_fme
 from .network import installed_fmetools
+from .photos import PhotoHost
 from .vision import FakeVision
 
 __all__ = ["fake_fme", "fme_macros", "fake_clock", "fake_vision", "fake_fmetools", "fair_db",
+           "photo_host",
            "pytest_addoption", "pytest_configure", "pytest_unconfigure", "FAKE_MODULES_OPTION"]
 
 _LOOPBACK = re.compile(r"^https?://(127\.0\.0\.1|localhost|\[::1\])[:/]")
@@ -102,6 +105,14 @@ def fake_fmetools() -> Iterator[type]:
     ``FMERequestsSession`` (yielded); what was in ``sys.modules`` comes back."""
     with installed_fmetools() as session_class:
         yield session_class
+
+
+@pytest.fixture
+def photo_host() -> Iterator[PhotoHost]:
+    """A photo host on 127.0.0.1 the downloader accepts (``photo_host.add(name)`` gives a
+    photo's URL; ``run_caller(..., photo_host=photo_host)`` lets the downloader in)."""
+    with PhotoHost() as host:
+        yield host
 
 
 @pytest.fixture

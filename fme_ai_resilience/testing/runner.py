@@ -18,6 +18,7 @@ import requests
 from ..core.clock import Clock
 from ..fme.callers import REJECTED_TAG, injected
 from .features import FakeFeature, FakeFME, FMEException, LogLine, installed_fme, macro_strings
+from .photos import PhotoHost
 
 __all__ = ["run_caller", "CallerRun", "OUTPUT", "REJECTED"]
 
@@ -100,7 +101,8 @@ def _as_feature(item: FeatureLike) -> FakeFeature:
 def run_caller(caller_class: Callable[[], Any], features: Iterable[FeatureLike] = (),
                macros: Optional[Mapping[str, Any]] = None, *, clock: Optional[Clock] = None,
                session: Optional[requests.Session] = None, output_tags: bool = True,
-               tags: Sequence[str] = (OUTPUT, REJECTED)) -> CallerRun:
+               tags: Sequence[str] = (OUTPUT, REJECTED),
+               photo_host: Optional[PhotoHost] = None) -> CallerRun:
     """Make ``caller_class()``, feed it ``features`` and close it, as FME would.
 
     ``features`` are :class:`FakeFeature` objects or mappings of attributes (one feature
@@ -109,11 +111,14 @@ def run_caller(caller_class: Callable[[], Any], features: Iterable[FeatureLike] 
     the system clock and HTTP session of the library's callers made here (the callers of
     :mod:`fme_ai_resilience.fme`). ``output_tags=False`` models FME before 2024.0, whose
     ``pyoutput`` takes no output tag; ``tags`` are the PythonCaller's output tags.
+    ``photo_host`` (a :class:`~.photos.PhotoHost`) adds the published parameters that let
+    the downloader fetch its photos (given ``macros`` win).
 
     What an FME run would fail on (an exception from ``input`` or ``close``) propagates, after
     ``close()`` was called and the fake modules taken out again.
     """
-    fake = FakeFME(macros=macro_strings(macros))
+    given = {**(photo_host.macros if photo_host is not None else {}), **(macros or {})}
+    fake = FakeFME(macros=macro_strings(given))
     run = CallerRun(output_tags=output_tags)
     with installed_fme(fake), injected(clock=clock, session=session):
         caller = caller_class()

@@ -16,6 +16,7 @@ from typing import Any, Dict
 
 from ..core.errors import ConfigurationError
 from ..core.fme.fmw import DEFAULT_SYMBOL
+from ..core.fme.fmw_v4 import FME_RELEASES, V4_FOLDER
 from ..core.fme.parameters import WORKSPACES
 
 __all__ = ["template_script", "template_caller"]
@@ -23,17 +24,23 @@ __all__ = ["template_script", "template_caller"]
 _PACKAGE = "fme_ai_resilience.workspaces"
 
 
-def template_script(workspace: str) -> str:
-    """The PythonCaller script of template ``workspace`` (one of ``WORKSPACES``)."""
+def template_script(workspace: str, fme: str = "2025") -> str:
+    """The PythonCaller script of template ``workspace`` (one of ``WORKSPACES``) for FME
+    release ``fme``: 2025's (PythonCaller version 6), or 2023's and 2024's (version 4)."""
     if workspace not in WORKSPACES:
         raise ConfigurationError("workspace", workspace, f"must be one of {list(WORKSPACES)}")
-    return resources.files(_PACKAGE).joinpath(f"{workspace}.py").read_text(encoding="utf-8")
+    if fme not in FME_RELEASES:
+        raise ConfigurationError("fme", fme, f"must be one of {sorted(FME_RELEASES)}")
+    folder = resources.files(_PACKAGE)
+    if FME_RELEASES[fme] == "v4":
+        folder = folder.joinpath(V4_FOLDER)
+    return folder.joinpath(f"{workspace}.py").read_text(encoding="utf-8")
 
 
-def template_caller(workspace: str) -> Any:
+def template_caller(workspace: str, fme: str = "2025") -> Any:
     """The class template ``workspace``'s PythonCaller calls (its "Class to Process
-    Features", :data:`~fme_ai_resilience.core.fme.fmw.DEFAULT_SYMBOL`), from its script run in a
-    namespace of its own as FME runs it."""
+    Features", :data:`~fme_ai_resilience.core.fme.fmw.DEFAULT_SYMBOL`) for FME release ``fme``,
+    from its script run in a namespace of its own as FME runs it."""
     namespace: Dict[str, Any] = {"__name__": workspace.replace("-", "_")}
-    exec(compile(template_script(workspace), f"{workspace}.py", "exec"), namespace)
+    exec(compile(template_script(workspace, fme), f"{workspace}.py", "exec"), namespace)
     return namespace[DEFAULT_SYMBOL]

@@ -1,9 +1,10 @@
 """Run by tests/packaging/test_fpkg_install.py under another interpreter, from a copy outside
 the checkout: the FME Package's wheels installed with ``--target`` (argv[1]) ahead of "FME's
-own" requests and urllib3 (argv[2]); the ledger at $FAIR_TEST_LEDGER (a plain postgresql://
-URL, which must get the pure driver). Webhook -> processor -> compensator through the
+own" requests, urllib3 and pypac (argv[2]); the ledger at $FAIR_TEST_LEDGER (a plain
+postgresql:// URL, which must get the pure driver); FME's proxy in $HTTP_PROXY (as FME's
+startup sets it from its network settings). Webhook -> processor -> compensator through the
 callers under the test kit, against the drill's stand-ins on loopback. Prints one JSON object
-of what the stand-ins saw and what the callers emitted.
+of what the stand-ins served (requests per port), what the callers emitted and logged.
 """
 import json
 import os
@@ -34,8 +35,15 @@ def main():
         driver = store.driver
     layer, photos = FeatureLayerStandIn(seed=7, fields=FIELDS), PhotoHost(seed=7)
     vision = VisionStandIn(FaultSchedule(), seed=7)
+    served = {}
     for server in (layer, photos, vision):
         server.start()
+        served[server.url.rsplit(":", 1)[1].strip("/")] = counted = [0]
+
+        def handle(request, real=server.handle, counted=counted):
+            counted[0] += 1
+            return real(request)
+        server.handle = handle
     try:
         sender = Survey123Sender("http://127.0.0.1:9/unused")
         features, bodies = [], []
@@ -78,6 +86,9 @@ def main():
             "truths": truths, "written": written,
             "analysed": sorted(vision.snapshot()["analysed_by_sha256"].values()),
             "report": [report.getAttribute("fair_status"), report.getAttribute("fair_notified")],
+            "served": {port: n[0] for port, n in served.items()},
+            "ports": {"vision": vision.url, "photos": photos.url, "layer": layer.url},
+            "lines": processed.messages(), "warnings": processed.messages("WARN"),
         }))
     finally:
         for server in (vision, photos, layer):

@@ -1,5 +1,7 @@
-"""``fme-ai-resilience flow deploy`` against a stand-in of FME Flow's REST API on 127.0.0.1:
-the exact requests it makes on v4 and on the v3 fallback, and no token or ledger URL shown."""
+"""``fme-ai-resilience flow deploy`` against a stand-in of FME Flow's REST API on 127.0.0.1
+that answers in the shapes Safe's CLI recorded: the exact requests it makes on v4 and on the
+v3 fallback, everything read before anything is written, the secrets kept in deployment
+parameters, and no token or ledger URL shown."""
 from __future__ import annotations
 
 import os
@@ -10,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
+from helpers.flow_standin import (BUILD_2023, BUILD_2024, BUILD_MIDDLE, BUILD_V3,
+                                            BUILD_V4, start)
 
 from helpers.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
 from helpers import REPO
@@ -21,7 +25,8 @@ FILES = ("WS-01_intake.fmw", "WS-02_processor.fmw", "WS-03_compensator.fmw")
 TOKEN = "fmetoken-0b7c-5ecret-a1"
 DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"
 BEGIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
-V4_JOB = {"FAIR_DB": DB}
+V4_JOB = {"FAIR_DB": "$(fair_db)"}
+V4_TEMPLATES = WORKSPACES / "fme2023-2024"
 
 
 @pytest.fixture
@@ -64,66 +69,145 @@ def schedule_v4(name, cron, extra):
 
 
 def test_first_deploy_on_v4_makes_exactly_these_requests(flow, capsys):
-    """Repository listed then created, three uploads, two schedules looked up then created,
-    every request with the fmetoken header; the bodies are the modelled v4 shapes."""
+    """Everything read first (the build, the time zone), then the ledger URL into a
+    deployment parameter, the repository listed then created, three uploads, two schedules
+    looked up then created, every request with the fmetoken header; the schedules name the
+    deployment parameter, never the URL."""
     server = flow()
     assert deploy(server) == 0
     state = server.state
     assert state.calls() == [
         ("GET", "/fmeinfo/version"),
+        ("GET", "/fmerest/v3/info"),
+        ("GET", "/fmeapiv4/deploymentparameters/fair_db"),
+        ("POST", "/fmeapiv4/deploymentparameters"),
         ("GET", "/fmeapiv4/repositories/fair"),
         ("POST", "/fmeapiv4/repositories"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
         ("POST", "/fmeapiv4/repositories/fair/items"),
-        ("GET", "/fmeapiv4/info"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("POST", "/fmeapiv4/schedules"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
         ("POST", "/fmeapiv4/schedules"),
     ]
-    requests = state.requests[1:]
+    requests = state.requests
     assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
-    assert requests[0].query == {}
-    assert requests[1].json() == {"name": "fair", "description": "fme-ai-resilience workspaces"}
-    for upload, name in zip(requests[2:5], FILES):
+    assert requests[3].json() == {"name": "fair_db", "type": "text", "value": DB}
+    assert state.parameters["fair_db"]["value"] == DB
+    assert requests[5].json() == {"name": "fair", "description": "fme-ai-resilience workspaces"}
+    for upload, name in zip(requests[6:9], FILES):
         assert upload.headers["content-type"] == "application/octet-stream"
         assert upload.headers["content-disposition"] == f'attachment; filename="{name}"'
         assert upload.body == (WORKSPACES / name).read_bytes()
-    processor, compensator = requests[7].json(), requests[9].json()
+    processor, compensator = requests[10].json(), requests[12].json()
     assert BEGIN.fullmatch(processor.pop("begin")) and BEGIN.fullmatch(compensator.pop("begin"))
     assert processor.pop("description") and compensator.pop("description")
     assert processor == schedule_v4("WS-02_processor", "0 * * * * ?", {
         "queue": "fair_processor", "maxJobRuntime": 2160, "maxTimeInQueue": 60})
     assert compensator == schedule_v4("WS-03_compensator", "0 0/10 * * * ?", {
         "maxJobRuntime": 600, "maxTimeInQueue": 600})
+    assert not [r for r in requests if b"ledger-pw-77" in r.body and "deploymentparameters"
+                not in r.path]
     out = capsys.readouterr()
     assert f"build {BUILD_V4}, REST repositories v4" in out.out
+    assert "deployment parameter fair_db: created" in out.out
+    assert "time zone: +0000 (a fixed offset" in out.out
     assert "repository fair: created" in out.out
     assert_nothing_secret(out.out, out.err)
 
 
 def test_a_second_deploy_replaces_the_files_and_updates_the_schedules(flow, capsys):
-    """Run again, nothing is created twice: uploads answer 409 and are replaced with PUT, the
-    schedules are found and replaced with PUT."""
+    """Run again, nothing is created twice: the deployment parameter is replaced, uploads
+    answer 409 and are replaced with PUT, the schedules are found and replaced with PUT."""
     server = flow()
     assert deploy(server) == 0
     first = len(server.state.requests)
     assert deploy(server) == 0
     assert server.state.calls()[first:] == [
         ("GET", "/fmeinfo/version"),
+        ("GET", "/fmerest/v3/info"),
+        ("GET", "/fmeapiv4/deploymentparameters/fair_db"),
+        ("PUT", "/fmeapiv4/deploymentparameters/fair_db"),
         ("GET", "/fmeapiv4/repositories/fair"),
         *[c for name in FILES for c in (
             ("POST", "/fmeapiv4/repositories/fair/items"),
             ("PUT", f"/fmeapiv4/repositories/fair/items/{name}"))],
-        ("GET", "/fmeapiv4/info"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("PUT", "/fmeapiv4/schedules/fme-ai-resilience/WS-02_processor"),
         ("GET", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
         ("PUT", "/fmeapiv4/schedules/fme-ai-resilience/WS-03_compensator"),
     ]
+    assert len(server.state.schedules) == 2 and list(server.state.parameters) == ["fair_db"]
+    out = capsys.readouterr().out
+    assert "repository fair: exists" in out and "deployment parameter fair_db: updated" in out
+
+
+@pytest.mark.parametrize("build", [BUILD_2023, BUILD_2024, BUILD_MIDDLE])
+def test_fme_flow_2023_to_2025_answering_a_fixed_offset_gets_its_schedules(flow, build,
+                                                                          capsys):
+    """FME Flow 2022-2025 answer the v3 info's timeZone as an offset (+0000 in Safe's
+    recorded fixture): the deploy goes through to the schedules, which begin at now in that
+    offset; before 2025 the version-4 templates are the ones uploaded."""
+    import datetime
+
+    server = flow(build, time_zone="-0700")
+    zone = datetime.timezone(datetime.timedelta(hours=-7))
+    before = datetime.datetime.now(zone).replace(tzinfo=None, microsecond=0)
+    assert deploy(server) == 0
+    after = datetime.datetime.now(zone).replace(tzinfo=None)
     assert len(server.state.schedules) == 2
-    assert "repository fair: exists" in capsys.readouterr().out
+    body = next(iter(server.state.schedules.values()))
+    assert before <= datetime.datetime.strptime(body["begin"], "%Y-%m-%dT%H:%M:%S") <= after
+    source = V4_TEMPLATES if build < 25000 else WORKSPACES
+    assert server.state.repositories["fair"] == {
+        name: (source / name).read_bytes() for name in FILES}
+    out = capsys.readouterr().out
+    assert ("templates: fme2023-2024" in out) == (build < 25000)
+
+
+def test_a_server_that_gives_no_time_zone_stops_the_deploy_before_any_write(flow, capsys):
+    """No v3 info (404): deploy exits 1 asking for --time-zone after reading only, with
+    nothing uploaded, scheduled or stored."""
+    server = flow(fail={("GET", "/fmerest/v3/info"): (404, {"message": "gone"})})
+    assert deploy(server) == 1
+    assert [m for m, _ in server.state.calls()] == ["GET", "GET"]
+    assert server.state.repositories == {} and server.state.parameters == {}
+    assert "--time-zone" in capsys.readouterr().err
+    assert deploy(server, "--time-zone", "+0100") == 0
+    assert len(server.state.schedules) == 2
+
+
+def test_secrets_in_schedules_on_request_and_an_automation_for_the_administrator(
+        flow, tmp_path, capsys):
+    """--secrets schedules keeps no deployment parameter (the URL in the schedules, as
+    before); --no-schedules makes none; --automation writes the Automation's plan and its
+    steps, with the webhook's values and references to deployment parameters only."""
+    import json
+
+    server = flow()
+    assert deploy(server, "--secrets", "schedules") == 0
+    assert server.state.parameters == {}
+    assert {s["publishedParameters"]["FAIR_DB"] for s in server.state.schedules.values()} == {
+        DB}
+    other = flow()
+    assert deploy(other, "--no-schedules", "--automation", str(tmp_path / "auto")) == 0
+    assert other.state.schedules == {} and "fair_db" in other.state.parameters
+    plan = json.loads((tmp_path / "auto" / "fme-ai-resilience-automation.json").read_text())
+    steps = (tmp_path / "auto" / "fme-ai-resilience-automation.md").read_text()
+    intake, processor, compensator = plan["actions"]
+    assert intake["publishedParameters"] == {"FAIR_DB": "$(fair_db)",
+                                             "FAIR_WEBHOOK_BODY": "{message}",
+                                             "FAIR_WEBHOOK_HEADERS": "{webhook.headers}"}
+    assert [t["type"] for t in plan["triggers"]] == ["Webhook", "Schedule", "Schedule"]
+    assert processor["directives"] == {"queue": "fair_processor", "maxJobRuntime": 2160,
+                                       "maxTimeInQueue": 60}
+    assert {a["onFailure"]["topic"] for a in plan["actions"]} == {"FAIR_JOB_FAILURE"}
+    assert compensator["after"] == "every-10-minutes"
+    assert "0 * * * * ?" in steps and "FAIR_JOB_SUCCESS" in steps
+    for text in (json.dumps(plan), steps):
+        assert_nothing_secret(text)
+    assert_nothing_secret(*capsys.readouterr())
 
 
 def test_submit_sends_the_processor_job_with_its_directives(flow, capsys):
@@ -136,7 +220,7 @@ def test_submit_sends_the_processor_job_with_its_directives(flow, capsys):
     assert (method, path) == ("POST", "/fmeapiv4/jobs")
     assert server.state.requests[-1].json() == {
         "repository": "fair", "workspace": "WS-02_processor.fmw",
-        "publishedParameters": {"FAIR_DB": DB, "FAIR_PROCESSING_CLAIM_LIMIT": "20"},
+        "publishedParameters": {"FAIR_DB": "$(fair_db)", "FAIR_PROCESSING_CLAIM_LIMIT": "20"},
         "queue": "ai_queue", "maxJobRuntime": 20 * (180 + 30) + 60, "maxTimeInQueue": 60}
     out = capsys.readouterr().out
     assert "job 42: WS-02_processor.fmw submitted" in out
@@ -145,14 +229,18 @@ def test_submit_sends_the_processor_job_with_its_directives(flow, capsys):
 
 def test_a_vision_key_reaches_the_processor_schedule_and_no_output(flow, capsys,
                                                                      monkeypatch):
-    """FAIR_VISION_KEY where deploy runs goes to WS-02's schedule as the key itself (not
-    "[REDACTED]"), to no other schedule, and into no line deploy prints."""
+    """FAIR_VISION_KEY where deploy runs goes into a deployment parameter of its own as the
+    key itself (not "[REDACTED]"), WS-02's schedule names it, no other schedule does, and no
+    line deploy prints holds it."""
     key = "sk-vision-live-7f3a9c2b1d"
     monkeypatch.setenv("FAIR_VISION_KEY", key)
     server = flow()
     assert deploy(server) == 0
-    processor, compensator = server.state.requests[8].json(), server.state.requests[10].json()
-    assert processor["publishedParameters"] == {"FAIR_DB": DB, "FAIR_VISION_KEY": key}
+    assert server.state.parameters["fair_vision_key"]["value"] == key
+    processor, compensator = (server.state.schedules[("fme-ai-resilience", n)]
+                              for n in ("WS-02_processor", "WS-03_compensator"))
+    assert processor["publishedParameters"] == {"FAIR_DB": "$(fair_db)",
+                                                "FAIR_VISION_KEY": "$(fair_vision_key)"}
     assert compensator["publishedParameters"] == V4_JOB
     out = capsys.readouterr()
     assert key not in out.out + out.err
@@ -160,19 +248,20 @@ def test_a_vision_key_reaches_the_processor_schedule_and_no_output(flow, capsys,
 
 
 def test_below_build_22337_every_request_goes_to_v3(flow, capsys):
-    """On a build before v4 repositories every request goes to /fmerest/v3: a form to create
-    the repository, uploads registered with the job submitter, v3 schedule and submit bodies."""
+    """On a build before v4 repositories (and before deployment parameters) every request
+    goes to /fmerest/v3: a form to create the repository, the version-4 templates uploaded
+    and registered with the job submitter, v3 schedule and submit bodies with the URL."""
     server = flow(BUILD_V3)
     assert deploy(server, "--submit") == 0
     state = server.state
     assert state.calls() == [
         ("GET", "/fmeinfo/version"),
+        ("GET", "/fmerest/v3/info"),
         ("GET", "/fmerest/v3/repositories/fair"),
         ("POST", "/fmerest/v3/repositories"),
         *[c for name in FILES for c in (
             ("POST", "/fmerest/v3/repositories/fair/items"),
             ("PUT", f"/fmerest/v3/repositories/fair/items/{name}/services"))],
-        ("GET", "/fmerest/v3/info"),
         ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-02_processor"),
         ("POST", "/fmerest/v3/schedules"),
         ("GET", "/fmerest/v3/schedules/fme-ai-resilience/WS-03_compensator"),
@@ -181,8 +270,9 @@ def test_below_build_22337_every_request_goes_to_v3(flow, capsys):
     ]
     requests = state.requests
     assert all(r.headers["authorization"] == f"fmetoken token={TOKEN}" for r in requests)
-    assert requests[2].form() == {"name": ["fair"], "description": ["fme-ai-resilience workspaces"]}
-    assert requests[4].form() == {"services": ["fmejobsubmitter"]}
+    assert requests[3].form() == {"name": ["fair"], "description": ["fme-ai-resilience workspaces"]}
+    assert requests[5].form() == {"services": ["fmejobsubmitter"]}
+    assert requests[4].body == (V4_TEMPLATES / FILES[0]).read_bytes()
     schedule = next(r for r in requests if r.path == "/fmerest/v3/schedules").json()
     assert schedule["request"] == {
         "publishedParameters": [{"name": "FAIR_DB", "value": DB}],
@@ -193,6 +283,7 @@ def test_below_build_22337_every_request_goes_to_v3(flow, capsys):
     assert set(state.services) == {("fair", name) for name in FILES}
     out = capsys.readouterr()
     assert "REST repositories v3" in out.out and "submit v3" in out.out
+    assert "predates deployment parameters" in out.out
     assert_nothing_secret(out.out, out.err)
 
 
@@ -203,8 +294,9 @@ def test_between_25208_and_26018_repositories_on_v4_and_the_job_through_v3(flow,
     server = flow(BUILD_MIDDLE)
     assert deploy(server, "--submit") == 0
     calls = server.state.calls()
-    assert calls[:3] == [("GET", "/fmeinfo/version"), ("GET", "/fmeapiv4/repositories/fair"),
-                         ("POST", "/fmeapiv4/repositories")]
+    assert calls[:2] == [("GET", "/fmeinfo/version"), ("GET", "/fmerest/v3/info")]
+    assert calls[4:6] == [("GET", "/fmeapiv4/repositories/fair"),
+                          ("POST", "/fmeapiv4/repositories")]
     assert ("POST", "/fmerest/v3/repositories/fair/items") in calls
     assert ("POST", "/fmerest/v3/schedules") in calls
     assert calls[-1] == ("POST", "/fmerest/v3/transformations/submit/fair/WS-02_processor.fmw")
@@ -226,6 +318,7 @@ def test_schedules_begin_on_the_servers_wall_clock(flow, capsys):
     body = next(r for r in server.state.requests if r.path == "/fmeapiv4/schedules").json()
     begin = datetime.datetime.strptime(body["begin"], "%Y-%m-%dT%H:%M:%S")
     assert before.replace(microsecond=0) <= begin <= after
+    assert "(a fixed offset" not in capsys.readouterr().out
 
 
 def test_a_refused_token_is_never_shown(flow, capsys):

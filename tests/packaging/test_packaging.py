@@ -53,6 +53,9 @@ def test_the_workspace_templates_ship_in_the_package():
     for name in ("WS-01_intake", "WS-02_processor", "WS-03_compensator"):
         assert template_script(name) == (ROOT / "workspaces" / f"{name}.py").read_text(
             encoding="utf-8")
+        for release in ("2023", "2024"):   # the version-4 templates' scripts
+            assert template_script(name, release) == (
+                ROOT / "workspaces" / "fme2023-2024" / f"{name}.py").read_text(encoding="utf-8")
 
 
 def test_the_repository_holds_no_symlink():

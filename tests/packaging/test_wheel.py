@@ -35,10 +35,12 @@ def test_the_wheel_carries_every_sql_file(wheel):
 
 
 def test_the_wheel_carries_the_workspace_templates(wheel):
-    """Each template's script and .fmw is in the wheel (the drill's engines run WS-02's)."""
+    """Each template's script and .fmw, of both shapes, is in the wheel (the drill's engines
+    run WS-02's; the FME 2023/2024 ones are in fme2023-2024/)."""
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = sorted(p.name for p in (ROOT / "workspaces").glob("WS-*"))
-    assert len(shipped) == 6
+    shipped = sorted(p.relative_to(ROOT / "workspaces").as_posix()
+                     for p in (ROOT / "workspaces").rglob("WS-*"))
+    assert len(shipped) == 12
     for name in shipped:
         assert f"fme_ai_resilience/workspaces/{name}" in names
 

@@ -63,3 +63,20 @@ def test_every_public_module_declares_its_public_names(name):
     assert isinstance(getattr(module, "__all__", None), list), f"{name} has no __all__"
     missing = [n for n in module.__all__ if not hasattr(module, n)]
     assert missing == []
+
+
+def test_the_librarys_logger_has_a_null_handler_and_the_cli_still_shows_warnings():
+    """Used as a library with no logging set up, its warnings are not printed by Python's
+    last resort (a NullHandler on ``fme_ai_resilience``); the command line, an application,
+    shows them on stderr."""
+    import subprocess
+    import sys
+
+    code = ("import logging, fme_ai_resilience.services\n"
+            "logging.getLogger('fme_ai_resilience.demo').warning('library warning')\n"
+            "from fme_ai_resilience.cli.logs import show_warnings\n"
+            "show_warnings()\n"
+            "logging.getLogger('fme_ai_resilience.demo').warning('command warning')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "command warning\n"

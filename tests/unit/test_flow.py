@@ -3,6 +3,7 @@ verdict behind a background-refreshed cache, bounded answers, no token leaks."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import logging
 import threading
 
@@ -14,6 +15,8 @@ from responses import matchers
 from fme_ai_resilience.core.errors import ConfigurationError, FlowError
 from fme_ai_resilience.services.flow.client import Engine, FlowClient, FlowHealth
 from fme_ai_resilience.services.flow.health import NOT_YET, OVERDUE
+
+from helpers import DATA
 
 BASE = "https://flow.example.com"
 TOKEN = "fmetoken-secret-4b1d9e"
@@ -306,7 +309,7 @@ def test_schedules_begin_by_the_injected_clock_in_the_servers_zone(clock):
     from fme_ai_resilience.core.fme.deployment import Schedule
 
     responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
-    responses.get(f"{BASE}/fmeapiv4/info", json={"timeZone": "Asia/Kolkata"})
+    responses.get(f"{BASE}/fmerest/v3/info", json={"timeZone": "Asia/Kolkata"})
     responses.get(f"{BASE}/fmeapiv4/schedules/c/n", status=404, json={})
     responses.post(f"{BASE}/fmeapiv4/schedules", status=201, json={})
     client = client_at(clock)
@@ -354,3 +357,28 @@ def test_a_network_failure_on_a_write_hides_the_token(clock):
     with pytest.raises(FlowError, match="connection") as info:
         client_at(clock).ensure_repository("fair")
     assert TOKEN not in str(info.value)
+
+
+@pytest.mark.parametrize("zone, begin", [
+    ("+0000", "2026-09-21T14:13:20"), ("-0700", "2026-09-21T07:13:20"),
+    ("+05:30", "2026-09-21T19:43:20")])
+@responses.activate
+def test_a_fixed_offset_as_fme_flow_answers_it_is_a_time_zone(clock, zone, begin):
+    """The v3 info's timeZone as Safe's CLI recorded it ("+0000"; fmeflow-cli
+    info_v3_test.go) is a fixed offset: the schedule begins at the clock's now in it."""
+    import copy
+
+    from fme_ai_resilience.core.fme.deployment import Schedule
+    from fme_ai_resilience.services.flow.client import is_fixed_offset
+
+    recorded = json.loads((DATA / "fmeflow_cli_fixtures.json")
+                          .read_text(encoding="utf-8"))["info_v3"]
+    assert recorded["timeZone"] == "+0000" and is_fixed_offset(recorded["timeZone"])
+    answer = copy.deepcopy(recorded)
+    answer["timeZone"] = zone
+    responses.get(f"{BASE}/fmeapiv4/repositories", json={"items": []})
+    responses.get(f"{BASE}/fmerest/v3/info", json=answer)
+    client = client_at(clock)
+    assert client.time_zone() == zone and client.schedule_begin() == begin
+    with pytest.raises(ConfigurationError):
+        FlowClient(BASE, "t", time_zone="+2500")

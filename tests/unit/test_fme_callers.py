@@ -217,3 +217,122 @@ def test_the_fme_flow_page_documents_every_output_attribute_where_it_appears():
     for name in CONCLUSION_ATTRIBUTES:
         expected.setdefault(name, set()).add("task (collect)")
     assert rows == expected
+
+
+def test_password_parameters_that_arrive_encrypted_are_decrypted_through_fme(
+        fair_db, fake_clock, fake_vision):
+    """The ledger URL and the Vision key reach Python as ``fme_decrypt(...)`` (a password
+    typed into Workbench and saved): FME's @Concatenate decrypts them, the task succeeds, the
+    Vision AI gets the plain key, and neither the plain nor the encrypted value shows."""
+    import responses
+    from fme_ai_resilience.testing import fme_encrypt
+    from helpers.fme_fixtures import JPEG, PHOTO
+
+    fake_vision.mock.add(responses.GET, PHOTO, body=JPEG, content_type="image/jpeg")
+    plain = processor_macros(fair_db, fake_vision.endpoint)
+    macros = {**plain, "FAIR_DB": fme_encrypt(fair_db),
+              "FAIR_VISION_KEY": fme_encrypt(VISION_KEY)}
+    intake = run_caller(IntakeCaller, [{"message": body()}], macros, clock=fake_clock)
+    assert intake.rejected == [] and intake.output[0].getAttribute("fair_status") == "PENDING"
+    run = run_caller(ProcessorCaller, [{}], macros, clock=fake_clock)
+    assert run.rejected == []
+    assert [f.getAttribute("fair_status") for f in run.output] == ["SUCCEEDED"]
+    sent = [c.request for c in fake_vision.mock.calls if c.request.method == "POST"]
+    assert len(sent) == 1 and VISION_KEY in str(sent[0].headers)
+    for shown in (texts(run.output), run.messages(), [repr(run.caller)]):
+        assert not [t for t in shown if "fme_decrypt" in t or VISION_KEY in t]
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_an_encrypted_value_fme_cannot_decrypt_is_refused_naming_its_parameter(
+        caller, fair_db, fake_clock):
+    """A value that reads fme_decrypt(...) but is no cipher this FME made: every feature is
+    rejected with CONFIGURATION naming FAIR_VISION_KEY, the value never shown."""
+    macros = {"FAIR_DB": fair_db, "FAIR_VISION_ENDPOINT": VISION,
+              "FAIR_VISION_KEY": "fme_decrypt(bm90LWEtY2lwaGVy)"}
+    run = run_caller(caller, [{"message": body()}], macros, clock=fake_clock)
+    (out,) = run.rejected
+    assert (out.getAttribute("fair_parameter"), out.getAttribute("fme_rejection_code")) == (
+        "FAIR_VISION_KEY", "CONFIGURATION")
+    assert "could not decrypt" in out.getAttribute("fair_reason")
+    assert not [t for t in texts(run.rejected) + run.messages() if "bm90LWEtY2lwaGVy" in t]
+
+
+def test_the_first_feature_says_what_runs_and_warns_once_without_fmes_session(
+        fair_db, fake_clock):
+    """One INFORM line at the first feature only: the library's version and folder, Python,
+    requests and urllib3 and the HTTP session; inside an FME where fmetools cannot be
+    imported WS-03 adds one WARN (not one per feature) that FME's proxy settings are not
+    followed; with fmetools the line names FMERequestsSession and there is no WARN."""
+    import platform
+
+    import requests
+    import urllib3
+
+    import fme_ai_resilience
+    from fme_ai_resilience.testing import installed_fmetools
+
+    run = run_caller(CompensatorCaller, [{}, {}], {"FAIR_DB": fair_db}, clock=fake_clock)
+    first = run.messages()[0]
+    assert first.startswith(f"fme-ai-resilience WS-03_compensator: fme-ai-resilience "
+                            f"{fme_ai_resilience.__version__} (")
+    for part in (f"Python {platform.python_version()}", f"requests {requests.__version__}",
+                 f"urllib3 {urllib3.__version__}", "HTTP through the library's session"):
+        assert part in first
+    assert sum("fme-ai-resilience " + fme_ai_resilience.__version__ in m
+               for m in run.messages()) == 1
+    warned = [m for m in run.messages("WARN") if "FME's network session cannot be made" in m]
+    assert len(warned) == 1 and "fmetools is not installed" in warned[0]
+    with installed_fmetools():
+        inside = run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock)
+    assert "HTTP through FME's FMERequestsSession" in inside.messages()[0]
+    assert not [m for m in inside.messages("WARN") if "network session" in m]
+    intake = run_caller(IntakeCaller, [{"message": body()}], {"FAIR_DB": fair_db},
+                        clock=fake_clock)
+    assert "HTTP" not in intake.messages()[0] and intake.messages("WARN") == []
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+def test_a_deployment_parameter_fme_flow_did_not_resolve_is_refused_naming_it(caller,
+                                                                              fake_clock):
+    """FAIR_DB given as "$(fair_db)" (the reference flow deploy writes, left unresolved): the
+    feature is rejected with CONFIGURATION naming FAIR_DB and the deployment parameter."""
+    run = run_caller(caller, [{"message": body()}], {"FAIR_DB": "$(fair_db)"},
+                     clock=fake_clock)
+    (out,) = run.rejected
+    assert out.getAttribute("fair_parameter") == "FAIR_DB"
+    assert "create the deployment parameter fair_db" in out.getAttribute("fair_reason")
+
+
+def test_every_feature_the_callers_make_has_a_geometry_set(fair_db, fake_clock):
+    """Output and rejected features of all three callers get a (null) geometry, as Safe's
+    fmetools builds features, never an undefined one."""
+    runs = [run_caller(IntakeCaller, [{"message": body()}, {"message": "{"}],
+                       {"FAIR_DB": fair_db}, clock=fake_clock),
+            run_caller(ProcessorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock),
+            run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db}, clock=fake_clock)]
+    made = [f for run in runs for f in run.output + run.rejected]
+    assert len(made) >= 4 and all(f.geometry_set and f.getGeometry() is None for f in made)
+
+
+def test_the_processor_exposes_the_collected_conclusions_fields():
+    """The ai_* fields a collected conclusion fills (the writeback.*_field defaults) are
+    among the attributes WS-02's template and FairProcessor expose on their ports."""
+    from fme_ai_resilience.fme.caller_base import WORKSPACE_ATTRIBUTES
+    from fme_ai_resilience.core.fme.parameters import PROCESSOR
+    from fme_ai_resilience.core.config.settings import Settings
+
+    w = Settings().writeback
+    fields = {w.condition_field, w.confidence_field, w.outcome_field, w.model_field,
+              w.trace_field, w.assessed_at_field, w.parent_field, w.photo_field}
+    assert fields <= set(WORKSPACE_ATTRIBUTES[PROCESSOR])
+
+
+def test_only_the_librarys_own_parameters_are_decrypted(fair_db, fake_clock):
+    """An encrypted value of a parameter the library does not read (another password of the
+    workspace) is left alone: nothing is rejected for it."""
+    run = run_caller(CompensatorCaller, [{}], {"FAIR_DB": fair_db,
+                                               "POSTGIS_PASSWORD": "fme_decrypt(bm9wZQ==)"},
+                     clock=fake_clock)
+    assert run.rejected == [] and [f.getAttribute("fair_status") for f in run.output] == [
+        "DONE"]

@@ -43,8 +43,8 @@ def test_a_webhook_feature_registers_its_photo_and_says_so_attribute_by_attribut
     assert run.rejected == []
     assert out.as_dict() == registration()
     assert out.isAttributeNull("fair_outcome") and not out.isAttributeMissing("fair_outcome")
-    assert run.messages() == [f"fme-ai-resilience WS-01_intake: 202 accepted: 1 photo(s) of "
-                              f"{FEATURE}"]
+    assert run.messages()[1:] == [f"fme-ai-resilience WS-01_intake: 202 accepted: 1 "
+                                  f"photo(s) of {FEATURE}"]
     with open_store(fair_db) as store:
         record = store.get(KEY)
     assert (record.status, record.trace_id, record.created_at) == (
@@ -99,7 +99,7 @@ def test_an_invalid_body_is_rejected_and_kept_as_a_redacted_dead_letter(fair_db,
     with open_store(fair_db) as store:
         dead = store.get(key)
     assert dead.status is Status.DEAD and dead.trace_id == values["fair_trace_id"]
-    assert run.log[0].severity == "WARN"
+    assert run.log[0].severity == "INFORM" and run.log[1].severity == "WARN"
     assert_no_secret(texts(run.rejected), run.messages())
 
 
@@ -164,7 +164,7 @@ def test_headers_that_are_not_a_json_object_are_ignored_with_a_warning(fair_db, 
                      intake_macros(fair_db), clock=fake_clock)
     assert run.output[0].getAttribute("fair_status") == "PENDING"
     assert run.output[0].isAttributeNull("fair_delivery_id")
-    assert [line.severity for line in run.log] == ["WARN", "INFORM"]
+    assert [line.severity for line in run.log[1:]] == ["WARN", "INFORM"]
 
 
 @pytest.mark.parametrize("feature", [{"message": body().encode("utf-8")}])

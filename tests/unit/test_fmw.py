@@ -227,14 +227,15 @@ def test_graph_links_creator_caller_and_both_loggers():
 def test_published_parameters_appear_in_every_place_fme_keeps_them():
     """Each parameter is in FORM (2025.0 key order), PARAMETER_INFO, GLOBAL_PARAMETERS, a
     DEFAULT_MACRO and the command-line note; only the required one gets a value check; the
-    secret one (the ledger URL) is FME's password type, the others text."""
+    secret one (the ledger URL) is FME's password type, written as real 2025.1.1 saves write
+    one (PASSWORD_ENCODED) with only the keys Safe's own password fields carry."""
     text = render_workspace(spec())
     root = header(text)
     form = json.loads(base64.b64decode(root.find("USER_PARAMETERS").get("FORM")))
     assert form["parameters"][0] == {
         "name": "FAIR_DB", "prompt": "Ledger database URL", "valueType": "string",
         "defaultValue": "", "supportedValueTypes": ["expression", "globalParameter"],
-        "deprecatedFlags": ["none"], "type": "password", "showConfirm": False}
+        "deprecatedFlags": ["none"], "type": "password"}
     assert list(form["parameters"][1]) == [
         "name", "prompt", "valueType", "required", "defaultValue", "supportedValueTypes",
         "deprecatedFlags", "type", "editor", "showEditButton"]
@@ -244,7 +245,7 @@ def test_published_parameters_appear_in_every_place_fme_keeps_them():
         "NAME": "FAIR_TIMEOUTS_TTFB_S", "DEFAULT_VALUE": "15", "SCOPE": "STAND_ALONE",
         "GENERATED_GUI_LINE": "false",
         "GUI_LINE": "GUI OPTIONAL TEXT FAIR_TIMEOUTS_TTFB_S Time to first byte, s"}
-    assert info["FAIR_DB"]["GUI_LINE"] == "GUI PASSWORD FAIR_DB Ledger database URL"
+    assert info["FAIR_DB"]["GUI_LINE"] == "GUI PASSWORD_ENCODED FAIR_DB Ledger database URL"
     assert [g.get("DEFAULT_VALUE") for g in root.find("GLOBAL_PARAMETERS")] == ["", "15"]
     body = mapping(text)
     assert "DEFAULT_MACRO FAIR_DB " in body and "DEFAULT_MACRO FAIR_TIMEOUTS_TTFB_S 15" in body

@@ -14,14 +14,13 @@ from fme_ai_resilience.core.fme.fmw import WorkspaceSpec, render_workspace
 from fme_ai_resilience.core.fme.fmw_check import RULES, Problem, check_workspace
 from fme_ai_resilience.core.fme.parameters import PublishedParameter
 
-
-#: The one real file that breaks a rule on purpose: Workbench's default, an unconnected
-#: <Rejected> under TERMINATE_REJECTED="YES" (fmw-format.md section 3.6).
-
 from helpers.fmw_reference import read, reference_files, require_reference
 
-
-TRIPS_REJECTED = {"fgp_SupprimerMetaJsonLocal_2025.0.3.fmw"}
+#: The real files that break a rule as Workbench's default has them: a transformer's
+#: unconnected <Rejected> under TERMINATE_REJECTED="YES" (fmw-format.md section 3.6).
+TRIPS_REJECTED = {"fgp_SupprimerMetaJsonLocal_2025.0.3.fmw",
+                  "kix_copyZfromLocalhost2uuc-srv_new1LABBA_2022.1.3.fmw",
+                  "speckle_ReadSpeckleJSON_2021.2.fmw"}
 
 SCRIPT = ("from fme_ai_resilience.fme import IntakeCaller\n\n\n"
           "class FeatureProcessor(IntakeCaller):\n    \"\"\"Kråka (1, 2) {x}.\"\"\"\n")
@@ -61,15 +60,22 @@ def test_real_workspaces_pass_every_rule_but_the_rejected_trap(path):
     assert rules(problems) == expected, [str(p) for p in problems]
 
 
-def test_exactly_the_known_real_file_trips_the_rejected_rule():
-    """Of the real files, exactly fgp_SupprimerMetaJsonLocal_2025.0.3.fmw has the @Abort trap,
-    reported once, naming its PythonCaller."""
+def test_the_rejected_rule_names_exactly_the_transformers_fme_compiled_an_abort_for():
+    """In every real file the rule reports exactly the transformers (a PythonCaller, a
+    FeatureReader, a JSONFragmenter ...) whose <Rejected> FME compiled into an @Abort
+    factory in the mapping: none missed, none invented (a transformer nothing flows into
+    gets no factory at all)."""
     files = require_reference()
-    tripped = {p.name: [q for q in check_workspace(read(p)) if q.rule == "rejected"]
-               for p in files}
-    assert {name for name, found in tripped.items() if found} == TRIPS_REJECTED
-    (only,) = tripped["fgp_SupprimerMetaJsonLocal_2025.0.3.fmw"]
-    assert "PythonCaller PythonCaller's <Rejected>" in only.message
+    for path in files:
+        text = read(path)
+        aborting = set(re.findall(r"FACTORY_NAME (\S+)_<Rejected> INPUT FEATURE_TYPE \S+ .*"
+                                  r"@Abort\(", text))
+        reported = {re.search(r" (\S+)'s <", q.message).group(1)
+                    for q in check_workspace(text) if q.rule == "rejected"}
+        assert reported == aborting, path.name
+    tripped = {p.name for p in files if any(q.rule == "rejected"
+                                            for q in check_workspace(read(p)))}
+    assert tripped == TRIPS_REJECTED
 
 
 def test_the_real_files_cover_every_release_shape():
@@ -93,7 +99,7 @@ def test_a_real_script_copy_changed_in_one_place_is_reported():
     source = re.search(r"SOURCE_CODE \{ (\S+) \}", text).group(1)
     broken = plant(text, f"SOURCE_CODE {{ {source} }}",
                    f"SOURCE_CODE {{ {source}<lf>pass<lf> }}")
-    assert rules(check_workspace(broken)) == ["script"]
+    assert rules(check_workspace(broken)) == sorted({"script", *rules(check_workspace(text))})
 
 
 def test_a_real_link_to_a_missing_port_is_reported():

@@ -1,22 +1,25 @@
-"""The one HTTP session factory: FME's FMERequestsSession inside FME, the library's outside,
-and every session handed in bounded by phase-measuring adapters or refused."""
+"""The one HTTP session factory: FME's FMERequestsSession inside FME, the library's outside
+(the environment's proxies and CA bundle, never ~/.netrc), and every session handed in
+bounded by phase-measuring adapters or refused."""
 from __future__ import annotations
 
 import requests
 import pytest
 from requests.adapters import BaseAdapter, HTTPAdapter
 
-from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.clock import FakeClock, SystemClock
 from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.services.http import sessions
 from fme_ai_resilience.services.pipeline import build_processor, build_sink
 from fme_ai_resilience.services.processing.processor import Model
+from fme_ai_resilience.services.http.session_choice import EnvironmentSession, session_choice
 from fme_ai_resilience.services.http.sessions import (PhaseAdapter, bounded, fme_session_class,
                                                       new_session, reset_session_choice)
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import FakeFMERequestsSession, installed_fmetools
 from fme_ai_resilience.testing.network import FakeCertStoreAdapter
+from helpers.forward_proxy import EchoServer, ForwardProxy
 
 URL = "https://vision.example.com/analyze"
 
@@ -28,12 +31,57 @@ def fresh_choice():
     reset_session_choice()
 
 
+@pytest.fixture
+def no_proxy_environment(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
 def test_outside_fme_the_session_is_the_librarys_own():
-    """Without fmetools the factory makes a plain requests.Session with phase adapters."""
+    """Without fmetools the factory makes the library's session, with phase adapters."""
     session = new_session(clock=FakeClock())
-    assert type(session) is requests.Session
+    assert isinstance(session, EnvironmentSession)
     assert isinstance(session.get_adapter(URL), PhaseAdapter)
-    assert session.trust_env is False
+    assert session_choice().kind == "environment" and session_choice().problem is None
+
+
+def test_outside_fme_every_call_goes_through_the_environments_proxy(no_proxy_environment):
+    """HTTP_PROXY names a proxy on loopback: the library's session sends its call there (the
+    proxy sees it, absolute-form), and the answer comes back through it."""
+    with ForwardProxy() as proxy, EchoServer() as target:
+        no_proxy_environment.setenv("HTTP_PROXY", proxy.url)
+        session = new_session(clock=SystemClock())
+        answer = session.get(f"{target.url}/analyze?x=1", timeout=(2, 5))
+        assert answer.status_code == 200 and answer.json()["path"] == "/analyze?x=1"
+        assert proxy.seen == [f"GET {target.url}/analyze?x=1"]
+        no_proxy_environment.setenv("NO_PROXY", "127.0.0.1")
+        assert new_session(clock=SystemClock()).get(target.url, timeout=(2, 5)).ok
+        assert len(proxy.seen) == 1   # NO_PROXY honoured too
+
+
+def test_outside_fme_the_ca_bundle_comes_from_the_environment_but_never_netrc(
+        no_proxy_environment, tmp_path):
+    """REQUESTS_CA_BUNDLE is the session's certificate bundle; a ~/.netrc entry for the host
+    never replaces the Authorization the library sets (nor adds one)."""
+    bundle = tmp_path / "corporate-ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    no_proxy_environment.setenv("REQUESTS_CA_BUNDLE", str(bundle))
+    session = new_session(clock=SystemClock())
+    assert session.merge_environment_settings(URL, {}, None, None, None)["verify"] == \
+        str(bundle)
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password netrc-secret-9\n")
+    netrc.chmod(0o600)
+    no_proxy_environment.setenv("NETRC", str(netrc))
+    no_proxy_environment.setenv("HOME", str(tmp_path))
+    with EchoServer() as target:
+        seen = new_session(clock=SystemClock()).get(
+            target.url, headers={"Authorization": "Bearer mine"}, timeout=(2, 5)).json()
+        plain = new_session(clock=SystemClock()).get(target.url, timeout=(2, 5)).json()
+    assert seen["headers"]["Authorization"] == "Bearer mine"
+    assert "Authorization" not in plain["headers"]
 
 
 def test_inside_fme_the_session_is_fmerequestssession_bounded(fake_fmetools):
@@ -47,19 +95,21 @@ def test_inside_fme_the_session_is_fmerequestssession_bounded(fake_fmetools):
 
 
 def test_the_choice_is_made_once(monkeypatch):
-    """fmetools is looked up once per process, not on every session."""
+    """fmetools is looked up once per process (the package's copy, then an installed one),
+    not on every session."""
+    import importlib
     looked_up = []
-    real = __import__
+    real = importlib.import_module
 
     def spy(name, *args, **kwargs):
-        if name == "fmetools.http":
+        if name.endswith("fmetools.http"):
             looked_up.append(name)
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr("builtins.__import__", spy)
+    monkeypatch.setattr(importlib, "import_module", spy)
     for _ in range(3):
         new_session(clock=FakeClock())
-    assert looked_up == ["fmetools.http"]
+    assert looked_up == ["fme_ai_resilience._vendor.fmetools.http", "fmetools.http"]
     assert fme_session_class() is None
 
 
@@ -138,14 +188,25 @@ def test_an_adapter_needing_arguments_is_refused():
         bounded(session=session, clock=FakeClock())
 
 
-def test_fmes_session_failing_is_a_configuration_error():
-    """FMERequestsSession refusing FME's proxy settings comes back as a ConfigurationError."""
+def test_fmes_session_failing_falls_back_to_the_environment_and_says_why(fake_fme):
+    """FMERequestsSession refusing FME's proxy settings inside FME: the library's session
+    (the environment's proxies) from then on, and the choice names FME's reason."""
     with installed_fmetools() as cls:
         def broken(self):
             raise RuntimeError("proxy authentication NTLM is not supported")
         cls.__init__ = broken
-        with pytest.raises(ConfigurationError, match="FME network settings"):
-            new_session(clock=FakeClock())
+        session = new_session(clock=FakeClock())
+        assert isinstance(session, EnvironmentSession)
+        choice = session_choice()
+        assert choice.kind == "environment" and "NTLM is not supported" in choice.problem
+        assert isinstance(new_session(clock=FakeClock()), EnvironmentSession)
+
+
+def test_inside_fme_without_fmetools_the_choice_says_what_is_missing(fake_fme):
+    """FME without fmetools importable: the environment's session, and a problem naming
+    what is missing (the callers WARN with it); outside FME no problem at all."""
+    choice = session_choice()
+    assert choice.kind == "environment" and "fmetools is not installed" in choice.problem
 
 
 def test_a_broken_fmetools_falls_back_to_the_librarys_session(monkeypatch):
@@ -155,5 +216,5 @@ def test_a_broken_fmetools_falls_back_to_the_librarys_session(monkeypatch):
     broken = types.ModuleType("fmetools.http")
     monkeypatch.setitem(sys.modules, "fmetools", types.ModuleType("fmetools"))
     monkeypatch.setitem(sys.modules, "fmetools.http", broken)   # no FMERequestsSession
-    assert type(new_session(clock=FakeClock())) is requests.Session
+    assert isinstance(new_session(clock=FakeClock()), EnvironmentSession)
     assert sessions.fme_session_class() is None

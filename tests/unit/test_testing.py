@@ -263,3 +263,29 @@ def test_the_session_option_fakes_the_modules_for_collection(pytester):
     """)
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fme-fake-modules") \
         .assert_outcomes(passed=1)
+
+
+def test_ws02_runs_through_to_a_written_assessment_with_the_kits_photo_host(
+        fair_db, fake_clock, fake_vision, photo_host):
+    """The kit's photo host (a real server on 127.0.0.1 the downloader accepts, its
+    parameters merged by run_caller) and the fake Vision AI: a webhook registered by WS-01,
+    then WS-02 downloads the photo once, asks the Vision AI once and hands the assessment to
+    the workspace's writers (ai_condition ...); the ledger says SUCCEEDED."""
+    from fme_ai_resilience.fme import IntakeCaller, ProcessorCaller
+    from fme_ai_resilience.store import open_store
+    from helpers.fme_fixtures import body
+
+    url = photo_host.add("hydrant.jpg")
+    intake = run_caller(IntakeCaller, [{"message": body(photo=url)}], {"FAIR_DB": fair_db},
+                        clock=fake_clock)
+    key = intake.output[0].getAttribute("fair_key")
+    run = run_caller(ProcessorCaller, [{}], {
+        "FAIR_DB": fair_db, "FAIR_VISION_ENDPOINT": fake_vision.endpoint,
+        "FAIR_WRITEBACK_SINK": "collect"}, clock=fake_clock, photo_host=photo_host)
+    (task,) = run.output
+    assert (task.getAttribute("fair_status"), task.getAttribute("ai_condition"),
+            task.getAttribute("ai_confidence")) == ("SUCCEEDED", "good", 0.9)
+    assert [path for path, _ in photo_host.requests] == ["/photos/hydrant.jpg"]
+    assert fake_vision.calls == [(200, "ok")]
+    with open_store(fair_db) as store:
+        assert store.get(key).status.value == "SUCCEEDED"

@@ -74,10 +74,11 @@ def test_a_stream_closed_before_the_read_ends_it_with_what_came(clock):
     assert read.body == b"{" and not (read.timed_out or read.reset or read.oversize)
 
 def test_timed_session_mounts_the_phase_adapter(clock):
-    """The default session measures connects and ignores proxy environment variables."""
+    """The default session measures connects and honours the environment's proxies and CA
+    bundle (docs/fme-flow.md: FME's own session inside FME, the environment's outside)."""
     session = timed_session(clock=clock)
     assert isinstance(session.get_adapter("https://vision.example.com"), PhaseAdapter)
-    assert session.trust_env is False
+    assert session.trust_env is True
 
 
 class HttpClientBody:

@@ -21,21 +21,25 @@ v3 ``TMDirectives`` are modelled on Safe's documentation and unverified against 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from ..checks import count
 from ..checks import name as _name
 from ..errors import ConfigurationError
-from .parameters import COMPENSATOR, DB_PARAMETER, PROCESSOR, changed_settings, parameters_for
+from .parameters import (COMPENSATOR, DB_PARAMETER, INTAKE, PROCESSOR, changed_settings,
+                         parameters_for)
 from ..config.settings import Settings
 from ..resilience.task_budget import task_budget_s
 
 __all__ = ["JobDirectives", "JobRequest", "Schedule", "processor_job_runtime_s",
-           "processor_job", "schedules", "job_body", "schedule_body", "SCHEDULE_CATEGORY",
+           "processor_job", "intake_job", "schedules", "job_body", "schedule_body", "SCHEDULE_CATEGORY",
            "DEFAULT_QUEUE", "PROCESSOR_CRON", "COMPENSATOR_CRON", "START_MARGIN_S",
            "PROCESSOR_INTERVAL_S", "COMPENSATOR_INTERVAL_S", "V3", "V4", "describe",
-           "V4_FROM_BUILD", "OPERATIONS", "api_for"]
+           "V4_FROM_BUILD", "OPERATIONS", "api_for", "DEPLOYMENT_PARAMETERS_FROM_BUILD",
+           "deployment_parameter_name", "reference", "with_references", "is_reference",
+           "V4_TEMPLATES_BELOW_BUILD"]
 
 V4 = "v4"
 V3 = "v3"
@@ -50,6 +54,11 @@ V4_FROM_BUILD: Mapping[str, int] = {
     "upload": 26018, "schedules": 26018,
 }
 OPERATIONS = tuple(V4_FROM_BUILD)
+
+#: Below this build (FME Flow 2025.0) the workspaces deployed are the PythonCaller version 4
+#: templates (``workspaces/fme2023-2024``): no release before 2025 is known to open
+#: version 6.
+V4_TEMPLATES_BELOW_BUILD = 25000
 
 SCHEDULE_CATEGORY = "fme-ai-resilience"
 DEFAULT_QUEUE = "fair_processor"
@@ -155,6 +164,13 @@ def processor_job(repository: str, settings: Settings, *, db_url: str,
                                     PROCESSOR_INTERVAL_S), _secrets(PROCESSOR))
 
 
+def intake_job(repository: str, settings: Settings, *, db_url: str) -> JobRequest:
+    """One WS-01 run (the webhook's Automation action): the ledger URL and the intake
+    settings that differ from the library's defaults; FME Flow's default queue and limits."""
+    return JobRequest(repository, f"{INTAKE}.fmw", _parameters(INTAKE, settings, db_url),
+                      JobDirectives(), _secrets(INTAKE))
+
+
 def schedules(repository: str, settings: Settings, *, db_url: str,
               queue: str = DEFAULT_QUEUE) -> Tuple[Schedule, Schedule]:
     """The two schedules: WS-02 every minute on ``queue``; WS-03 every 10 minutes on FME Flow's
@@ -225,6 +241,45 @@ def schedule_body(schedule: Schedule, api: str, *, begin: str) -> Dict[str, Any]
     if api == V3:
         return {**head, "request": _v3_request(schedule.job)}
     raise ConfigurationError("api", api, f"must be {V4} or {V3}")
+
+
+#: Where FME Flow keeps deployment parameters (``/fmeapiv4/deploymentparameters``, Safe's
+#: CLI, v4 only). FME Flow 2023.0 introduced them; the exact first build is not known here,
+#: so from 2023's builds on a deployment keeps its secrets there.
+DEPLOYMENT_PARAMETERS_FROM_BUILD = 23000
+
+
+def deployment_parameter_name(parameter: str) -> str:
+    """The deployment parameter that holds a published parameter's secret value:
+    ``FAIR_DB`` -> ``fair_db``."""
+    _name("parameter", parameter)
+    return parameter.lower()
+
+
+def reference(name: str) -> str:
+    """How a published parameter's value names a deployment parameter: ``$(fair_db)``
+    (FME's macro syntax; docs/fme-flow.md lists it among what a live FME Flow confirms)."""
+    return f"$({deployment_parameter_name(name)})"
+
+
+def with_references(job: JobRequest) -> Tuple[JobRequest, Dict[str, str]]:
+    """``job`` with each secret published parameter's value replaced by a reference to a
+    deployment parameter of its own, and the values those deployment parameters must hold,
+    by name. A value that already is a reference stays."""
+    values: Dict[str, str] = {}
+    parameters = dict(job.parameters)
+    for key in sorted(job.secrets & set(parameters)):
+        if parameters[key] and not is_reference(parameters[key]):
+            values[deployment_parameter_name(key)] = parameters[key]
+            parameters[key] = reference(key)
+    return JobRequest(job.repository, job.workspace, parameters, job.directives,
+                      job.secrets), values
+
+
+def is_reference(value: str) -> bool:
+    """Whether ``value`` is nothing but a reference, ``$(name)``."""
+    return isinstance(value, str) and re.fullmatch(r"\$\([A-Za-z0-9_.-]+\)", value.strip()) \
+        is not None
 
 
 def api_for(operation: str, build: int) -> str:

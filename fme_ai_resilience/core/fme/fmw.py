@@ -29,7 +29,8 @@ from .parameters import PublishedParameter
 
 __all__ = ["WorkspaceSpec", "render_workspace", "document_guid", "form_entry", "encode_form",
            "COMMON_ATTRIBUTES", "SECTIONS", "LAST_SAVE_BUILD", "BUILD_NUMBER",
-           "PYTHON_COMPATIBILITY", "LAST_SAVE_DATE", "DEFAULT_SYMBOL"]
+           "PYTHON_COMPATIBILITY", "LAST_SAVE_DATE", "DEFAULT_SYMBOL", "Release",
+           "RELEASE_2025"]
 
 #: The class the templates' PythonCallers call (their "Class to Process Features").
 DEFAULT_SYMBOL = "FeatureProcessor"
@@ -43,6 +44,21 @@ BUILD_NUMBER = "25241"
 PYTHON_COMPATIBILITY = "39"
 #: Fixed, so that regenerating a template gives no diff.
 LAST_SAVE_DATE = "2025-06-02T12:00:00"
+
+
+@dataclass(frozen=True)
+class Release:
+    """The FME release a generated file claims to be saved by: ``LAST_SAVE_BUILD``, its
+    ``build`` number and the fixed save date."""
+
+    last_save_build: str
+    build: str
+    save_date: str
+
+
+#: The release :func:`render_workspace` writes (PythonCaller v6); :mod:`.fmw_v4` has the
+#: one for FME 2023 and 2024.
+RELEASE_2025 = Release(LAST_SAVE_BUILD, BUILD_NUMBER, LAST_SAVE_DATE)
 
 #: The WORKSPACE attributes every saved sample has (2021.2 to 2025.2), in the alphabetical
 #: order Workbench writes them.
@@ -189,13 +205,7 @@ def _graph(spec: WorkspaceSpec) -> Tuple[_Graph, Dict[str, _Node]]:
     created = ("_creation_instance",) + spec.attributes
     rejected = created + ("fme_rejection_code", "fme_rejection_message")
     exposed = " ".join(f"{a} buffer" for a in spec.attributes)
-    creator = _Node(2, "Creator", "7", "Creator", (0, 0), 500000000000001,
-                    (("CREATED", created),), (
-                        ("ATEND", "no"), ("COORDSYS", ""), ("CRE_ATTR", "_creation_instance"),
-                        ("GEOJSON", "<Unused>"), ("GEOM", encode_fme(_NULL_GEOMETRY)),
-                        ("GEOMTYPE", "Geometry Object"), ("NUM", "1"), ("OAN_GROUP", ""),
-                        ("PARAMETERS_GROUP", ""), ("TRANSFORMER_GROUP", ""),
-                        ("XFORMER_NAME", "Creator")))
+    creator = _creator_node(2, "Creator", (0, 0), 500000000000001, created)
     caller = _Node(3, "PythonCaller", "6", "PythonCaller", (700, 0), 500000000000002,
                    (("OUTPUT", created), ("<Rejected>", rejected)), (
                        ("ADVANCED_GROUP", ""), ("GROUP_BY", "<Unused>"),
@@ -205,26 +215,38 @@ def _graph(spec: WorkspaceSpec) -> Tuple[_Graph, Dict[str, _Node]]:
                        ("PYTHONSYMBOL", spec.symbol), ("TRANSFORMER_GROUP", ""),
                        ("XFORMER_NAME", "PythonCaller")))
 
-    def logger(identifier: int, name: str, y: int, attributes: Tuple[str, ...], message: str,
-               severity: str, order: int) -> _Node:
-        return _Node(identifier, "Logger", "4", name, (1400, y), order,
-                     (("LOGGED", attributes),), (
-                         ("FEATURE_TYPE", "<Unused>"), ("LOG_FEATURE", "NONE"),
-                         ("MAXCOORDS", "<Unused>"), ("MAXFEATS", "10000"),
-                         ("MESSAGE", encode_fme(message)), ("MSG_GRP", ""),
-                         ("PARAMETERS_GROUP", ""), ("SEVERITY", severity),
-                         ("TRANSFORMER_GROUP", ""), ("XFORMER_NAME", name)),
-                     (("SHOW_BLANK_INPUT_FT", "false"),))
-
-    out_logger = logger(5, "Logger", -150, created, spec.output_message, "INFO",
-                        500000000000003)
-    reject_logger = logger(7, "Logger_2", 150, rejected, spec.rejected_message, "ERROR",
-                           500000000000004)
+    out_logger = _logger_node(5, "Logger", (1400, -150), created, spec.output_message, "INFO",
+                              500000000000003)
+    reject_logger = _logger_node(7, "Logger_2", (1400, 150), rejected, spec.rejected_message,
+                                 "ERROR", 500000000000004)
     graph = _Graph([creator, caller, out_logger, reject_logger],
                    [_Link(4, creator, 0, caller), _Link(6, caller, 0, out_logger),
                     _Link(8, caller, 1, reject_logger)])
     return graph, {"creator": creator, "caller": caller, "logger": out_logger,
                    "reject_logger": reject_logger}
+
+
+def _creator_node(identifier: int, name: str, position: Tuple[int, int], order: int,
+                  attributes: Tuple[str, ...]) -> _Node:
+    """A Creator (version 7, as 2025 saves it) making one feature with no geometry."""
+    return _Node(identifier, "Creator", "7", name, position, order, (("CREATED", attributes),), (
+        ("ATEND", "no"), ("COORDSYS", ""), ("CRE_ATTR", "_creation_instance"),
+        ("GEOJSON", "<Unused>"), ("GEOM", encode_fme(_NULL_GEOMETRY)),
+        ("GEOMTYPE", "Geometry Object"), ("NUM", "1"), ("OAN_GROUP", ""),
+        ("PARAMETERS_GROUP", ""), ("TRANSFORMER_GROUP", ""), ("XFORMER_NAME", name)))
+
+
+def _logger_node(identifier: int, name: str, position: Tuple[int, int],
+                 attributes: Tuple[str, ...], message: str, severity: str, order: int) -> _Node:
+    """A Logger (version 4, as every saved sample has it) logging ``message``."""
+    return _Node(identifier, "Logger", "4", name, position, order,
+                 (("LOGGED", attributes),), (
+                     ("FEATURE_TYPE", "<Unused>"), ("LOG_FEATURE", "NONE"),
+                     ("MAXCOORDS", "<Unused>"), ("MAXFEATS", "10000"),
+                     ("MESSAGE", encode_fme(message)), ("MSG_GRP", ""),
+                     ("PARAMETERS_GROUP", ""), ("SEVERITY", severity),
+                     ("TRANSFORMER_GROUP", ""), ("XFORMER_NAME", name)),
+                 (("SHOW_BLANK_INPUT_FT", "false"),))
 
 
 _NULL_GEOMETRY = ('<?xml version="1.0" encoding="US_ASCII" standalone="no" ?>'
@@ -249,7 +271,7 @@ def _attribute_lines(attributes: Sequence[Tuple[str, str]]) -> List[str]:
     return [f'#!   {name}="{xml_escape(value)}"' for name, value in attributes]
 
 
-def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
+def _header(spec: WorkspaceSpec, graph: _Graph, release: Release = RELEASE_2025) -> List[str]:
     guid = document_guid(f"fme-ai-resilience:workspace:{spec.name}")
     prior = document_guid(f"fme-ai-resilience:workspace:{spec.name}:prior")
     xs = [n.position[0] for n in graph.nodes]
@@ -260,13 +282,14 @@ def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
         "DESTINATION_ROUTING_FILE": "",
         "DOC_EXTENTS": f"{max(xs) - min(xs) + 454} {max(ys) - min(ys) + 71}",
         "DOC_TOP_LEFT": f"{min(xs)} {min(ys)}", "END_PYTHON": "", "END_TCL": "",
-        "EXPLICIT_BOOKMARK_ORDER": "false", "FME_BUILD_NUM": BUILD_NUMBER,
+        "EXPLICIT_BOOKMARK_ORDER": "false", "FME_BUILD_NUM": release.build,
         "FME_BULK_MODE_THRESHOLD": "2000", "FME_DOCUMENT_GUID": guid,
         "FME_DOCUMENT_PRIORGUID": prior, "FME_GEOMETRY_HANDLING": "Enhanced",
         "FME_IMPLICIT_CSMAP_REPROJECTION_MODE": "Auto", "FME_NAMES_ENCODING": "UTF-8",
         "FME_REPROJECTION_ENGINE": "FME", "FME_SERVER_SERVICES": "",
         "FME_STROKE_MAX_DEVIATION": "0", "HISTORY": "", "IGNORE_READER_FAILURE": "No",
-        "LAST_SAVE_BUILD": LAST_SAVE_BUILD, "LAST_SAVE_DATE": LAST_SAVE_DATE, "LOG_FILE": "",
+        "LAST_SAVE_BUILD": release.last_save_build, "LAST_SAVE_DATE": release.save_date,
+        "LOG_FILE": "",
         "LOG_MAX_RECORDED_FEATURES": "200", "MARKDOWN_DESCRIPTION": "", "MARKDOWN_USAGE": "",
         "MAX_LOG_FEATURES": "200", "MULTI_WRITER_DATASET_ORDER": "BY_ID", "PASSWORD": "",
         "PYTHON_COMPATIBILITY": PYTHON_COMPATIBILITY, "REDIRECT_TERMINATORS": "NONE",
@@ -291,7 +314,7 @@ def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
         lines += [f"#! <{section}>", f"#! </{section}>"]
     lines.append("#! <TRANSFORMERS>")
     for node in graph.nodes:
-        lines += _transformer(node)
+        lines += _transformer(node, release.build)
     lines += ["#! </TRANSFORMERS>", "#! <FEAT_LINKS>"]
     for link in graph.links:
         lines += _feat_link(link)
@@ -304,8 +327,9 @@ def _header(spec: WorkspaceSpec, graph: _Graph) -> List[str]:
 def _gui_line(p: PublishedParameter) -> str:
     # A user-made text parameter saved by 2025.0.3 reads "GUI TEXT NAME Prompt"; an optional
     # one gets OPTIONAL in front, as optional file parameters do. A secret is a password
-    # parameter, "GUI PASSWORD NAME Prompt" (no saved sample holds one: unverified).
-    kind = "PASSWORD" if p.secret else "TEXT"
+    # parameter, which real 2025.1.1 saves write "GUI OPTIONAL PASSWORD_ENCODED NAME Prompt"
+    # (their value then FME-encrypted, fme_decrypt(...), which the callers decrypt).
+    kind = "PASSWORD_ENCODED" if p.secret else "TEXT"
     return f"GUI {'' if p.required else 'OPTIONAL '}{kind} {p.name} {p.prompt}"
 
 
@@ -321,8 +345,8 @@ def _global_parameters(parameters: Sequence[PublishedParameter]) -> List[str]:
 
 def form_entry(p: PublishedParameter) -> Dict[str, object]:
     """The FORM JSON object of a parameter, keys in the order FME 2025.0 writes them: a text
-    parameter, or for a secret FME's password type (masked where FME shows it; its form
-    keys follow FME's parameter-form schema, no saved sample holds one)."""
+    parameter, or for a secret FME's password type (masked where FME shows it), with only the
+    keys Safe's own forms give a password (HTTPCaller's): no saved workspace holds one."""
     entry: Dict[str, object] = {"name": p.name, "prompt": p.prompt, "valueType": "string"}
     if not p.required:
         entry["required"] = False
@@ -330,7 +354,7 @@ def form_entry(p: PublishedParameter) -> Dict[str, object]:
                   "supportedValueTypes": ["expression", "globalParameter"],
                   "deprecatedFlags": ["none"]})
     if p.secret:
-        entry.update({"type": "password", "showConfirm": False})
+        entry["type"] = "password"
     else:
         entry.update({"type": "text", "editor": "plaintext", "showEditButton": False})
     return entry
@@ -354,14 +378,14 @@ def _user_parameters(parameters: Sequence[PublishedParameter]) -> List[str]:
     return lines + ["#! </PARAMETER_INFO>", "#! </USER_PARAMETERS>"]
 
 
-def _transformer(node: _Node) -> List[str]:
+def _transformer(node: _Node, build: str = BUILD_NUMBER) -> List[str]:
     x, y = node.position
     lines = ["#! <TRANSFORMER"]
     lines += _attribute_lines((
         ("IDENTIFIER", str(node.identifier)), ("TYPE", node.kind), ("VERSION", node.version),
         ("POSITION", f"{x} {y}"), ("BOUNDING_RECT", f"{x} {y} 454 71"),
         ("ORDER", str(node.order)), ("PARMS_EDITED", "true"), ("ENABLED", "true"),
-        ("LAST_PARM_EDIT", BUILD_NUMBER)) + node.extra)
+        ("LAST_PARM_EDIT", build)) + node.extra)
     lines.append("#! >")
     for index, (port, attributes) in enumerate(node.outputs):
         lines += [f'#!     <OUTPUT_FEAT NAME="{xml_escape(port)}"/>',
@@ -386,15 +410,35 @@ def _feat_link(link: _Link) -> List[str]:
 
 def _mapping(spec: WorkspaceSpec, nodes: Dict[str, _Node], graph: _Graph) -> List[str]:
     creator_link = next(link for link in graph.links if link.source is nodes["creator"])
+    lines = _mapping_head(spec.parameters)
+    lines += _creator_block(nodes["creator"], creator_link)
+    lines += [_SEPARATOR, _CREATOR_BRANCH_TARGET, _SEPARATOR]
+    lines += _caller_block(spec, nodes["caller"], nodes["creator"])
+    lines.append(_SEPARATOR)
+    for key, severity in (("logger", "INFO"), ("reject_logger", "ERROR")):
+        source_port = 0 if key == "logger" else 1
+        lines += _logger_block(spec, nodes[key], nodes["caller"], source_port, severity)
+        lines.append(_SEPARATOR)
+    return lines + _mapping_tail()
+
+
+_CREATOR_BRANCH_TARGET = ('FACTORY_DEF * TeeFactory   FACTORY_NAME '
+                          '"$(WB_CURRENT_CONTEXT)_CREATOR_BRANCH_TARGET"   INPUT FEATURE_TYPE *  '
+                          'OUTPUT FEATURE_TYPE *')
+
+
+def _mapping_head(parameters: Sequence[PublishedParameter],
+                  release: Release = RELEASE_2025) -> List[str]:
+    """The mapping from ``FME_PYTHON_VERSION`` to ``DEFAULT_MACRO WB_CURRENT_CONTEXT``."""
     lines = [f"FME_PYTHON_VERSION {PYTHON_COMPATIBILITY}", "ARCGIS_COMPATIBILITY ARCGIS_AUTO"]
-    if spec.parameters:
+    if parameters:
         lines.append(_PARAMETER_SEPARATOR)
-        for p in spec.parameters:
+        for p in parameters:
             lines += [f"DEFAULT_MACRO {p.name} {p.default}", ""]
         lines.append(_PARAMETER_SEPARATOR)
         lines += [f"INCLUDE [ if {{{{$({p.name}$encode)}} == {{}}}} {{ puts_real {{Parameter "
                   f"'{p.name}' must be given a value.}}; exit 1; }}; ]"
-                  for p in spec.parameters if p.required]
+                  for p in parameters if p.required]
     lines += [
         "#! START_HEADER", "#! START_WB_HEADER", "READER_TYPE MULTI_READER",
         "WRITER_TYPE MULTI_WRITER", "WRITER_KEYWORD MULTI_DEST", "MULTI_DEST_DATASET null",
@@ -404,28 +448,22 @@ def _mapping(spec: WorkspaceSpec, nodes: Dict[str, _Node], graph: _Graph) -> Lis
         "FME_IMPLICIT_CSMAP_REPROJECTION_MODE Auto", "FME_GEOMETRY_HANDLING Enhanced",
         "FME_STROKE_MAX_DEVIATION 0", "FME_NAMES_ENCODING UTF-8",
         "FME_BULK_MODE_THRESHOLD 2000",
-        f'LAST_SAVE_BUILD "{LAST_SAVE_BUILD.replace("FME(R)", "FME", 1)}"',
+        f'LAST_SAVE_BUILD "{release.last_save_build.replace("FME(R)", "FME", 1)}"',
         _SEPARATOR, "", "MULTI_READER_CONTINUE_ON_READER_FAILURE No", "", _SEPARATOR, "",
         "MACRO FME_VIEWER_APP fmedatainspector", "DEFAULT_MACRO WB_CURRENT_CONTEXT", _SEPARATOR]
-    lines += _creator_block(nodes["creator"], creator_link)
-    lines += [_SEPARATOR, 'FACTORY_DEF * TeeFactory   FACTORY_NAME '
-              '"$(WB_CURRENT_CONTEXT)_CREATOR_BRANCH_TARGET"   INPUT FEATURE_TYPE *  '
-              'OUTPUT FEATURE_TYPE *', _SEPARATOR]
-    lines += _caller_block(spec, nodes["caller"], nodes["creator"])
-    lines.append(_SEPARATOR)
-    for key, severity in (("logger", "INFO"), ("reject_logger", "ERROR")):
-        source_port = 0 if key == "logger" else 1
-        lines += _logger_block(spec, nodes[key], nodes["caller"], source_port, severity)
-        lines.append(_SEPARATOR)
-    lines += ["", 'FACTORY_DEF * RoutingFactory FACTORY_NAME "Destination Feature Type Routing '
-              'Correlator"   COMMAND_PARM_EVALUATION SINGLE_PASS   INPUT FEATURE_TYPE *   '
-              'FEATURE_TYPE_ATTRIBUTE __wb_out_feat_type__   OUTPUT ROUTED FEATURE_TYPE *    '
-              'OUTPUT NOT_ROUTED FEATURE_TYPE __nuke_me__ @Tcl2("FME_StatMessage 818059 '
-              '[FME_GetAttribute fme_template_feature_type] 818060 818061 fme_warn")',
-              _SEPARATOR, "",
-              'FACTORY_DEF * TeeFactory   FACTORY_NAME "Final Output Nuker"   INPUT '
-              'FEATURE_TYPE __nuke_me__', ""]
     return lines
+
+
+def _mapping_tail() -> List[str]:
+    """The mapping's end: the routing correlator and the final nuker."""
+    return ["", 'FACTORY_DEF * RoutingFactory FACTORY_NAME "Destination Feature Type Routing '
+            'Correlator"   COMMAND_PARM_EVALUATION SINGLE_PASS   INPUT FEATURE_TYPE *   '
+            'FEATURE_TYPE_ATTRIBUTE __wb_out_feat_type__   OUTPUT ROUTED FEATURE_TYPE *    '
+            'OUTPUT NOT_ROUTED FEATURE_TYPE __nuke_me__ @Tcl2("FME_StatMessage 818059 '
+            '[FME_GetAttribute fme_template_feature_type] 818060 818061 fme_warn")',
+            _SEPARATOR, "",
+            'FACTORY_DEF * TeeFactory   FACTORY_NAME "Final Output Nuker"   INPUT '
+            'FEATURE_TYPE __nuke_me__', ""]
 
 
 def _feature_type(node: _Node, port: int) -> str:

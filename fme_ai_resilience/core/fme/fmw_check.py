@@ -35,7 +35,7 @@ RULES = {
     "python": "FME_PYTHON_VERSION equals PYTHON_COMPATIBILITY",
     "script": "each PythonCaller's script is in FME's encoding, in both copies, and compiles",
     "expected-script": "the PythonCaller's script is exactly the given script",
-    "rejected": "each PythonCaller's <Rejected> is connected, or TERMINATE_REJECTED is NO",
+    "rejected": "each transformer's <Rejected> is connected, or TERMINATE_REJECTED is NO",
     "parameters": "each published parameter has its PARAMETER_INFO and DEFAULT_MACRO",
     "expected-parameters": "the published parameters are exactly the given ones",
 }
@@ -96,7 +96,7 @@ def check_workspace(text: str, expected_script: Optional[str] = None,
     _check_build(root, parsed.body, problems)
     callers = [t for t in transformers if t.get("TYPE") == "PythonCaller"]
     _check_scripts(callers, parsed.body, expected_script, problems)
-    _check_rejected(root, callers, problems)
+    _check_rejected(root, transformers, problems)
     _check_parameters(root, parsed.body, expected_parameters, problems)
     return problems
 
@@ -335,19 +335,24 @@ def _check_rejected(root: ET.Element, callers: Sequence[ET.Element],
     if (root.get("TERMINATE_REJECTED") or "").upper() == "NO":
         return
     links = _children(root, "FEAT_LINKS")
-    for caller in callers:
-        if caller.get("ENABLED", "true") == "false":
+    for transformer in callers:
+        if transformer.get("ENABLED", "true") == "false":
             continue
-        outputs = _outputs(caller)
-        if "<Rejected>" not in outputs:
-            continue  # v4 and older have no <Rejected> port
-        index = outputs.index("<Rejected>")
-        connected = any(link.get("SOURCE_NODE") == caller.get("IDENTIFIER")
+        outputs = _outputs(transformer)
+        ports = [i for i, name in enumerate(outputs) if name.upper() == "<REJECTED>"]
+        if not ports:
+            continue  # PythonCaller v4 and older have no <Rejected> port
+        fed = any(link.get("TARGET_NODE") == transformer.get("IDENTIFIER") for link in links)
+        if not fed and transformer.get("TYPE") != "PythonCaller":
+            continue  # nothing flows in: FME compiles no factory for it at all
+        index = ports[0]
+        connected = any(link.get("SOURCE_NODE") == transformer.get("IDENTIFIER")
                         and _PORT.fullmatch(link.get("SOURCE_PORT_DESC") or "")
                         and (link.get("SOURCE_PORT_DESC") or "").split(" ", 2)[1] == str(index)
                         for link in links)
         if not connected:
-            problems.append(Problem("rejected", f"PythonCaller {_name_of(caller)}'s <Rejected> "
+            problems.append(Problem("rejected", f"{transformer.get('TYPE')} "
+                                                f"{_name_of(transformer)}'s {outputs[index]} "
                                                 f"is not connected and TERMINATE_REJECTED is "
                                                 f"YES: FME compiles an @Abort, so the first "
                                                 f"rejected feature fails the whole job"))

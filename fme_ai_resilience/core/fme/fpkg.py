@@ -2,15 +2,20 @@
 
 An FME Package is FME's own way to ship Python to FME Form and FME Flow engines: one upload,
 a version, and native transformers with parameter forms instead of pasted scripts. This one
-holds ``package.yml``, README, CHANGES, an icon, three Python-based transformers (``.fmxj``
-with a help page each) that wrap the callers, and ``python/`` with the library's wheel and
-its dependencies, pure Python only: FME installs the listed wheels into its own Python and
-downloads nothing, and a compiled file would fit one interpreter and platform only.
+holds ``package.yml``, README, CHANGES, an icon, three Python-based transformers (``.fmxj``,
+:mod:`.fmxj`, with a Quick Add text each) that wrap the callers, their help pages in
+``help/`` (:mod:`.fpkg_help`, turned into HTML by Safe's ``fme-packager pack``) and
+``python/`` with the library's wheel and its dependencies, pure Python only: FME installs the
+listed wheels into its own Python and downloads nothing, and a compiled file would fit one
+interpreter and platform only.
 
-What the package leaves to FME: ``requests``, ``urllib3`` and ``certifi``, which FME bundles
-(a copy in the package would shadow FME's own). The JSON Schema validator is jsonschema
-4.17.3, the last release whose whole tree (attrs, pyrsistent) is pure Python; the ledger's
-PostgreSQL driver is pg8000.
+Third-party code is pinned (:data:`CONSTRAINTS_FILE`, read with :func:`pinned_versions`):
+jsonschema 4.17.3 (the last release whose whole tree, attrs and pyrsistent, is pure Python),
+pg8000 for the ledger, and Safe's fmetools, vendored inside the library's wheel
+(``fme_ai_resilience._vendor.fmetools``) so FME's own HTTP session is used inside FME.
+What the package leaves to FME: ``requests``, ``urllib3``, ``certifi`` and ``pypac``
+(fmetools' PAC support), which FME bundles; a copy in the package would shadow FME's own.
+``waitress`` (the gateway's server) never runs inside FME and is left out.
 
 Each transformer hands its parameters to Python as ``___XF_<NAME>`` attributes (the names of
 the workspace's published parameters), and every feature leaves the Python factory through
@@ -20,33 +25,40 @@ per input feature (a Creator or a schedule's feature).
 """
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 from ..errors import ConfigurationError
-from .parameters import COMPENSATOR, INTAKE, PROCESSOR, parameters_for
+from .parameters import COMPENSATOR, INTAKE, PROCESSOR
 
 __all__ = ["PUBLISHER_UID", "PACKAGE_UID", "PACKAGE_NAME", "MINIMUM_FME_BUILD", "PARAMETER_PREFIX",
            "Transformer", "TRANSFORMERS", "PURE_REQUIREMENTS", "LEFT_TO_FME",
-           "COMPILED_SUFFIXES", "fpkg_filename", "fq_name", "package_yml", "fmxj",
-           "transformer_help", "readme", "changes", "icon_png", "compiled_files",
-           "wheel_distribution", "is_pure_wheel"]
+           "COMPILED_SUFFIXES", "CONSTRAINTS_FILE", "VENDORED", "fpkg_filename", "fq_name",
+           "package_yml", "readme", "changes", "icon_png", "compiled_files",
+           "wheel_distribution", "wheel_version", "is_pure_wheel", "pinned_versions",
+           "canonical_name"]
 
 PUBLISHER_UID = "fair"
 PACKAGE_UID = "fme-ai-resilience"
 PACKAGE_NAME = "FME AI Resilience"
-#: Python-based transformers (``.fmxj``) need FME 2023.0, build 23146.
-MINIMUM_FME_BUILD = 23146
+#: What FME Flow needs for a Python transformer's parameters to be parsed (Safe's
+#: packaged-transformer template: build 24145 on FME Flow; FME Form 2023 from 23224).
+MINIMUM_FME_BUILD = 24145
 #: The prefix FME gives a transformer's parameters when it puts them on the feature.
 PARAMETER_PREFIX = "___XF_"
-#: The dependencies the package ships, each a pure-Python wheel (see the module docstring).
-PURE_REQUIREMENTS = ("jsonschema==4.17.3", "pg8000>=1.29", "waitress>=3.0")
+#: The dependencies the package ships, each a pure-Python wheel at the version
+#: :data:`CONSTRAINTS_FILE` pins (see the module docstring).
+PURE_REQUIREMENTS = ("jsonschema", "pg8000")
+#: Third-party code vendored inside the library's wheel, not shipped as a wheel of its own.
+VENDORED = ("fmetools",)
+#: The pins, in the checkout's root.
+CONSTRAINTS_FILE = "fpkg-constraints.txt"
 #: What FME brings itself; the package ships none of them.
-LEFT_TO_FME = ("requests", "urllib3", "certifi", "idna", "charset_normalizer")
+LEFT_TO_FME = ("requests", "urllib3", "certifi", "idna", "charset_normalizer", "pypac")
 #: File suffixes of compiled code inside a wheel (bytecode included: it fits one interpreter).
 COMPILED_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".exe", ".pyc", ".pyo")
-_FMXJ_VERSION = 23146
 
 
 @dataclass(frozen=True)
@@ -106,114 +118,29 @@ def package_yml(version: str, python_packages: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parameter(p: Any) -> Dict[str, Any]:
-    entry: Dict[str, Any] = {"name": PARAMETER_PREFIX + p.name, "prompt": p.prompt,
-                             "valueType": "string", "defaultValue": p.default,
-                             "required": bool(p.required)}
-    if p.secret:
-        entry.update({"type": "password", "showConfirm": False})
-    else:
-        entry["type"] = "text"
-    return entry
-
-
-def _attributes(names: Sequence[str]) -> List[Dict[str, str]]:
-    return [{"name": name, "type": "buffer"} for name in names]
-
-
-def fmxj(transformer: Transformer, attributes: Sequence[str]) -> Dict[str, Any]:
-    """The ``.fmxj`` definition of ``transformer``: its parameter form (the workspace's
-    published parameters, secrets as password fields), the template that passes them to the
-    Python class and routes ``fme_rejection_code`` to ``<Rejected>``, and its ports with every
-    attribute the caller sets (``attributes``) in ``attributesAdded``."""
-    name = fq_name(transformer)
-    template = [
-        "# The parameters onto the input feature, as ___XF_ attributes.",
-        "FACTORY_DEF {*} TeeFactory",
-        "   FACTORY_NAME { $(XFORMER_NAME)_PARAMETERS }",
-        "   $(INPUT_LINES)",
-        "   OUTPUT { FEATURE_TYPE $(XFORMER_NAME)_READY",
-        "      $(FME_PARM_VAL_LIST)",
-        "   }",
-        "# The library's class handles each feature.",
-        "FACTORY_DEF {*} PythonFactory",
-        "    FACTORY_NAME { $(XFORMER_NAME) }",
-        "    INPUT { FEATURE_TYPE $(XFORMER_NAME)_READY }",
-        f"    SYMBOL_NAME {transformer.symbol}",
-        "    OUTPUT { PYOUTPUT FEATURE_TYPE $(XFORMER_NAME)_PROCESSED }",
-        "# What carries fme_rejection_code leaves through <Rejected>, the rest through Output.",
-        "FACTORY_DEF {*} TestFactory",
-        "    FACTORY_NAME { $(XFORMER_NAME)_ROUTER }",
-        "    INPUT { FEATURE_TYPE $(XFORMER_NAME)_PROCESSED }",
-        '    TEST &fme_rejection_code == ""',
-        "    OUTPUT { PASSED FEATURE_TYPE $(OUTPUT_Output_FTYPE)",
-        "        @RemoveAttributes(fme_regexp_match,^___XF_.*$)",
-        "        $(OUTPUT_Output_FUNCS) }",
-        "    OUTPUT { FAILED FEATURE_TYPE $(OUTPUT_<REJECTED>_FTYPE)",
-        "        @RemoveAttributes(fme_regexp_match,^___XF_.*$)",
-        "        $(OUTPUT_<REJECTED>_FUNCS) }",
-    ]
-    form = {"parameters": [
-        {"name": "TRANSFORMER_GROUP", "prompt": "", "type": "group", "valueType": "string",
-         "parameters": [{"name": "XFORMER_NAME", "prompt": "Transformer Name",
-                         "type": "text", "valueType": "string", "defaultValue": name}]},
-        {"name": "PARAMETERS_GROUP", "prompt": "Parameters", "type": "group",
-         "valueType": "string", "required": False, "defaultValue": "<Unused>",
-         "parameters": [_parameter(p) for p in parameters_for(transformer.workspace)]},
-    ]}
-    return {
-        "fmxjVersion": _FMXJ_VERSION,
-        "info": {"name": name, "categories": ["Integrations"]},
-        "versions": [{
-            "version": 1, "description": transformer.description,
-            "changeLog": ["Initial version"], "executionTemplate": template,
-            "featureHolding": "none", "form": form, "pythonCompatability": "39",
-            "inputPorts": [{"name": ""}],
-            "outputPorts": [
-                {"name": "Output", "attributesAdded": _attributes(attributes)},
-                {"name": "<REJECTED>", "attributesAdded": _attributes(
-                    [*attributes, "fme_rejection_code", "fme_rejection_message"])}],
-        }],
-    }
-
-
-def transformer_help(transformer: Transformer, attributes: Sequence[str]) -> str:
-    """The transformer's help page (Markdown)."""
-    rows = "\n".join(f"| {p.name} | {p.prompt} | {'password' if p.secret else 'text'} | "
-                     f"{'yes' if p.required else 'no'} |"
-                     for p in parameters_for(transformer.workspace))
-    return (f"# {transformer.name}\n\n{transformer.description}\n\n"
-            f"It runs `{transformer.symbol}` of the fme-ai-resilience library, the same logic "
-            f"as the `{transformer.workspace}` template's PythonCaller.\n\n"
-            "## Parameters\n\nBlank optional parameters take the library's defaults. Secrets "
-            "are password fields; keep their values in FME Flow deployment parameters or web "
-            "connections rather than typed into a job.\n\n"
-            "| parameter | prompt | type | required |\n| --- | --- | --- | --- |\n"
-            f"{rows}\n\n## Output ports\n\n"
-            "- **Output**: one new feature per result, with these attributes: "
-            f"{', '.join(f'`{a}`' for a in attributes)}.\n"
-            "- **<Rejected>**: only what no retry can fix (a configuration that cannot work, "
-            "an invalid body, a dead letter the compensator never requeues), with "
-            "`fme_rejection_code` and `fme_rejection_message`. Everything retryable stays in "
-            "the ledger and leaves through Output.\n")
-
-
-def readme(version: str) -> str:
-    """The package's README."""
+def readme(version: str, pins: Mapping[str, str]) -> str:
+    """The package's README; ``pins`` are the shipped and vendored third-party versions."""
     names = ", ".join(t.name for t in TRANSFORMERS)
+    listed = ", ".join(f"{name} {pins[name]}" for name in sorted(pins))
     return (f"# {PACKAGE_NAME} {_check_version(version)}\n\n"
             "Keeps a Survey123 -> FME Flow -> Vision AI pipeline whole under bursts, duplicates "
             "and outages: a ledger of every photo, time limits, retries, a shared circuit "
             "breaker and backpressure.\n\n"
             f"Transformers: {names}. They hold the logic of the WS-01, WS-02 and WS-03 "
-            "templates' PythonCallers.\n\nThe Python wheels are pure Python: the library, "
-            "jsonschema 4.17.3 (with attrs and pyrsistent), pg8000 for a PostgreSQL ledger and "
-            "their dependencies. FME's own requests, urllib3 and certifi are used.\n")
+            "templates' PythonCallers. Each help page says how to connect `<Rejected>`, and "
+            "`help/fme-ai-resilience-sample.fmw` uses the three with both ports connected.\n\n"
+            "The Python wheels are pure Python, third-party code at pinned versions: "
+            f"{listed} (fmetools inside the library's wheel, for FME's own HTTP session). "
+            "FME's own requests, urllib3, certifi and pypac are used.\n\n"
+            "After installing a new version, restart FME Form, and on FME Flow the engines "
+            "(or wait for them to restart): an engine keeps the Python modules it has "
+            "imported until it restarts.\n")
 
 
 def changes(version: str) -> str:
     """The package's CHANGES."""
-    return f"# Changes\n\n## {_check_version(version)}\n\n- The three transformers.\n"
+    return (f"# Changes\n\n## {_check_version(version)}\n\n- The three transformers, their "
+            "help pages and a sample workspace.\n")
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -243,6 +170,36 @@ def wheel_distribution(filename: str) -> str:
     if not isinstance(filename, str) or not filename.endswith(".whl") or "-" not in filename:
         raise ConfigurationError("wheel", filename, "is not a wheel file name")
     return filename.split("-", 1)[0]
+
+
+def wheel_version(filename: str) -> str:
+    """A wheel file's version (``jsonschema-4.17.3-py3-none-any.whl`` -> ``4.17.3``)."""
+    parts = filename.split("-") if isinstance(filename, str) else []
+    if len(parts) < 5 or not filename.endswith(".whl"):
+        raise ConfigurationError("wheel", filename, "is not a wheel file name")
+    return parts[1]
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as packaging compares them (``python_dateutil`` ->
+    ``python-dateutil``)."""
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def pinned_versions(text: str) -> Dict[str, str]:
+    """The ``name==version`` lines of a constraints file, by canonical name; raises
+    ConfigurationError for a requirement that is not pinned to one version."""
+    pins: Dict[str, str] = {}
+    for number, raw in enumerate(str(text).splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9_.-]*)==([0-9][A-Za-z0-9.+!-]*)", line)
+        if match is None:
+            raise ConfigurationError(CONSTRAINTS_FILE, line, f"line {number}: must pin one "
+                                     "version, name==version")
+        pins[canonical_name(match.group(1))] = match.group(2)
+    return pins
 
 
 def is_pure_wheel(filename: str) -> bool:

@@ -8,13 +8,16 @@ The token travels only in the ``Authorization: fmetoken token=<token>`` header a
 appears in reprs, logs or errors; neither do the values of secret published parameters (the
 ledger URL).
 
-Deployment: :meth:`FlowClient.ensure_repository`, :meth:`FlowClient.upload_workspace`,
-:meth:`FlowClient.put_schedule` and :meth:`FlowClient.submit_job`, with the request bodies of
+Deployment: :meth:`FlowClient.put_deployment_parameter`, :meth:`FlowClient.ensure_repository`,
+:meth:`FlowClient.upload_workspace`, :meth:`FlowClient.put_schedule` and
+:meth:`FlowClient.submit_job`, with the request bodies of
 :mod:`fme_ai_resilience.core.fme.deployment`. A schedule begins now in the server's time zone (FME
 Flow reads schedule times and cron expressions in its own zone): the ``timeZone`` FME Flow
-reports in its info, or ``time_zone`` given to the client. The job submission (v4 body, v3
-path), the repository lookup by name, the engines list, the v3 upload and the info endpoints
-are Safe's; the other request shapes are modelled on Safe's documentation and unverified
+reports in its v3 info (a fixed offset such as ``+0000`` on the builds Safe's CLI recorded,
+or an IANA name), or ``time_zone`` given to the client. The job submission (v4 body, v3
+path and TMDirectives), the repository lookup and creation, the deployment parameters, the
+engines list, the v3 upload and the info endpoints are Safe's (its CLI and the answers its
+tests recorded); the other request shapes are modelled on Safe's documentation and unverified
 against a live FME Flow (docs/fme-flow.md lists them).
 
 Every call runs under per-phase limits (connect, time to first byte, body; the answer's size
@@ -33,7 +36,7 @@ import logging
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 from urllib.parse import quote, urlencode
 
 import requests
@@ -48,7 +51,7 @@ from .health import FlowHealth, HealthCache
 from ..http.sessions import new_session
 from ..vision.phases import exchange
 
-__all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4"]
+__all__ = ["FlowClient", "FlowHealth", "Engine", "FlowError", "V3", "V4", "is_fixed_offset"]
 
 log = logging.getLogger("fme_ai_resilience.flow")
 
@@ -78,7 +81,8 @@ class FlowClient:
     the wait for the answer's headers and, again, the read of its body); ``cache_ttl_s`` how
     long a health answer is reused; ``max_stale_s`` how much longer a stale answer is served
     while the background probe refreshes it; ``probe_deadline_s`` the probe's total budget.
-    ``build`` and ``time_zone`` (an IANA name, ``Europe/Oslo``) skip asking the server.
+    ``build`` and ``time_zone`` (an IANA name, ``Europe/Oslo``, or a UTC offset, ``+0100``)
+    skip asking the server.
     ``session`` and ``clock`` are injectable for tests.
     """
 
@@ -112,6 +116,7 @@ class FlowClient:
         self.max_answer_bytes = max_answer_bytes
         self.build: Optional[int] = build
         self._time_zone = time_zone
+        self._sent_secrets: Set[str] = set()
         self._health = HealthCache(self._probe, clock=self._clock, cache_ttl_s=cache_ttl_s,
                                    max_stale_s=max_stale_s, deadline_s=probe_deadline_s)
 
@@ -163,21 +168,20 @@ class FlowClient:
                                                   "submit", "jobs", "engines")}
 
     def time_zone(self) -> str:
-        """The server's time zone (IANA name): given, or the ``timeZone`` of its info."""
+        """The server's time zone: given, or the ``timeZone`` of ``GET /fmerest/v3/info``,
+        an IANA name or, as FME Flow answers it (fmeflow-cli's recorded fixture), a fixed
+        offset such as ``+0000`` (:func:`is_fixed_offset`: no daylight saving followed).
+        The v4 info (``/fmeinfo/version``) carries no time zone. Raises FlowError when the
+        server gives none: pass ``time_zone``."""
         if self._time_zone is None:
-            order = ["/fmerest/v3/info", "/fmeapiv4/info"]
-            if self.api_for("schedules") == V4:
-                order.reverse()
-            for path in order:
-                status, body = self._call("GET", path, ok=(200, 404))
-                zone = _mapping(self._json(body, path)).get("timeZone") if status == 200 else None
-                if isinstance(zone, str) and zone:
-                    _zone(zone)
-                    self._time_zone = zone
-                    break
-            else:
+            path = "/fmerest/v3/info"
+            status, body = self._call("GET", path, ok=(200, 404))
+            zone = _mapping(self._json(body, path)).get("timeZone") if status == 200 else None
+            if not (isinstance(zone, str) and zone):
                 raise FlowError("FME Flow reported no time zone; give it (--time-zone)")
-        return self._time_zone  # type: ignore[return-value]
+            _zone(zone)
+            self._time_zone = zone
+        return self._time_zone
 
     def _info(self, path: str, deadline: Optional[float]) -> Mapping[str, Any]:
         _, body = self._call("GET", path, deadline=deadline)
@@ -300,15 +304,15 @@ class FlowClient:
         return datetime.datetime.fromtimestamp(self._clock.now(), zone).strftime(
             "%Y-%m-%dT%H:%M:%S")
 
-    def put_schedule(self, schedule: Schedule) -> str:
+    def put_schedule(self, schedule: Schedule, *, begin: Optional[str] = None) -> str:
         """Create ``schedule`` or replace the one with its category and name: ``"created"`` or
         ``"updated"`` (``GET``, then ``PUT`` or ``POST`` under ``.../schedules``, modelled).
-        It begins now in the server's time zone; its job carries the job's directives
-        (``maxJobRuntime``/``tm_ttc`` among them)."""
+        It begins at ``begin`` (default: now in the server's time zone); its job carries the
+        job's directives (``maxJobRuntime``/``tm_ttc`` among them)."""
         if not isinstance(schedule, Schedule):
             raise ConfigurationError("schedule", schedule, "must be a Schedule")
         api = self.api_for("schedules")
-        body = schedule_body(schedule, api, begin=self.schedule_begin())
+        body = schedule_body(schedule, api, begin=begin or self.schedule_begin())
         secrets = schedule.job.secret_values
         root = ROOTS[api]
         one = f"{root}/schedules/{_segment(schedule.category)}/{_segment(schedule.name)}"
@@ -317,6 +321,22 @@ class FlowClient:
             self._call("PUT", one, ok=(200, 201, 204), json=body, secrets=secrets)
             return "updated"
         self._call("POST", f"{root}/schedules", ok=(200, 201), json=body, secrets=secrets)
+        return "created"
+
+    def put_deployment_parameter(self, name: str, value: str) -> str:
+        """Create the text deployment parameter ``name`` holding ``value``, or replace the
+        value of the one there: ``"created"`` or ``"updated"`` (``GET``, then ``PUT`` or
+        ``POST`` under ``/fmeapiv4/deploymentparameters``, as Safe's CLI sends them). The
+        value never appears in an error."""
+        self._sent_secrets.add(value)   # scrubbed from every later error too
+        one = f"/fmeapiv4/deploymentparameters/{_segment(name)}"
+        status, _ = self._call("GET", one, ok=(200, 404), secrets=(value,))
+        if status == 200:
+            self._call("PUT", one, ok=(200, 204), json={"type": "text", "value": value},
+                       secrets=(value,))
+            return "updated"
+        self._call("POST", "/fmeapiv4/deploymentparameters", ok=(200, 201),
+                   json={"name": name, "type": "text", "value": value}, secrets=(value,))
         return "created"
 
     def submit_job(self, job: JobRequest) -> int:
@@ -395,17 +415,34 @@ class FlowClient:
         return value if isinstance(value, (Mapping, list)) else {}
 
     def _clean(self, text: str, secrets: Iterable[str] = ()) -> str:
-        return redact_text(text, [self._token, *secrets])
+        return redact_text(text, [self._token, *secrets, *self._sent_secrets])
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+_OFFSET = re.compile(r"([+-])(\d\d):?(\d\d)")
+
+
+def is_fixed_offset(name: str) -> bool:
+    """Whether ``name`` is a fixed UTC offset (``+0000``, ``-07:00``): no DST is followed."""
+    return isinstance(name, str) and _OFFSET.fullmatch(name.strip()) is not None
+
+
 def _zone(name: str) -> datetime.tzinfo:
-    """The time zone named ``name`` (IANA), or UTC for ``UTC``; ConfigurationError if unknown."""
+    """The time zone named ``name``: an IANA name, UTC, or a fixed offset as FME Flow's v3
+    info answers it (``+0000``, ``-0700``, ``+05:30``); ConfigurationError if unknown."""
     if not isinstance(name, str) or not name or len(name) > 64:
-        raise ConfigurationError("time_zone", name, "must be an IANA time zone name")
+        raise ConfigurationError("time_zone", name, "must be an IANA time zone name or an "
+                                 "offset such as +0000")
+    offset = _OFFSET.fullmatch(name.strip())
+    if offset is not None:
+        sign, hours, minutes = offset.groups()
+        if int(hours) > 23 or int(minutes) > 59:
+            raise ConfigurationError("time_zone", name, "is no UTC offset")
+        delta = datetime.timedelta(hours=int(hours), minutes=int(minutes))
+        return datetime.timezone(-delta if sign == "-" else delta)
     if name.upper() in ("UTC", "GMT", "ETC/UTC"):
         return datetime.timezone.utc
     try:

@@ -1,9 +1,10 @@
 """The HTTP sessions the library makes, and the phase limits every outbound call runs under.
 
-One factory, :func:`new_session`, chosen once per process: inside FME (``fmetools`` importable)
-a session is Safe's ``fmetools.http.FMERequestsSession``, which follows FME's network settings
-(proxies, PAC files, the proxy map, the Windows certificate store); elsewhere it is the
-library's own (:func:`timed_session`, which ignores proxy variables of the environment). Either
+One factory, :func:`new_session`, chosen once per process (:mod:`.session_choice`): inside
+FME a session is Safe's ``fmetools.http.FMERequestsSession`` (the FME Package's copy), which
+follows FME's network settings (proxies, PAC files, the proxy map, the Windows certificate
+store); elsewhere, or when FME's cannot be made, it is the library's own
+(:func:`timed_session`, which honours the environment's proxy variables and CA bundle). Either
 way its adapters are :class:`PhaseAdapter`: they measure the TCP (+TLS) connect, look host names
 up within the connect budget, send the request under the TTFB budget and hand their socket to
 the :class:`HeaderWatch` that bounds the whole wait for the response headers.
@@ -19,7 +20,6 @@ budget); a SOCKS proxy is not.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import socket
 import threading
 from typing import Any, Callable, Dict, Optional, Sequence
@@ -33,14 +33,13 @@ from urllib3.poolmanager import ProxyManager
 
 from ...core.clock import Clock
 from ...core.errors import ConfigurationError
-from ...core.text.redact import redact_text
+from .session_choice import (EnvironmentSession, fme_session_class, note_fme_session_failed,
+                             reset_session_choice)
 
 __all__ = ["HeaderWatch", "PhaseAdapter", "timed_session", "system_resolver", "resolve_within",
            "connect_recorder", "connect_unfinished", "Resolver", "AddressCheck", "bounded",
            "ConnectRecorder",
            "new_session", "session_for", "fme_session_class", "reset_session_choice"]
-
-log = logging.getLogger("fme_ai_resilience.sessions")
 
 
 class ConnectRecorder(threading.local):
@@ -312,14 +311,15 @@ class PhaseAdapter(HTTPAdapter):
 
 def timed_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
                   resolver: Optional[Resolver] = system_resolver) -> requests.Session:
-    """A ``requests.Session`` measuring connect times, ignoring proxy settings from the env.
+    """A session measuring connect times that honours the environment's proxy variables
+    (``HTTP_PROXY``, ``HTTPS_PROXY``, ``NO_PROXY``) and CA bundle (``REQUESTS_CA_BUNDLE``,
+    ``CURL_CA_BUNDLE``), never ``~/.netrc`` (:class:`~.session_choice.EnvironmentSession`).
 
     Host names are looked up with ``resolver`` (``(host, port) -> addresses``) within the
     connect budget, the lookup counted in the connect phase, and connected to only at the
     addresses found; ``address_check`` vets each before the socket opens (see PhaseAdapter).
     """
-    session = requests.Session()
-    session.trust_env = False
+    session = EnvironmentSession()
     adapter = PhaseAdapter(clock=clock, address_check=address_check, resolver=resolver)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -379,49 +379,22 @@ def bounded(*, session: Any, clock: Clock, address_check: Optional[AddressCheck]
     return session
 
 
-_CHOICE: Dict[str, Optional[Callable[[], requests.Session]]] = {}
-
-
-def fme_session_class() -> Optional[Callable[[], requests.Session]]:
-    """``fmetools.http.FMERequestsSession`` when it can be imported (inside FME), else None.
-
-    Looked up once per process and kept (:func:`reset_session_choice` forgets it, for tests
-    that put a stand-in for fmetools in place or take it away).
-    """
-    if "maker" not in _CHOICE:
-        maker: Optional[Callable[[], requests.Session]] = None
-        try:
-            from fmetools.http import FMERequestsSession   # FME's own network settings
-            maker = FMERequestsSession
-        except ImportError:
-            maker = None
-        except Exception as exc:   # fmetools there but broken: say so, use the library's
-            log.warning("fmetools cannot be used (%s): HTTP ignores FME's network settings",
-                        type(exc).__name__)
-            maker = None
-        _CHOICE["maker"] = maker
-    return _CHOICE["maker"]
-
-
-def reset_session_choice() -> None:
-    """Forget which session class :func:`new_session` uses; the next call chooses again."""
-    _CHOICE.clear()
-
-
 def new_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
                 resolver: Optional[Resolver] = system_resolver) -> requests.Session:
     """A session for the library's outbound calls: FME's inside FME, the library's outside,
-    phase-measuring either way. Raises ConfigurationError when FME's session cannot be made
-    (an unsupported proxy authentication, say), with FME's reason."""
+    phase-measuring either way. When FME's session cannot be made (an unsupported proxy
+    authentication, say) the process goes on with the library's, and
+    :func:`~.session_choice.session_choice` says why (the callers WARN once)."""
     maker = fme_session_class()
-    if maker is None:
-        return timed_session(clock=clock, address_check=address_check, resolver=resolver)
-    try:
-        session = maker()
-    except Exception as exc:   # FME's own proxy configuration refused
-        reason = f"FMERequestsSession cannot be made: {redact_text(str(exc))}"
-        raise ConfigurationError("FME network settings", type(exc).__name__, reason) from None
-    return bounded(session=session, clock=clock, address_check=address_check, resolver=resolver)
+    if maker is not None:
+        try:
+            session = maker()
+        except Exception as exc:   # noqa: BLE001 - FME's own proxy configuration refused
+            note_fme_session_failed(exc)
+        else:
+            return bounded(session=session, clock=clock, address_check=address_check,
+                           resolver=resolver)
+    return timed_session(clock=clock, address_check=address_check, resolver=resolver)
 
 
 def connect_recorder(url: str, *, session: Any, clock: Clock) -> ConnectRecorder:
