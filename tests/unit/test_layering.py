@@ -176,6 +176,18 @@ def _tree(source: str, path: Path) -> ast.Module:
     return _TREES[source]
 
 
+#: Every node of each tree, in ``ast.walk`` order, by the tree's id (trees live in ``_TREES``).
+_NODES: Dict[int, List[ast.AST]] = {}
+
+
+def _walk(tree: ast.Module) -> List[ast.AST]:
+    """``list(ast.walk(tree))``, computed once per tree: the checks walk every module, and the
+    meta-tests' copies share every tree but the planted one's."""
+    if id(tree) not in _NODES:
+        _NODES[id(tree)] = list(ast.walk(tree))
+    return _NODES[id(tree)]
+
+
 def read_map(architecture: Path, where: str) -> Tuple[Dict[str, str], Dict[str, int], List[str]]:
     """The ``| folder | layer | what it holds |`` table: rules, row lines and what is wrong.
 
@@ -474,7 +486,7 @@ def _aliases(module: Module) -> Dict[str, str]:
     """Local name -> the dotted name an import binds it to, in any scope."""
     own = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
     bound: Dict[str, str] = {}
-    for node in ast.walk(module.tree):
+    for node in _walk(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -518,7 +530,7 @@ def check_core_effects(root: Path, architecture: Path) -> List[str]:
             continue
         privileges = CORE_PRIVILEGES.get(module.name, frozenset())
         aliases = _aliases(module)
-        nodes = list(ast.walk(module.tree))
+        nodes = _walk(module.tree)
         inner = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
         called = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
 
@@ -577,7 +589,7 @@ def check_core_parameters(root: Path, architecture: Path) -> List[str]:
         if layer != "core":
             continue
         held: List[Tuple[int, str, Optional[ast.AST], str]] = []
-        for node in ast.walk(module.tree):
+        for node in _walk(module.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 args = node.args
                 owner = f"{getattr(node, 'name', 'lambda')}()"
@@ -674,7 +686,7 @@ def check_sql_in_store(root: Path, architecture: Path) -> List[str]:
             if imp.module.split(".")[0] in DRIVERS:
                 found.append(f"{package.where(module.name, imp.line)}: {module.name} ({layer}) "
                              f"imports the database driver {imp.module}")
-        nodes = list(ast.walk(module.tree))
+        nodes = _walk(module.tree)
         docstrings = {id(n.body[0].value) for n in nodes
                       if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
                                         ast.AsyncFunctionDef))
@@ -713,7 +725,7 @@ def check_adapters_use_public_names(root: Path, architecture: Path) -> List[str]
                 if _private(name):
                     found.append(f"{at}: adapter {module.name} imports the private name {name} "
                                  f"from {imp.module}")
-        for node in ast.walk(module.tree):
+        for node in _walk(module.tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in bound and _private(node.attr)):
                 found.append(f"{package.where(module.name, node.lineno)}: adapter {module.name} "
