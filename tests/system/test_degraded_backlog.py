@@ -1,9 +1,9 @@
 """A backlog of 18x the watermark on default settings (time-scaled): the ladder climbs to L4,
 yet no engine idles and nothing is dropped: every photo is analysed, critical asset types first.
 
-900 one-photo submissions go through the intake into a SQLite or PostgreSQL ledger; four
-engines (threads running the real processor) and the compensator (on its schedule) work it with
-the drill's loopback stand-ins. The judges are the stand-ins: one usable Vision AI answer per photo,
+18 x the watermark of four engines (432) one-photo submissions go through the intake into a
+SQLite or PostgreSQL ledger; four engines (threads running the real processor) and the
+compensator (on its schedule) work it with the drill's loopback stand-ins. The judges are the stand-ins: one usable Vision AI answer per photo,
 counted at the Vision stand-in, and its assessment on the layer.
 """
 from __future__ import annotations
@@ -27,8 +27,9 @@ from fme_ai_resilience.store import open_store
 from helpers.pipeline_world import World, loopback_settings
 
 
-PHOTOS = 900
 ENGINES = 4
+#: 18 x the watermark Little's law derives for four engines (4 x 120 s / 20 s = 24).
+PHOTOS = 18 * 24
 #: Production waits x 0.05: the ladder's hold of 300 s lasts 15 s.
 SCALED = {"degrade.hold_s": "15", "breaker.cache_ttl_s": "0.05", "breaker.cooldown_s": "3",
           "retry.backoff_base_s": "0.05", "retry.backoff_cap_s": "3"}
@@ -76,7 +77,8 @@ def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, req
             else f"sqlite:///{tmp_path / 'ledger.db'}"
         request.addfinalizer(lambda: _empty(db_url))   # the session's PostgreSQL is shared
         values = loopback_settings(world, **SCALED)
-        values.update({"intake.watermark": "0", "degrade.critical_types": CRITICAL})
+        values.update({"intake.watermark": "0", "intake.engines": str(ENGINES),
+                       "degrade.critical_types": CRITICAL})
         settings = Settings.from_mapping(values)
         assert PHOTOS >= 18 * settings.intake.capacity.watermark
         bodies = world.bodies(PHOTOS)
