@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from fme_ai_resilience.cli.package import build_package
+from fme_ai_resilience.cli.package import build_package, stage_package
 
 #: They build from the checkout: one worker builds at a time.
 
@@ -214,7 +214,8 @@ def test_a_dependency_at_another_version_than_pinned_stops_the_build(tmp_path, h
 def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_path, fpkg,
                                                                          house):
     """A module left in build/lib by an earlier build (one since renamed or deleted) is not
-    packed into the library's wheel: the wheel is built from the tracked sources only."""
+    packed into the library's wheel: the wheel is built from the tracked sources only. (The
+    staged package is what ``fme-packager pack`` zips as it is.)"""
     root = REPO
     checkout = tmp_path / "checkout"
     shutil.copytree(root, checkout, ignore=shutil.ignore_patterns(
@@ -222,10 +223,9 @@ def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_pat
     stale = checkout / "build" / "lib" / "fme_ai_resilience" / "stale_module.py"
     stale.parent.mkdir(parents=True)
     stale.write_text("LEFT_OVER = True\n")
-    built = build_package(tmp_path / "out", source=str(checkout), wheelhouse=str(house))
-    with zipfile.ZipFile(built) as archive:
-        (wheel,) = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
-        members = zipfile.ZipFile(archive.open(wheel)).namelist()
+    staged = stage_package(tmp_path / "stage", source=str(checkout), wheelhouse=str(house))
+    (wheel,) = (staged / "python").glob("fme_ai_resilience-*.whl")
+    members = zipfile.ZipFile(wheel).namelist()
     assert "fme_ai_resilience/fme/caller_base.py" in members
     assert not [m for m in members if m.endswith("stale_module.py")]
 
@@ -233,15 +233,15 @@ def test_files_left_in_the_checkout_s_build_folder_stay_out_of_the_wheel(tmp_pat
 def test_a_library_wheel_in_the_wheelhouse_does_not_replace_the_one_built(tmp_path, fpkg,
                                                                           house):
     """A wheelhouse made with ``pip wheel -w DIR .`` holds a library wheel of its own (an older
-    one, say): the package keeps only the wheel built from the checkout, listed once."""
+    one, say): the package keeps only the wheel built from the checkout, listed once (in the
+    staged package ``fme-packager pack`` zips as it is)."""
     mixed = tmp_path / "house"
     shutil.copytree(house, mixed)
     with zipfile.ZipFile(mixed / "fme_ai_resilience-0.0.1-py3-none-any.whl", "w") as old:
         old.writestr("fme_ai_resilience/__init__.py", "__version__ = '0.0.1'\n")
-    built = build_package(tmp_path / "out", wheelhouse=str(mixed))
-    with zipfile.ZipFile(built) as archive:
-        wheels = [n for n in archive.namelist() if n.startswith("python/fme_ai_resilience")]
-        manifest = archive.read("package.yml").decode("utf-8")
+    staged = stage_package(tmp_path / "stage", wheelhouse=str(mixed))
+    wheels = [f"python/{w.name}" for w in (staged / "python").glob("fme_ai_resilience*")]
+    manifest = (staged / "package.yml").read_text(encoding="utf-8")
     assert wheels == [f"python/fme_ai_resilience-{fpkg.name.split('-')[-1][:-5]}"
                       "-py3-none-any.whl"]
     assert manifest.count("- name: fme_ai_resilience\n") == 1
