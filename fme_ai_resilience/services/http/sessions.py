@@ -242,6 +242,15 @@ def _timed_connection(base: type, recorder: ConnectRecorder,
             pass
 
     def new_conn(self: Any) -> Any:
+        # the watch gets the socket as soon as it exists: a proxy's CONNECT answer or a TLS
+        # handshake trickled a byte at a time is then bounded like late headers are
+        sock = open_socket(self)
+        watch = recorder.watch
+        if watch is not None:
+            watch.attach(sock)
+        return sock
+
+    def open_socket(self: Any) -> Any:
         # the socket goes to the looked-up addresses, in order, and nowhere else; Host, SNI and
         # certificate checks keep the name (urllib3 reads ``_dns_host`` only here)
         addresses = self.__dict__.pop("_fme_addresses", ())
