@@ -75,3 +75,14 @@ def test_a_plan_that_cannot_be_written_stops_the_deploy_before_any_upload(flow, 
     assert deploy(server, "--automation", str(blocker)) != 0
     assert writes(server) == []
     assert server.state.repositories == {} and server.state.schedules == {}
+
+
+def test_the_automation_steps_say_to_keep_the_portal_token_out_of_the_job_log(flow,
+                                                                             tmp_path):
+    """The plan passes the webhook body as a published parameter, which FME writes into the
+    job log: the steps say to turn off the Survey123 webhook's portal info, so the body holds
+    no submitter token there."""
+    target = tmp_path / "auto"
+    assert deploy(flow(), "--no-schedules", "--automation", str(target)) == 0
+    steps = (target / "fme-ai-resilience-automation.md").read_text(encoding="utf-8")
+    assert "includePortalInfo" in steps and "job log" in steps
