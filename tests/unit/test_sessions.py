@@ -260,3 +260,23 @@ def test_a_broken_fmetools_falls_back_to_the_librarys_session(monkeypatch):
     monkeypatch.setitem(sys.modules, "fmetools.http", broken)   # no FMERequestsSession
     assert isinstance(new_session(clock=FakeClock()), EnvironmentSession)
     assert sessions.fme_session_class() is None
+
+
+def test_inside_fme_netrc_never_replaces_the_librarys_authorization(no_proxy_environment,
+                                                                    tmp_path, fake_fmetools):
+    """FME's FMERequestsSession reads the environment as requests does: a ~/.netrc entry (or
+    a ``default`` one) of the engine's account must not replace the Authorization the
+    library sets (the Vision key, the FME Flow token), nor add one."""
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("default login someone password netrc-secret-9\n")
+    netrc.chmod(0o600)
+    no_proxy_environment.setenv("NETRC", str(netrc))
+    no_proxy_environment.setenv("HOME", str(tmp_path))
+    with EchoServer() as target:
+        session = new_session(clock=SystemClock())
+        assert isinstance(session, fake_fmetools)
+        seen = session.get(target.url, headers={"Authorization": "Bearer mine"},
+                           timeout=(2, 5)).json()
+        plain = new_session(clock=SystemClock()).get(target.url, timeout=(2, 5)).json()
+    assert seen["headers"]["Authorization"] == "Bearer mine"
+    assert "Authorization" not in plain["headers"]

@@ -32,7 +32,8 @@ from requests.auth import AuthBase
 from ...core.text.redact import redact_text
 
 __all__ = ["EnvironmentSession", "SessionChoice", "session_choice", "fme_session_class",
-           "reset_session_choice", "note_fme_session_failed", "VENDORED", "inside_fme"]
+           "reset_session_choice", "note_fme_session_failed", "VENDORED", "inside_fme",
+           "without_netrc"]
 
 log = logging.getLogger("fme_ai_resilience.sessions")
 
@@ -50,6 +51,16 @@ class _KeepAuthorization(AuthBase):
 
 
 _KEEP = _KeepAuthorization()
+
+
+def without_netrc(session: requests.Session) -> requests.Session:
+    """``session`` (FME's ``FMERequestsSession``, which reads the environment as requests
+    does) never taking credentials from ``~/.netrc``: an auth that changes nothing, when it
+    has none of its own. The library follows no redirect itself, so this is the only place
+    requests would read the file."""
+    if session.auth is None:
+        session.auth = _KEEP
+    return session
 
 
 def _is_loopback(url: str) -> bool:

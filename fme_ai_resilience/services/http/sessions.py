@@ -34,7 +34,7 @@ from urllib3.poolmanager import ProxyManager
 from ...core.clock import Clock
 from ...core.errors import ConfigurationError
 from .session_choice import (EnvironmentSession, fme_session_class, note_fme_session_failed,
-                             reset_session_choice)
+                             reset_session_choice, without_netrc)
 
 __all__ = ["HeaderWatch", "PhaseAdapter", "timed_session", "system_resolver", "resolve_within",
            "connect_recorder", "connect_unfinished", "Resolver", "AddressCheck", "bounded",
@@ -401,8 +401,8 @@ def new_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
         except Exception as exc:   # noqa: BLE001 - FME's own proxy configuration refused
             note_fme_session_failed(exc)
         else:
-            return bounded(session=session, clock=clock, address_check=address_check,
-                           resolver=resolver)
+            return bounded(session=without_netrc(session), clock=clock,
+                           address_check=address_check, resolver=resolver)
     return timed_session(clock=clock, address_check=address_check, resolver=resolver)
 
 
