@@ -53,7 +53,7 @@ class _KeepAuthorization(AuthBase):
 _KEEP = _KeepAuthorization()
 
 
-def without_netrc(session: requests.Session) -> requests.Session:
+def without_netrc(*, session: requests.Session) -> requests.Session:
     """``session`` (FME's ``FMERequestsSession``, which reads the environment as requests
     does) never taking credentials from ``~/.netrc``: an auth that changes nothing, when it
     has none of its own. The library follows no redirect itself, so this is the only place

@@ -401,7 +401,7 @@ def new_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
         except Exception as exc:   # noqa: BLE001 - FME's own proxy configuration refused
             note_fme_session_failed(exc)
         else:
-            return bounded(session=without_netrc(session), clock=clock,
+            return bounded(session=without_netrc(session=session), clock=clock,
                            address_check=address_check, resolver=resolver)
     return timed_session(clock=clock, address_check=address_check, resolver=resolver)
 
