@@ -32,9 +32,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.fme.automation import automation_plan, automation_steps
 from ..core.fme.deployment import (DEFAULT_QUEUE, DEPLOYMENT_PARAMETERS_FROM_BUILD,
                                    V4_TEMPLATES_BELOW_BUILD, JobRequest, Schedule, describe,
-                                   intake_job, processor_job, schedules, with_references)
+                                   intake_job, processor_job, reference, schedules,
+                                   with_references)
 from ..core.fme.fmw_v4 import V4_FOLDER
-from ..core.fme.parameters import WORKSPACES
+from ..core.fme.parameters import DB_PARAMETER, WORKSPACES
 from ..core.text.redact import redact_url
 from ..services.flow.client import FlowClient, is_fixed_offset
 from .common import (DB_ENV, EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes,
@@ -112,6 +113,10 @@ def _usage_error(args: argparse.Namespace, files: List[Path]) -> Optional[str]:
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         return f"no such file: {', '.join(missing)} (run 'workspaces build')"
+    if args.automation and args.secrets != "deployment-parameters":
+        return (f"--automation writes an Automation that passes FAIR_DB as "
+                f"{reference(DB_PARAMETER)}: it needs --secrets deployment-parameters, which "
+                f"creates that deployment parameter")
     return None
 
 
@@ -179,12 +184,29 @@ def run_deploy(args: argparse.Namespace) -> int:
                                     queue=args.queue)}
     referenced, secrets = _with_references(jobs)
     keep = args.secrets == "deployment-parameters" and build >= DEPLOYMENT_PARAMETERS_FROM_BUILD
+    if args.automation and not keep:
+        print(f"error: FME Flow build {build} predates deployment parameters, which the "
+              f"Automation's {reference(DB_PARAMETER)} names: nothing was deployed (leave "
+              f"out --automation)", file=sys.stderr)
+        return EXIT_USAGE
     if args.secrets == "deployment-parameters" and not keep:
         print(f"note: FME Flow build {build} predates deployment parameters: the secrets go "
               "into the schedules' published parameters")
     used = referenced if keep else jobs
     processor = dataclasses.replace(processor, job=used["processor"])
     compensator = dataclasses.replace(compensator, job=used["compensator"])
+    if args.automation:   # local files, written before FME Flow is: a failure here stops all
+        try:
+            written = _write_automation(
+                Path(args.automation), referenced["intake"],
+                dataclasses.replace(processor, job=referenced["processor"]),
+                dataclasses.replace(compensator, job=referenced["compensator"]))
+        except OSError as exc:
+            print(f"error: cannot write the Automation into {args.automation} "
+                  f"({type(exc).__name__}: {exc.strerror or exc}): nothing was deployed",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        print(f"automation: {', '.join(str(w) for w in written)}")
     # -- write --
     if keep:
         for name, value in sorted(secrets.items()):
@@ -200,12 +222,6 @@ def run_deploy(args: argparse.Namespace) -> int:
             outcome = client.put_schedule(schedule, begin=begin)
             print(f"schedule {schedule.category}/{schedule.name}: {outcome}, cron "
                   f"'{schedule.cron}', {', '.join(describe(schedule.job))}")
-    if args.automation:
-        written = _write_automation(Path(args.automation), referenced["intake"],
-                                    dataclasses.replace(processor, job=referenced["processor"]),
-                                    dataclasses.replace(compensator,
-                                                        job=referenced["compensator"]))
-        print(f"automation: {', '.join(str(w) for w in written)}")
     if args.submit:
         job = used["submit"]
         print(f"job {client.submit_job(job)}: {job.workspace} submitted, "

@@ -13,7 +13,9 @@ Third-party wheels come from ``--wheelhouse`` or are downloaded by pip (``--only
 :all:`` for the ``any`` platform, so nothing compiled can come), at the versions the
 checkout's ``fpkg-constraints.txt`` pins. Every wheel is checked: its tags say ``none-any``,
 it holds no compiled file, and its version is the pinned one; one that fails stops the build
-and nothing is written to ``--out``.
+and nothing is written to ``--out``. The library's wheel asks for nothing the package does
+not bring or FME does not ship (``waitress``, the gateway's server, is dropped from its
+requirements).
 """
 from __future__ import annotations
 
@@ -161,6 +163,16 @@ def _vendor(deps: Path, source: Path, pins: Dict[str, str]) -> None:
     setup.write_text(text, encoding="utf-8")
 
 
+def _without_server(source: Path) -> None:
+    """The source copy's setup.cfg without ``waitress`` among the requirements: the package
+    leaves it out (the gateway's server never runs inside FME), so its library wheel must
+    not ask for it, or an installer resolving requirements offline would stop there."""
+    setup = source / "setup.cfg"
+    text = setup.read_text(encoding="utf-8")
+    setup.write_text(re.sub(r"(?m)^[ \t]+waitress\b[^\n]*\n", "", text, count=1),
+                     encoding="utf-8")
+
+
 def _check_pinned(filename: str, pins: Dict[str, str]) -> None:
     name = fpkg.canonical_name(fpkg.wheel_distribution(filename))
     version = fpkg.wheel_version(filename)
@@ -211,6 +223,7 @@ def stage_package(stage: Path, *, source: Optional[str] = None,
         source_copy = Path(temp) / "source"
         shutil.copytree(checkout, source_copy, ignore=shutil.ignore_patterns(*_NOT_SOURCE))
         _vendor(deps, source_copy, pins)
+        _without_server(source_copy)
         python = Path(temp) / "python"
         python.mkdir()
         _pip("wheel", "--no-deps", "-q", "-w", str(python), str(source_copy))

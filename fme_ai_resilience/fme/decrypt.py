@@ -13,6 +13,7 @@ as a misleading rejection or an AUTH dead letter). docs/fme-flow.md, Secrets.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any, Dict, Mapping, MutableMapping, Optional
 
 from ..core.errors import ConfigurationError
@@ -22,12 +23,16 @@ __all__ = ["ENCRYPTED_PREFIX", "is_encrypted", "decrypted", "decrypted_values"]
 
 #: How an encrypted value starts (``fme_decrypt(<cipher text>)``).
 ENCRYPTED_PREFIX = "fme_decrypt("
+#: The whole of an encrypted value: one base64 cipher text, nothing else. Only this shape is
+#: handed to FME's function evaluator; a value that merely starts and ends like it (a webhook
+#: body a sender wrote, with ``@Tcl2(...)`` inside) is plain text, never evaluated.
+_ENCRYPTED = re.compile(r"fme_decrypt\([A-Za-z0-9+/]+=*\)")
 
 
 def is_encrypted(value: Any) -> bool:
-    """Whether ``value`` is FME's encrypted form, ``fme_decrypt(...)``."""
+    """Whether ``value`` is FME's encrypted form, ``fme_decrypt(<base64>)``, and only that."""
     text = value.strip() if isinstance(value, str) else ""
-    return text.startswith(ENCRYPTED_PREFIX) and text.endswith(")")
+    return _ENCRYPTED.fullmatch(text) is not None
 
 
 def _fmeobjects() -> Any:

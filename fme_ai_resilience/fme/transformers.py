@@ -81,6 +81,8 @@ def transformer_parameters(feature: Any, parse: Optional[Parser] = None) -> Dict
                 parsed = parse(name, text)
             except Exception:  # noqa: BLE001 - FME could not parse it: the value as given
                 parsed = text
+            if isinstance(parsed, float) and parsed.is_integer():
+                parsed = int(parsed)   # a whole number field as FME's double: "10", not "10.0"
             text = "" if parsed is None else str(parsed)
         if text.strip() and text not in _NO_VALUE:
             found[name[len(PARAMETER_PREFIX):]] = text

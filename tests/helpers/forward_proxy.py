@@ -14,7 +14,7 @@ import socket
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import List, Tuple
+from typing import List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -51,8 +51,10 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
 class ForwardProxy:
     """A forward proxy on an ephemeral loopback port (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, aliases: Optional[Mapping[str, str]] = None) -> None:
         self.seen: List[str] = []
+        #: Names the proxy forwards to a loopback address (a client never looks them up).
+        self.aliases = dict(aliases or {})
         self._lock = threading.Lock()
         proxy = self
 
@@ -93,10 +95,12 @@ class ForwardProxy:
         self._note(f"{method} {target}")
         if method == "CONNECT":
             host, _, port = target.rpartition(":")
-            self._tunnel(conn, host.strip("[]"), int(port), rest)
+            host = host.strip("[]")
+            self._tunnel(conn, self.aliases.get(host, host), int(port), rest)
             return
         parts = urlsplit(target)
-        if parts.scheme != "http" or parts.hostname not in _LOOPBACK:
+        hostname = self.aliases.get(parts.hostname or "", parts.hostname)
+        if parts.scheme != "http" or hostname not in _LOOPBACK:
             conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
                          b"Connection: close\r\n\r\n")
             return
@@ -105,7 +109,7 @@ class ForwardProxy:
             (b"connection:", b"proxy-connection:", b"proxy-authorization:", b"keep-alive:"))]
         upstream_head = b"\r\n".join([f"{method} {origin} {version}".encode("latin-1"), *kept,
                                       b"Connection: close"]) + b"\r\n\r\n"
-        with socket.create_connection((parts.hostname, parts.port or 80), timeout=60) as up:
+        with socket.create_connection((hostname, parts.port or 80), timeout=60) as up:
             up.sendall(upstream_head + rest)
             sender = threading.Thread(target=_pipe, args=(conn, up), daemon=True)
             sender.start()

@@ -49,16 +49,58 @@ def test_outside_fme_the_session_is_the_librarys_own():
 
 def test_outside_fme_every_call_goes_through_the_environments_proxy(no_proxy_environment):
     """HTTP_PROXY names a proxy on loopback: the library's session sends its call there (the
-    proxy sees it, absolute-form), and the answer comes back through it."""
-    with ForwardProxy() as proxy, EchoServer() as target:
+    proxy sees it, absolute-form, and alone knows the name), and the answer comes back
+    through it; with the name in NO_PROXY the call goes straight out instead."""
+    with ForwardProxy(aliases={"vision.test": "127.0.0.1"}) as proxy, EchoServer() as target:
+        url = target.url.replace("127.0.0.1", "vision.test")
         no_proxy_environment.setenv("HTTP_PROXY", proxy.url)
         session = new_session(clock=SystemClock())
-        answer = session.get(f"{target.url}/analyze?x=1", timeout=(2, 5))
+        answer = session.get(f"{url}/analyze?x=1", timeout=(2, 5))
         assert answer.status_code == 200 and answer.json()["path"] == "/analyze?x=1"
-        assert proxy.seen == [f"GET {target.url}/analyze?x=1"]
-        no_proxy_environment.setenv("NO_PROXY", "127.0.0.1")
-        assert new_session(clock=SystemClock()).get(target.url, timeout=(2, 5)).ok
-        assert len(proxy.seen) == 1   # NO_PROXY honoured too
+        assert proxy.seen == [f"GET {url}/analyze?x=1"]
+        no_proxy_environment.setenv("NO_PROXY", "vision.test")
+        with pytest.raises(requests.ConnectionError):   # straight out: no such name here
+            new_session(clock=SystemClock(), resolver=_nowhere).get(url, timeout=(2, 5))
+        assert len(proxy.seen) == 1   # NO_PROXY honoured
+
+
+def _nowhere(host, port):
+    raise OSError(f"{host} is known only to the proxy")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_a_loopback_address_never_goes_to_the_environments_proxy(no_proxy_environment, host):
+    """With HTTP_PROXY and HTTPS_PROXY set and no NO_PROXY, a call to this machine's
+    loopback goes straight to it: the proxy's loopback is not this machine's, and the key
+    a local service gets must not reach the proxy."""
+    with ForwardProxy() as proxy, EchoServer() as target:
+        no_proxy_environment.setenv("HTTP_PROXY", proxy.url)
+        no_proxy_environment.setenv("HTTPS_PROXY", proxy.url)
+        seen = new_session(clock=SystemClock()).get(
+            target.url.replace("127.0.0.1", host),
+            headers={"Authorization": "Bearer local-key"}, timeout=(2, 5)).json()
+        assert seen["headers"]["Authorization"] == "Bearer local-key"
+        assert proxy.seen == []
+
+
+@pytest.mark.parametrize("url, proxied", [
+    ("http://[::1]:8080/x", False), ("https://127.8.0.1/x", False),
+    ("http://localhost./x", False), ("http://models.localhost:11434/x", False),
+    ("https://vision.example.com/x", True), ("http://10.0.0.7/x", True),
+    ("http://127.0.0.1.example.com/x", True), ("http://[::ffff:10.0.0.7]/x", True),
+])
+def test_only_loopback_addresses_skip_the_environments_proxy(no_proxy_environment, url,
+                                                             proxied):
+    """Loopback (127.0.0.0/8, ::1, localhost) skips the proxy; every other host, private
+    ones included (NO_PROXY is the way), and proxies given in code, keep it."""
+    no_proxy_environment.setenv("HTTP_PROXY", "http://proxy.corp:3128")
+    no_proxy_environment.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    session = new_session(clock=SystemClock())
+    chosen = session.merge_environment_settings(url, {}, False, None, None)["proxies"]
+    assert bool(chosen) is proxied
+    given = {"http": "http://given:1", "https": "http://given:1"}
+    assert session.merge_environment_settings(url, dict(given), False, None, None)[
+        "proxies"] == given
 
 
 def test_outside_fme_the_ca_bundle_comes_from_the_environment_but_never_netrc(
@@ -218,3 +260,23 @@ def test_a_broken_fmetools_falls_back_to_the_librarys_session(monkeypatch):
     monkeypatch.setitem(sys.modules, "fmetools.http", broken)   # no FMERequestsSession
     assert isinstance(new_session(clock=FakeClock()), EnvironmentSession)
     assert sessions.fme_session_class() is None
+
+
+def test_inside_fme_netrc_never_replaces_the_librarys_authorization(no_proxy_environment,
+                                                                    tmp_path, fake_fmetools):
+    """FME's FMERequestsSession reads the environment as requests does: a ~/.netrc entry (or
+    a ``default`` one) of the engine's account must not replace the Authorization the
+    library sets (the Vision key, the FME Flow token), nor add one."""
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("default login someone password netrc-secret-9\n")
+    netrc.chmod(0o600)
+    no_proxy_environment.setenv("NETRC", str(netrc))
+    no_proxy_environment.setenv("HOME", str(tmp_path))
+    with EchoServer() as target:
+        session = new_session(clock=SystemClock())
+        assert isinstance(session, fake_fmetools)
+        seen = session.get(target.url, headers={"Authorization": "Bearer mine"},
+                           timeout=(2, 5)).json()
+        plain = new_session(clock=SystemClock()).get(target.url, timeout=(2, 5)).json()
+    assert seen["headers"]["Authorization"] == "Bearer mine"
+    assert "Authorization" not in plain["headers"]

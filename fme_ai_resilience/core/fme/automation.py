@@ -93,7 +93,9 @@ def automation_steps(plan: Mapping[str, Any]) -> str:
         trigger = triggers[action["after"]]
         if trigger["type"] == "Webhook":
             what = ("a *Webhook* trigger (method POST; give its URL to the Survey123 "
-                    "webhook)")
+                    "webhook, with its portal info turned off, `includePortalInfo`: the body "
+                    "travels as a published parameter, which FME writes into the job log, "
+                    "and must then hold no submitter token)")
         else:
             what = f"a *Schedule* trigger, cron `{trigger['settings']['cron']}`"
         params = ", ".join(f"`{k}` = `{v}`" for k, v in action["publishedParameters"].items())

@@ -9,7 +9,9 @@ Package brings a copy inside the library's wheel (:data:`VENDORED`, built in by
 Elsewhere, or when FME's session cannot be made inside FME, the session is an
 :class:`EnvironmentSession`: proxies from ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` and the CA
 bundle from ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE``, as requests reads them, but never
-credentials from ``~/.netrc`` (an Authorization the library sets stays its own). What was
+credentials from ``~/.netrc`` (an Authorization the library sets stays its own), and never the
+proxy for a loopback address (``localhost``, ``127.0.0.0/8``, ``::1``), which only this
+machine serves. What was
 chosen, and why FME's session was not, is :func:`session_choice`: the callers log it at their
 first feature, with one WARN when FME's session could not be made (docs/fme-flow.md, FME's
 network settings); nothing here logs it again.
@@ -17,10 +19,12 @@ network settings); nothing here logs it again.
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import logging
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
+from urllib.parse import urlsplit
 
 import requests
 from requests.auth import AuthBase
@@ -28,7 +32,8 @@ from requests.auth import AuthBase
 from ...core.text.redact import redact_text
 
 __all__ = ["EnvironmentSession", "SessionChoice", "session_choice", "fme_session_class",
-           "reset_session_choice", "note_fme_session_failed", "VENDORED", "inside_fme"]
+           "reset_session_choice", "note_fme_session_failed", "VENDORED", "inside_fme",
+           "without_netrc"]
 
 log = logging.getLogger("fme_ai_resilience.sessions")
 
@@ -48,9 +53,45 @@ class _KeepAuthorization(AuthBase):
 _KEEP = _KeepAuthorization()
 
 
+def without_netrc(*, session: requests.Session) -> requests.Session:
+    """``session`` (FME's ``FMERequestsSession``, which reads the environment as requests
+    does) never taking credentials from ``~/.netrc``: an auth that changes nothing, when it
+    has none of its own. The library follows no redirect itself, so this is the only place
+    requests would read the file."""
+    if session.auth is None:
+        session.auth = _KEEP
+    return session
+
+
+def _is_loopback(url: str) -> bool:
+    """Whether ``url`` names this machine's loopback: ``localhost`` or a 127.0.0.0/8 or
+    ``::1`` address."""
+    try:
+        host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
 class EnvironmentSession(requests.Session):
     """A ``requests.Session`` that honours the environment's proxy variables and CA bundle
-    (``trust_env``) but never takes credentials from ``~/.netrc``."""
+    (``trust_env``) but never takes credentials from ``~/.netrc``, and never sends a call
+    for this machine's loopback to the environment's proxy (whose loopback is its own, not
+    this machine's: a local model server's key would reach the proxy, the call never its
+    server)."""
+
+    def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any,
+                                   cert: Any) -> Dict[str, Any]:
+        local = not proxies and not self.proxies and _is_loopback(str(url or ""))
+        settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if local:   # proxies given in code are kept; the environment's are not
+            settings["proxies"] = {}
+        return settings
 
     def prepare_request(self, request: requests.Request) -> requests.PreparedRequest:
         if request.auth is None and self.auth is None:

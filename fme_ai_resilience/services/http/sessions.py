@@ -34,7 +34,7 @@ from urllib3.poolmanager import ProxyManager
 from ...core.clock import Clock
 from ...core.errors import ConfigurationError
 from .session_choice import (EnvironmentSession, fme_session_class, note_fme_session_failed,
-                             reset_session_choice)
+                             reset_session_choice, without_netrc)
 
 __all__ = ["HeaderWatch", "PhaseAdapter", "timed_session", "system_resolver", "resolve_within",
            "connect_recorder", "connect_unfinished", "Resolver", "AddressCheck", "bounded",
@@ -242,6 +242,15 @@ def _timed_connection(base: type, recorder: ConnectRecorder,
             pass
 
     def new_conn(self: Any) -> Any:
+        # the watch gets the socket as soon as it exists: a proxy's CONNECT answer or a TLS
+        # handshake trickled a byte at a time is then bounded like late headers are
+        sock = open_socket(self)
+        watch = recorder.watch
+        if watch is not None:
+            watch.attach(sock)
+        return sock
+
+    def open_socket(self: Any) -> Any:
         # the socket goes to the looked-up addresses, in order, and nowhere else; Host, SNI and
         # certificate checks keep the name (urllib3 reads ``_dns_host`` only here)
         addresses = self.__dict__.pop("_fme_addresses", ())
@@ -392,8 +401,8 @@ def new_session(*, clock: Clock, address_check: Optional[AddressCheck] = None,
         except Exception as exc:   # noqa: BLE001 - FME's own proxy configuration refused
             note_fme_session_failed(exc)
         else:
-            return bounded(session=session, clock=clock, address_check=address_check,
-                           resolver=resolver)
+            return bounded(session=without_netrc(session=session), clock=clock,
+                           address_check=address_check, resolver=resolver)
     return timed_session(clock=clock, address_check=address_check, resolver=resolver)
 
 

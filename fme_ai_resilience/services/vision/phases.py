@@ -198,6 +198,9 @@ def send_failure(exc: BaseException, recorder: Optional[ConnectRecorder],
     if isinstance(exc, (rq.InvalidURL, rq.MissingSchema, rq.InvalidSchema)):
         return SendFailure(ErrorClass.BAD_REQUEST, None,
                            f"request not sendable: {type(exc).__name__}")
+    if overdue and connect_unfinished(recorder):   # a trickled CONNECT answer or handshake
+        return SendFailure(ErrorClass.CONNECT_TIMEOUT, CONNECT,
+                           "no connection (TCP + TLS) within the budget")
     if overdue:
         return SendFailure(ErrorClass.TTFB_TIMEOUT, TTFB, LATE_HEADERS)
     return SendFailure(ErrorClass.CONNECTION_ERROR, None,
