@@ -370,8 +370,8 @@ def test_the_library_client_classifies_every_fault_of_the_stand_in():
     """VisionClient reads each stand-in fault as the class the pipeline must act on."""
     cases = [(FaultSchedule(), None), (FaultSchedule(error_rate=1.0), ErrorClass.SERVER_ERROR),
              (FaultSchedule(html_502_rate=1.0), ErrorClass.SERVER_ERROR),
-             (FaultSchedule(truncated_rate=1.0, truncated_mode="short"), ErrorClass.BAD_FORMAT),
-             (FaultSchedule(truncated_rate=1.0, truncated_mode="close"), ErrorClass.BAD_FORMAT),
+             (FaultSchedule(truncated_rate=1.0, truncated_mode="short"), ErrorClass.TRUNCATED),
+             (FaultSchedule(truncated_rate=1.0, truncated_mode="close"), ErrorClass.TRUNCATED),
              (FaultSchedule(drift_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(constant_confidence_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(outages=[(0.0, 1e6)]), ErrorClass.SERVER_ERROR)]
