@@ -46,10 +46,13 @@ BACKOFF = 0.75
 HEADROOM = 2.0
 #: The answers the long-run latency average spans.
 LONG_WINDOW = 100
-#: How much of the slowest recent answer each faster answer keeps (it fades over ~50 answers).
-PEAK_DECAY = 0.95
+#: How much of the slowest recent answer each faster answer keeps (it fades over ~100
+#: answers, so photos the model is slow on keep the fleet waiting long enough for them).
+PEAK_DECAY = 0.99
 #: How far the time-to-first-byte limit comes down per answer toward what the latency needs.
 RELAX = 0.9
+#: How much of the long-run average an answer at under half of it keeps (Gradient2's relief).
+_RELIEF = 0.95
 #: The largest ceiling a deployment may set (each call in flight is a ledger row).
 MAX_CEILING = 10_000
 
@@ -160,7 +163,7 @@ def observe(settings: ConcurrencySettings, state: LimitState, sample: Sample, *,
         long_s = short if long_s is None else long_s + (short - long_s) * 2.0 / (
             LONG_WINDOW + 1)
         if long_s / short > 2.0:   # the latency came back down: forget the slow past sooner
-            long_s *= PEAK_DECAY
+            long_s *= _RELIEF
         peak = short if peak is None else max(short, peak * PEAK_DECAY)
         wanted = min(cap, max(base, HEADROOM * peak))
         ttfb = wanted if ttfb < wanted else max(wanted, ttfb * RELAX)
