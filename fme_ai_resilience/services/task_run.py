@@ -40,13 +40,16 @@ from .sinks import Conclusion
 from .task_end import ENDS, Dead, Done, End, Lost, Retry, TaskResult, Wait
 from .vision import Photo, VisionOutcome
 
-__all__ = ["TaskRun", "TaskResult", "analysis_fingerprint", "KEEP_S"]
+__all__ = ["TaskRun", "TaskResult", "analysis_fingerprint", "keep_s"]
 
 log = logging.getLogger("fme_ai_resilience.processor")
 
-#: How long a paid answer is tried again while the ledger is away before it is given up on
-#: (the photo's analysis claim covers that time, so no other holder pays for it meanwhile).
-KEEP_S = 60.0
+
+def keep_s(lease_s: float) -> float:
+    """How long a paid answer is tried again while the ledger is away before it is given up
+    on: a third of the lease (the photo's analysis claim covers that time too, so no other
+    holder pays for the photo meanwhile)."""
+    return lease_s / 3.0
 
 
 def analysis_fingerprint(photo_sha256: str, model: str) -> str:
@@ -240,7 +243,8 @@ class TaskRun:
         call_s = timeouts.connect_s + timeouts.tls_s + ttfb + timeouts.body_s
         now = p.clock.now()
         # first: a refused claim must hold no pace slot, no fleet slot and no probe
-        if not p.store.claim_analysis(fingerprint, task.key, now + 2 * inline + call_s + KEEP_S,
+        keep = keep_s(p.settings.processing.lease_s)
+        if not p.store.claim_analysis(fingerprint, task.key, now + 2 * inline + call_s + keep,
                                       token=task.lease_token, now=now):
             return _Ended(Wait(now + inline, "the same photo is being analysed under another "
                                              "lease: its answer will be reused", cause=None))
@@ -313,9 +317,9 @@ class TaskRun:
 
     def _keep(self, fingerprint: str, answer: _Answer, service: str) -> None:
         """Keep a paid answer in the analysis cache, trying again while the ledger is away
-        (for up to :data:`KEEP_S`, which the photo's analysis claim covers)."""
+        (for up to :func:`keep_s` of the lease, which the photo's analysis claim covers)."""
         p = self.p
-        until = p.clock.monotonic() + KEEP_S
+        until = p.clock.monotonic() + keep_s(p.settings.processing.lease_s)
         pause = 0.1
         while True:
             try:
