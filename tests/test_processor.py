@@ -61,12 +61,8 @@ def ledger(tmp_path):
     store.close()
 
 
-#: A fake clock serves one thread: the engines these tests drive work one task at a time.
-ONE_AT_A_TIME = {"concurrency.per_engine": "1"}
-
-
 def make(ledger, clock, *, settings=None, photos=None, sink=None, **kwargs):
-    settings = (settings or Settings()).with_values(ONE_AT_A_TIME)
+    settings = settings or Settings()
     client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
                           session=requests.Session(), clock=clock, rng=random.Random(1))
     return Processor(settings, VisionRoute.of(client, "vision"), sink or CollectingSink(),

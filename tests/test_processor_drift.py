@@ -42,9 +42,7 @@ def fleet(tmp_path, clock, photos):
                                    attachment_url=f"https://photos.test/{i}",
                                    attachment_global_id=f"A-{key}", asset_type="hydrant"),
                         1000, now=T0)
-    # one task at a time per engine: a fake clock serves one thread
-    engines = [Processor(Settings().with_values({"concurrency.per_engine": "1"}),
-                         VisionRoute.of(VisionClient(
+    engines = [Processor(Settings(), VisionRoute.of(VisionClient(
         VISION, "generic", "sk-test-0123456789abcdef", session=requests.Session(),
         clock=clock, rng=random.Random(n)), "vision"), CollectingSink(), store=ledger,
         download=photo, clock=clock, rng=random.Random(10 + n), owner=f"e{n}")

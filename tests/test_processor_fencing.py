@@ -29,9 +29,7 @@ def photo(url, token):
 def processor(store, clock, owner, settings):
     client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
                           session=requests.Session(), clock=clock, rng=random.Random(1))
-    # one task at a time: a fake clock serves one thread
-    return Processor(settings.with_values({"concurrency.per_engine": "1"}),
-                     VisionRoute.of(client, "vision"), CollectingSink(),
+    return Processor(settings, VisionRoute.of(client, "vision"), CollectingSink(),
                      store=store, download=photo, clock=clock, rng=random.Random(2),
                      owner=owner)
 

@@ -27,11 +27,9 @@ ANSWER = {"condition": "damaged", "confidence": 0.9, "labels": [], "model_versio
 
 
 def _engine(settings, ledger, clock, n):
-    """One engine on ``settings``, working one task at a time (a fake clock serves one
-    thread)."""
     client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
                           session=requests.Session(), clock=clock, rng=random.Random(n))
-    return Processor(settings.with_values({"concurrency.per_engine": "1"}), VisionRoute.of(client, "vision"), CollectingSink(),
+    return Processor(settings, VisionRoute.of(client, "vision"), CollectingSink(),
                      store=ledger, download=photo, clock=clock, rng=random.Random(10 + n),
                      owner=f"e{n}")
 

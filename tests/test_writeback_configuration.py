@@ -48,9 +48,7 @@ def processor(ledger, clock, s):
     client = VisionClient(VISION, "generic", "sk-test-0123456789abcdef",
                           session=requests.Session(), clock=clock, rng=random.Random(1))
     sink = FeatureLayerSink(s.writeback, Layers(trusted=trusted_layers(s)))
-    # one task at a time: a fake clock serves one thread
-    return Processor(s.with_values({"concurrency.per_engine": "1"}),
-                     VisionRoute.of(client, "vision"), sink, store=ledger,
+    return Processor(s, VisionRoute.of(client, "vision"), sink, store=ledger,
                      download=lambda url, tok: Photo(b"\xff\xd8\xffphoto", "image/jpeg", url),
                      clock=clock, rng=random.Random(2))
 

@@ -23,7 +23,8 @@ nothing), and the batch stops claiming when the FME job's remaining runtime cann
 worst-case task.
 
 Several calls in flight per engine: a batch is worked by ``concurrency.per_engine`` workers
-(threads; one works inline), each claiming one task at a time; every Vision AI call takes a
+(threads; one works inline, and so do all on a clock that serves one thread, such as a test's
+``FakeClock``), each claiming one task at a time; every Vision AI call takes a
 slot of the fleet's adaptive concurrency limit (``fme_ai_resilience.services.concurrency``),
 and a worker past the first claims only while the fleet has a free slot, so an engine never
 hoards tasks it cannot call for (docs/vision.md).
@@ -165,6 +166,8 @@ class Processor:
         batch = _Batch(self, self.settings.processing.claim_limit)
         workers = max(1, min(self.settings.concurrency.per_engine,
                              self.settings.processing.claim_limit))
+        if not getattr(self.clock, "shared", True):
+            workers = 1    # a clock that serves one thread (a test's FakeClock)
         if workers == 1:
             batch.work(first=True)
         else:
