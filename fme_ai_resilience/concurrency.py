@@ -179,10 +179,12 @@ def ttfb_s(state: LimitState, *, base_s: float, left_s: float,
            photo_s: Optional[float] = None) -> float:
     """How long the next call may wait for its first byte: the fleet's limit in force (at
     least ``base_s``, the configured one), or ``photo_s`` when this photo's last call ran out
-    of a longer one, but never more than ``left_s``, what the task's deadline leaves."""
+    of a longer one; what the task's deadline leaves (``left_s``) caps what is added to the
+    configured limit, never the configured limit itself (the retry policy keeps a call that
+    cannot fit the deadline from being made again)."""
     base = finite("base_s", base_s, above=0)
     wanted = max(base, state.ttfb_s or 0.0, photo_s or 0.0)
-    return max(0.0, min(wanted, finite("left_s", left_s)))
+    return max(base, min(wanted, finite("left_s", left_s)))
 
 
 def abandoned_for_s(state: LimitState, ttfb_used_s: float, *, cap_s: float) -> float:

@@ -89,13 +89,14 @@ def test_the_wait_follows_slow_answers_and_comes_back_down_when_they_are_fast():
 
 def test_a_calls_wait_is_the_fleets_or_the_photos_never_past_the_deadline():
     """The next call waits the fleet's limit (at least the configured one), or longer for a
-    photo whose last call ran out, but never more than the deadline leaves."""
+    photo whose last call ran out, but what it waits past the configured one never passes
+    what the deadline leaves."""
     fleet = LimitState(ttfb_s=40.0)
     assert ttfb_s(LimitState(), base_s=BASE, left_s=150) == BASE
     assert ttfb_s(fleet, base_s=BASE, left_s=150) == 40.0
     assert ttfb_s(fleet, base_s=BASE, left_s=150, photo_s=80.0) == 80.0
     assert ttfb_s(fleet, base_s=BASE, left_s=30.0, photo_s=80.0) == 30.0
-    assert ttfb_s(fleet, base_s=BASE, left_s=-5.0) == 0.0
+    assert ttfb_s(fleet, base_s=BASE, left_s=-5.0) == BASE
 
 
 def test_a_call_given_up_on_counts_until_the_service_cannot_be_working_on_it():

@@ -237,9 +237,6 @@ class TaskRun:
         timeouts = p.settings.timeouts
         limit = p.limits[route.service]
         ttfb = limit.ttfb_s(left_s=self._left_for_ttfb_s(route), photo_s=self.photo_ttfb_s)
-        if ttfb <= 0:
-            return _Ended(Wait(p.clock.now(), "the task's deadline is spent: it starts again",
-                               cause=None))
         call_s = timeouts.connect_s + timeouts.tls_s + ttfb + timeouts.body_s
         now = p.clock.now()
         # first: a refused claim must hold no pace slot, no fleet slot and no probe
