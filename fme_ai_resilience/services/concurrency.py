@@ -26,7 +26,7 @@ from ..clock import Clock, SystemClock
 from ..concurrency import (ConcurrencySettings, LimitState, Sample, Signal, abandoned_for_s,
                            observe, room, ttfb_s)
 from ..settings import Settings
-from ..store.base import Store
+from ..store.protocols import LimitRows
 from ..task_budget import task_budget_s
 
 __all__ = ["FleetLimit", "Slot"]
@@ -55,7 +55,7 @@ class FleetLimit:
     the slots it takes.
     """
 
-    def __init__(self, service: str, settings: Settings, *, store: Store,
+    def __init__(self, service: str, settings: Settings, *, store: LimitRows,
                  clock: Optional[Clock] = None, holder: str = "processor") -> None:
         self.service = service
         self.settings: ConcurrencySettings = settings.concurrency

@@ -22,7 +22,7 @@ from ..clock import Clock
 from ..errors import LeaseLost, StoreError
 from ..ledger import Task
 from ..redact import redact_text
-from ..store.base import Store
+from ..store.protocols import LeaseRows
 
 __all__ = ["Lease", "FRESH_S"]
 
@@ -38,7 +38,7 @@ class Lease:
     Use as a context manager around the work: the background renewal runs inside it.
     """
 
-    def __init__(self, task: Task, lease_s: float, *, store: Store, clock: Clock) -> None:
+    def __init__(self, task: Task, lease_s: float, *, store: LeaseRows, clock: Clock) -> None:
         self.task = task
         self.lease_s = lease_s
         self.store = store

@@ -24,7 +24,7 @@ from ..calibrate import Suggestion
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, ErrorClass, StoreError
 from ..ledger import CallRecord
-from ..store.base import Store
+from ..store.protocols import BreakerRows
 from .calibration import calibrate
 
 __all__ = ["CircuitBreaker", "known_service"]
@@ -36,7 +36,7 @@ log = logging.getLogger("fme_ai_resilience.breaker")
 _FIRST_CLAIM = 1
 
 
-def known_service(service: str, *, store: Store) -> bool:
+def known_service(service: str, *, store: BreakerRows) -> bool:
     """Whether some engine uses ``service``: it has a ``circuit_state`` row or calls in
     ``ai_call_log`` (what operators may steer without creating a circuit by a typo)."""
     if service in store.breaker_list():
@@ -52,7 +52,8 @@ class CircuitBreaker:
     compare-and-set, so a lost race only means another engine applied it first).
     """
 
-    def __init__(self, service: str, policy: Optional[BreakerPolicy] = None, *, store: Store,
+    def __init__(self, service: str, policy: Optional[BreakerPolicy] = None, *,
+                 store: BreakerRows,
                  clock: Optional[Clock] = None) -> None:
         if not isinstance(service, str) or not service:
             raise ConfigurationError("service", service, "must be a non-empty name")
