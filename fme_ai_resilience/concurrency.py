@@ -5,8 +5,8 @@ answers late, not never, so the fleet adapts to it instead of giving up on it:
 
 * **How many calls are in flight across every engine** follows the service, as Netflix's
   Gradient2 limit does, with AIMD's cut on loss: :func:`observe` grows the limit while answers
-  come back fast and clean (up to :data:`QUEUE` x :data:`SMOOTHING` a call per answer, so the
-  limit doubles about every few answers' worth of time, like TCP's slow start), shrinks it
+  come back fast and clean (a call per answer while the latency shows no queueing, so the
+  limit doubles with each round of answers, like TCP's slow start), shrinks it
   when the latency grows past :data:`TOLERANCE` x its long-run average (the service queues),
   and cuts it by :data:`BACKOFF` on a drop (a time-to-first-byte timeout, 429, 5xx, a
   transport failure); always between 1 and ``concurrency.ceiling``. A limit nobody fills
@@ -169,7 +169,9 @@ def observe(settings: ConcurrencySettings, state: LimitState, sample: Sample, *,
         ttfb = wanted if ttfb < wanted else max(wanted, ttfb * RELAX)
         if sample.in_flight >= limit / 2.0:   # a limit nobody fills does not grow
             gradient = max(0.5, min(1.0, TOLERANCE * long_s / short))
-            limit = limit * (1.0 - SMOOTHING) + (limit * gradient + QUEUE) * SMOOTHING
+            smoothed = limit * (1.0 - SMOOTHING) + (limit * gradient + QUEUE) * SMOOTHING
+            # no sign of queueing: a call more per answer at least (slow start)
+            limit = max(smoothed, limit + 1.0) if gradient >= 1.0 else smoothed
     limit = max(1.0, min(float(settings.ceiling), limit))
     return replace(state, limit=limit, ttfb_s=None if ttfb == base else ttfb,
                    rtt_long_s=long_s, rtt_peak_s=peak)

@@ -617,9 +617,9 @@ SET limit_value = %(limit)s, ttfb_s = %(ttfb_s)s, rtt_long_s = %(rtt_long_s)s,
     rtt_peak_s = %(rtt_peak_s)s, updated_at = %(now)s
 WHERE service = %(service)s
 
--- slot_prune --
--- The calls in flight of a service whose time has run out
-DELETE FROM call_slot WHERE service = %(service)s AND until <= %(now)s
+-- slot_prune_all --
+-- Calls in flight of every service whose time has run out
+DELETE FROM call_slot WHERE until <= %(now)s
 
 -- slot_count --
 -- The calls in flight of a service

@@ -17,7 +17,8 @@ several places at once, and again after a crash):
    the signals the ladder climbs and descends on), with nobody calling;
 4. reconcile a window against the feature layer (gaps by day, asset type and crew; with
    backfill, missing photos registered PENDING with ``source=reconcile``);
-5. prune the call log and format anomalies past retention.
+5. prune the call log and format anomalies past retention, and the call slots whose time ran
+   out (an engine that died left them).
 """
 from __future__ import annotations
 
@@ -158,6 +159,7 @@ class Compensator:
         now = self.clock.now()
         cut = now - comp.retention_days * 86400.0
         pruned = self.store.prune(cut, cut)
+        self.store.prune_slots(now=now)     # calls in flight an engine that died left
         report = CompensationReport(reaped, requeued, notified, breakers, ladder, pruned,
                                     reconciled, tuple(self.store.pending_notifications()))
         log.info("compensation: reaped %d (buried %d), requeued %s, notified %d, ladder %s, "

@@ -18,6 +18,7 @@ Safe to share between an engine's threads.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from functools import partial
 from typing import Optional, Tuple
@@ -32,7 +33,8 @@ from ..task_budget import task_budget_s
 __all__ = ["FleetLimit", "Slot"]
 
 #: How often a caller waiting for a slot looks again, at most and at least (seconds); in
-#: between, an eighth of the service's usual latency.
+#: between, a quarter of the service's usual latency (a call of this engine that ends wakes
+#: it at once).
 _POLL_MAX_S = 0.5
 _POLL_MIN_S = 0.02
 
@@ -67,6 +69,8 @@ class FleetLimit:
         self.holder = holder
         self._seen: Tuple[LimitState, int, float] = (LimitState.initial(self.settings), 0,
                                                      -math.inf)
+        self._reading = threading.Lock()     # one read of a stale cache, not one per thread
+        self._freed = threading.Condition()  # this engine's calls that ended
 
     def __repr__(self) -> str:
         state, in_flight, _ = self._seen
@@ -90,21 +94,25 @@ class FleetLimit:
         old unless ``fresh``."""
         state, in_flight, read_at = self._seen
         if fresh or self.clock.monotonic() - read_at >= self.cache_ttl_s:
-            state, in_flight = self.store.limit_read(self.service, self.settings,
-                                                     now=self.clock.now())
-            self._seen = (state, in_flight, self.clock.monotonic())
+            with self._reading:
+                state, in_flight, read_at = self._seen
+                if fresh or self.clock.monotonic() - read_at >= self.cache_ttl_s:
+                    state, in_flight = self.store.limit_read(self.service, self.settings,
+                                                             now=self.clock.now())
+                    self._seen = (state, in_flight, self.clock.monotonic())
         return state, in_flight
 
-    def room(self) -> bool:
-        """Whether the fleet had a free slot when last read (a cache, not a reservation)."""
+    def room(self, busy: int = 0) -> bool:
+        """Whether the fleet had a free slot when last read (a cache, not a reservation), with
+        at least ``busy`` calls in flight (this engine's workers already working a task)."""
         state, in_flight = self.state()
-        return room(self.settings, state, in_flight)
+        return room(self.settings, state, max(in_flight, busy))
 
     def poll_s(self) -> float:
         """How long a caller waiting for a slot waits before looking again."""
         state, _, _ = self._seen
         usual = state.rtt_long_s if state.rtt_long_s is not None else 1.0
-        return max(_POLL_MIN_S, min(_POLL_MAX_S, usual / 8.0))
+        return max(_POLL_MIN_S, min(_POLL_MAX_S, usual / 4.0))
 
     def ttfb_s(self, *, left_s: float, photo_s: Optional[float] = None) -> float:
         """How long the next call may wait for its first byte (the fleet's limit in force,
@@ -115,7 +123,8 @@ class FleetLimit:
     def acquire(self, *, wait_s: float, call_s: float) -> Optional[Slot]:
         """A slot for one call expected to last at most ``call_s`` seconds (an engine that
         dies leaves it counted that long), waiting at most ``wait_s`` for one; None when
-        none came free."""
+        none came free. A waiting caller asks the ledger again when one of this engine's calls
+        ends, or after :meth:`poll_s` (another engine's may have)."""
         waited = 0.0
         while True:
             now = self.clock.now()
@@ -127,8 +136,14 @@ class FleetLimit:
             pause = min(self.poll_s(), wait_s - waited)
             if pause <= 0:
                 return None
-            self.clock.sleep(pause)
-            waited += pause
+            if getattr(self.clock, "shared", True):
+                started = self.clock.monotonic()
+                with self._freed:
+                    self._freed.wait(pause)
+                waited += max(self.clock.monotonic() - started, 1e-3)
+            else:
+                self.clock.sleep(pause)   # a clock that serves one thread: nothing else ends
+                waited += pause
 
     def release(self, slot: Optional[Slot], signal: Signal, *, latency_s: float,
                 ttfb_used_s: float) -> LimitState:
@@ -147,9 +162,15 @@ class FleetLimit:
                                          self.settings, step, hold_until=hold,
                                          now=self.clock.now())
         _, in_flight_now, _ = self._seen
-        self._seen = (after, max(0, in_flight_now - 1), self.clock.monotonic())
+        self._seen = (after, max(0, in_flight_now - (hold is None)), self.clock.monotonic())
+        self._notify()
         return after
+
+    def _notify(self) -> None:
+        with self._freed:
+            self._freed.notify_all()
 
     def give_back(self, slot: Slot) -> None:
         """End a slot whose call was never made (the breaker refused it): no sample."""
         self.store.limit_release(self.service, slot.id, self.settings, now=self.clock.now())
+        self._notify()

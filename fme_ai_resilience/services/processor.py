@@ -205,9 +205,10 @@ class Processor:
             return True
         return self.job_deadline.remaining(now=self.clock.now()) >= self.worst_case_s
 
-    def _room(self) -> bool:
-        """Whether the fleet has a free call slot for the model the ladder asks."""
-        return self.limits[self.routes[self.ladder.model()].service].room()
+    def _room(self, busy: int) -> bool:
+        """Whether the fleet has a free call slot for the primary model (a cached read), with
+        ``busy`` of this engine's workers at work already."""
+        return self.limits[self.routes[Model.PRIMARY].service].room(busy)
 
     # -- one task ------------------------------------------------------------------------------
     def _work(self, task: Task) -> TaskResult:
@@ -233,6 +234,7 @@ class _Batch:
     def __init__(self, processor: Processor, claim_limit: int) -> None:
         self.p = processor
         self.left = claim_limit
+        self.busy = 0       # workers working a task now
         self.results: List[TaskResult] = []
         self.stopped: Optional[Stop] = None
         self.detail = ""
@@ -256,7 +258,7 @@ class _Batch:
             if not p._time_for_another():
                 self._stop(Stop.JOB_ENDING)
                 return None
-            if first or p._room():
+            if first or p._room(self.busy):
                 break
             p.clock.sleep(p.limits[p.routes[Model.PRIMARY].service].poll_s())
         with self._lock:
@@ -267,6 +269,8 @@ class _Batch:
         if not tasks:
             self._stop(Stop.NO_DUE_TASK)
             return None
+        with self._lock:
+            self.busy += 1
         return tasks[0]
 
     def work(self, *, first: bool) -> None:
@@ -289,6 +293,9 @@ class _Batch:
                         self.results.append(result)
                     self._stop(Stop.LEDGER_DOWN, detail)
                     return
+                finally:
+                    with self._lock:
+                        self.busy -= 1
                 with self._lock:
                     self.results.append(result)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the batch's own thread

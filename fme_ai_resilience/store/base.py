@@ -387,6 +387,9 @@ class Store(Protocol):
         """End a call's slot (or hold it until ``hold_until``) and move the limit by
         ``update``, in one transaction; the limit after it."""
 
+    def prune_slots(self, *, now: float) -> int:
+        """Remove every call slot whose time has run out; how many."""
+
     def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's degradation ladder row; created at L0 (generation 0) if missing."""
 

@@ -63,14 +63,14 @@ class CallLimitOps:
         """Take a slot for one call, counted in flight until ``until`` unless released first,
         when the limit has room (:func:`~fme_ai_resilience.concurrency.room`): ``(slot, state,
         in_flight)``, the slot None when it had none, ``in_flight`` the calls in flight then
-        (the new one included). Slots past their time are removed on the way."""
+        (the new one included). Slots past their time no longer count; the slot a release
+        ends goes, and :meth:`prune_slots` removes the ones engines that died left."""
         params = {"service": name("service", service), "now": finite("now", now),
                   "holder": str(holder)[:200], "until": finite("until", until, above=now),
                   "start": float(settings.start)}
 
         def work(tx: Any) -> Tuple[Optional[int], LimitState, int]:
             state = self._locked_limit(tx, params)
-            tx.run("slot_prune", params)
             in_flight = int(tx.run("slot_count", params).rows[0]["n"])
             if not room(settings, state, in_flight):
                 return None, state, in_flight
@@ -104,6 +104,11 @@ class CallLimitOps:
             return after
 
         return self._transact(work)
+
+    def prune_slots(self, *, now: float) -> int:
+        """Remove the slots of every service whose time has run out (an engine that died left
+        them, or a call given up on was held until then); how many."""
+        return self._statement("slot_prune_all", {"now": finite("now", now)}).rowcount
 
     def down_streak(self, service: str, limit: int) -> Tuple[int, int]:
         """How many of the service's latest logged calls (at most ``limit``, newest first)
