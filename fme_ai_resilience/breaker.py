@@ -114,14 +114,18 @@ class WindowObserved:
 @dataclass(frozen=True)
 class DriftObserved:
     """The service's latest ``answers`` answers in a row did not match the schema, about
-    ``photos`` different photos."""
+    ``photos`` different photos, ``first`` of them a photo's first call (None: all)."""
 
     answers: int
     photos: int
+    first: Optional[int] = None
 
     def __post_init__(self) -> None:
         count("answers", self.answers)
         count("photos", self.photos)
+        if self.first is None:
+            object.__setattr__(self, "first", self.answers)
+        count("first", self.first)
 
 
 @dataclass(frozen=True)
@@ -228,8 +232,10 @@ def streaking(policy: BreakerPolicy, event: StreakObserved) -> bool:
 
 def drifted(policy: BreakerPolicy, event: DriftObserved) -> bool:
     """Whether answers out of schema in a row say the model drifted: ``drift_calls`` of them,
-    each about another photo (a few odd photos answered again are their own dead letters)."""
-    return event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
+    each about another photo, two at least a photo's first call (a few odd photos answered
+    again, whose second tries come together, are their own dead letters, not a drift)."""
+    return (event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
+            and (event.first or 0) >= min(2, policy.drift_calls))
 
 
 #: How many of a service's latest calls :func:`down_for_others` reads.

@@ -246,6 +246,12 @@ SELECT error_class, task_key FROM ai_call_log WHERE service = %(service)s
 ORDER BY started_at DESC
 LIMIT %(limit)s
 
+-- recent_retries --
+-- A service's latest calls, newest first: their error class, task and whether each was a retry
+SELECT error_class, task_key, retry FROM ai_call_log WHERE service = %(service)s
+ORDER BY started_at DESC
+LIMIT %(limit)s
+
 -- record_anomaly --
 -- One answer that failed validation
 INSERT INTO format_anomaly (provider, observed_at, errors, excerpt, model_version, task_key,

@@ -402,3 +402,16 @@ def test_evaluate_ends_a_round_stalled_by_silent_probes_with_nobody_calling(stor
     assert reopened.state is CircuitState.OPEN and reopened.trips == 2
     breaker.record(first, CallRecord("vision", clock.now(), 0.1))
     assert breaker.state(fresh=True) == reopened
+
+
+def test_odd_photos_asked_again_together_are_no_drift():
+    """Answers out of schema in a row about three photos say the model drifted only when two
+    at least were a photo's first call: the second tries of a few photos the model cannot
+    answer, which come together, are their own dead letters, not a drift to wait out."""
+    from fme_ai_resilience.breaker import DriftObserved, drifted
+
+    policy = BreakerPolicy(drift_calls=3)
+    assert drifted(policy, DriftObserved(3, 3))               # every one a first call
+    assert drifted(policy, DriftObserved(3, 3, first=2))
+    assert not drifted(policy, DriftObserved(3, 3, first=1))
+    assert not drifted(policy, DriftObserved(3, 3, first=0))

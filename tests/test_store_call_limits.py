@@ -141,3 +141,14 @@ def test_concurrent_engines_never_take_more_slots_than_the_limit(shared_ledger_u
     assert 1 <= peak[0] <= 3
     with open_store(shared_ledger_url) as store:
         assert store.limit_read("vision", three, now=T0)[1] == 0
+
+
+def test_recent_retries_say_which_calls_were_a_photos_first(store):
+    """The latest calls, newest first, with whether each was a retry (drift evidence)."""
+    store.record_call(CallRecord("vision", T0, 0.1, "BAD_FORMAT", 200, retry=False,
+                                 task_key="a"))
+    store.record_call(CallRecord("vision", T0 + 1, 0.1, "BAD_FORMAT", 200, retry=True,
+                                 task_key="a"))
+    store.record_call(CallRecord("vision", T0 + 2, 0.1, None, 200, task_key="b"))
+    assert store.recent_retries("vision", 2) == [(None, "b", False), ("BAD_FORMAT", "a", True)]
+    assert store.recent_retries("other", 5) == []

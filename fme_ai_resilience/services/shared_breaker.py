@@ -212,10 +212,11 @@ class CircuitBreaker:
 
     def _evaluate_drift(self, current: BreakerState, *, now: float) -> BreakerState:
         """Open the circuit when the latest answers in a row were out of schema (drift)."""
-        latest = self.store.recent_calls(self.service, self.policy.drift_calls)
-        if any(error_class != ErrorClass.BAD_FORMAT.value for error_class, _ in latest):
+        latest = self.store.recent_retries(self.service, self.policy.drift_calls)
+        if any(error_class != ErrorClass.BAD_FORMAT.value for error_class, _, _ in latest):
             return current
-        event = DriftObserved(len(latest), len({key for _, key in latest}))
+        event = DriftObserved(len(latest), len({key for _, key, _ in latest}),
+                              sum(1 for _, _, retry in latest if not retry))
         after = self._apply(current, event, now=now)
         if after.state is CircuitState.OPEN and after.generation != current.generation:
             log.warning("circuit %s: %d answers in a row out of schema: the model drifted; "

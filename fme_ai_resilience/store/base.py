@@ -366,6 +366,10 @@ class Store(Protocol):
     def pace_relax(self, service: str, factor: float, floor_s: float) -> None:
         """A call went through: the interval times ``factor``; no pace below ``floor_s``."""
 
+    def recent_retries(self, service: str,
+                       limit: int) -> List[Tuple[Optional[str], Optional[str], bool]]:
+        """``(error_class, task_key, retry)`` of the service's latest calls, newest first."""
+
     def down_streak(self, service: str, limit: int) -> Tuple[int, int]:
         """How many of the service's latest logged calls (at most ``limit``) said in a row
         that it is down, and about how many photos."""

@@ -29,6 +29,10 @@ class CallLogRows(Protocol):
     def recent_calls(self, service: str, limit: int) -> List[Tuple[Optional[str], Optional[str]]]:
         """``(error_class, task_key)`` of the service's latest calls, newest first."""
 
+    def recent_retries(self, service: str,
+                       limit: int) -> List[Tuple[Optional[str], Optional[str], bool]]:
+        """``(error_class, task_key, retry)`` of the latest calls, newest first."""
+
     def down_streak(self, service: str, limit: int) -> Tuple[int, int]:
         """The run of latest calls that said the service is down, and its photos."""
 
