@@ -108,6 +108,8 @@ DELETE FROM intake_counter;
 DELETE FROM intake_refusal;
 DELETE FROM analysis_claim;
 DELETE FROM call_pace;
+DELETE FROM call_limit;
+DELETE FROM call_slot;
 
 -- session_setup --
 -- Run once per connection. The in-progress partial indexes churn (every task passes through
@@ -147,3 +149,10 @@ SELECT set_config('statement_timeout', '0', true), set_config('lock_timeout', '0
 -- chaos; an operator's last resort). Returns one row per connection cut.
 SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity
 WHERE datname = current_database() AND pid <> pg_backend_pid()
+
+-- limit_lock --
+-- A service's concurrency limit, read to be changed: the row is locked until the transaction
+-- ends, so the calls in flight counted after it are every committed one (READ COMMITTED gives
+-- each statement a new snapshot) and two engines never both take the last free slot
+SELECT limit_value, ttfb_s, rtt_long_s, rtt_peak_s FROM call_limit WHERE service = %(service)s
+FOR UPDATE

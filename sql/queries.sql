@@ -225,14 +225,17 @@ SELECT name, n, first_at, last_at FROM intake_counter
 -- record_call --
 -- One outbound call
 INSERT INTO ai_call_log (service, started_at, duration_s, error_class, status_code, retry,
-    trace_id, task_key, connect_s, ttfb_s, body_s, phases)
+    trace_id, task_key, connect_s, ttfb_s, body_s, phases, down)
 VALUES (%(service)s, %(started_at)s, %(duration_s)s, %(error_class)s, %(status_code)s,
-    %(retry)s, %(trace_id)s, %(task_key)s, %(connect_s)s, %(ttfb_s)s, %(body_s)s, %(phases)s)
+    %(retry)s, %(trace_id)s, %(task_key)s, %(connect_s)s, %(ttfb_s)s, %(body_s)s, %(phases)s,
+    %(down)s)
 
 -- call_window --
--- Calls, failures, slow calls and retries of one service since a time
+-- Calls, failures, slow calls and retries of one service since a time; a time-to-first-byte
+-- timeout that did not say the service is down (slow is not down) is no failure
 SELECT count(*) AS calls,
-       count(error_class) AS failures,
+       count(error_class) - coalesce(sum(CASE WHEN error_class = 'TTFB_TIMEOUT' AND NOT down
+                                              THEN 1 ELSE 0 END), 0) AS failures,
        coalesce(sum(CASE WHEN duration_s >= %(slow_s)s THEN 1 ELSE 0 END), 0) AS slow,
        coalesce(sum(CASE WHEN retry THEN 1 ELSE 0 END), 0) AS retries
 FROM ai_call_log WHERE service = %(service)s AND started_at >= %(since)s
@@ -240,6 +243,12 @@ FROM ai_call_log WHERE service = %(service)s AND started_at >= %(since)s
 -- recent_calls --
 -- A service's latest calls, newest first: their error class (NULL: a success) and task
 SELECT error_class, task_key FROM ai_call_log WHERE service = %(service)s
+ORDER BY started_at DESC
+LIMIT %(limit)s
+
+-- recent_retries --
+-- A service's latest calls, newest first: their error class, task and whether each was a retry
+SELECT error_class, task_key, retry FROM ai_call_log WHERE service = %(service)s
 ORDER BY started_at DESC
 LIMIT %(limit)s
 
@@ -584,3 +593,54 @@ WHERE completed_at IS NOT NULL AND lease_token > 0
 -- Leases nobody renewed: their holder stopped (crashed, hung or cut off), through the lease index
 SELECT count(*) AS n, min(lease_expires_at) AS oldest FROM ai_task_registry
 WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
+
+-- down_streak --
+-- A service's latest calls, newest logged first: whether each said the service is down, and
+-- its task
+SELECT down, task_key FROM ai_call_log WHERE service = %(service)s
+ORDER BY id DESC
+LIMIT %(limit)s
+
+-- limit_ensure --
+-- A service's concurrency limit row, at its start when it has none (an existing row is kept)
+INSERT INTO call_limit (service, limit_value, updated_at)
+VALUES (%(service)s, %(start)s, %(now)s)
+ON CONFLICT (service) DO NOTHING
+
+-- limit_get --
+-- A service's concurrency limit (no row: never used)
+SELECT limit_value, ttfb_s, rtt_long_s, rtt_peak_s FROM call_limit WHERE service = %(service)s
+
+-- limit_lock --
+-- A service's concurrency limit, read to be changed (SQLite: the transaction holds the file's
+-- write lock already)
+SELECT limit_value, ttfb_s, rtt_long_s, rtt_peak_s FROM call_limit WHERE service = %(service)s
+
+-- limit_put --
+-- A service's concurrency limit after a call
+UPDATE call_limit
+SET limit_value = %(limit)s, ttfb_s = %(ttfb_s)s, rtt_long_s = %(rtt_long_s)s,
+    rtt_peak_s = %(rtt_peak_s)s, updated_at = %(now)s
+WHERE service = %(service)s
+
+-- slot_prune_all --
+-- Calls in flight of every service whose time has run out
+DELETE FROM call_slot WHERE until <= %(now)s
+
+-- slot_count --
+-- The calls in flight of a service
+SELECT count(*) AS n FROM call_slot WHERE service = %(service)s AND until > %(now)s
+
+-- slot_take --
+-- One more call in flight, counted until a time unless it ends first
+INSERT INTO call_slot (service, holder, started_at, until)
+VALUES (%(service)s, %(holder)s, %(now)s, %(until)s)
+RETURNING id
+
+-- slot_free --
+-- A call that ended: no longer in flight
+DELETE FROM call_slot WHERE id = %(slot)s AND service = %(service)s
+
+-- slot_hold --
+-- A call the engine gave up on: in flight until the service could no longer be working on it
+UPDATE call_slot SET until = %(until)s WHERE id = %(slot)s AND service = %(service)s

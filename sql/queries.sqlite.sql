@@ -28,6 +28,8 @@ DELETE FROM intake_counter;
 DELETE FROM intake_refusal;
 DELETE FROM analysis_claim;
 DELETE FROM call_pace;
+DELETE FROM call_limit;
+DELETE FROM call_slot;
 
 -- completed_since_rows --
 -- Tasks finished since a time: end-to-end times, whether the analysis was reused and whether

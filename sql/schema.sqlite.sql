@@ -255,6 +255,36 @@ CREATE INDEX IF NOT EXISTS ai_task_registry_review_idx
 -- answer or for the claim to run out instead of paying for a second call.
 ALTER TABLE analysis_claim ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
 
+-- migration_0008 --
+-- Slow is not down. call_limit holds each service's adaptive concurrency limit, shared by every
+-- engine: the limit on calls in flight, the time-to-first-byte limit in force and the latency
+-- averages they follow. call_slot holds one row per call in flight under it (a call the engine
+-- gave up on stays until the service could no longer be working on it; an engine that died
+-- leaves a row that runs out). ai_call_log.down says a failure said the service is down (a run
+-- of them opens the circuit whatever the window's successes), read newest first by id.
+CREATE TABLE IF NOT EXISTS call_limit (
+    service              TEXT PRIMARY KEY,
+    limit_value          REAL NOT NULL,
+    ttfb_s               REAL,
+    rtt_long_s           REAL,
+    rtt_peak_s           REAL,
+    updated_at           REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS call_slot (
+    id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+    service              TEXT NOT NULL,
+    holder               TEXT NOT NULL,
+    started_at           REAL NOT NULL,
+    until                REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS call_slot_service_idx ON call_slot (service, until);
+ALTER TABLE ai_call_log ADD COLUMN down INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS ai_call_log_service_id_idx ON ai_call_log (service, id);
+-- breaker.slow_call_rate is retired (slow calls no longer open the circuit); `breaker calibrate
+-- --apply` may have stored it, and a row naming it would keep every other row out of force.
+DELETE FROM resilience_config
+WHERE lower(name) IN ('breaker.slow_call_rate', 'breaker_slow_call_rate');
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -63,8 +63,9 @@ def add_parser(subparsers: Any) -> None:
     text = "suggest thresholds from the service's call log"
     cal = actions.add_parser(
         "calibrate", help=text,
-        description="Suggest breaker.failure_rate and breaker.slow_call_rate from the P95 of "
-                    "the service's hourly failure and slow-call rates plus a margin. Hours "
+        description="Suggest breaker.failure_rate from the P95 of the service's hourly "
+                    "failure rates plus a margin (the slow-call rate's P95 is shown beside "
+                    "it). Hours "
                     "with fewer than breaker.min_calls calls are left out; without one such "
                     "hour nothing is suggested or stored.",
         epilog=exit_codes("too few calls to learn from, or the ledger could not do it"))
@@ -175,8 +176,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     print(f"{args.service}: {advice.calls} calls in {advice.buckets} hourly buckets")
     print(f"  baseline failure rate P95 {advice.baseline_failure_p95:.1%} -> suggest "
           f"breaker.failure_rate={advice.failure_rate:.3f}")
-    print(f"  baseline slow-call rate P95 {advice.baseline_slow_p95:.1%} -> suggest "
-          f"breaker.slow_call_rate={advice.slow_call_rate:.3f}")
+    print(f"  baseline slow-call rate P95 {advice.baseline_slow_p95:.1%} (slow calls never "
+          f"open the circuit: they lower the fleet's concurrency)")
     if args.apply:
         print("  stored in resilience_config (every service's breaker reads it)")
     return EXIT_OK

@@ -3,7 +3,8 @@
 ``compensate`` runs one pass of the compensator (reap expired leases, requeue dead letters by
 cause, notify missing photos, evaluate the breakers and the ladder, reconcile the last
 ``compensation.reconcile_window_s`` against ``--layer`` or ``writeback.layer_url``, prune),
-or with ``--loop`` a pass every ``--interval`` seconds until SIGTERM.
+or with ``--loop`` a pass every ``--interval`` seconds until SIGTERM (a pass the ledger fails
+is logged, and the next pass comes on time).
 
 ``reconcile --layer URL --since T [--until T] [--backfill]`` compares one window of the layer
 with the ledger and reports the gaps by day, asset type and crew; with ``--backfill`` the
@@ -15,10 +16,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import logging
 from typing import Any, Dict
 
 from ..core.clock import SystemClock
-from ..core.errors import ConfigurationError
+from ..core.errors import ConfigurationError, StoreError
+from ..core.text.redact import redact_text
 from ..services.pipeline import build_compensator
 from ..services.compensation.reconcile import ReconcileReport
 from .common import (EXIT_OK, OptionError, add_db_option, command, exit_codes, ledger,
@@ -28,6 +31,8 @@ from .process import stopping
 from .common import DAY_S
 
 __all__ = ["add_parser", "read_time"]
+
+log = logging.getLogger("fme_ai_resilience.compensate")
 
 
 def read_time(text: str) -> float:
@@ -67,10 +72,18 @@ def run_compensate(args: argparse.Namespace) -> int:
         settings = settings.with_values(parse_values(args.values))
         compensator = build_compensator(settings, store=store, layer_url=args.layer)
         while True:
-            report = compensator.run(requeue_format=args.requeue_format,
-                                     reconcile=not args.no_reconcile,
-                                     backfill=True if args.backfill else None)
-            print(json.dumps(report.as_dict()) if args.json else report.summary(), flush=True)
+            try:
+                report = compensator.run(requeue_format=args.requeue_format,
+                                         reconcile=not args.no_reconcile,
+                                         backfill=True if args.backfill else None)
+            except StoreError as exc:
+                if not args.loop:
+                    raise
+                # the loop outlives a ledger that is away for a while, as `process --loop` does
+                log.error("compensate: ledger unavailable: %s", redact_text(str(exc)))
+            else:
+                print(json.dumps(report.as_dict()) if args.json else report.summary(),
+                      flush=True)
             if not args.loop or stop.event.wait(args.interval):
                 return EXIT_OK
 

@@ -5,9 +5,11 @@ of ``--photos-per-submission`` photos; with ``--burst N``, what a burst of N sub
 (its tasks, how many are parked past the watermark, whether it fits under the park ceiling and
 how long the parked backlog takes to drain at the planned rate); the task budget (1.5 x the
 latency promise), the worst-case task time of the retry policy and whether it fits the task
-budget, the lease (``processing.lease_s``) and FME's job runtime limit (``tm_ttc``). Settings
-come from ``FAIR_*`` environment variables, then ``--set group.field=value``, then the
-explicit options.
+budget, the lease (``processing.lease_s``) and FME's job runtime limit (``tm_ttc``); and what
+the fleet's adaptive concurrency and the time budget that follows a slow service do with the
+settings (``concurrency.*``, the breaker's run of consecutive down failures), the defaults a
+GIS engineer need not tune explained. Settings come from ``FAIR_*`` environment variables,
+then ``--set group.field=value``, then the explicit options.
 """
 from __future__ import annotations
 
@@ -104,7 +106,15 @@ def build_plan(settings: Settings, job_limit_s: Optional[float] = None,
                         f"({sized['tasks']} tasks) passes the park ceiling of "
                         f"{intake.park_ceiling} tasks: {sized['refused_submissions']} "
                         f"submissions would be refused 429 (raise intake.park_ceiling)")
+    fleet = settings.concurrency
     return {
+        "concurrency": {
+            "start": fleet.start, "ceiling": fleet.ceiling, "per_engine": fleet.per_engine,
+            "engines_can_fill": intake.engines * fleet.per_engine,
+            "ttfb_s_at_first": timeouts.ttfb_s,
+            "ttfb_s_at_most": round(max(timeouts.ttfb_s, check.task_budget_s - (
+                timeouts.connect_s + timeouts.tls_s + timeouts.body_s)), 3),
+            "consecutive_failures": settings.breaker.consecutive_failures},
         "engines": intake.engines,
         "mean_processing_s": intake.mean_processing_s,
         "latency_promise_s": intake.latency_promise_s,
@@ -191,6 +201,20 @@ def format_plan(plan: Dict[str, Any]) -> str:
         f"  fits FME job limit:   {_yes_no(plan['fits_job_limit'])}"
         + (f" (tm_ttc {plan['job_limit_s']:g} s, {plan['tasks_per_job']} tasks per job)"
            if plan["job_limit_s"] is not None else ""),
+    ]
+    c = plan["concurrency"]
+    lines += [
+        "Concurrency (adaptive, one limit shared by every engine)",
+        f"  calls in flight:      {c['start']} at first, growing while answers come back fast "
+        f"and clean, at most {c['ceiling']} (concurrency.ceiling)",
+        f"  per engine:           {c['per_engine']} at once (concurrency.per_engine; "
+        f"{plan['engines']} engines could fill {c['engines_can_fill']})",
+        "  shrinks on:           latency growth, TTFB timeouts, 429, 5xx, refused or cut "
+        "connections",
+        f"  slow service:         {c['ttfb_s_at_first']:g} s to the first byte at first, up to "
+        f"{c['ttfb_s_at_most']:g} s (what the task budget leaves) while it answers slowly",
+        f"  outage seen after:    {c['consecutive_failures']} calls in a row that say it is "
+        f"down (breaker.consecutive_failures)",
     ]
     burst = plan["burst"]
     if burst is not None:

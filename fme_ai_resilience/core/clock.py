@@ -27,9 +27,15 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (no-op for zero or negative values)."""
 
+    # A clock may say ``shared = False`` (FakeClock): it serves one thread, and code that would
+    # work in threads works one thing at a time on it. Absent, it is shared.
+
 
 class SystemClock:
     """The real clock."""
+
+    #: Several threads may share it: each one's sleep waits on its own.
+    shared = True
 
     def now(self) -> float:
         return time.time()
@@ -49,8 +55,12 @@ class FakeClock:
     """A clock that only moves when told to; ``sleep`` advances it instantly.
 
     Every sleep is recorded in :attr:`sleeps`, so tests can assert how long code would have
-    waited without waiting.
+    waited without waiting. It serves one thread (``shared`` is False): a thread's sleep moves
+    every other thread's time, so code that would work in threads works one thing at a time
+    on it (the processor works one task at a time), and a test stays deterministic.
     """
+
+    shared = False
 
     def __init__(self, start: float = 1_790_000_000.0) -> None:
         self._now = float(start)

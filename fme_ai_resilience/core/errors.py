@@ -10,6 +10,7 @@ Exception tree::
     ├── UnsafeURL                        a photo URL refused by the download policy (SSRF guard)
     ├── DownloadError                    a photo could not be fetched; carries its ErrorClass
     ├── CircuitOpenError                 the shared breaker refuses calls; carries retry_after_s
+    ├── LeaseLost                        the task's lease lapsed: nothing more may be written
     ├── FlowError                        FME Flow did not answer a request usefully
     ├── ArcGISError                      an ArcGIS REST call failed; carries its ErrorClass
     │   └── TokenError                   the portal issued no token (credentials, outage)
@@ -28,7 +29,7 @@ import enum
 from typing import Any, Optional, Sequence
 
 __all__ = ["ResilienceError", "InvalidPayload", "ConfigurationError", "FormatError", "UnsafeURL",
-           "DownloadError", "CircuitOpenError", "FlowError", "ArcGISError", "TokenError",
+           "DownloadError", "CircuitOpenError", "LeaseLost", "FlowError", "ArcGISError", "TokenError",
            "StoreError", "StoreUnavailable", "SchemaMissing", "SCHEMA_MISSING", "ErrorClass",
            "FailureClass"]
 
@@ -128,6 +129,15 @@ class CircuitOpenError(ResilienceError):
         super().__init__(f"circuit for {service!r} is open; retry after {retry_after_s:.1f}s")
 
 
+class LeaseLost(ResilienceError):
+    """The task's lease lapsed and may be another holder's: nothing more is written for it.
+
+    Raised just before a write would leave for the layer (or the related table) from a
+    holder whose lease could not be renewed, so a holder frozen past its lease never writes
+    over its successor's result or a reviewer's verdict.
+    """
+
+
 class FlowError(ResilienceError):
     """FME Flow did not answer a request usefully (status, network or shape)."""
 
@@ -184,6 +194,10 @@ class ErrorClass(str, enum.Enum):
     TTFB_TIMEOUT = "TTFB_TIMEOUT"
     BODY_TIMEOUT = "BODY_TIMEOUT"
     CONNECTION_ERROR = "CONNECTION_ERROR"
+    #: The answer was cut short: the connection ended before the body its Content-Length
+    #: promised, or the JSON ends before it is whole. A transport failure, retried like a
+    #: 5xx; only a complete answer out of schema is BAD_FORMAT.
+    TRUNCATED = "TRUNCATED"
     RATE_LIMITED = "RATE_LIMITED"
     SERVER_ERROR = "SERVER_ERROR"
     BAD_REQUEST = "BAD_REQUEST"

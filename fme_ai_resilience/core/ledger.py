@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Tuple, Union
 
-from .errors import ErrorClass, FailureClass
+from .errors import ErrorClass, FailureClass, InvalidPayload
+from .intake.submission import Submission
 
 __all__ = ["Status", "TaskOutcome", "LayerStatus", "DeferCause", "ReviewState", "RegisterOutcome", "WhenDegraded", "OverloadMode", "Stage", "Registration",
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
@@ -65,13 +66,15 @@ class LayerStatus(str, enum.Enum):
     the layer. ACCEPTED and REVIEW are analysed (assessment fields filled); AWAITING_ANALYSIS
     is owed (analysis held back, the processor takes it as soon as it may); MANUAL_REVIEW was
     skipped by the deployment's own policy (never analysed: a person must look); REVIEWED holds
-    a person's verdict from the review queue."""
+    a person's verdict from the review queue; FAILED is a dead letter no retry can help (the
+    model field says ``failed:<cause>``, and people are told): a person must look."""
 
     ACCEPTED = "ACCEPTED"
     REVIEW = "REVIEW"
     AWAITING_ANALYSIS = "AWAITING_ANALYSIS"
     MANUAL_REVIEW = "MANUAL_REVIEW"
     REVIEWED = "REVIEWED"
+    FAILED = "FAILED"
 
     @property
     def analysed(self) -> bool:
@@ -150,7 +153,12 @@ class Registration:
 
 @dataclass(frozen=True)
 class Task:
-    """A claimed task: everything the processor needs, and the lease token to write with."""
+    """A claimed task: everything the processor needs, and the lease token to write with.
+
+    ``submission`` is the payload read as the :class:`~fme_ai_resilience.core.intake.submission.
+    Submission` it was registered from, once, where the task is built (None when the stored
+    payload is no submission: the processor buries such a task).
+    """
 
     key: str
     lease_token: int
@@ -165,10 +173,16 @@ class Task:
     error_class: Optional[ErrorClass] = None
     requeue_count: int = 0
     layer_flag: Optional[LayerStatus] = None
+    submission: Optional[Submission] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "payload", MappingProxyType(dict(self.payload)))
         object.__setattr__(self, "checkpoints", MappingProxyType(dict(self.checkpoints)))
+        if self.submission is None:
+            try:
+                object.__setattr__(self, "submission", Submission.from_payload(self.payload))
+            except InvalidPayload:
+                pass
 
     def done(self, stage: Stage) -> bool:
         """Whether ``stage`` already has a checkpoint (do not redo it)."""
@@ -226,7 +240,10 @@ class CallRecord:
 
     ``error_class`` is None for a success. ``retry`` is True for any attempt after a task's
     first call to the service (the fleet-wide retry budget counts these against first calls).
-    ``phases`` holds seconds per phase (``connect``, ``ttfb``, ``body``).
+    ``phases`` holds seconds per phase (``connect``, ``ttfb``, ``body``). ``down`` says the
+    failure said the service is down (``fme_ai_resilience.core.resilience.blame.says_down``): a run of them
+    opens the circuit, and a time-to-first-byte timeout without it is no failure of the
+    breaker's window (slow is not down).
     """
 
     service: str
@@ -238,6 +255,7 @@ class CallRecord:
     trace_id: str = ""
     task_key: Optional[str] = None
     phases: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    down: bool = False
 
     @property
     def ok(self) -> bool:

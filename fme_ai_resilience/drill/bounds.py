@@ -4,13 +4,16 @@ Both are computed from the settings the drill runs with and the scenario, before
 they cannot be bent by what happened in it.
 
 * :func:`probe_bound`: the most Vision AI calls the shared breaker lets through during an
-  outage of ``window_s``. Before it opens, the failures must reach ``failure_rate`` of the
-  calls in its window, which may still hold the successes of the ``window_s`` before the
-  outage (at most every engine calling back to back at the fastest latency), and at least
-  ``min_calls``; every engine may have one call in flight when it opens. Then each half-open
-  round admits exactly ``half_open_probes``, one round per interval of the breaker's own probe
-  schedule (:func:`~fme_ai_resilience.core.resilience.breaker.probe_schedule`) that starts inside
-  the window.
+  outage of ``window_s`` (a service answering 503: every failure says it is down). It opens at
+  whichever rule comes first: ``consecutive_failures`` failures in a row (whatever the window
+  holds), or the failure rate over its window, where the failures must reach
+  ``failure_rate`` of the calls in it, which may still hold the successes of the
+  ``window_s`` before the outage (every engine calling back to back at the fastest latency),
+  and at least ``min_calls``. Every slot of the fleet's concurrency limit may hold a call in
+  flight when it opens. Then each half-open round admits exactly ``half_open_probes``, one
+  round per interval of the breaker's own probe schedule
+  (:func:`~fme_ai_resilience.core.resilience.breaker.probe_schedule`) that starts inside the window. Never
+  capped at the photos there are: a bound capped at the facts would prove nothing.
 * :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
   costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
   calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
@@ -20,9 +23,11 @@ they cannot be bent by what happened in it.
   one more each on its cached view of the circuit, then the probes of the breaker's probe
   schedule (:func:`~fme_ai_resilience.core.resilience.breaker.outage_probe_bound`) over the drift; its drain
   bound is the outage form, counted from the fix.
-* :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
-  the recovery lag allowed: the probe interval in force when the service comes back. Both
-  read the breaker's probe schedule from the core, the one place it is computed.
+* :func:`outage_call_bound` is the probe bound for a run's settings; :func:`in_flight_bound`
+  the calls the fleet may have in flight (its concurrency ceiling, or every engine's workers
+  when fewer); :func:`probe_interval_s` is the recovery lag allowed: the probe interval in
+  force when the service comes back. They read the breaker's probe schedule from the core,
+  the one place it is computed.
 """
 from __future__ import annotations
 
@@ -30,10 +35,12 @@ import math
 from typing import Optional, Tuple
 
 from ..core.resilience.breaker import cooldown_s, outage_probe_bound, probe_schedule
+from ..core.resilience.concurrency import ConcurrencySettings
 from ..core.config.settings import MAX_COUNT, BreakerSettings
 
-__all__ = ["probe_bound", "outage_call_bound", "drift_call_bound", "probe_interval_s", "drain_bound_s",
-           "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
+__all__ = ["probe_bound", "outage_call_bound", "in_flight_bound", "drift_call_bound",
+           "probe_interval_s", "drain_bound_s", "service_s", "calls_per_analysed_bound",
+           "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
 
 #: How far past 1/(1-p) the AI calls per analysed photo may run.
 CALLS_TOLERANCE = 1.1
@@ -41,23 +48,36 @@ CALLS_TOLERANCE = 1.1
 DRAIN_TOLERANCE = 1.15
 
 
+def in_flight_bound(engines: int, concurrency: Optional[ConcurrencySettings] = None) -> int:
+    """The most Vision AI calls the fleet may have in flight: its concurrency ceiling, or
+    every engine's workers when they are fewer."""
+    concurrency = concurrency or ConcurrencySettings()
+    return min(concurrency.ceiling, max(1, engines) * concurrency.per_engine)
+
+
 def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
-                fastest_call_s: float) -> int:
-    """Calls the breaker admits during an outage of ``outage_s`` seconds (see above)."""
+                fastest_call_s: float, in_flight: Optional[int] = None) -> int:
+    """Calls the breaker admits during an outage of ``outage_s`` seconds (see above);
+    ``in_flight`` the calls the fleet may have in flight when it opens (default: every
+    engine's workers, within the default ceiling)."""
     before = engines * policy.window_s / max(fastest_call_s, 1e-9)
     share = policy.failure_rate / max(1.0 - policy.failure_rate, 1e-9)
-    to_open = max(policy.min_calls, math.ceil(before * share)) + engines
-    return to_open + outage_probe_bound(policy, outage_s, facts=MAX_COUNT)
+    by_rate = max(policy.min_calls, math.ceil(before * share))
+    to_open = min(by_rate, policy.consecutive_failures)
+    slots = in_flight_bound(engines) if in_flight is None else in_flight
+    return to_open + slots + outage_probe_bound(policy, outage_s, facts=MAX_COUNT)
 
 
 def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
-                      fastest_call_s: float, facts: int) -> int:
-    """The calls allowed into an outage of ``outage_s``: the breaker's :func:`probe_bound`,
-    never more than the facts (a subject that asks once per photo and then waits makes no
-    more). The one place the drill computes it: the breaker's own probe schedule, once the
-    core gives one, is read here."""
-    return min(probe_bound(policy, outage_s, engines=engines, fastest_call_s=fastest_call_s),
-               max(0, facts))
+                      fastest_call_s: float, facts: Optional[int] = None,
+                      concurrency: Optional[ConcurrencySettings] = None) -> int:
+    """The calls allowed into an outage of ``outage_s``: the breaker's :func:`probe_bound`
+    with the fleet's concurrency (``concurrency``, default the defaults), never capped at
+    the facts (``facts``, accepted from callers of the earlier form, bounds nothing: a
+    subject that asks once per photo and then waits is judged by the same bound). The one
+    place the drill computes it: the breaker's own probe schedule is read from the core."""
+    return probe_bound(policy, outage_s, engines=engines, fastest_call_s=fastest_call_s,
+                       in_flight=in_flight_bound(engines, concurrency))
 
 
 def drift_call_bound(policy: BreakerSettings, drift_s: float, *, engines: int,

@@ -22,8 +22,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from urllib.parse import urlsplit
 
 from ..core.resilience.breaker import effective_state
+from ..core.resilience.concurrency import ConcurrencySettings
 from ..core.errors import FailureClass, ResilienceError
-from ..gateway.app import make_app
+from ..gateway import make_app
 from ..core.ledger import Status, TaskRecord
 from ..services.config.settings import LiveSettings
 from ..services.pipeline import build_compensator
@@ -64,8 +65,9 @@ _TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0
 JOB_START_S = 2.0
 COMPENSATOR_TICK_S = 60.0
 COST_PER_CALL = 0.01
-#: Vision AI calls one engine's WS-02 job has in flight at once (one task at a time).
-CALLS_PER_ENGINE = 1
+#: Vision AI calls one engine's WS-02 job may have in flight at once: its workers
+#: (``concurrency.per_engine``), each under the fleet's adaptive limit.
+CALLS_PER_ENGINE = ConcurrencySettings().per_engine
 LIBRARY_MODEL = ("the library as deployed: the gateway's intake, N engines running WS-02 back "
                  "to back, WS-03 on its schedule, a last reconciliation with backfill, its "
                  "notifications forwarded as WS-03's Emailer sends them")
@@ -336,7 +338,10 @@ class LibraryRun:
         """The report's fields beside the judge's figures (never judged themselves)."""
         tl = self.timeline
         return {"model": LIBRARY_MODEL, "submitted": self.submitted,
-                "concurrency_bound": engines * CALLS_PER_ENGINE,
+                # the adaptive limit's ceiling, or every engine's workers when fewer; the
+                # calls in flight are counted at the Vision stand-in
+                "concurrency_bound": min(ConcurrencySettings().ceiling,
+                                         engines * CALLS_PER_ENGINE),
                 "peak_backlog": max(tl.backlog, default=0),
                 "breaker_transitions": sum(1 for a, b in zip(tl.breaker, tl.breaker[1:])
                                            if a != b),

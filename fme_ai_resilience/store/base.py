@@ -6,9 +6,11 @@ Token-carrying writes return whether they took effect: a stale lease token chang
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
+from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Protocol, Sequence,
+                    Set, Tuple)
 
 from ..core.resilience.breaker import BreakerState
+from ..core.resilience.concurrency import ConcurrencySettings, LimitState
 from ..core.resilience.degrade import LadderState
 from ..core.errors import ErrorClass, FailureClass
 from ..core.ledger import (AssetRow, CallRecord, CallSample, CompletionSample, Notification,
@@ -341,6 +343,34 @@ class Store(Protocol):
 
     def pace_relax(self, service: str, factor: float, floor_s: float) -> None:
         """A call went through: the interval times ``factor``; no pace below ``floor_s``."""
+
+    def recent_retries(self, service: str,
+                       limit: int) -> List[Tuple[Optional[str], Optional[str], bool]]:
+        """``(error_class, task_key, retry)`` of the service's latest calls, newest first."""
+
+    def down_streak(self, service: str, limit: int) -> Tuple[int, int]:
+        """How many of the service's latest logged calls (at most ``limit``) said in a row
+        that it is down, and about how many photos."""
+
+    # -- the fleet's adaptive concurrency limit --------------------------------------------------
+    def limit_read(self, service: str, settings: ConcurrencySettings, *,
+                   now: float) -> Tuple[LimitState, int]:
+        """The service's concurrency limit (its start when it has none) and the calls in
+        flight at ``now``."""
+
+    def limit_acquire(self, service: str, holder: str, settings: ConcurrencySettings,
+                      until: float, *, now: float) -> Tuple[Optional[int], LimitState, int]:
+        """Take a slot for one call (counted until ``until`` unless released) when the limit
+        has room: ``(slot or None, state, calls in flight)``, atomically fleet-wide."""
+
+    def limit_release(self, service: str, slot: Optional[int], settings: ConcurrencySettings,
+                      update: Optional[Callable[[LimitState], LimitState]] = None, *,
+                      hold_until: Optional[float] = None, now: float) -> LimitState:
+        """End a call's slot (or hold it until ``hold_until``) and move the limit by
+        ``update``, in one transaction; the limit after it."""
+
+    def prune_slots(self, *, now: float) -> int:
+        """Remove every call slot whose time has run out; how many."""
 
     def degrade_get(self, *, now: float) -> LadderState:
         """The fleet's degradation ladder row; created at L0 (generation 0) if missing."""

@@ -162,6 +162,15 @@ class BreakerLadderOps:
             write=False).rows
         return [(r["error_class"], r["task_key"]) for r in rows]
 
+    def recent_retries(self, service: str,
+                       limit: int) -> List[Tuple[Optional[str], Optional[str], bool]]:
+        """``(error_class, task_key, retry)`` of ``service``'s latest ``limit`` calls, newest
+        first (``retry``: not the task's first call to the service)."""
+        rows = self._statement("recent_retries", {
+            "service": _service(service), "limit": count("limit", limit, minimum=1)},
+            write=False).rows
+        return [(r["error_class"], r["task_key"], bool(r["retry"])) for r in rows]
+
     # -- the pace of a rate-limited service -----------------------------------------------------
     def pace_get(self, service: str) -> float:
         """The seconds between two calls of ``service`` (0: not paced)."""

@@ -29,6 +29,7 @@ from ..core.text.redact import REDACTED, excerpt, redact_mapping, redact_text
 from ..core.intake.submission import Submission
 from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
+from .call_limits import CallLimitOps
 from .intake_records import IntakeRecordOps
 from .pipeline_rows import PipelineRowOps
 from .review_rows import ReviewRowOps, asset_params, review_state as _review
@@ -131,7 +132,8 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, ReviewRowOps, abc.ABC):
+class SqlStore(BreakerLadderOps, CallLimitOps, IntakeRecordOps, PipelineRowOps, ReviewRowOps,
+               abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""
@@ -471,7 +473,8 @@ class SqlStore(BreakerLadderOps, IntakeRecordOps, PipelineRowOps, ReviewRowOps, 
             "status_code": call.status_code, "retry": bool(call.retry),
             "trace_id": call.trace_id, "task_key": call.task_key,
             "connect_s": phases.get("connect"), "ttfb_s": phases.get("ttfb"),
-            "body_s": phases.get("body"), "phases": to_json(phases or None, "phases")},
+            "body_s": phases.get("body"), "phases": to_json(phases or None, "phases"),
+            "down": bool(call.down)},
             idempotent=True)
 
     def call_window(self, service: str, since: float, slow_s: float) -> CallWindow:

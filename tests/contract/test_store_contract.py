@@ -511,7 +511,8 @@ def test_call_window_counts_failures_slow_calls_and_retries(store):
     """Window aggregates for one service since a time; other services and older calls ignored."""
     calls = [
         CallRecord("vision", T0 + 1, 0.5, phases={"connect": 0.1, "ttfb": 0.3, "body": 0.1}),
-        CallRecord("vision", T0 + 2, 25.0, error_class=ErrorClass.TTFB_TIMEOUT, retry=False),
+        CallRecord("vision", T0 + 2, 25.0, error_class=ErrorClass.TTFB_TIMEOUT, retry=False,
+                   down=True),   # a slow one is no failure: test_store_call_limits
         CallRecord("vision", T0 + 3, 1.0, error_class="SERVER_ERROR", status_code=503,
                    retry=True, trace_id="t", task_key="k"),
         CallRecord("vision", T0 - 100, 30.0, error_class="SERVER_ERROR"),

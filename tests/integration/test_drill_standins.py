@@ -44,6 +44,13 @@ def _select(where):
     ({"drift_rate": 1.1}, "drift_rate"),
     ({"drift_until_s": 30.0}, "drift_until_s"),
     ({"drift_from_s": 30.0, "drift_until_s": 30.0}, "drift_until_s"),
+    ({"latency_ramp": [(10, 1.0), (5, 2.0)]}, "latency_ramp[1].schedule_s"),
+    ({"latency_ramp": [(10, -1.0)]}, "latency_ramp[0].latency_s"),
+    ({"latency_ramp": [10]}, "latency_ramp[0]"),
+    ({"slow_photo_rate": 2.0}, "slow_photo_rate"),
+    ({"capacity": 0}, "capacity"),
+    ({"cut_photo_rate": -0.1}, "cut_photo_rate"),
+    ({"cut_answers": 0}, "cut_answers"),
 ])
 def test_a_bad_fault_schedule_names_its_field(kwargs, field):
     """A schedule that cannot run is a ConfigurationError naming the field, at construction."""
@@ -66,6 +73,26 @@ def test_the_model_drifts_from_its_start_until_the_operators_fix():
     assert [fixed.drifted(t) for t in (59.9, 60.0, 149.9, 150.0)] == [False, True, True, False]
     assert FaultSchedule(drift_from_s=60.0).drifted(1e6)
     assert not FaultSchedule().drifted(100.0)
+
+
+def test_a_latency_ramp_is_interpolated_and_held_flat_at_its_ends():
+    """A service that slows down gradually and recovers: the latency in force follows the
+    ramp's points linearly, and stays at the first before it and the last after it."""
+    ramp = FaultSchedule(latency_s=9.0, latency_ramp=[(10, 1.0), (20, 3.0), (30, 1.0)])
+    assert [ramp.latency_at(t) for t in (0, 10, 15, 20, 25, 30, 99)] == [
+        1.0, 1.0, 2.0, 3.0, 2.0, 1.0, 1.0]
+    assert FaultSchedule(latency_s=9.0).latency_at(50) == 9.0
+
+
+def test_cut_answers_pick_photos_and_how_often_from_the_seed():
+    """The photos whose first answers are cut, and how many of them (1..cut_answers), are a
+    function of the photo and the seed: every count occurs over enough photos."""
+    vision = VisionStandIn(FaultSchedule(cut_photo_rate=0.5, cut_answers=3), seed=4)
+    counts = [vision.cut_count(fake_jpeg(f"p{i}", seed=4)) for i in range(200)]
+    assert counts == [vision.cut_count(fake_jpeg(f"p{i}", seed=4)) for i in range(200)]
+    assert set(counts) == {0, 1, 2, 3}
+    assert 60 < counts.count(0) < 140
+    assert VisionStandIn(FaultSchedule(), seed=4).cut_count(fake_jpeg("p0", seed=4)) == 0
 
 
 def test_the_token_bucket_holds_one_second_of_calls_by_default():

@@ -255,6 +255,58 @@ def test_the_peak_of_calls_answered_at_once_is_counted():
     assert (peak, after, reset) == (3, 0, 0)
 
 
+def test_a_service_at_capacity_queues_the_calls_past_it():
+    """Capacity 2, three calls of 0.3 s at once: two are computed at once, the third waits for
+    a place (its answer comes after about two latencies), and all three count in flight."""
+    with VisionStandIn(FaultSchedule(latency_s=0.3, capacity=2)) as vision:
+        took = []
+
+        def timed(image):
+            began = time.monotonic()
+            assert post_image(vision, image).status_code == 200
+            took.append(time.monotonic() - began)
+
+        threads = [threading.Thread(target=timed, args=(p,)) for p in PHOTOS[:3]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        peak = vision.snapshot()["peak_in_flight"]
+    assert peak == 3
+    assert sorted(took)[-1] >= 0.55 and sorted(took)[1] < 0.55
+
+
+def test_slow_photos_and_a_latency_ramp_set_the_time_to_the_first_byte():
+    """A slow photo takes ``slow_photo_latency_s``; the others follow the ramp's latency."""
+    schedule = FaultSchedule(latency_ramp=[(0, 0.05), (1000, 0.05)], slow_photo_rate=0.5,
+                             slow_photo_latency_s=0.4)
+    with VisionStandIn(schedule, seed=3) as vision:
+        slow = [p for p in PHOTOS if vision.slow(p)]
+        fast = [p for p in PHOTOS if not vision.slow(p)]
+        assert slow and fast
+        for photo, least, most in ((slow[0], 0.38, 2.0), (fast[0], 0.0, 0.3)):
+            began = time.monotonic()
+            assert post_image(vision, photo).status_code == 200
+            assert least <= time.monotonic() - began <= most
+
+
+def test_a_photo_s_first_answers_are_cut_then_it_is_answered():
+    """A photo drawn for cuts gets its first ``cut_count`` answers cut short (200 and half a
+    JSON body), then whole answers."""
+    schedule = FaultSchedule(cut_photo_rate=1.0, cut_answers=3, truncated_mode="short")
+    with VisionStandIn(schedule, seed=5) as vision:
+        photo = PHOTOS[0]
+        cuts = vision.cut_count(photo)
+        bodies = [post_image(vision, photo).content for _ in range(cuts + 2)]
+        counted = vision.snapshot()["by_outcome"]
+    assert 1 <= cuts <= 3
+    for body in bodies[:cuts]:
+        with pytest.raises(ValueError):
+            json.loads(body)
+    assert all(json.loads(body)["condition"] for body in bodies[cuts:])
+    assert (counted["truncated"], counted["ok"]) == (cuts, 2)
+
+
 def test_an_outage_window_answers_503_by_schedule_time():
     """Every call that arrives inside the outage (by schedule time) is a 503, none outside."""
     schedule = FaultSchedule(outages=[(20.0, 60.0)])
@@ -316,8 +368,8 @@ def test_the_library_client_classifies_every_fault_of_the_stand_in():
     """VisionClient reads each stand-in fault as the class the pipeline must act on."""
     cases = [(FaultSchedule(), None), (FaultSchedule(error_rate=1.0), ErrorClass.SERVER_ERROR),
              (FaultSchedule(html_502_rate=1.0), ErrorClass.SERVER_ERROR),
-             (FaultSchedule(truncated_rate=1.0, truncated_mode="short"), ErrorClass.BAD_FORMAT),
-             (FaultSchedule(truncated_rate=1.0, truncated_mode="close"), ErrorClass.BAD_FORMAT),
+             (FaultSchedule(truncated_rate=1.0, truncated_mode="short"), ErrorClass.TRUNCATED),
+             (FaultSchedule(truncated_rate=1.0, truncated_mode="close"), ErrorClass.TRUNCATED),
              (FaultSchedule(drift_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(constant_confidence_from_s=0.0), ErrorClass.BAD_FORMAT),
              (FaultSchedule(outages=[(0.0, 1e6)]), ErrorClass.SERVER_ERROR)]

@@ -164,16 +164,17 @@ def test_502_html_page_is_server_error(serve):
     assert "502 Bad Gateway" in out.excerpt
 
 
-def test_truncated_json_is_bad_format(serve):
-    """The connection cut mid-body (fewer bytes than Content-Length) is BAD_FORMAT."""
+def test_a_body_shorter_than_its_content_length_is_a_transport_failure(serve):
+    """The connection cut mid-body (fewer bytes than Content-Length) is TRUNCATED, retried
+    like a 5xx, never a FORMAT dead letter."""
     def handler(conn, stop):
         read_request(conn)
         conn.sendall(response(200, OK_BODY[:15], ["Content-Type: application/json"],
                               length=len(OK_BODY)))
 
     out = client_for(serve(handler).url).analyze(b"img", "t8")
-    assert out.error_class is ErrorClass.BAD_FORMAT
-    assert "cut off" in out.errors[0]
+    assert out.error_class is ErrorClass.TRUNCATED
+    assert "Content-Length" in out.detail
 
 
 def test_oversize_body_is_cut_at_the_limit(serve):

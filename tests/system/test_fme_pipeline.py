@@ -114,10 +114,13 @@ def test_a_vision_outage_parks_every_task_and_a_later_run_finishes_them(shared_l
 
 def test_engines_running_the_processor_at_once_share_the_work(shared_ledger_url):
     """Four ProcessorCaller runs in four threads (four engines), as the drill drives them:
-    every task is done by exactly one of them, and each photo analysed once."""
+    every task is done by exactly one of them, and each photo analysed once. (The fleet's
+    concurrency limit starts at four calls: on a fake clock the threads share, a call that
+    waited for a slot would see its inline wait pass at once.)"""
     clock = FakeClock(time.time())
     with World(FaultSchedule()) as world:
-        given = macros(world, shared_ledger_url, **{"processing.claim_limit": "3"})
+        given = macros(world, shared_ledger_url, **{"processing.claim_limit": "3",
+                                                    "concurrency.start": "4"})
         for i, b in enumerate(world.bodies(12)):
             run_caller(IntakeCaller, [webhook(b, f"d-{i}")], given, clock=clock)
         runs, errors = [], []

@@ -7,16 +7,17 @@ import pytest
 
 from fme_ai_resilience.core.resilience.breaker import (BreakerMode, BreakerPolicy, BreakerState,
                                                        CircuitOpen, CircuitState, Manual, Permit,
-                                                       ProbesObserved, TimePassed, WindowObserved,
-                                                       cooldown_s, probes_needed, should_trip,
-                                                       step)
+                                                       ProbesObserved, StreakObserved, TimePassed,
+                                                       WindowObserved, cooldown_s, probes_needed,
+                                                       should_trip, step, streaking)
+from fme_ai_resilience.core.resilience.blame import BEHIND_S, Blame
 from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
 from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.core.errors import CircuitOpenError
 from fme_ai_resilience.core.ledger import CallRecord, CallWindow
 from fme_ai_resilience.store import open_store
 
-POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0, slow_call_rate=0.8,
+POLICY = BreakerPolicy(failure_rate=0.5, min_calls=20, slow_call_s=5.0,
                        cooldown_s=60.0, cooldown_max_s=300.0, cooldown_factor=2.0,
                        half_open_probes=5, close_ratio=0.8)
 T0 = 1_790_000_000.0
@@ -34,10 +35,24 @@ def test_trips_at_failure_rate_threshold_with_enough_calls():
     assert not should_trip(POLICY, CallWindow(calls=19, failures=19, slow=0, retries=0))
 
 
-def test_trips_on_slow_call_rate_alone():
-    """A service answering successfully but too slowly trips on the slow-call rate."""
-    assert should_trip(POLICY, CallWindow(calls=20, failures=0, slow=16, retries=0))
-    assert not should_trip(POLICY, CallWindow(calls=20, failures=0, slow=15, retries=0))
+def test_slow_calls_never_trip_the_circuit():
+    """Slow is not down: a service answering successfully but slowly keeps its circuit
+    closed, however many of its calls are slow (its concurrency shrinks instead)."""
+    assert not should_trip(POLICY, CallWindow(calls=20, failures=0, slow=20, retries=0))
+    assert not should_trip(POLICY, CallWindow(calls=100, failures=9, slow=100, retries=0))
+
+
+def test_consecutive_down_failures_about_two_photos_trip_whatever_the_window():
+    """A run of ``consecutive_failures`` calls that said "down", about two photos at least,
+    opens a closed circuit however many successes its window holds; one photo alone, or a
+    shorter run, does not."""
+    state = BreakerState()
+    n = POLICY.consecutive_failures
+    assert step(POLICY, state, StreakObserved(n, 2), now=T0).state is CircuitState.OPEN
+    assert step(POLICY, state, StreakObserved(n - 1, 3), now=T0) is state
+    assert step(POLICY, state, StreakObserved(n * 10, 1), now=T0) is state
+    assert streaking(POLICY, StreakObserved(n, 2)) and not streaking(
+        POLICY, StreakObserved(n, 1))
 
 
 def test_open_sets_cooldown_and_bumps_generation():
@@ -226,12 +241,45 @@ def test_evaluate_trips_on_a_window_whose_successes_aged_out(shared):
     assert a.evaluate().state is CircuitState.OPEN      # 4 of 4 failed
 
 
-def test_slow_successes_trip_on_the_slow_call_rate(shared):
-    """Calls that succeed but take longer than slow_call_s count towards the slow-call rate."""
+def test_slow_successes_never_open_the_circuit(shared):
+    """Calls that succeed but take longer than slow_call_s leave the circuit closed (slow is
+    not down), and so do time-to-first-byte timeouts that did not say down."""
     clock = FakeClock()
     a = shared(clock)
-    calls(a, clock, 4, duration=6.0, error=None)
-    assert a.state().state is CircuitState.OPEN
+    calls(a, clock, 8, duration=6.0, error=None)
+    calls(a, clock, 8, duration=6.0, error="TTFB_TIMEOUT")
+    assert a.state(fresh=True).state is CircuitState.CLOSED
+    assert a.evaluate().state is CircuitState.CLOSED
+
+
+def test_a_run_of_down_failures_opens_the_circuit_after_a_busy_healthy_minute(shared):
+    """Fifty successes in the window, then five 503s about two photos that said down: the
+    circuit opens at the fifth, whatever the window's successes; the failed call that opened
+    it is the service's, with a wait just behind the next probe."""
+    clock = FakeClock()
+    a = shared(clock)
+    calls(a, clock, 50, error=None)
+    for i in range(FAST.consecutive_failures):
+        permit = a.allow()
+        recorded = a.record(permit, CallRecord("vision", clock.now(), 0.1, "SERVER_ERROR",
+                                               503, task_key=f"photo-{i % 2}", down=True))
+        opened_now = recorded.state.state is CircuitState.OPEN
+        assert opened_now is (i == FAST.consecutive_failures - 1)
+    assert recorded.blame is Blame.SERVICE
+    assert recorded.wait_s == pytest.approx(FAST.cooldown_s + BEHIND_S)
+
+
+def test_a_down_run_broken_by_an_answer_starts_again(shared):
+    """An answer between the failures breaks the run: four, an answer, four do not open."""
+    clock = FakeClock()
+    a = shared(clock)
+    calls(a, clock, 50, error=None)
+    for batch in range(2):
+        for i in range(FAST.consecutive_failures - 1):
+            a.record(a.allow(), CallRecord("vision", clock.now(), 0.1, "CONNECTION_ERROR",
+                                           task_key=f"p{i}", down=True))
+        calls(a, clock, 1, error=None)
+    assert a.state(fresh=True).state is CircuitState.CLOSED
 
 
 def test_operator_commands_apply_fleet_wide(shared):
@@ -341,3 +389,16 @@ def test_evaluate_ends_a_round_stalled_by_silent_probes_with_nobody_calling(stor
     assert reopened.state is CircuitState.OPEN and reopened.trips == 2
     breaker.record(first, CallRecord("vision", clock.now(), 0.1))
     assert breaker.state(fresh=True) == reopened
+
+
+def test_odd_photos_asked_again_together_are_no_drift():
+    """Answers out of schema in a row about three photos say the model drifted only when two
+    at least were a photo's first call: the second tries of a few photos the model cannot
+    answer, which come together, are their own dead letters, not a drift to wait out."""
+    from fme_ai_resilience.core.resilience.breaker import DriftObserved, drifted
+
+    policy = BreakerPolicy(drift_calls=3)
+    assert drifted(policy, DriftObserved(3, 3))               # every one a first call
+    assert drifted(policy, DriftObserved(3, 3, first=2))
+    assert not drifted(policy, DriftObserved(3, 3, first=1))
+    assert not drifted(policy, DriftObserved(3, 3, first=0))

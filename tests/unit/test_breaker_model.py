@@ -15,7 +15,7 @@ from fme_ai_resilience.core.ledger import CallRecord
 from fme_ai_resilience.store import open_store
 
 POLICY = BreakerPolicy(failure_rate=0.5, min_calls=4, window_s=30.0, slow_call_s=5.0,
-                       slow_call_rate=0.75, cooldown_s=10.0, cooldown_max_s=40.0,
+                       consecutive_failures=3, cooldown_s=10.0, cooldown_max_s=40.0,
                        cooldown_factor=2.0, half_open_probes=2, close_ratio=0.5,
                        probe_timeout_s=20.0, cache_ttl_s=1.0)
 
@@ -30,6 +30,7 @@ class Reference:
         self.open_until: Optional[float] = None
         self.trips = 0
         self.calls: List[tuple] = []   # (started_at, ok, slow)
+        self.log: List[tuple] = []     # (down, photo), in the order calls were logged
         self.slots: List[dict] = []
         self.round = 0
         self.next_token = 0
@@ -45,8 +46,15 @@ class Reference:
         if len(recent) < POLICY.min_calls:
             return False
         failed = sum(1 for c in recent if not c[1]) / len(recent)
-        slow = sum(1 for c in recent if c[2]) / len(recent)
-        return failed >= POLICY.failure_rate or slow >= POLICY.slow_call_rate
+        return failed >= POLICY.failure_rate    # slow calls never trip: slow is not down
+
+    def _streak_trips(self) -> bool:
+        run = []
+        for down, photo in reversed(self.log[-POLICY.consecutive_failures:]):
+            if not down:
+                break
+            run.append(photo)
+        return len(run) >= POLICY.consecutive_failures and len(set(run)) >= 2
 
     def _tick(self, now: float) -> None:
         if self.mode == "AUTO" and self.state == "OPEN" and now >= self.open_until:
@@ -78,8 +86,12 @@ class Reference:
                     return self.allow(now)
         return ("refuse", min(POLICY.probe_timeout_s, POLICY.cooldown_s))
 
-    def record(self, probe, ok: bool, slow: bool, started_at: float, now: float) -> None:
+    def record(self, probe, ok: bool, slow: bool, started_at: float, now: float,
+               photo: str = "") -> None:
+        """A failure that is ``slow`` here said the service is down (a 503)."""
+        down = not ok and slow
         self.calls.append((started_at, ok, slow))
+        self.log.append((down, photo))
         if probe is not None:
             round_, slot, token = probe
             if slot["token"] == token and slot["ok"] is None:
@@ -87,8 +99,8 @@ class Reference:
             if round_ == self.round and self.state == "HALF_OPEN" and self.mode == "AUTO":
                 self._decide(now)
             return
-        if self.mode == "AUTO" and self.state == "CLOSED" and not (ok and not slow):
-            if self._window_trips(now):
+        if self.mode == "AUTO" and self.state == "CLOSED" and not ok:
+            if (down and self._streak_trips()) or self._window_trips(now):
                 self._open(now)
 
     def _decide(self, now: float) -> None:
@@ -135,6 +147,7 @@ class BreakerVersusReference(RuleBasedStateMachine):
         self.breaker.state(fresh=True)      # creates the circuit row at the start time
         self.model = Reference(self.clock.now())
         self.in_flight: List[tuple] = []
+        self.finished = 0
 
     def teardown(self) -> None:
         self.store.close()
@@ -153,10 +166,14 @@ class BreakerVersusReference(RuleBasedStateMachine):
     def _finish(self, index: int, ok: bool, slow: bool) -> None:
         permit, probe, began = self.in_flight.pop(index % len(self.in_flight))
         duration = POLICY.slow_call_s + 1 if slow else 0.5
+        self.finished += 1
+        photo = f"p{self.finished % 3}"
+        down = not ok and slow          # a failure drawn slow is a 503 that said down
         self.breaker.record(permit, CallRecord(
             service="vision", started_at=began, duration_s=duration,
-            error_class=None if ok else "SERVER_ERROR"))
-        self.model.record(probe, ok, slow, began, self.clock.now())
+            error_class=None if ok else "SERVER_ERROR", status_code=503 if down else 500,
+            task_key=photo, down=down))
+        self.model.record(probe, ok, slow, began, self.clock.now(), photo)
 
     @rule()
     def begin_call(self) -> None:

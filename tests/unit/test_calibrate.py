@@ -38,15 +38,15 @@ def test_quiet_buckets_ignored_and_no_history_keeps_defaults():
     advice = suggest(buckets, margin=0.1, min_calls=20)
     assert advice.buckets == 10 and advice.failure_rate == pytest.approx(0.12)
     empty = suggest([], margin=0.1)
-    assert (empty.failure_rate, empty.slow_call_rate, empty.buckets) == (0.5, 0.8, 0)
+    assert (empty.failure_rate, empty.buckets) == (0.5, 0)
 
 
 def test_suggestion_capped_and_exported_as_settings():
-    """Suggested rates never exceed the ceiling; as_settings gives config strings."""
+    """Suggested rates never exceed the ceiling; as_settings gives config strings; the
+    slow-call rate is reported, never suggested (slow calls never open the circuit)."""
     advice = suggest([CallWindow(calls=40, failures=39, slow=40, retries=0)], margin=0.2)
-    assert advice.failure_rate == 0.95 and advice.slow_call_rate == 0.95
-    assert advice.as_settings() == {"breaker.failure_rate": "0.950",
-                                    "breaker.slow_call_rate": "0.950"}
+    assert advice.failure_rate == 0.95 and advice.baseline_slow_p95 == 1.0
+    assert advice.as_settings() == {"breaker.failure_rate": "0.950"}
 
 
 def test_a_history_without_one_full_bucket_suggests_nothing_to_store():
@@ -55,6 +55,6 @@ def test_a_history_without_one_full_bucket_suggests_nothing_to_store():
                CallWindow(calls=3, failures=1, slow=0, retries=0)]
     advice = suggest(buckets, margin=0.1, min_calls=20)
     assert (advice.buckets, advice.calls, advice.calls_seen, advice.busiest_bucket) == (0, 0, 7, 4)
-    assert (advice.failure_rate, advice.slow_call_rate, advice.min_calls) == (0.5, 0.8, 20)
+    assert (advice.failure_rate, advice.min_calls) == (0.5, 20)
     with pytest.raises(ConfigurationError, match="needs at least 20 calls in an hour"):
         advice.as_settings()

@@ -159,3 +159,20 @@ def test_plan_check_fails_when_a_burst_passes_the_park_ceiling(capsys):
                         "intake.park_ceiling=3000", "--set", "timeouts.ttfb_s=15", "--check"]) == 1
     out = capsys.readouterr().out
     assert re.search(r"fits park ceiling:\s+no", out) and "400 submissions" in out
+
+
+def test_the_plan_explains_the_adaptive_concurrency_and_the_slow_service_budget():
+    """The defaults a GIS engineer never tunes, explained: calls in flight from the start to
+    the ceiling, per engine, what a slow service's call may wait (what the task budget
+    leaves) and the run of down failures that opens the circuit."""
+    from fme_ai_resilience.cli.plan import build_plan, format_plan
+    from fme_ai_resilience.core.config.settings import Settings
+
+    plan = build_plan(Settings())
+    assert plan["concurrency"] == {"start": 1, "ceiling": 32, "per_engine": 8,
+                                   "engines_can_fill": 64, "ttfb_s_at_first": 20.0,
+                                   "ttfb_s_at_most": 170.0, "consecutive_failures": 5}
+    text = format_plan(plan)
+    assert "at most 32 (concurrency.ceiling)" in text and "up to 170 s" in text
+    slow = build_plan(Settings().with_values({"intake.latency_promise_s": "20"}))
+    assert slow["concurrency"]["ttfb_s_at_most"] == 20.0     # never below the configured one

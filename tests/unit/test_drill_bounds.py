@@ -4,18 +4,30 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.core.resilience.breaker import cooldown_s, probe_schedule
+from fme_ai_resilience.core.resilience.concurrency import ConcurrencySettings
 from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
-                                            outage_call_bound, probe_bound, probe_interval_s)
+                                            in_flight_bound, outage_call_bound, probe_bound,
+                                            probe_interval_s)
 from fme_ai_resilience.core.config.settings import BreakerSettings
 
 
-def test_the_outage_call_bound_is_never_more_than_the_facts():
-    """A long outage lets the breaker probe many rounds; the bound stops at the facts."""
+def test_the_outage_call_bound_is_the_consecutive_run_the_slots_and_the_probes():
+    """After a busy healthy minute the breaker opens at the run of consecutive "down"
+    failures, not after as many failures as the window had successes: the bound is that run,
+    one call in flight per slot of the fleet's limit, then one probe round per interval of
+    the schedule; never capped at the facts, so a small run is judged by the same bound."""
     policy = BreakerSettings()
-    wide = probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0)
-    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0,
-                             facts=wide + 10) == wide
-    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0, facts=12) == 12
+    probes = len(probe_schedule(policy, 900.0)) * policy.half_open_probes
+    slots = in_flight_bound(4)
+    assert slots == min(ConcurrencySettings().ceiling, 4 * ConcurrencySettings().per_engine)
+    bound = probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0)
+    assert bound == policy.consecutive_failures + slots + probes
+    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0, facts=12) == bound
+    assert probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0, in_flight=3) == (
+        policy.consecutive_failures + 3 + probes)
+    # a window rule that would open sooner than the run (few calls, a low minimum) wins
+    eager = BreakerSettings(min_calls=2, consecutive_failures=9)
+    assert probe_bound(eager, 0.0, engines=1, fastest_call_s=1e9, in_flight=1) == 2 + 1
 
 
 def test_the_probe_interval_is_the_one_in_force_when_the_service_returns():

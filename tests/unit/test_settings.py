@@ -115,7 +115,12 @@ INVALID = [
     ("breaker.min_calls", "0", "breaker.min_calls"),
     ("breaker.window_s", "0", "breaker.window_s"),
     ("breaker.slow_call_s", "-1", "breaker.slow_call_s"),
-    ("breaker.slow_call_rate", "-0.1", "breaker.slow_call_rate"),
+    ("breaker.consecutive_failures", "1", "breaker.consecutive_failures"),
+    ("concurrency.ceiling", "0", "concurrency.ceiling"),
+    ("concurrency.ceiling", "10001", "concurrency.ceiling"),
+    ("concurrency.per_engine", "0", "concurrency.per_engine"),
+    ("concurrency.start", "0", "concurrency.start"),
+    ("concurrency.start", "33", "concurrency.start"),
     ("breaker.cooldown_s", "0", "breaker.cooldown_s"),
     ("breaker.cooldown_max_s", "4", "breaker.cooldown_max_s"),
     ("breaker.cooldown_factor", "0.5", "breaker.cooldown_factor"),
@@ -211,7 +216,6 @@ INVALID = [
     ("database.busy_timeout_s", "0", "database.busy_timeout_s"),
     # a rate of 0 inverts the breaker: it would trip a healthy service, close a dead one
     ("breaker.failure_rate", "0", "breaker.failure_rate"),
-    ("breaker.slow_call_rate", "0", "breaker.slow_call_rate"),
     ("breaker.close_ratio", "0", "breaker.close_ratio"),
     # counts beyond what the ledger stores, factors beyond sense
     ("intake.watermark", "99999999999999999999", "intake.watermark"),
@@ -295,6 +299,16 @@ def test_the_retired_park_ceiling_factor_says_what_replaced_it():
     with pytest.raises(ConfigurationError) as info:
         Settings.from_mapping({"FAIR_INTAKE_PARK_CEILING_FACTOR": "10"}, prefix="FAIR_")
     assert "intake.park_ceiling" in info.value.reason and "rows" in info.value.reason
+
+
+def test_the_retired_slow_call_rate_says_slow_is_not_down():
+    """The slow-call trip is gone: setting it is refused with what slow calls do now, and a
+    blank published parameter an older workspace still carries is ignored."""
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_mapping({"FAIR_BREAKER_SLOW_CALL_RATE": "0.8"}, prefix="FAIR_")
+    assert "concurrency" in info.value.reason and "consecutive_failures" in info.value.reason
+    assert Settings.from_mapping({"FAIR_BREAKER_SLOW_CALL_RATE": ""},
+                                 prefix="FAIR_") == Settings()
 
 
 def test_a_derived_watermark_beyond_the_largest_count_is_refused():

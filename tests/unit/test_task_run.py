@@ -31,7 +31,7 @@ def test_the_stage_runner_reads_no_private_field_of_what_it_is_handed():
 def test_the_processor_hands_over_one_frozen_value():
     """The processor builds the collaborators once; the run gets them, not the processor."""
     source = inspect.getsource(processor.Processor._work)
-    assert "TaskRun(self.collaborators, task)" in source
+    assert "TaskRun(self.collaborators, task, lease)" in source
     fields = set(collaborators.Collaborators.__dataclass_fields__)
     assert {"store", "clock", "sink", "download", "token", "lister", "routes"} <= fields
     assert collaborators.Collaborators.__dataclass_params__.frozen

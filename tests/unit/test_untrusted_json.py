@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.core.errors import InvalidPayload
-from fme_ai_resilience.core.text.untrusted_json import (MAX_INT_DIGITS, decode_object,
+from fme_ai_resilience.core.text.untrusted_json import (MAX_INT_DIGITS, cut_short, decode_object,
                                                         decode_value, deeper_than)
 
 
@@ -48,3 +48,15 @@ def test_deeper_than_walks_any_depth_without_recursion():
     assert deeper_than(value, 64)
     assert not deeper_than({"a": [{"b": []}]}, 4) and deeper_than({"a": [{"b": []}]}, 3)
     assert not deeper_than("text", 0) and deeper_than([], 0)
+
+
+@pytest.mark.parametrize("text, cut", [
+    ('{"condition": "fair", "confid', True), ('{"a": [1, 2', True), ('{"a": tru', True),
+    ('"unterminated', True), ('{"a": "q\\"', True), ('  [{"a": 1}, {"b"', True),
+    ('{"a": 1}', False), ('{"a": 1}}', False), ('{"a" 1}', False), ('<html>', False),
+    ("", False), ("12", False), ('{"a": 1} trailing', False), ('{"a": ]', False),
+])
+def test_cut_short_tells_a_json_cut_in_transit_from_text_that_is_no_json(text, cut):
+    """An object, array or string that ends before it is whole was cut short; a whole value,
+    a mismatched bracket or text that opens no JSON value was not."""
+    assert cut_short(text) is cut

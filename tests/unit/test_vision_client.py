@@ -156,11 +156,12 @@ def test_html_page_with_status_200_is_bad_format(clock):
 
 
 @responses.activate
-def test_truncated_json_is_bad_format(clock):
-    """A body cut mid-JSON is BAD_FORMAT."""
+def test_json_that_ends_early_is_a_transport_failure_not_format(clock):
+    """A body cut mid-JSON (its length matching the cut) is TRUNCATED, retried like a 5xx:
+    only a complete answer out of schema is BAD_FORMAT."""
     responses.add(responses.POST, URLS["google"], body=json.dumps(fx.GOOGLE_OK)[:57])
     out = make_client("google", clock).analyze(b"img", TRACE)
-    assert out.error_class is ErrorClass.BAD_FORMAT
+    assert out.error_class is ErrorClass.TRUNCATED
 
 
 @responses.activate

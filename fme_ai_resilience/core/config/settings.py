@@ -29,6 +29,7 @@ from ..resilience.backoff import Jitter
 from ..intake.capacity import CapacityPlan, plan_capacity
 from ..checks import (MAX_SETTING_NUMBER, count, finite, hostname_problem, ratio, read_count,
                       read_number)
+from ..resilience.concurrency import ConcurrencySettings
 from ..errors import ConfigurationError
 from ..ledger import OverloadMode, WhenDegraded
 from .pipeline_settings import (SECRET_SETTINGS, ArcGISSettings, CompensationSettings,
@@ -39,8 +40,8 @@ from ..resilience.timeouts import TimeoutBudget
 __all__ = ["Settings", "RetrySettings", "BreakerSettings", "DegradeSettings", "IntakeSettings",
            "ProcessingSettings", "ValidationSettings", "DownloadSettings", "AlertSettings",
            "VisionSettings", "ArcGISSettings", "WritebackSettings", "CompensationSettings",
-           "CostSettings", "DatabaseSettings", "SECRET_SETTINGS", "ENV_PREFIX", "MAX_COUNT",
-           "RETIRED"]
+           "CostSettings", "DatabaseSettings", "ConcurrencySettings", "SECRET_SETTINGS",
+           "ENV_PREFIX", "MAX_COUNT", "RETIRED"]
 
 ENV_PREFIX = "FAIR_"
 
@@ -52,7 +53,12 @@ MAX_COUNTS = {"half_open_probes": 1000}
 #: told what to write instead).
 RETIRED = {"intake.park_ceiling_factor": "was replaced by intake.park_ceiling, a number of "
                                          "rows (default 100000): the park ceiling is a storage "
-                                         "limit, not a multiple of the engine watermark"}
+                                         "limit, not a multiple of the engine watermark",
+           "breaker.slow_call_rate": "is retired: slow calls no longer open the circuit (slow "
+                                     "is not down); they lower the fleet's concurrency "
+                                     "(concurrency.*) and lengthen its time to first byte, "
+                                     "and a run of breaker.consecutive_failures calls that say "
+                                     "the service is down opens it (docs/breaker.md)"}
 
 
 def _check(group: str, name: str, value: Any, ok: bool, reason: str) -> None:
@@ -137,6 +143,12 @@ class RetrySettings:
 class BreakerSettings:
     """The shared circuit breaker (docs/breaker.md).
 
+    Detection: ``consecutive_failures`` calls in a row that say the service is down (refused
+    connections, 502/503/504, time-to-first-byte timeouts the fleet had already waited longer
+    for), about two photos at least, open the circuit whatever the window's successes; the
+    failure rate over ``window_s`` (at least ``min_calls`` calls) catches partial failure.
+    Slow calls never open it (slow is not down): ``slow_call_s`` only says which calls
+    ``status`` and ``calibrate`` count as slow.
     Recovery is a probe schedule: an open circuit admits one probe (``half_open_probes``)
     after ``cooldown_s``, then after each failed probe the interval doubles
     (``cooldown_factor``) up to ``cooldown_max_s``, the longest the fleet takes to learn that
@@ -150,7 +162,7 @@ class BreakerSettings:
     min_calls: int = 20
     window_s: float = 60.0
     slow_call_s: float = 20.0
-    slow_call_rate: float = 0.8
+    consecutive_failures: int = 5
     cooldown_s: float = 5.0
     cooldown_max_s: float = 30.0
     cooldown_factor: float = 2.0
@@ -162,9 +174,10 @@ class BreakerSettings:
 
     def __post_init__(self) -> None:
         # A rate of 0 would trip a healthy service and close on a round of failed probes.
-        _ratio("breaker", self, "failure_rate", "slow_call_rate", "close_ratio", allow_zero=False)
+        _ratio("breaker", self, "failure_rate", "close_ratio", allow_zero=False)
         _positive("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
-                  "cooldown_max_s", "half_open_probes", "probe_timeout_s", "drift_calls")
+                  "cooldown_max_s", "half_open_probes", "probe_timeout_s", "drift_calls",
+                  "consecutive_failures")
         _positive("breaker", self, "cache_ttl_s", allow_zero=True)
         finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
         _check("breaker", "cooldown_max_s", self.cooldown_max_s,
@@ -173,6 +186,9 @@ class BreakerSettings:
                "engines must see a state change within 1 s")
         _check("breaker", "drift_calls", self.drift_calls, self.drift_calls >= 2,
                "must be >= 2 (answers about two photos tell drift from one odd photo)")
+        _check("breaker", "consecutive_failures", self.consecutive_failures,
+               self.consecutive_failures >= 2,
+               "must be >= 2 (failures about two photos tell an outage from one odd photo)")
 
 
 @dataclass(frozen=True)
@@ -499,6 +515,7 @@ class Settings:
     compensation: CompensationSettings = field(default_factory=CompensationSettings)
     cost: CostSettings = field(default_factory=CostSettings)
     database: DatabaseSettings = field(default_factory=DatabaseSettings)
+    concurrency: ConcurrencySettings = field(default_factory=ConcurrencySettings)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], prefix: str = "") -> "Settings":

@@ -3,7 +3,9 @@
 The state of each protected service lives in one ``circuit_state`` row shared by every engine
 on every host (docs/breaker.md)::
 
-    CLOSED --failure rate or slow-call rate over the window >= threshold, >= min calls--> OPEN
+    CLOSED --failure rate over the window >= threshold, >= min calls--> OPEN
+    CLOSED --``consecutive_failures`` calls in a row that say the service is down, about two
+          photos at least, whatever the window's successes--> OPEN
     OPEN --probe interval over (the probe schedule: grows on consecutive trips up to a short
           cap)--> HALF_OPEN
     HALF_OPEN --exactly k probes reported, success ratio >= close_ratio--> CLOSED
@@ -29,6 +31,9 @@ trip, then one each 10, 20 and 30 s, then one every 30 s however long the outage
 the fleet learns that the service is back within one probe interval (at most
 ``cooldown_max_s``), and calls into a dead service stay one probe round per interval
 (:func:`outage_probe_bound`).
+Slow is not down: a slow call never opens the circuit (the fleet's concurrency limit and its
+time-to-first-byte limit follow a slow service, :mod:`fme_ai_resilience.core.resilience.concurrency`); which
+failures say "down" is :func:`fme_ai_resilience.core.resilience.blame.says_down`.
 Manual modes sit beside the automatic state: FORCED_OPEN refuses every call, FORCED_CLOSED
 admits every call, DISABLED admits every call and only records metrics; ``reset`` returns to
 AUTO and CLOSED.
@@ -46,9 +51,10 @@ from ..ledger import CallWindow
 from ..config.settings import BreakerSettings
 
 __all__ = ["BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
-           "DriftObserved", "TimePassed", "ProbesObserved", "Manual", "Event", "drifted", "cooldown_s", "probe_schedule",
-           "outage_probe_bound", "should_trip", "EVIDENCE_CALLS", "down_for_others",
-           "probes_needed", "step", "effective_state", "Permit", "CircuitOpen", "Admission"]
+           "DriftObserved", "StreakObserved", "TimePassed", "ProbesObserved", "Manual", "Event",
+           "drifted", "streaking", "cooldown_s", "probe_schedule", "outage_probe_bound",
+           "should_trip", "EVIDENCE_CALLS", "down_for_others", "probes_needed", "step",
+           "effective_state", "Permit", "CircuitOpen", "Admission"]
 
 #: The breaker's thresholds are the ``breaker`` settings group.
 BreakerPolicy = BreakerSettings
@@ -108,13 +114,31 @@ class WindowObserved:
 @dataclass(frozen=True)
 class DriftObserved:
     """The service's latest ``answers`` answers in a row did not match the schema, about
-    ``photos`` different photos."""
+    ``photos`` different photos, ``first`` of them a photo's first call (None: all)."""
 
     answers: int
     photos: int
+    first: Optional[int] = None
 
     def __post_init__(self) -> None:
         count("answers", self.answers)
+        count("photos", self.photos)
+        if self.first is None:
+            object.__setattr__(self, "first", self.answers)
+        count("first", self.first)
+
+
+@dataclass(frozen=True)
+class StreakObserved:
+    """The service's latest ``failures`` calls in a row each said it is down (refused
+    connections, 502/503/504, time-to-first-byte timeouts no longer wait could cure), about
+    ``photos`` different photos."""
+
+    failures: int
+    photos: int
+
+    def __post_init__(self) -> None:
+        count("failures", self.failures)
         count("photos", self.photos)
 
 
@@ -144,7 +168,7 @@ class Manual(str, enum.Enum):
     RESET = "RESET"
 
 
-Event = Union[WindowObserved, DriftObserved, TimePassed, ProbesObserved, Manual]
+Event = Union[WindowObserved, DriftObserved, StreakObserved, TimePassed, ProbesObserved, Manual]
 
 
 # -- pure policy -------------------------------------------------------------------------------
@@ -192,17 +216,26 @@ def outage_probe_bound(policy: BreakerPolicy, outage_s: float, *, facts: int) ->
 
 
 def should_trip(policy: BreakerPolicy, window: CallWindow) -> bool:
-    """Whether a closed circuit opens on ``window`` (enough calls, a rate at its threshold)."""
+    """Whether a closed circuit opens on ``window`` (enough calls, the failure rate at its
+    threshold). Slow calls do not count: slow is not down."""
     if window.calls < policy.min_calls:
         return False
-    return (window.failure_rate >= policy.failure_rate
-            or window.slow_rate >= policy.slow_call_rate)
+    return window.failure_rate >= policy.failure_rate
+
+
+def streaking(policy: BreakerPolicy, event: StreakObserved) -> bool:
+    """Whether calls in a row that said "down" open the circuit: ``consecutive_failures`` of
+    them, about two photos at least (one photo the service never answers is its own dead
+    letter, not an outage)."""
+    return event.failures >= policy.consecutive_failures and event.photos >= 2
 
 
 def drifted(policy: BreakerPolicy, event: DriftObserved) -> bool:
     """Whether answers out of schema in a row say the model drifted: ``drift_calls`` of them,
-    each about another photo (a few odd photos answered again are their own dead letters)."""
-    return event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
+    each about another photo, two at least a photo's first call (a few odd photos answered
+    again, whose second tries come together, are their own dead letters, not a drift)."""
+    return (event.answers >= policy.drift_calls and event.photos >= policy.drift_calls
+            and (event.first or 0) >= min(2, policy.drift_calls))
 
 
 #: How many of a service's latest calls :func:`down_for_others` reads.
@@ -264,6 +297,10 @@ def step(policy: BreakerPolicy, state: BreakerState, event: Event, *,
         return state
     if isinstance(event, DriftObserved):
         if state.state is CircuitState.CLOSED and drifted(policy, event):
+            return _open(policy, state, now=now)
+        return state
+    if isinstance(event, StreakObserved):
+        if state.state is CircuitState.CLOSED and streaking(policy, event):
             return _open(policy, state, now=now)
         return state
     if isinstance(event, TimePassed):

@@ -2,8 +2,10 @@
 
 A fixed threshold is wrong for a service whose baseline already fails often: a model that
 answers "cannot judge" for 15 % of photos would keep a 10 % breaker open forever
-(docs/breaker.md). :func:`suggest` takes the P95 of per-bucket failure and slow-call rates and adds
-a margin; ``fme_ai_resilience.services.resilience.calibrate`` reads the buckets from the call log.
+(docs/breaker.md). :func:`suggest` takes the P95 of per-bucket failure rates and adds a margin,
+and reports the slow-call rate's P95 beside it (slow calls never open the circuit: they lower
+the fleet's concurrency); ``fme_ai_resilience.services.resilience.calibrate`` reads the buckets from
+the call log.
 """
 from __future__ import annotations
 
@@ -30,7 +32,6 @@ class Suggestion:
     """
 
     failure_rate: float
-    slow_call_rate: float
     baseline_failure_p95: float
     baseline_slow_p95: float
     buckets: int
@@ -63,8 +64,7 @@ class Suggestion:
         """
         if not self.learned:
             raise ConfigurationError("history", self.calls_seen, self.shortfall())
-        return {"breaker.failure_rate": f"{self.failure_rate:.3f}",
-                "breaker.slow_call_rate": f"{self.slow_call_rate:.3f}"}
+        return {"breaker.failure_rate": f"{self.failure_rate:.3f}"}
 
 
 def percentile(values: Sequence[float], pct: float) -> float:
@@ -92,11 +92,10 @@ def suggest(buckets: Sequence[CallWindow], margin: float = 0.1, min_calls: int =
             "busiest_bucket": max((b.calls for b in buckets), default=0), "min_calls": min_calls}
     if not used:
         defaults = BreakerSettings()
-        return Suggestion(defaults.failure_rate, defaults.slow_call_rate, 0.0, 0.0, 0, 0, **seen)
+        return Suggestion(defaults.failure_rate, 0.0, 0.0, 0, 0, **seen)
     fail_p95 = percentile([b.failure_rate for b in used], 95)
     slow_p95 = percentile([b.slow_rate for b in used], 95)
     return Suggestion(
         failure_rate=round(min(ceiling, fail_p95 + margin), 3),
-        slow_call_rate=round(min(ceiling, slow_p95 + margin), 3),
         baseline_failure_p95=fail_p95, baseline_slow_p95=slow_p95,
         buckets=len(used), calls=sum(b.calls for b in used), **seen)

@@ -59,6 +59,7 @@ CLASSIFICATION: Mapping[ErrorClass, ClassRule] = MappingProxyType({
     ErrorClass.CONNECTION_ERROR: _R(retry=True, backoff=_P.SHORT),
     ErrorClass.TTFB_TIMEOUT: _R(retry=True, backoff=_P.LONG),
     ErrorClass.BODY_TIMEOUT: _R(retry=True, backoff=_P.STANDARD),
+    ErrorClass.TRUNCATED: _R(retry=True, backoff=_P.STANDARD),
     ErrorClass.RATE_LIMITED: _R(retry=True, backoff=_P.STANDARD, retry_after=True),
     ErrorClass.SERVER_ERROR: _R(retry=True, backoff=_P.STANDARD, retry_after=True),
     ErrorClass.BAD_FORMAT: _R(retry=True, backoff=_P.STANDARD, max_retries=1,

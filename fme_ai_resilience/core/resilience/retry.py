@@ -164,7 +164,10 @@ class RetryPolicy:
     ``park_last_attempt`` parks the budget's last attempt, and a class's last retry (the one
     retry of an answer out of schema), instead of making it inline (the processor's policy:
     by the end of its backoff a fleet-wide outage or a drifted model shows on the shared
-    breaker, which defers the task without spending it).
+    breaker, which defers the task without spending it). ``format_wait_s`` is the least wait
+    before an answer out of schema is asked again (the processor's: ``breaker.cooldown_max_s``,
+    time for the breaker to tell a drifted model, whose answers come from many engines at
+    once, from one photo the model cannot answer, which then spends its one retry).
     """
 
     max_attempts: int = RetrySettings.task_attempts
@@ -173,6 +176,7 @@ class RetryPolicy:
     deadline_s: Optional[float] = None
     attempt_s: Optional[float] = None
     park_last_attempt: bool = False
+    format_wait_s: float = 0.0
     rules: Mapping[ErrorClass, ClassRule] = field(default_factory=lambda: CLASSIFICATION,
                                                   repr=False)
 
@@ -183,6 +187,7 @@ class RetryPolicy:
             finite("deadline_s", self.deadline_s, above=0)
         if self.attempt_s is not None:
             finite("attempt_s", self.attempt_s, above=0)
+        finite("format_wait_s", self.format_wait_s, minimum=0)
         missing = [c.value for c in ErrorClass if c not in self.rules]
         if missing:
             raise ConfigurationError("rules", missing, "every error class needs a rule")
@@ -192,13 +197,15 @@ class RetryPolicy:
         """The policy the settings describe.
 
         The deadline is the task budget (1.5 x promise); one attempt takes at most the whole
-        per-call timeout budget (``settings.timeouts.total_s``).
+        per-call timeout budget (``settings.timeouts.total_s``); an answer out of schema is
+        asked again after ``breaker.cooldown_max_s`` at the soonest.
         """
         r = settings.retry
         return cls(max_attempts=r.task_attempts, max_inline_wait_s=r.max_inline_wait_s,
                    backoff=Backoff(r.backoff_base_s, r.backoff_cap_s, r.jitter),
                    deadline_s=task_budget_s(settings.intake.latency_promise_s),
-                   attempt_s=settings.timeouts.total_s, park_last_attempt=True)
+                   attempt_s=settings.timeouts.total_s, park_last_attempt=True,
+                   format_wait_s=settings.breaker.cooldown_max_s)
 
     def decide(self, history: RetryHistory, outcome: Any, *, now: float, rng: random.Random,
                deadline: Optional[Deadline] = None,
@@ -240,6 +247,8 @@ class RetryPolicy:
             wait = self.backoff.for_profile(rule.backoff).delay(
                 retry_number, rng=rng, previous_s=history.last_wait_s)
             why = f"{rule.backoff.value} backoff"
+            if error_class is ErrorClass.BAD_FORMAT and wait < self.format_wait_s:
+                wait, why = self.format_wait_s, "time to tell drift from one odd photo"
         failed = history.with_attempt(AttemptRecord(error_class, now, wait))
 
         def park(reason: str) -> RetryDecision:

@@ -21,8 +21,8 @@ from typing import Any, List, Union
 
 from ..errors import InvalidPayload
 
-__all__ = ["Body", "body_bytes", "decode_object", "decode_value", "deeper_than", "json_type",
-           "MAX_INT_DIGITS"]
+__all__ = ["Body", "body_bytes", "cut_short", "decode_object", "decode_value", "deeper_than",
+           "json_type", "MAX_INT_DIGITS"]
 
 Body = Union[bytes, bytearray, memoryview, str, Mapping]
 
@@ -130,6 +130,37 @@ def _decode(text: str, max_depth: int) -> Any:
         raise
     except (ValueError, RecursionError) as exc:
         raise InvalidPayload(f"not JSON: {_json_reason(exc)}") from None
+
+
+def cut_short(text: str) -> bool:
+    """Whether ``text`` is the start of a JSON object, array or string that ends before it is
+    whole (an answer cut off in transit), rather than text that is no JSON: it opens with
+    ``{``, ``[`` or ``"``, never closes a bracket it did not open, and ends inside a string or
+    with a bracket still open."""
+    body = text.lstrip()
+    if not body or body[0] not in '{["':
+        return False
+    in_string, escaped = False, False
+    closing = {"}": "{", "]": "["}
+    opened: List[str] = []
+    for char in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            opened.append(char)
+        elif char in closing:
+            if not opened or opened.pop() != closing[char]:
+                return False
+            if not opened:
+                return False   # a whole value closed: whatever follows is not a cut
+    return in_string or bool(opened)
 
 
 def deeper_than(value: Any, max_depth: int) -> bool:

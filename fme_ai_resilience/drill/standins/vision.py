@@ -24,10 +24,14 @@ this order for each call:
    (at least 1), outcome ``rate_limited``;
 4. an unreadable request (no image, not an image, a URL that cannot be fetched): 400,
    outcome ``bad_request``;
-5. the model's latency (``latency_s`` plus a uniform draw up to ``latency_jitter_s``), then one
-   draw against the rates: ``server_error`` (500 or 503, JSON error), ``html_502`` (a proxy's
-   ``text/html`` page), ``truncated`` (half the JSON: either the connection closes after a
+5. the model's latency (``latency_s``, or the ``latency_ramp`` at that time, or
+   ``slow_photo_latency_s`` for a slow photo; plus a uniform draw up to ``latency_jitter_s``),
+   waited in a queue when ``capacity`` calls are being computed already, then one draw against
+   the rates: ``server_error`` (500 or 503, JSON error), ``html_502`` (a proxy's ``text/html``
+   page), ``truncated`` (half the JSON: either the connection closes after a
    ``Content-Length`` that promised all of it, or a ``Content-Length`` that matches the cut);
+   a photo drawn under ``cut_photo_rate`` has its first answers cut so (1 to ``cut_answers``
+   of them, drawn per photo);
 6. otherwise an answer: ``drift`` from ``drift_from_s`` on, until ``drift_until_s`` (the
    operator's fix: the model answers in schema again; None: never fixed) (``confidence``
    renamed ``score`` everywhere, model version 2.0), else ``constant`` from ``constant_confidence_from_s`` on
@@ -44,6 +48,7 @@ import http.client
 import json
 import math
 import random
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -90,6 +95,16 @@ class FaultSchedule:
     ``drift_rate`` is the share of photos whose every answer drifts (drawn once per photo:
     the model changed its JSON for a kind of image), besides everything from ``drift_from_s``
     until ``drift_until_s`` (the fix; None: never fixed).
+    A slow service: ``latency_ramp`` is ``(schedule_s, latency_s)`` points, the latency in
+    force between them interpolated linearly and held flat before the first and after the
+    last (a service that slows down gradually and recovers); when given it replaces
+    ``latency_s``. ``slow_photo_rate`` is the share of photos (drawn once per photo) the model
+    takes ``slow_photo_latency_s`` over. ``capacity`` is how many calls the model computes at
+    once (None: any number): the others queue, first come first served, and their latency
+    starts when one ends, so the time to the first byte grows with the load, as a loaded
+    service's does. A call the client gave up on is still computed (and counted in flight).
+    Answers cut short: ``cut_photo_rate`` is the share of photos (drawn once per photo) whose
+    first 1 to ``cut_answers`` answers (drawn per photo) are cut as ``truncated_mode`` says.
     Raises ConfigurationError naming the bad field.
     """
 
@@ -106,9 +121,34 @@ class FaultSchedule:
     drift_rate: float = 0.0
     drift_until_s: Optional[float] = None
     constant_confidence_from_s: Optional[float] = None
+    latency_ramp: Sequence[Tuple[float, float]] = ()
+    slow_photo_rate: float = 0.0
+    slow_photo_latency_s: float = 0.0
+    capacity: Optional[int] = None
+    cut_photo_rate: float = 0.0
+    cut_answers: int = 1
 
     def __post_init__(self) -> None:
         finite("latency_s", self.latency_s, minimum=0)
+        ratio("slow_photo_rate", self.slow_photo_rate)
+        finite("slow_photo_latency_s", self.slow_photo_latency_s, minimum=0)
+        ratio("cut_photo_rate", self.cut_photo_rate)
+        _whole("cut_answers", self.cut_answers)
+        if self.capacity is not None:
+            _whole("capacity", self.capacity)
+        points = []
+        for i, point in enumerate(self.latency_ramp):
+            try:
+                at_s, latency = point
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"latency_ramp[{i}]", point,
+                                         "must be a (schedule_s, latency_s) pair") from None
+            at_s = finite(f"latency_ramp[{i}].schedule_s", at_s, minimum=0)
+            if points and at_s <= points[-1][0]:
+                raise ConfigurationError(f"latency_ramp[{i}].schedule_s", at_s,
+                                         "must be later than the point before")
+            points.append((at_s, finite(f"latency_ramp[{i}].latency_s", latency, minimum=0)))
+        object.__setattr__(self, "latency_ramp", tuple(points))
         ratio("drift_rate", self.drift_rate)
         finite("latency_jitter_s", self.latency_jitter_s, minimum=0)
         rates = [ratio(n, getattr(self, n)) for n in ("error_rate", "html_502_rate",
@@ -162,12 +202,30 @@ class FaultSchedule:
             return self.rate_limit_burst
         return max(1, int(self.rate_limit_per_s))
 
+    def latency_at(self, at_s: float) -> float:
+        """The model's latency (schedule seconds, before jitter) for a call at ``at_s``:
+        ``latency_s``, or the ``latency_ramp`` interpolated at ``at_s``."""
+        ramp = self.latency_ramp
+        if not ramp:
+            return self.latency_s
+        if at_s <= ramp[0][0]:
+            return ramp[0][1]
+        for (t0, v0), (t1, v1) in zip(ramp, ramp[1:]):
+            if at_s <= t1:
+                return v0 + (v1 - v0) * (at_s - t0) / (t1 - t0)
+        return ramp[-1][1]
+
     def outage_at(self, at_s: float) -> Optional[int]:
         """The index of the outage window holding ``at_s``, else None."""
         for i, (start, end) in enumerate(self.outages):
             if start <= at_s < end:
                 return i
         return None
+
+
+def _whole(field_name: str, value: object) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise ConfigurationError(field_name, value, "must be a whole number >= 1")
 
 
 class _Bucket:
@@ -258,6 +316,9 @@ class VisionStandIn(StandInServer):
         self._log: List[Tuple[float, Optional[str], str]] = []
         self._bucket = (_Bucket(float(self.schedule.rate_limit_per_s), self.schedule.burst)
                         if self.schedule.rate_limit_per_s is not None else None)
+        self._cut: Counter = Counter()
+        capacity = self.schedule.capacity
+        self._computing = threading.BoundedSemaphore(capacity) if capacity else None
 
     def snapshot(self) -> Dict[str, Any]:
         """The counters: ``total``; ``by_outcome`` (every outcome of :data:`OUTCOMES`);
@@ -334,8 +395,14 @@ class VisionStandIn(StandInServer):
             self._draws[sha] += 1
         rng = random.Random(f"{self.seed}:{sha}:{nth}")
         schedule = self.schedule
-        delay = self.real_seconds(schedule.latency_s + rng.uniform(0, schedule.latency_jitter_s))
+        latency = (schedule.slow_photo_latency_s if self._photo_draw(sha, "slow")
+                   < schedule.slow_photo_rate else schedule.latency_at(at_s))
+        delay = self.real_seconds(latency + rng.uniform(0, schedule.latency_jitter_s))
         draw, pick = rng.random(), rng.random()
+        if self._computing is not None:
+            delay = self._compute(delay)
+        if self._cut_now(sha):
+            return self._truncated(at_s, sha, pick, delay)
         if draw < schedule.error_rate:
             self._record(at_s, sha, "server_error")
             status = 500 if pick < 0.5 else 503
@@ -347,15 +414,7 @@ class VisionStandIn(StandInServer):
             return Reply(502, HTML_502_PAGE, "text/html", delay_s=delay)
         draw -= schedule.html_502_rate
         if draw < schedule.truncated_rate:
-            self._record(at_s, sha, "truncated")
-            whole = self._answer_bytes(sha, "ok")
-            cut = max(1, len(whole) // 2)
-            mode = schedule.truncated_mode
-            if mode == "either":
-                mode = "close" if pick < 0.5 else "short"
-            if mode == "close":
-                return Reply(200, whole, "application/json", delay_s=delay, send_bytes=cut)
-            return Reply(200, whole[:cut], "application/json", delay_s=delay)
+            return self._truncated(at_s, sha, pick, delay)
         outcome = "ok"
         if schedule.drifted(at_s) or self._drifts(sha):
             outcome = "drift"
@@ -364,6 +423,63 @@ class VisionStandIn(StandInServer):
             outcome = "constant"
         self._record(at_s, sha, outcome)
         return Reply(200, self._answer_bytes(sha, outcome), "application/json", delay_s=delay)
+
+    def _truncated(self, at_s: float, sha: str, pick: float, delay: float) -> Reply:
+        """Half of the answer: the connection closes after a ``Content-Length`` that promised
+        all of it (``close``), or a ``Content-Length`` that matches the cut (``short``)."""
+        self._record(at_s, sha, "truncated")
+        whole = self._answer_bytes(sha, "ok")
+        cut = max(1, len(whole) // 2)
+        mode = self.schedule.truncated_mode
+        if mode == "either":
+            mode = "close" if pick < 0.5 else "short"
+        if mode == "close":
+            return Reply(200, whole, "application/json", delay_s=delay, send_bytes=cut)
+        return Reply(200, whole[:cut], "application/json", delay_s=delay)
+
+    def _photo_draw(self, sha: str, what: str) -> float:
+        """A draw in [0, 1) fixed for the photo and the seed (one per fault kind)."""
+        return random.Random(f"{self.seed}:{sha}:{what}").random()
+
+    def cut_count(self, image: bytes) -> int:
+        """How many of the photo's first answers the schedule cuts short (0: none)."""
+        return self._cuts_for(hashlib.sha256(bytes(image)).hexdigest())
+
+    def _cuts_for(self, sha: str) -> int:
+        schedule = self.schedule
+        if self._photo_draw(sha, "cut") >= schedule.cut_photo_rate:
+            return 0
+        return 1 + int(self._photo_draw(sha, "cuts") * schedule.cut_answers)
+
+    def _cut_now(self, sha: str) -> bool:
+        """Whether this call's answer is one of the photo's first ones the schedule cuts."""
+        wanted = self._cuts_for(sha)
+        if not wanted:
+            return False
+        with self.lock:
+            if self._cut[sha] >= wanted:
+                return False
+            self._cut[sha] += 1
+            return True
+
+    def slow(self, image: bytes) -> bool:
+        """Whether the model takes ``slow_photo_latency_s`` over this photo."""
+        return self._photo_draw(hashlib.sha256(bytes(image)).hexdigest(),
+                                "slow") < self.schedule.slow_photo_rate
+
+    def _compute(self, delay: float) -> float:
+        """Wait for one of the ``capacity`` places, compute for ``delay`` real seconds and
+        give the place back; nothing is left to wait before the answer (0)."""
+        computing = self._computing
+        assert computing is not None
+        while not computing.acquire(timeout=0.05):
+            if self.wait(0):
+                return 0.0
+        try:
+            self.wait(delay)
+        finally:
+            computing.release()
+        return 0.0
 
     def drifts(self, image: bytes) -> bool:
         """Whether every answer for this photo drifts (its draw under ``drift_rate``)."""

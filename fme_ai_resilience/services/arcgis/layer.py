@@ -359,7 +359,8 @@ class FeatureLayer:
     # -- applyEdits -----------------------------------------------------------------------------
     def apply_edits(self, updates: Iterable[Mapping[str, Any]] = (),
                     adds: Iterable[Mapping[str, Any]] = (), *, use_global_ids: bool = True,
-                    rollback_on_failure: bool = True) -> EditResults:
+                    rollback_on_failure: bool = True,
+                    fence: Optional[Callable[[], None]] = None) -> EditResults:
         """Apply ``updates`` and ``adds`` (attribute mappings, or features with an
         ``attributes`` key) and return a result per row.
 
@@ -367,7 +368,9 @@ class FeatureLayer:
         that failed as a whole raises ArcGISError (BAD_FORMAT when the answer does not list
         one result per row sent). Updating the same attributes twice is harmless, and with
         ``use_global_ids`` an add carrying its own GlobalID is refused the second time, so a
-        retried call is safe.
+        retried call is safe. ``fence`` runs just before each request is sent (the token
+        already in hand): the processor's lease check, which raises LeaseLost instead of
+        letting a holder whose lease lapsed write.
         """
         rows = {"updates": [_feature(r, "updates") for r in updates],
                 "adds": [_feature(r, "adds") for r in adds]}
@@ -376,7 +379,7 @@ class FeatureLayer:
         params = {key: _json(key, value) for key, value in rows.items() if value}
         params.update(useGlobalIds="true" if use_global_ids else "false",
                       rollbackOnFailure="true" if rollback_on_failure else "false", f="json")
-        answer = self._call("/applyEdits", params, "applyEdits", post=True)
+        answer = self._call("/applyEdits", params, "applyEdits", post=True, fence=fence)
         results = {}
         for key, name in (("updates", "updateResults"), ("adds", "addResults")):
             listed = answer.get(name) if rows[key] else []
@@ -388,14 +391,14 @@ class FeatureLayer:
 
     # -- one request ----------------------------------------------------------------------------
     def _call(self, path: str, params: Mapping[str, Any], label: str, *,
-              post: bool = False) -> dict:
+              post: bool = False, fence: Optional[Callable[[], None]] = None) -> dict:
         """The decoded answer of one request, sent again once with a renewed token when the
         first was refused for its token (498/499)."""
         method = "POST" if post or len(urlencode(
             {k: v for k, v in params.items() if v is not None})) > _GET_LIMIT else "GET"
         url, provider = self.url + path, self._token
         token = provider.token(now=self._clock.now()) if provider is not None else None
-        reply = self._send(method, url, params, label, token)
+        reply = self._send(method, url, params, label, token, fence)
         if reply.error is None or provider is None or not _token_refused(reply.error):
             return reply.result()
         provider.invalidate()
@@ -403,13 +406,13 @@ class FeatureLayer:
         if fresh == token:   # nothing to renew (a static token): asking again cannot help
             return reply.result()
         log.info("ArcGIS %s: the token was refused; sending once more with a new one", label)
-        reply = self._send(method, url, params, label, fresh)
+        reply = self._send(method, url, params, label, fresh, fence)
         if reply.error is not None and _token_refused(reply.error):
             provider.invalidate()
         return reply.result()
 
     def _send(self, method: str, url: str, params: Mapping[str, Any], label: str,
-              token: Optional[str]) -> Reply:
+              token: Optional[str], fence: Optional[Callable[[], None]] = None) -> Reply:
         headers = {}
         secrets: Tuple[str, ...] = ()
         if token is not None and self._token is not None:
@@ -418,6 +421,8 @@ class FeatureLayer:
             if isinstance(referer, str) and referer:
                 headers["Referer"] = referer
             secrets = (token,) + tuple(self._token.secrets)
+        if fence is not None:
+            fence()   # last: nothing between this check and the request leaving but its send
         started_at = self._clock.now()
         reply = send(method, url, params, operation=label, now=started_at, headers=headers,
                      secrets=secrets, timeout_s=self.timeout_s,

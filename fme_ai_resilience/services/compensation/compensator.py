@@ -10,24 +10,27 @@ several places at once, and again after a crash):
    ``requeue_budget`` times per task; ``FORMAT`` only when asked (after the schema is fixed);
    ``NOT_FOUND`` never: a notification instead, for FME's Emailer; ``CONFIGURATION`` (a
    write-back the layer refused for the deployment's setup) only when asked, after the fix,
-   with a notification saying what to fix (its paid analysis is kept);
+   with a notification saying what to fix (its paid analysis is kept); every other dead
+   letter a person must look at (``FORMAT``, ``AUTH``, ``BAD_REQUEST``, and ``BUDGET`` once
+   its requeues are spent) is told too, with its cause: nothing is ever silently gone;
 3. evaluate the breakers and the degradation ladder (a cooldown over, a silent probe round,
    the signals the ladder climbs and descends on), with nobody calling;
 4. reconcile a window against the feature layer (gaps by day, asset type and crew; with
    backfill, missing photos registered PENDING with ``source=reconcile``);
-5. prune the call log and format anomalies past retention.
+5. prune the call log and format anomalies past retention, and the call slots whose time ran
+   out (an engine that died left them).
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ...core.resilience.breaker import BreakerState
 from ...core.clock import Clock, SystemClock
 from ...core.resilience.degrade import LadderState
 from ...core.errors import ConfigurationError, FailureClass
-from ...core.ledger import Notification, PruneResult, ReapResult
+from ...core.ledger import Notification, PruneResult, ReapResult, TaskRecord
 from ...core.config.settings import Settings
 from ...store.base import Store
 from .reconcile import Layer, ReconcileReport, Reconciler
@@ -35,7 +38,7 @@ from ..resilience.breaker import CircuitBreaker
 from ..resilience.degrade import Degradation, gather_signals
 
 __all__ = ["Compensator", "CompensationReport", "requeue_delay_s", "NOT_FOUND_KIND",
-           "CONFIGURATION_KIND"]
+           "CONFIGURATION_KIND", "FAILED_KIND"]
 
 log = logging.getLogger("fme_ai_resilience.compensator")
 
@@ -43,6 +46,16 @@ log = logging.getLogger("fme_ai_resilience.compensator")
 NOT_FOUND_KIND = "photo-not-found"
 #: The notification kind of a write-back the layer refused for the deployment's setup.
 CONFIGURATION_KIND = "writeback-configuration"
+#: The notification kind of any other dead letter a person must look at.
+FAILED_KIND = "analysis-failed"
+#: Why each of those dead letters failed, in the crew's words.
+_FAILED_SAYS = {
+    FailureClass.FORMAT: "was answered out of schema by the Vision AI (format anomalies hold "
+                         "the answers)",
+    FailureClass.AUTH: "could not be analysed: a credential was refused",
+    FailureClass.BAD_REQUEST: "could not be analysed: the request was refused as bad",
+    FailureClass.BUDGET: "could not be analysed within its attempt budget, requeues included",
+}
 
 
 def requeue_delay_s(requeue_count: int, base_s: float, cap_s: float) -> float:
@@ -133,7 +146,8 @@ class Compensator:
         if requeue_format:
             requeued[FailureClass.FORMAT.value] = self.store.requeue(
                 failure_class=FailureClass.FORMAT, now=self.clock.now())
-        notified = self._notify_missing_photos() + self._notify_configuration()
+        notified = (self._notify_missing_photos() + self._notify_configuration()
+                    + self._notify_failed())
         breakers = {b.service: b.evaluate() for b in self.breakers}
         ladder = self._evaluate_ladder()
         reconciled = None
@@ -145,6 +159,7 @@ class Compensator:
         now = self.clock.now()
         cut = now - comp.retention_days * 86400.0
         pruned = self.store.prune(cut, cut)
+        self.store.prune_slots(now=now)     # calls in flight an engine that died left
         report = CompensationReport(reaped, requeued, notified, breakers, ladder, pruned,
                                     reconciled, tuple(self.store.pending_notifications()))
         log.info("compensation: reaped %d (buried %d), requeued %s, notified %d, ladder %s, "
@@ -176,13 +191,29 @@ class Compensator:
             "settings are fixed, run `fme-ai-resilience dlq requeue --cause CONFIGURATION` "
             "and the photo is written back, not analysed again.")
 
-    def _notify(self, failure_class: FailureClass, kind: str, subject: str, says: str) -> int:
-        """One notification per dead letter of ``failure_class``: ``says`` (with ``{error}``
-        the task's last error) follows the photo's task, feature and trace."""
+    def _notify_failed(self) -> int:
+        """Every other dead letter of a photo a person must look at, with its cause (the
+        layer says FAILED for it): a BUDGET one only once its automatic requeues are spent."""
+        budget = self.settings.compensation.requeue_budget
+        return sum(self._notify(
+            failure_class, FAILED_KIND, f"AI analysis failed ({failure_class.value})",
+            says + ": {error}. The layer shows it as FAILED; once the cause is fixed, run "
+            f"`fme-ai-resilience dlq requeue --cause {failure_class.value}`.",
+            keep=(lambda record: record.requeue_count >= budget)
+            if failure_class is FailureClass.BUDGET else None)
+            for failure_class, says in _FAILED_SAYS.items())
+
+    def _notify(self, failure_class: FailureClass, kind: str, subject: str, says: str,
+                keep: Optional[Callable[[TaskRecord], bool]] = None) -> int:
+        """One notification per dead letter of ``failure_class`` (those ``keep`` keeps):
+        ``says`` (with ``{error}`` the task's last error) follows the photo's task, feature
+        and trace."""
         sent = 0
         for record in self.store.dead_letter_records(failure_class,
                                                      limit=self.settings.compensation.batch):
-            feature = record.payload.get("feature_global_id", "?")
+            if keep is not None and not keep(record):
+                continue
+            feature = record.payload.get("feature_global_id") or "?"
             body = (f"The photo of task {record.key} (feature {feature}, trace "
                     f"{record.trace_id}) " + says.format(error=record.last_error or ""))
             if self.store.notify(kind, subject, body, record.key, now=self.clock.now()):

@@ -18,6 +18,7 @@ from ...core.resilience.retry import RetryPolicy
 from ...core.config.settings import Settings
 from ...store.base import Store
 from ...core.intake.submission import Submission
+from ..resilience.concurrency import FleetLimit
 from ..resilience.retry_budget import FleetRetryGate
 from ..resilience.pace import CallPacer
 from ..resilience.breaker import CircuitBreaker
@@ -58,8 +59,8 @@ class VisionRoute:
 class Collaborators:
     """What a task's run works with, handed over explicitly by the processor (keyword-only).
 
-    ``routes`` maps each model to its route; ``breakers`` and ``pacers`` are keyed by service;
-    ``download`` fetches a photo; ``token`` gives the ArcGIS token (``(now) -> str``, None for
+    ``routes`` maps each model to its route; ``breakers``, ``pacers`` and ``limits`` (the
+    fleet's concurrency limits) are keyed by service; ``download`` fetches a photo; ``token`` gives the ArcGIS token (``(now) -> str``, None for
     public layers); ``lister`` lists the photos of a webhook that carried none.
     """
 
@@ -70,6 +71,7 @@ class Collaborators:
     routes: Mapping[Model, VisionRoute]
     breakers: Mapping[str, CircuitBreaker]
     pacers: Mapping[str, CallPacer]
+    limits: Mapping[str, FleetLimit]
     ladder: Degradation
     policy: RetryPolicy
     gate: FleetRetryGate
@@ -80,14 +82,16 @@ class Collaborators:
 
     def __init__(self, *, settings: Settings, store: Store, clock: Clock, rng: random.Random,
                  routes: Mapping[Model, VisionRoute], breakers: Mapping[str, CircuitBreaker],
-                 pacers: Mapping[str, CallPacer], ladder: Degradation, policy: RetryPolicy,
-                 gate: FleetRetryGate, sink: Sink, download: Downloader,
+                 pacers: Mapping[str, CallPacer], limits: Mapping[str, FleetLimit],
+                 ladder: Degradation, policy: RetryPolicy, gate: FleetRetryGate, sink: Sink,
+                 download: Downloader,
                  token: Optional[Callable[[float], Optional[str]]] = None,
                  lister: Optional[PhotoLister] = None) -> None:
         values = dict(settings=settings, store=store, clock=clock, rng=rng,
                       routes=MappingProxyType(dict(routes)),
                       breakers=MappingProxyType(dict(breakers)),
-                      pacers=MappingProxyType(dict(pacers)), ladder=ladder, policy=policy,
+                      pacers=MappingProxyType(dict(pacers)),
+                      limits=MappingProxyType(dict(limits)), ladder=ladder, policy=policy,
                       gate=gate, sink=sink, download=download, token=token, lister=lister)
         for name, value in values.items():
             object.__setattr__(self, name, value)

@@ -17,9 +17,17 @@ re-creating a feature, FME Flow replaying a job) costs no second call. Failures 
 classification table: retried inline within ``retry.max_inline_wait_s`` and the task's deadline,
 otherwise parked (FAILED with a retry time, or DEFERRED when no attempt counts) or buried as a
 dead letter with its failure class; format anomalies are recorded; every outbound call goes
-into ``ai_call_log``. While a task is worked on, its lease is renewed in the background, and
-the batch stops claiming when the FME job's remaining runtime cannot fit another worst-case
-task (unstarted tasks are handed back at once).
+into ``ai_call_log``. While a task is worked on, its lease is renewed in the background and
+checked just before every write that leaves for the layer (a holder whose lease lapsed writes
+nothing), and the batch stops claiming when the FME job's remaining runtime cannot fit another
+worst-case task.
+
+Several calls in flight per engine: a batch is worked by ``concurrency.per_engine`` workers
+(threads; one works inline, and so do all on a clock that serves one thread, such as a test's
+``FakeClock``), each claiming one task at a time; every Vision AI call takes a
+slot of the fleet's adaptive concurrency limit (``fme_ai_resilience.services.resilience.concurrency``),
+and a worker past the first claims only while the fleet has a free slot, so an engine never
+hoards tasks it cannot call for (docs/vision.md).
 """
 from __future__ import annotations
 
@@ -46,7 +54,10 @@ from ..resilience.breaker import CircuitBreaker
 from ..resilience.degrade import Degradation, gather_signals
 from .sinks import Sink
 from .collaborators import Collaborators, Downloader, PhotoLister, VisionRoute
-from .task_run import Parked, TaskResult, TaskRun, analysis_fingerprint
+from ..resilience.concurrency import FleetLimit
+from .lease import Lease
+from .task_end import TaskResult
+from .task_run import TaskRun, analysis_fingerprint
 from ..vision import DownloadPolicy, fetch_photo
 
 __all__ = ["Processor", "VisionRoute", "TaskResult", "BatchReport", "Stop", "PhotoLister",
@@ -92,32 +103,6 @@ class BatchReport:
                 "results": [r.as_dict() for r in self.results]}
 
 
-class _Heartbeat:
-    """Renews one task's lease in the background while its worker works on it."""
-
-    def __init__(self, task: Task, lease_s: float, *, store: Store, clock: Clock) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"lease {task.key}",
-                                        args=(task, lease_s),
-                                        kwargs={"store": store, "clock": clock}, daemon=True)
-
-    def _run(self, task: Task, lease_s: float, *, store: Store, clock: Clock) -> None:
-        while not self._stop.wait(lease_s / 3.0):
-            try:
-                if not store.renew(task.key, task.lease_token, lease_s, now=clock.now()):
-                    return  # the lease was lost: nothing to keep
-            except StoreError as exc:   # the next renewal (or the reaper) will tell
-                log.warning("lease %s: renewal failed: %s", task.key, redact_text(str(exc)))
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 class Processor:
     """Runs WS-02 batches over the ledger (see the module docstring).
 
@@ -150,6 +135,9 @@ class Processor:
         self.pacers = {service: CallPacer(service, store=store, clock=self.clock,
                                           cache_ttl_s=settings.breaker.cache_ttl_s)
                        for service in self.breakers}
+        self.limits = {service: FleetLimit(service, settings, store=store, clock=self.clock,
+                                           holder=owner)
+                       for service in self.breakers}
         self.ladder = Degradation.from_settings(settings, store=store, clock=self.clock)
         self.policy = RetryPolicy.from_settings(settings)
         self.gate = FleetRetryGate.from_settings(primary.service, settings, store=store)
@@ -159,7 +147,8 @@ class Processor:
         clock = self.clock
         self.collaborators = Collaborators(
             settings=settings, store=store, clock=clock, rng=self.rng, routes=self.routes,
-            breakers=self.breakers, pacers=self.pacers, ladder=self.ladder, policy=self.policy,
+            breakers=self.breakers, pacers=self.pacers, limits=self.limits,
+            ladder=self.ladder, policy=self.policy,
             gate=self.gate, sink=sink, token=token, lister=lister,
             download=download or (lambda url, tok: fetch_photo(url, tok, guarded, clock=clock)))
         limit = settings.processing.job_runtime_limit_s
@@ -172,41 +161,28 @@ class Processor:
 
     # -- the batch -------------------------------------------------------------------------------
     def run_batch(self) -> BatchReport:
-        """Claim and work through at most ``processing.claim_limit`` tasks."""
-        processing = self.settings.processing
-        results: List[TaskResult] = []
-        left = processing.claim_limit
-        # Claim only as many as can start before their lease runs out.
-        per_claim = max(1, min(left, int(processing.lease_s // max(self.worst_case_s, 1e-9))))
-        stopped = Stop.CLAIM_LIMIT
-        while left > 0:
-            if not self._time_for_another():
-                stopped = Stop.JOB_ENDING
-                break
-            tasks = self.store.claim(self.owner, min(per_claim, left), processing.lease_s,
-                                     now=self.clock.now())
-            if not tasks:
-                stopped = Stop.NO_DUE_TASK
-                break
-            left -= len(tasks)
-            for i, task in enumerate(tasks):
-                if i and not self._time_for_another():
-                    results.extend(self._hand_back(tasks[i:]))
-                    stopped = Stop.JOB_ENDING
-                    left = 0
-                    break
-                try:
-                    results.append(self._work(task))
-                except StoreError as exc:
-                    # The ledger cannot record progress: stop; the leases lapse and the
-                    # compensator hands the tasks to the next batch.
-                    detail = redact_text(str(exc))
-                    log.error("processor %s: ledger unavailable: %s", self.owner, detail)
-                    results.append(TaskResult(task.key, Status.PROCESSING, task.trace_id,
-                                              reason=f"ledger unavailable: {detail}"))
-                    return BatchReport(tuple(results), Stop.LEDGER_DOWN, detail)
+        """Claim and work through at most ``processing.claim_limit`` tasks, with up to
+        ``concurrency.per_engine`` of them at once."""
+        batch = _Batch(self, self.settings.processing.claim_limit)
+        workers = max(1, min(self.settings.concurrency.per_engine,
+                             self.settings.processing.claim_limit))
+        if not getattr(self.clock, "shared", True):
+            workers = 1    # a clock that serves one thread (a test's FakeClock)
+        if workers == 1:
+            batch.work(first=True)
+        else:
+            threads = [threading.Thread(target=batch.work, kwargs={"first": i == 0},
+                                        name=f"{self.owner} worker {i}", daemon=True)
+                       for i in range(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if batch.raised is not None:
+            raise batch.raised
         self._observe_ladder()
-        return BatchReport(tuple(results), stopped)
+        return BatchReport(tuple(batch.results), batch.stopped or Stop.CLAIM_LIMIT,
+                           batch.detail)
 
     def _observe_ladder(self) -> None:
         """While the ladder is up, each batch feeds it fresh signals as the compensator does,
@@ -229,15 +205,10 @@ class Processor:
             return True
         return self.job_deadline.remaining(now=self.clock.now()) >= self.worst_case_s
 
-    def _hand_back(self, tasks: Sequence[Task]) -> List[TaskResult]:
-        """Unstarted tasks go back at once, no attempt counted, for another engine to take."""
-        now = self.clock.now()
-        out = []
-        for task in tasks:
-            self.store.defer(task.key, task.lease_token, now, now=now)
-            out.append(TaskResult(task.key, Status.DEFERRED, task.trace_id, retry_at=now,
-                                  reason="handed back unstarted: the job is ending"))
-        return out
+    def _room(self, busy: int) -> bool:
+        """Whether the fleet has a free call slot for the primary model (a cached read), with
+        ``busy`` of this engine's workers at work already."""
+        return self.limits[self.routes[Model.PRIMARY].service].room(busy)
 
     # -- one task ------------------------------------------------------------------------------
     def _work(self, task: Task) -> TaskResult:
@@ -247,15 +218,93 @@ class Processor:
                 task.key, task.lease_token, lease_s, now=now):
             return TaskResult(task.key, Status.PROCESSING, task.trace_id,
                               reason="lease lost before the task started")
-        run = TaskRun(self.collaborators, task)
-        with trace(task.trace_id):
-            try:
-                with _Heartbeat(task, lease_s, store=self.store, clock=self.clock):
-                    result = run.through()
-            except Parked as parked:
-                result = parked.result
+        with trace(task.trace_id), Lease(task, lease_s, store=self.store,
+                                         clock=self.clock) as lease:
+            lease.confirmed()   # just claimed (or renewed above)
+            result = TaskRun(self.collaborators, task, lease).through()
             _log_result(result)
         return result
+
+
+class _Batch:
+    """One batch's shared state: the claims left, the results, why it stopped. Workers claim
+    one task at a time; a worker past the first claims only while the fleet has a free call
+    slot (the first always does, so work that needs no call, or waits for a slot, goes on)."""
+
+    def __init__(self, processor: Processor, claim_limit: int) -> None:
+        self.p = processor
+        self.left = claim_limit
+        self.busy = 0       # workers working a task now
+        self.results: List[TaskResult] = []
+        self.stopped: Optional[Stop] = None
+        self.detail = ""
+        self.raised: Optional[BaseException] = None
+        self._lock = threading.Lock()
+
+    def _stop(self, why: Stop, detail: str = "") -> None:
+        with self._lock:
+            if self.stopped is None:
+                self.stopped, self.detail = why, detail
+
+    def _next(self, first: bool) -> Optional[Task]:
+        p = self.p
+        while True:
+            with self._lock:
+                if self.stopped is not None:
+                    return None
+                if self.left <= 0:
+                    self.stopped = Stop.CLAIM_LIMIT
+                    return None
+            if not p._time_for_another():
+                self._stop(Stop.JOB_ENDING)
+                return None
+            if first or p._room(self.busy):
+                break
+            p.clock.sleep(p.limits[p.routes[Model.PRIMARY].service].poll_s())
+        with self._lock:
+            if self.stopped is not None or self.left <= 0:
+                return None
+            self.left -= 1
+        tasks = p.store.claim(p.owner, 1, p.settings.processing.lease_s, now=p.clock.now())
+        if not tasks:
+            self._stop(Stop.NO_DUE_TASK)
+            return None
+        with self._lock:
+            self.busy += 1
+        return tasks[0]
+
+    def work(self, *, first: bool) -> None:
+        """Claim and work tasks until the batch stops; a ledger that fails stops it."""
+        try:
+            while True:
+                task = self._next(first)
+                if task is None:
+                    return
+                try:
+                    result = self.p._work(task)
+                except StoreError as exc:
+                    # The ledger cannot record progress: stop; the leases lapse and the
+                    # compensator hands the tasks to the next batch.
+                    detail = redact_text(str(exc))
+                    log.error("processor %s: ledger unavailable: %s", self.p.owner, detail)
+                    result = TaskResult(task.key, Status.PROCESSING, task.trace_id,
+                                        reason=f"ledger unavailable: {detail}")
+                    with self._lock:
+                        self.results.append(result)
+                    self._stop(Stop.LEDGER_DOWN, detail)
+                    return
+                finally:
+                    with self._lock:
+                        self.busy -= 1
+                with self._lock:
+                    self.results.append(result)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the batch's own thread
+            with self._lock:
+                if self.raised is None:
+                    self.raised = exc
+                if self.stopped is None:
+                    self.stopped = Stop.LEDGER_DOWN
+                    self.detail = redact_text(str(exc))
 
 
 def _log_result(result: TaskResult) -> None:

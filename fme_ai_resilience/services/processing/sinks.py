@@ -24,6 +24,7 @@ from typing import Any, List, Mapping, Optional, Protocol
 from ...core.errors import ConfigurationError
 from ...core.ledger import AssetRow, LayerStatus, Stage, Task, TaskOutcome
 from ...store.base import Store
+from ...core.intake.submission import Submission
 
 __all__ = ["Conclusion", "Sink", "CollectingSink", "PostgresTableSink", "written"]
 
@@ -67,9 +68,23 @@ class Conclusion:
         """The task's submission as stored (feature and attachment GlobalIDs, layer, ...)."""
         return self.task.payload
 
+    @property
+    def submission(self) -> Submission:
+        """The task's submission, typed (raises InvalidPayload for a payload that is none)."""
+        submission = self.task.submission
+        if submission is None:
+            return Submission.from_payload(self.task.payload)
+        return submission
+
 
 class Sink(Protocol):
-    """Writes a conclusion and completes its task (see the module docstring)."""
+    """Writes a conclusion and completes its task (see the module docstring).
+
+    A sink whose writes leave the ledger (the feature layer) sets ``fenced = True``: the
+    processor then hands ``finish`` and ``flag`` a ``fence``, a callable to run just before
+    each write leaves, which raises :class:`~fme_ai_resilience.core.errors.LeaseLost` when the
+    task's lease is no longer this holder's (docs/pipeline.md, "Fenced to the layer").
+    """
 
     name: str
 
@@ -81,8 +96,8 @@ class Sink(Protocol):
         """
 
     def flag(self, conclusion: Conclusion, *, store: Store, now: float) -> None:
-        """Write ``conclusion.layer`` (AWAITING_ANALYSIS, REVIEWED) and its result's fields
-        without finishing the task; idempotent. Raises what the write raises."""
+        """Write ``conclusion.layer`` (AWAITING_ANALYSIS, REVIEWED, FAILED) and its result's
+        fields without finishing the task; idempotent. Raises what the write raises."""
 
 
 def _complete(conclusion: Conclusion, *, store: Store, now: float) -> bool:
@@ -155,12 +170,12 @@ class PostgresTableSink:
 
 def _asset_row(conclusion: Conclusion) -> AssetRow:
     task, result = conclusion.task, conclusion.result
-    payload = task.payload
+    submission = conclusion.submission
     confidence: Optional[float] = result.get("confidence")
-    return AssetRow(task_key=task.key, feature_global_id=str(payload["feature_global_id"]),
+    return AssetRow(task_key=task.key, feature_global_id=submission.feature_global_id,
                     outcome=conclusion.layer,   # type: ignore[arg-type]
-                    attachment_global_id=payload.get("attachment_global_id"),
-                    asset_type=payload.get("asset_type"), condition=result.get("condition"),
+                    attachment_global_id=submission.attachment_global_id,
+                    asset_type=submission.asset_type, condition=result.get("condition"),
                     confidence=confidence, model_version=result.get("model_version"),
                     trace_id=task.trace_id)
 

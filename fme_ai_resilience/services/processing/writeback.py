@@ -18,6 +18,10 @@ import threading
 import uuid
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+#: The check a fenced write runs just before it is sent (raises LeaseLost: see
+#: :class:`FeatureLayerSink`).
+Fence = Callable[[], None]
+
 import requests
 
 from ...core.text.caseless import get_ignoring_case
@@ -100,9 +104,15 @@ class Layers:
 
 
 class FeatureLayerSink:
-    """Writes a conclusion to the feature (or a related table) and completes the task."""
+    """Writes a conclusion to the feature (or a related table) and completes the task.
+
+    Fenced: every ``applyEdits`` runs the processor's ``fence`` just before it is sent, so a
+    holder whose lease lapsed never writes over its successor's result or a reviewer's
+    verdict (docs/pipeline.md, "Fenced to the layer").
+    """
 
     name = "feature_layer"
+    fenced = True
 
     def __init__(self, settings: WritebackSettings, layers: Layers) -> None:
         self.settings = settings
@@ -111,18 +121,21 @@ class FeatureLayerSink:
     def __repr__(self) -> str:
         return f"FeatureLayerSink(table={bool(self.settings.table_url)})"
 
-    def finish(self, conclusion: Conclusion, *, store: Store, now: float) -> bool:
+    def finish(self, conclusion: Conclusion, *, store: Store, now: float,
+               fence: Optional[Fence] = None) -> bool:
         task = conclusion.task
         if not written(task):
-            receipt = self._write(conclusion, now=now)
+            receipt = self._write(conclusion, now=now, fence=fence)
             if not store.checkpoint(task.key, task.lease_token, Stage.WRITTEN, receipt,
                                     now=now):
                 return False
         return _complete(conclusion, store=store, now=now)
 
-    def flag(self, conclusion: Conclusion, *, store: Store, now: float) -> None:
-        """Write the layer value (AWAITING_ANALYSIS, REVIEWED) the same idempotent way."""
-        self._write(conclusion, now=now)
+    def flag(self, conclusion: Conclusion, *, store: Store, now: float,
+             fence: Optional[Fence] = None) -> None:
+        """Write the layer value (AWAITING_ANALYSIS, REVIEWED, FAILED) the same idempotent
+        way."""
+        self._write(conclusion, now=now, fence=fence)
 
     def _fields(self, conclusion: Conclusion, *, now: float) -> Dict[str, Any]:
         s, result = self.settings, conclusion.result
@@ -133,26 +146,28 @@ class FeatureLayerSink:
                 s.trace_field: conclusion.task.trace_id,
                 s.assessed_at_field: int(now * 1000)}
 
-    def _write(self, conclusion: Conclusion, *, now: float) -> Dict[str, Any]:
-        payload = conclusion.payload
-        feature = braced(str(payload["feature_global_id"]))
+    def _write(self, conclusion: Conclusion, *, now: float,
+               fence: Optional[Fence] = None) -> Dict[str, Any]:
+        submission = conclusion.submission
+        feature = braced(submission.feature_global_id)
         fields = self._fields(conclusion, now=now)
         if self.settings.table_url:
-            return self._write_row(conclusion, feature, fields)
-        url = self.settings.layer_url or payload.get("layer_url")
+            return self._write_row(conclusion, feature, fields, fence)
+        url = self.settings.layer_url or submission.layer_url
         if not url:
             raise ArcGISError(ErrorClass.CONFIGURATION, "no layer to write back to: the "
                               "submission names none and writeback.layer_url is empty",
                               operation="applyEdits")
-        gid_field = _global_id_field(payload.get("attributes") or {})
-        results = _apply(self.layers, url, updates=[{gid_field: feature, **fields}])
+        gid_field = _global_id_field(submission.attributes)
+        results = _apply(self.layers, url, updates=[{gid_field: feature, **fields}],
+                         fence=fence)
         _check(results.failed, url)
         return {"sink": self.name, "layer": url, "global_id": feature}
 
-    def _write_row(self, conclusion: Conclusion, feature: str,
-                   fields: Dict[str, Any]) -> Dict[str, Any]:
-        s, payload = self.settings, conclusion.payload
-        photo = payload.get("attachment_global_id")
+    def _write_row(self, conclusion: Conclusion, feature: str, fields: Dict[str, Any],
+                   fence: Optional[Fence] = None) -> Dict[str, Any]:
+        s = self.settings
+        photo = conclusion.submission.attachment_global_id
         if not photo:
             raise ArcGISError(ErrorClass.BAD_REQUEST, "a related-table row needs the photo's "
                               "GlobalID", operation="applyEdits")
@@ -164,14 +179,15 @@ class FeatureLayerSink:
             results = _apply(self.layers, s.table_url,
                              adds=[{"globalid": row_global_id(photo_id),
                                     s.parent_field: feature, s.photo_field: photo_id,
-                                    **fields}], use_global_ids=True)
+                                    **fields}], use_global_ids=True, fence=fence)
             if results.failed:
                 found = self._row_of(photo_id)   # added meanwhile by another holder
                 if found is None:
                     _check(results.failed, s.table_url)
         if found is not None:
             results = _apply(self.layers, s.table_url,
-                             updates=[{"objectid": found, **fields}], use_global_ids=False)
+                             updates=[{"objectid": found, **fields}], use_global_ids=False,
+                             fence=fence)
             _check(results.failed, s.table_url)
         return {"sink": self.name, "table": s.table_url, "photo": photo_id,
                 "updated": found is not None}
@@ -255,12 +271,13 @@ def layer_photo_lister(layers: Layers,
 
     def listed(task: Task) -> List[Submission]:
         payload = dict(task.payload)
-        url = payload.get("layer_url")
+        submission = task.submission or Submission.from_payload(payload)
+        url = submission.layer_url
         if not url:
             raise ArcGISError(ErrorClass.BAD_REQUEST, "the submission names no layer to list "
                               "its photos from", operation="queryAttachments")
-        feature = str(payload["feature_global_id"])
-        oid = payload.get("object_id")
+        feature = submission.feature_global_id
+        oid = submission.object_id
         groups = layers.get(url).query_attachments(
             object_ids=[oid] if isinstance(oid, int) else None,
             global_ids=None if isinstance(oid, int) else [braced(feature)],

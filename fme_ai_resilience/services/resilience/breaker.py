@@ -1,29 +1,30 @@
 """The circuit breaker every engine shares, through the ledger's ``circuit_state`` rows.
 
-:class:`CircuitBreaker` applies the pure state machine of
-:mod:`fme_ai_resilience.core.resilience.breaker` to one service's row: ``allow()`` answers a
-:class:`~fme_ai_resilience.core.resilience.breaker.Permit` or a
-:class:`~fme_ai_resilience.core.resilience.breaker.CircuitOpen` refusal through a short cache,
-``record()`` logs each call into ``ai_call_log`` and applies the transition it causes by
-compare-and-set on the row's generation, so a lost race only means another engine applied it
-first. A half-open
-round admits exactly ``half_open_probes`` calls fleet-wide (atomic slot claims in the store).
+:class:`CircuitBreaker` applies the pure state machine of :mod:`fme_ai_resilience.core.resilience.breaker` to
+one service's row: ``allow()`` answers a :class:`~fme_ai_resilience.core.resilience.breaker.Permit` or a
+:class:`~fme_ai_resilience.core.resilience.breaker.CircuitOpen` refusal through a short cache, ``record()``
+logs each call into ``ai_call_log``, applies the transition it causes by compare-and-set on
+the row's generation (a lost race only means another engine applied it first) and says whose
+a failure was (:class:`~fme_ai_resilience.core.resilience.blame.Recorded`): the service's, and the wait that
+follows, or the photo's. A half-open round admits exactly ``half_open_probes`` calls
+fleet-wide (atomic slot claims in the store). Safe to share between an engine's threads.
 """
 from __future__ import annotations
 
 import logging
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
+from ...core.resilience.blame import BEHIND_S, Blame, Recorded, suspects_service
 from ...core.resilience.breaker import (EVIDENCE_CALLS, Admission, BreakerMode, BreakerPolicy,
                                         BreakerState, CircuitOpen, CircuitState, DriftObserved,
-                                        Event, Manual, Permit, ProbesObserved, TimePassed,
-                                        WindowObserved, down_for_others, step)
+                                        Event, Manual, Permit, ProbesObserved, StreakObserved,
+                                        TimePassed, WindowObserved, down_for_others, step)
 from ...core.resilience.calibrate import Suggestion
 from ...core.clock import Clock, SystemClock
 from ...core.errors import ConfigurationError, ErrorClass, StoreError
 from ...core.ledger import CallRecord
-from ...store.base import Store
+from ...store.protocols import BreakerRows
 from .calibrate import calibrate
 
 __all__ = ["CircuitBreaker", "known_service"]
@@ -35,7 +36,7 @@ log = logging.getLogger("fme_ai_resilience.core.resilience.breaker")
 _FIRST_CLAIM = 1
 
 
-def known_service(service: str, *, store: Store) -> bool:
+def known_service(service: str, *, store: BreakerRows) -> bool:
     """Whether some engine uses ``service``: it has a ``circuit_state`` row or calls in
     ``ai_call_log`` (what operators may steer without creating a circuit by a typo)."""
     if service in store.breaker_list():
@@ -51,7 +52,8 @@ class CircuitBreaker:
     compare-and-set, so a lost race only means another engine applied it first).
     """
 
-    def __init__(self, service: str, policy: Optional[BreakerPolicy] = None, *, store: Store,
+    def __init__(self, service: str, policy: Optional[BreakerPolicy] = None, *,
+                 store: BreakerRows,
                  clock: Optional[Clock] = None) -> None:
         if not isinstance(service, str) or not service:
             raise ConfigurationError("service", service, "must be a non-empty name")
@@ -59,41 +61,41 @@ class CircuitBreaker:
         self.service = service
         self.policy = policy or BreakerPolicy()
         self.clock = clock or SystemClock()
-        self._cached: Optional[BreakerState] = None
-        self._cached_at = -math.inf
-        self._standing_permit: Optional[Permit] = None
+        # (state, when it was read on the monotonic clock, the permit a circuit that admits
+        # every call hands out): one tuple, replaced whole, so an engine's threads never see
+        # a state with another state's time or permit
+        self._cache: Tuple[Optional[BreakerState], float, Optional[Permit]] = (
+            None, -math.inf, None)
 
     def __repr__(self) -> str:
-        return f"CircuitBreaker(service={self.service!r}, state={self._cached!r})"
+        return f"CircuitBreaker(service={self.service!r}, state={self._cache[0]!r})"
 
     # -- reading -------------------------------------------------------------------------------
     def state(self, fresh: bool = False) -> BreakerState:
         """The shared state, from the cache unless it is older than ``cache_ttl_s``."""
-        mono = self.clock.monotonic()
-        if fresh or self._cached is None or mono - self._cached_at >= self.policy.cache_ttl_s:
-            self._remember(self.store.breaker_get(self.service, now=self.clock.now()))
-        assert self._cached is not None
-        return self._cached
+        cached, cached_at, _ = self._cache
+        if fresh or cached is None or \
+                self.clock.monotonic() - cached_at >= self.policy.cache_ttl_s:
+            return self._remember(self.store.breaker_get(self.service, now=self.clock.now()))
+        return cached
 
     def _remember(self, state: BreakerState) -> BreakerState:
-        self._cached = state
-        self._cached_at = self.clock.monotonic()
         # Permits are immutable: a circuit that admits every call hands out one shared permit.
         admits_all = state.mode in (BreakerMode.FORCED_CLOSED, BreakerMode.DISABLED) or (
             state.mode is BreakerMode.AUTO and state.state is CircuitState.CLOSED)
-        self._standing_permit = Permit(self.service, state.generation) if admits_all else None
+        self._cache = (state, self.clock.monotonic(),
+                       Permit(self.service, state.generation) if admits_all else None)
         return state
 
     def invalidate(self) -> None:
         """Forget the cached state (the next read goes to the store)."""
-        self._cached = None
-        self._standing_permit = None
+        self._cache = (None, -math.inf, None)
 
     # -- the call path -------------------------------------------------------------------------
     def allow(self) -> Admission:
         """A :class:`Permit` to call the service now, or a :class:`CircuitOpen` refusal."""
-        permit = self._standing_permit
-        if permit is not None and self.clock.monotonic() - self._cached_at < self.policy.cache_ttl_s:
+        _, cached_at, permit = self._cache
+        if permit is not None and self.clock.monotonic() - cached_at < self.policy.cache_ttl_s:
             return permit   # the hot path: a closed circuit, state fresh enough
         now = self.clock.now()
         current = self.state()
@@ -158,11 +160,24 @@ class CircuitBreaker:
         return CircuitOpen(self.service, min(self.policy.probe_timeout_s, self.policy.cooldown_s),
                            current.state, current.mode)
 
-    def record(self, permit: Permit, call: CallRecord) -> BreakerState:
-        """Log ``call`` (made under ``permit``) and apply the transition it causes, if any."""
+    def record(self, permit: Permit, call: CallRecord) -> Recorded:
+        """Log ``call`` (made under ``permit``), apply the transition it causes, if any, and
+        say whose a failure was: the service's (a probe's failure, or the one that opened the
+        circuit, when the service fails for other photos too), with the wait until the
+        photo's next try just behind the next probe, or the photo's (its attempt counts)."""
         if call.service != self.service:
             raise ConfigurationError("call.service", call.service, f"is not {self.service!r}")
         self.store.record_call(call)
+        after = self._transition(permit, call)
+        if call.ok:
+            return Recorded(after)
+        if suspects_service(call.error_class and ErrorClass(call.error_class),
+                            probe=permit.is_probe, after=after) \
+                and self.down_for_others(call.task_key or ""):
+            return Recorded(after, Blame.SERVICE, self.retry_after_s() + BEHIND_S)
+        return Recorded(after, Blame.PHOTO)
+
+    def _transition(self, permit: Permit, call: CallRecord) -> BreakerState:
         now = self.clock.now()
         if permit.is_probe:
             self.store.breaker_report_probe(self.service, permit.generation, permit.probe_slot,
@@ -171,20 +186,37 @@ class CircuitBreaker:
         current = self.state()
         if current.mode is not BreakerMode.AUTO or current.state is not CircuitState.CLOSED:
             return current
-        if call.ok and call.duration_s < self.policy.slow_call_s:
-            return current   # a fast success never opens a circuit: skip the window query
+        if call.ok:
+            return current   # an answer never opens a circuit (slow is not down)
+        if call.down:
+            after = self._evaluate_streak(current, now=now)
+            if after is not current:
+                return after
         if call.error_class == ErrorClass.BAD_FORMAT.value:
             after = self._evaluate_drift(current, now=now)
             if after is not current:
                 return after
+        if call.error_class == ErrorClass.TTFB_TIMEOUT.value and not call.down:
+            return current   # a slow call: no failure of the window
         return self._evaluate_window(current, now=now)
+
+    def _evaluate_streak(self, current: BreakerState, *, now: float) -> BreakerState:
+        """Open the circuit when the latest calls said in a row that the service is down."""
+        failures, photos = self.store.down_streak(self.service,
+                                                  self.policy.consecutive_failures)
+        after = self._apply(current, StreakObserved(failures, photos), now=now)
+        if after.state is CircuitState.OPEN and after.generation != current.generation:
+            log.warning("circuit %s: %d calls in a row said the service is down", self.service,
+                        failures)
+        return after
 
     def _evaluate_drift(self, current: BreakerState, *, now: float) -> BreakerState:
         """Open the circuit when the latest answers in a row were out of schema (drift)."""
-        latest = self.store.recent_calls(self.service, self.policy.drift_calls)
-        if any(error_class != ErrorClass.BAD_FORMAT.value for error_class, _ in latest):
+        latest = self.store.recent_retries(self.service, self.policy.drift_calls)
+        if any(error_class != ErrorClass.BAD_FORMAT.value for error_class, _, _ in latest):
             return current
-        event = DriftObserved(len(latest), len({key for _, key in latest}))
+        event = DriftObserved(len(latest), len({key for _, key, _ in latest}),
+                              sum(1 for _, _, retry in latest if not retry))
         after = self._apply(current, event, now=now)
         if after.state is CircuitState.OPEN and after.generation != current.generation:
             log.warning("circuit %s: %d answers in a row out of schema: the model drifted; "

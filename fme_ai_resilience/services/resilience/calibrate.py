@@ -12,13 +12,13 @@ from ...core.resilience.calibrate import Suggestion, suggest
 from ...core.checks import finite
 from ...core.ledger import CallWindow
 from ...core.config.settings import BreakerSettings
-from ...store.base import Store
+from ...store.protocols import CallLogRows
 
 __all__ = ["history", "calibrate"]
 
 
 def history(service: str, days: float, slow_s: float, bucket_s: float = 3600.0, *,
-            store: Store, now: float) -> List[CallWindow]:
+            store: CallLogRows, now: float) -> List[CallWindow]:
     """Per-bucket call windows over the last ``days`` days, oldest first.
 
     Built from cumulative ``store.call_window`` reads (calls since each bucket's start), so the
@@ -38,7 +38,7 @@ def history(service: str, days: float, slow_s: float, bucket_s: float = 3600.0, 
 
 
 def calibrate(service: str, days: float = 7.0, policy: Optional[BreakerSettings] = None,
-              margin: float = 0.1, bucket_s: float = 3600.0, *, store: Store,
+              margin: float = 0.1, bucket_s: float = 3600.0, *, store: CallLogRows,
               now: float) -> Suggestion:
     """Suggest thresholds for ``service`` from the last ``days`` days of its call log."""
     policy = policy or BreakerSettings()

@@ -14,7 +14,7 @@ from typing import Optional
 
 from ...core.clock import Clock, SystemClock
 from ...core.resilience.pace import FLOOR_S, RELAX_FACTOR, slower
-from ...store.base import Store
+from ...store.protocols import PaceRows
 
 __all__ = ["CallPacer"]
 
@@ -22,7 +22,7 @@ __all__ = ["CallPacer"]
 class CallPacer:
     """The pace of ``service``'s calls, shared by every engine on the ledger."""
 
-    def __init__(self, service: str, *, store: Store, cache_ttl_s: float,
+    def __init__(self, service: str, *, store: PaceRows, cache_ttl_s: float,
                  clock: Optional[Clock] = None) -> None:
         self.service = service
         self.store = store

@@ -13,7 +13,7 @@ from typing import Optional
 from ...core.checks import finite
 from ...core.resilience.retry_budget import RetryBudget
 from ...core.config.settings import Settings
-from ...store.base import Store
+from ...store.protocols import CallLogRows
 
 __all__ = ["FleetRetryGate"]
 
@@ -30,7 +30,7 @@ class FleetRetryGate:
     """
 
     def __init__(self, service: str, budget: Optional[RetryBudget] = None,
-                 cache_ttl_s: float = 1.0, slow_s: float = 20.0, *, store: Store) -> None:
+                 cache_ttl_s: float = 1.0, slow_s: float = 20.0, *, store: CallLogRows) -> None:
         finite("cache_ttl_s", cache_ttl_s, minimum=0)
         self.store = store
         self.service = service
@@ -41,7 +41,7 @@ class FleetRetryGate:
 
     @classmethod
     def from_settings(cls, service: str, settings: Settings, *,
-                      store: Store) -> "FleetRetryGate":
+                      store: CallLogRows) -> "FleetRetryGate":
         """The gate the settings describe: the ``retry.fleet_*`` budget, the breaker's cache
         time and slow-call threshold."""
         return cls(service, RetryBudget.from_settings(settings.retry),

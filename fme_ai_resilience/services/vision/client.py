@@ -1,9 +1,11 @@
 """The Vision AI client: one call, a per-phase time budget, and a structured outcome.
 
 ``VisionClient.analyze(image, trace_id)`` never raises for a remote failure. Whatever comes
-back — a timeout in any phase, a refused connection, 429/5xx, an HTML error page, truncated or
-oversize JSON, ``null`` content, a refusal, an error inside an HTTP 200 body, a drifted schema
-— is a :class:`VisionOutcome` carrying its :class:`~fme_ai_resilience.core.errors.ErrorClass`, the
+back — a timeout in any phase, a refused connection, 429/5xx, an HTML error page, an answer cut
+short (TRUNCATED: a transport failure, retried like a 5xx), oversize JSON, ``null`` content, a
+refusal, an error inside an HTTP 200 body, a drifted schema (BAD_FORMAT: only a complete
+answer out of schema) — is a :class:`VisionOutcome` carrying its
+:class:`~fme_ai_resilience.core.errors.ErrorClass`, the
 HTTP status, the parsed Retry-After, the seconds spent per phase, the phase that ran out and a
 redacted excerpt of the body. API keys and tokens never reach outcomes, excerpts or logs.
 """
@@ -26,7 +28,7 @@ from ...core.ledger import CallRecord, FormatAnomaly
 from ...core.text.redact import excerpt as make_excerpt
 from ...core.text.redact import redact_text, scrub_secrets
 from ...core.resilience.timeouts import TimeoutBudget
-from ...core.text.untrusted_json import decode_value
+from ...core.text.untrusted_json import cut_short, decode_value
 from .builders import Credentials, Image, RequestOptions, build_request
 from ..http.sessions import session_for
 from .phases import exchange
@@ -153,11 +155,14 @@ class VisionClient:
     def _clean(self, text: Any) -> str:
         return redact_text(text, self._secrets)
 
-    def analyze(self, image: Image, trace_id: str) -> VisionOutcome:
+    def analyze(self, image: Image, trace_id: str, *,
+                ttfb_s: Optional[float] = None) -> VisionOutcome:
         """Ask the service about ``image`` (bytes, or a URL for providers that take one).
 
-        Returns a VisionOutcome for every remote result; raises only ConfigurationError when
-        the request cannot be built (e.g. a URL for Rekognition).
+        ``ttfb_s`` is this call's time-to-first-byte limit in seconds (default the
+        ``timeouts.ttfb_s`` of the client's budget): a slow service's next call is given
+        longer (docs/vision.md). Returns a VisionOutcome for every remote result; raises only
+        ConfigurationError when the request cannot be built (e.g. a URL for Rekognition).
         """
         request = build_request(self.provider, self.endpoint, image, self.credentials,
                                 self.options)
@@ -169,7 +174,8 @@ class VisionClient:
             connect_s += self.timeouts.tls_s   # urllib3 bounds TCP and TLS with one timeout
         start = self.clock.monotonic()
         ex = exchange(request.method, request.url, headers, request.body, connect_s=connect_s,
-                      ttfb_s=self.timeouts.ttfb_s, body_s=self.timeouts.body_s,
+                      ttfb_s=self.timeouts.ttfb_s if ttfb_s is None else ttfb_s,
+                      body_s=self.timeouts.body_s,
                       max_bytes=self.max_response_bytes, session=self.session, clock=self.clock)
         duration = self.clock.monotonic() - start
         # an answer echoing the key (in any escaped form) keeps it nowhere: not in the
@@ -214,9 +220,15 @@ class VisionClient:
                     ex.headers, message if payload is not None else None, now=self.clock.now())
             return self._fail(error_class, f"HTTP {status}: {message}", common,
                               retry_after_s=retry_after)
-        if ex.truncated or payload is None or status >= 300:
-            why = ("the body was cut off" if ex.truncated else
-                   f"HTTP {status}: not a JSON answer" if status < 300 or payload is None else
+        if ex.truncated or (payload is None and unreadable and cut_short(text)):
+            # cut short in transit (shorter than its Content-Length, or JSON that ends before
+            # it is whole): a transport failure, retried like a 5xx, never a FORMAT letter
+            return self._fail(ErrorClass.TRUNCATED, "the answer was cut short: "
+                              + ("the connection ended before the body its Content-Length "
+                                 "announced" if ex.truncated else "the JSON ends before it is "
+                                 "whole"), common)
+        if payload is None or status >= 300:
+            why = (f"HTTP {status}: not a JSON answer" if status < 300 or payload is None else
                    f"unexpected HTTP {status}")
             ctype = get_ignoring_case(ex.headers, "Content-Type") or "?"
             return self._fail(ErrorClass.BAD_FORMAT, why, common,
