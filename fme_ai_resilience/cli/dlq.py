@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, Dict
 
-from ..core.config.settings import MAX_COUNT
+from ..core.config.fields import MAX_COUNT
 from ..core.clock import SystemClock
 from ..core.errors import ConfigurationError, FailureClass
 from ..core.ledger import Status, TaskRecord

@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Any, Dict, Iterator, Tuple
 
-from ..core.config.settings import MAX_COUNT
+from ..core.config.fields import MAX_COUNT
 from ..drill.html import render_html
 from ..drill.invariants import targets
 from ..drill.report import DrillReport

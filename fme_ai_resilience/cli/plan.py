@@ -18,7 +18,7 @@ import json
 import math
 from typing import Any, Dict, List, Optional
 
-from ..core.config.settings import MAX_COUNT
+from ..core.config.fields import MAX_COUNT
 from ..core.checks import count
 from ..core.resilience.retry import RetryPolicy
 from ..core.config.settings import Settings

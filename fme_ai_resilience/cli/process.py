@@ -19,7 +19,7 @@ import socket
 import threading
 from typing import Any, Iterator
 
-from ..core.config.settings import MAX_COUNT
+from ..core.config.fields import MAX_COUNT
 from ..core.errors import StoreError
 from ..core.text.redact import redact_text
 from ..services.pipeline import build_processor

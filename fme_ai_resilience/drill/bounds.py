@@ -36,7 +36,8 @@ from typing import Optional, Tuple
 
 from ..core.resilience.breaker import cooldown_s, outage_probe_bound, probe_schedule
 from ..core.resilience.concurrency import ConcurrencySettings
-from ..core.config.settings import MAX_COUNT, BreakerSettings
+from ..core.config.fields import MAX_COUNT
+from ..core.resilience.breaker import BreakerSettings
 
 __all__ = ["probe_bound", "outage_call_bound", "in_flight_bound", "drift_call_bound",
            "probe_interval_s", "drain_bound_s", "service_s", "calls_per_analysed_bound",

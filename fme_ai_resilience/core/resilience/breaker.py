@@ -46,15 +46,67 @@ from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple, Union
 
 from ..checks import count, finite
+from ..config.fields import check_field, positive_fields, ratio_fields
 from ..errors import CircuitOpenError, ConfigurationError
 from ..ledger import CallWindow
-from ..config.settings import BreakerSettings
 
-__all__ = ["BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
+__all__ = ["BreakerSettings", "BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
            "DriftObserved", "StreakObserved", "TimePassed", "ProbesObserved", "Manual", "Event",
            "drifted", "streaking", "cooldown_s", "probe_schedule", "outage_probe_bound",
            "should_trip", "EVIDENCE_CALLS", "down_for_others", "probes_needed", "step",
            "effective_state", "Permit", "CircuitOpen", "Admission"]
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    """The shared circuit breaker (docs/breaker.md).
+
+    Detection: ``consecutive_failures`` calls in a row that say the service is down (refused
+    connections, 502/503/504, time-to-first-byte timeouts the fleet had already waited longer
+    for), about two photos at least, open the circuit whatever the window's successes; the
+    failure rate over ``window_s`` (at least ``min_calls`` calls) catches partial failure.
+    Slow calls never open it (slow is not down): ``slow_call_s`` only says which calls
+    ``status`` and ``calibrate`` count as slow.
+    Recovery is a probe schedule: an open circuit admits one probe (``half_open_probes``)
+    after ``cooldown_s``, then after each failed probe the interval doubles
+    (``cooldown_factor``) up to ``cooldown_max_s``, the longest the fleet takes to learn that
+    a service is back, whatever the outage's length.
+    ``drift_calls`` answers in a row that do not match the schema, about at least two
+    photos, mean the model drifted: they open the circuit whatever the window holds, the
+    photos wait deferred for the fix, and the drifted model gets only the probes.
+    """
+
+    failure_rate: float = 0.5
+    min_calls: int = 20
+    window_s: float = 60.0
+    slow_call_s: float = 20.0
+    consecutive_failures: int = 5
+    cooldown_s: float = 5.0
+    cooldown_max_s: float = 30.0
+    cooldown_factor: float = 2.0
+    half_open_probes: int = 1
+    close_ratio: float = 0.8
+    probe_timeout_s: float = 60.0
+    cache_ttl_s: float = 1.0
+    drift_calls: int = 3
+
+    def __post_init__(self) -> None:
+        # A rate of 0 would trip a healthy service and close on a round of failed probes.
+        ratio_fields("breaker", self, "failure_rate", "close_ratio", allow_zero=False)
+        positive_fields("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
+                  "cooldown_max_s", "half_open_probes", "probe_timeout_s", "drift_calls",
+                  "consecutive_failures")
+        positive_fields("breaker", self, "cache_ttl_s", allow_zero=True)
+        finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
+        check_field("breaker", "cooldown_max_s", self.cooldown_max_s,
+               self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")
+        check_field("breaker", "cache_ttl_s", self.cache_ttl_s, self.cache_ttl_s <= 1.0,
+               "engines must see a state change within 1 s")
+        check_field("breaker", "drift_calls", self.drift_calls, self.drift_calls >= 2,
+               "must be >= 2 (answers about two photos tell drift from one odd photo)")
+        check_field("breaker", "consecutive_failures", self.consecutive_failures,
+               self.consecutive_failures >= 2,
+               "must be >= 2 (failures about two photos tell an outage from one odd photo)")
 
 #: The breaker's thresholds are the ``breaker`` settings group.
 BreakerPolicy = BreakerSettings

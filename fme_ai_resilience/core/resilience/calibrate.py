@@ -16,7 +16,7 @@ from typing import Sequence
 from ..checks import count, finite
 from ..errors import ConfigurationError
 from ..ledger import CallWindow
-from ..config.settings import BreakerSettings
+from ..resilience.breaker import BreakerSettings
 
 __all__ = ["Suggestion", "percentile", "suggest"]
 

@@ -34,17 +34,58 @@ from __future__ import annotations
 import enum
 import zlib
 from dataclasses import dataclass, replace
-from typing import Optional, Union
+from typing import Optional, Tuple, Union
 
 from .breaker import CircuitState
 from ..checks import count, finite, ratio
+from ..config.fields import (check_field, enum_field, name_fields, positive_fields,
+                             ratio_fields)
 from ..errors import ConfigurationError
 from ..ledger import CallWindow, WhenDegraded
-from ..config.settings import DegradeSettings
 
-__all__ = ["Level", "Model", "Admission", "Signals", "LadderState", "target_level",
+__all__ = ["DegradeSettings", "Level", "Model", "Admission", "Signals", "LadderState", "target_level",
            "holding_level", "next_state", "with_override", "sampled", "should_analyze",
            "admission", "priority_of", "model_for", "CRITICAL", "ORDINARY"]
+
+
+@dataclass(frozen=True)
+class DegradeSettings:
+    """The degradation ladder L0-L4 (docs/breaker.md).
+
+    Backlog thresholds are multiples of the intake watermark. A level is entered when its
+    signal reaches the threshold and left only after every signal has stayed below
+    ``exit_ratio`` x its threshold for ``hold_s`` seconds, then straight to the level the
+    signals still justify (hysteresis).
+    ``critical_types`` are asset types always analysed (until L4) and claimed first; at L1 a
+    ``sample_ratio`` share of the others is still analysed. A photo a level holds back stays
+    owed (DEFERRED, analysed once the ladder allows), unless its asset type is one of
+    ``non_critical_types`` and ``when_degraded`` is ``skip``: then it is SKIPPED for manual
+    review (never analysed, in the review queue).
+    """
+
+    sample_backlog: float = 1.0
+    critical_backlog: float = 3.0
+    pause_backlog: float = 6.0
+    fallback_error_rate: float = 0.3
+    exit_ratio: float = 0.7
+    hold_s: float = 300.0
+    sample_ratio: float = 0.25
+    critical_types: Tuple[str, ...] = ()
+    non_critical_types: Tuple[str, ...] = ()
+    when_degraded: WhenDegraded = WhenDegraded.DEFER
+
+    def __post_init__(self) -> None:
+        positive_fields("degrade", self, "sample_backlog", "critical_backlog", "pause_backlog",
+                  "hold_s")
+        ratio_fields("degrade", self, "fallback_error_rate", "exit_ratio", "sample_ratio")
+        check_field("degrade", "critical_backlog", self.critical_backlog,
+               self.sample_backlog <= self.critical_backlog <= self.pause_backlog,
+               "must lie between sample_backlog and pause_backlog")
+        name_fields("degrade", self, "critical_types", "non_critical_types")
+        enum_field("degrade", self, "when_degraded", WhenDegraded)
+        both = sorted(set(self.critical_types) & set(self.non_critical_types))
+        check_field("degrade", "non_critical_types", self.non_critical_types, not both,
+               f"names {both} also in degrade.critical_types")
 
 #: Claim priorities: a critical asset type's photo is claimed before any other.
 CRITICAL = 1

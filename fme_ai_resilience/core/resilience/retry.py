@@ -24,16 +24,47 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Protocol, Tuple
 
-from .backoff import MAX_RETRY_AFTER_S, Backoff
 from ..checks import count, finite
-from .classification import CLASSIFICATION, ClassRule
 from ..clock import Deadline
+from ..config.fields import check_field, enum_field, positive_fields, ratio_fields
 from ..errors import ConfigurationError, ErrorClass, FailureClass
-from ..config.settings import RetrySettings, Settings
+from ..intake.policy import IntakeSettings
+from .backoff import MAX_RETRY_AFTER_S, Backoff, Jitter
+from .breaker import BreakerSettings
+from .classification import CLASSIFICATION, ClassRule
 from .task_budget import task_budget_s
+from .timeouts import TimeoutBudget
 
-__all__ = ["Outcome", "RetryGate", "DecisionKind", "AttemptRecord", "RetryHistory",
+__all__ = ["RetrySettings", "PolicySources", "Outcome", "RetryGate", "DecisionKind", "AttemptRecord", "RetryHistory",
            "RetryDecision", "RetryEvent", "RetryHook", "RetryPolicy"]
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """Backoff and attempt budgets (docs/retries.md).
+
+    ``task_attempts`` is 5 so that the defaults fit their own task budget: five attempts of
+    the 30 s per-call limit and four inline waits of 5 s take 170 s of the 180 s budget
+    (docs/retries.md explains the choice).
+    """
+
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+    jitter: Jitter = Jitter.FULL
+    task_attempts: int = 5
+    max_inline_wait_s: float = 5.0
+    fleet_retry_ratio: float = 0.1
+    fleet_retry_floor_per_s: float = 0.2
+    fleet_window_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        positive_fields("retry", self, "backoff_base_s", "backoff_cap_s", "task_attempts",
+                  "fleet_window_s")
+        positive_fields("retry", self, "max_inline_wait_s", "fleet_retry_floor_per_s", allow_zero=True)
+        ratio_fields("retry", self, "fleet_retry_ratio")
+        enum_field("retry", self, "jitter", Jitter)
+        check_field("retry", "backoff_cap_s", self.backoff_cap_s,
+               self.backoff_cap_s >= self.backoff_base_s, "must be >= backoff_base_s")
 
 
 class Outcome(Protocol):
@@ -41,6 +72,22 @@ class Outcome(Protocol):
 
     error_class: Optional[ErrorClass]
     retry_after_s: Optional[float]
+
+
+class PolicySources(Protocol):
+    """What :meth:`RetryPolicy.from_settings` reads of the settings (``Settings`` has it all)."""
+
+    @property
+    def retry(self) -> RetrySettings: ...
+
+    @property
+    def breaker(self) -> BreakerSettings: ...
+
+    @property
+    def intake(self) -> IntakeSettings: ...
+
+    @property
+    def timeouts(self) -> TimeoutBudget: ...
 
 
 class RetryGate(Protocol):
@@ -193,7 +240,7 @@ class RetryPolicy:
             raise ConfigurationError("rules", missing, "every error class needs a rule")
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RetryPolicy":
+    def from_settings(cls, settings: "PolicySources") -> "RetryPolicy":
         """The policy the settings describe.
 
         The deadline is the task budget (1.5 x promise); one attempt takes at most the whole

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..checks import finite, ratio
 from ..ledger import CallWindow
-from ..config.settings import RetrySettings
+from ..resilience.retry import RetrySettings
 
 __all__ = ["RetryBudget"]
 

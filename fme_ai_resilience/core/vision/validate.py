@@ -24,20 +24,51 @@ the library is reported (the provider adapters use it too).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Any, Iterable, List, Mapping, Optional, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import jsonschema
 
 from ..checks import finite_number
+from ..config.fields import check_field, is_number, name_fields, ratio_fields
 from ..errors import ConfigurationError
 from ..ledger import FormatAnomaly
-from ..config.settings import ValidationSettings
 from ..text.untrusted_json import deeper_than
 
-__all__ = ["ASSESSMENT_SCHEMA", "DEFAULT_ALARM_CONDITIONS", "VerdictKind", "Verdict",
+__all__ = ["ValidationSettings", "ASSESSMENT_SCHEMA", "DEFAULT_ALARM_CONDITIONS", "VerdictKind", "Verdict",
            "schema_errors", "canonical_condition", "domain_errors", "validate",
            "SCHEMA_MAX_DEPTH", "SCHEMA_MESSAGE_LIMIT"]
+
+
+@dataclass(frozen=True)
+class ValidationSettings:
+    """Confidence policy for AI conclusions (docs/vision.md).
+
+    ``thresholds`` overrides ``confidence_threshold`` per asset type
+    (``"hydrant=0.8,valve=0.9"`` as a string).
+    """
+
+    confidence_threshold: float = 0.75
+    thresholds: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    conditions: Tuple[str, ...] = ("good", "fair", "damaged")
+
+    def __post_init__(self) -> None:
+        ratio_fields("validation", self, "confidence_threshold")
+        check_field("validation", "thresholds", self.thresholds,
+               isinstance(self.thresholds, Mapping), "must map asset types to numbers")
+        for asset, value in self.thresholds.items():
+            check_field("validation", f"thresholds[{asset}]", value,
+                   is_number(value) and 0.0 <= value <= 1.0,
+                   "must be between 0 and 1")
+        object.__setattr__(self, "thresholds", MappingProxyType(dict(self.thresholds)))
+        name_fields("validation", self, "conditions")
+        check_field("validation", "conditions", self.conditions, len(self.conditions) > 0,
+               "needs at least one condition")
+
+    def threshold_for(self, asset_type: Optional[str]) -> float:
+        """The confidence an assessment of ``asset_type`` must reach."""
+        return self.thresholds.get(asset_type or "", self.confidence_threshold)
 
 #: The shape every provider adapter produces (``Assessment.to_dict()``).
 ASSESSMENT_SCHEMA: Mapping[str, Any] = {

@@ -29,7 +29,7 @@ from ...core.clock import Clock, SystemClock
 from ...core.errors import ConfigurationError, InvalidPayload, ResilienceError
 from ...core.config.pipeline_settings import WritebackSettings
 from ...services.processing.writeback import braced
-from ...core.config.settings import ValidationSettings
+from ...core.vision.validate import ValidationSettings
 from ...core.intake.submission import Submission
 from ...core.intake.survey123 import parse_webhook
 from ...core.vision.validate import validate

@@ -20,7 +20,8 @@ from ...core.text.caseless import get_ignoring_case
 from ...core.resilience.degrade import priority_of
 from ...core.errors import InvalidPayload
 from ...core.intake.keys import compose_key, normalise_global_id, trace_id_for
-from ...core.config.settings import MAX_COUNT, Settings
+from ...core.config.settings import Settings
+from ...core.config.fields import MAX_COUNT
 from ...store.base import Store
 from ...core.intake.submission import Submission
 

@@ -55,7 +55,8 @@ from ...core.intake.keys import body_key, trace_id_for
 from ...core.ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
 from ...core.text.printable import printable
 from ...core.text.redact import excerpt, redact_raw, redact_text, redact_url, token_values
-from ...core.config.settings import DegradeSettings, Settings
+from ...core.config.settings import Settings
+from ...core.resilience.degrade import DegradeSettings
 from ...store.base import Store
 from ...core.intake.submission import Submission
 from ...core.intake.survey123 import delivery_id_of, parse_webhook

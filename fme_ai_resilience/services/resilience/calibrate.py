@@ -11,7 +11,7 @@ from typing import List, Optional
 from ...core.resilience.calibrate import Suggestion, suggest
 from ...core.checks import finite
 from ...core.ledger import CallWindow
-from ...core.config.settings import BreakerSettings
+from ...core.resilience.breaker import BreakerSettings
 from ...store.protocols import CallLogRows
 
 __all__ = ["history", "calibrate"]

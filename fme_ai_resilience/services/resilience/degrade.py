@@ -17,7 +17,9 @@ from ...core.clock import Clock, SystemClock
 from ...core.resilience.degrade import (Admission, LadderState, Level, Model, Signals, admission,
                                         model_for, next_state, should_analyze, with_override)
 from ...core.errors import StoreError
-from ...core.config.settings import DegradeSettings, IntakeSettings, Settings
+from ...core.config.settings import Settings
+from ...core.resilience.degrade import DegradeSettings
+from ...core.intake.policy import IntakeSettings
 from ...store.base import Store
 from .breaker import CircuitBreaker
 

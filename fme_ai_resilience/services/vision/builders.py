@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Tuple, Union
 
 from ...core.clock import Clock
 from ...core.errors import ConfigurationError
-from ...core.config.settings import ValidationSettings
+from ...core.vision.validate import ValidationSettings
 from ...core.vision.providers import PROVIDERS, openai_result_schema
 from ...core.vision.request import VisionRequest
 from .sigv4 import AwsCredentials, rekognition_signer
