@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, List, Set
+import time
+from typing import Any, Dict, List, Optional, Set
 
 from ..checks import count
 from ..keys import compose_key, normalise_global_id
@@ -57,11 +58,14 @@ class World:
         self.photos_per_feature = count("photos_per_feature", photos_per_feature, minimum=1)
         self.seed = seed
         self.time_scale = time_scale
-        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
+        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS,
+                                         time_scale=time_scale,
+                                         edit_refusals=scenario.edit_refusals)
         self.photos = PhotoHost(seed=seed)
         self.vision = VisionStandIn(scenario.faults, seed=seed, time_scale=time_scale,
                                     retry_after_ms=True)
         self.mailbox = NotificationStandIn()
+        self.last_plan: Optional[Plan] = None
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -71,6 +75,13 @@ class World:
     def __exit__(self, *exc: Any) -> None:
         for server in (self.vision, self.photos, self.layer):
             server.stop()
+
+    def begin(self) -> float:
+        """The run begins now: the Vision AI's counters and schedule and the layer's schedule
+        start from zero (the layer keeps its features and writes). The start, monotonic s."""
+        self.vision.reset()
+        self.layer.restart_schedule()
+        return time.monotonic()
 
     @property
     def photo_host(self) -> str:
@@ -123,8 +134,9 @@ class World:
         outage = None
         if s.outage is not None:
             outage = (s.outage[0] * self.time_scale, s.outage[1] * self.time_scale)
-        return Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions, key_facts,
-                    tuple(never), tuple(missing), outage)
+        self.last_plan = Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions,
+                              key_facts, tuple(never), tuple(missing), outage)
+        return self.last_plan
 
     def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
         """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which
@@ -147,15 +159,26 @@ class World:
         photos = self.layer.photos()
         layer = self.layer.snapshot()
         vision = self.vision.snapshot()
-        shas = {sha for rows in photos.values() for _, sha, _ in rows}
         return Observed(
             photos=photos, history=layer["history"],
-            truth={sha: self.vision.truth_of(sha) for sha in shas},
+            answers={sha: (a[0], a[1]) for sha, a in vision["answers"].items()},
+            submitted=self._submitted(started),
             vision_log=vision["log"], messages=self.mailbox.snapshot()["messages"],
             table_rows=layer["table_rows"], per_photo_rows=bool(self.table_url),
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
             time_scale=self.time_scale)
+
+    def _submitted(self, started: float) -> Dict[str, float]:
+        """When each fact of the last plan was first sent (monotonic s; never: not listed)."""
+        plan = self.last_plan
+        out: Dict[str, float] = {}
+        for item in plan.deliveries if plan is not None else ():
+            for key in photo_keys(item.body):
+                sha = plan.key_facts.get(key)  # type: ignore[union-attr]
+                if sha is not None and sha not in out:
+                    out[sha] = started + item.at_s
+        return out
 
     def snapshots(self) -> Dict[str, Any]:
         """Every stand-in's counters."""
