@@ -34,7 +34,7 @@ from ..drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAULT_SUBMISSIONS,
                          DEFAULT_TIME_SCALE, run_drill)
 from ..drill.scenarios import ALL, SCENARIOS
 from ..drill.speed import comparison, plainly
-from ..drill.table import render_checklist, render_speed, render_table
+from ..drill.table import render_report
 from ..errors import ConfigurationError, StoreError, StoreUnavailable
 from ..store import open_store
 from .common import DB_FORMS, EXIT_FAILED, EXIT_OK, announce, command, exit_codes, number, whole
@@ -148,10 +148,7 @@ def _print(reports: Sequence[DrillReport], as_json: bool) -> None:
                    "verdict": verdict(list(reports))}
         print(json.dumps(out, indent=2))
         return
-    for report in reports:
-        print(render_table(report))
-        print(render_checklist(report) + render_speed(report))
-    print(verdict(list(reports)))
+    print(render_report(reports), end="")
 
 
 @command

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from .figures import number, seconds
+from .figures import seconds
 from .report import DrillReport, SubjectResult
 from .scenarios import Plan, Scenario
 
@@ -104,8 +104,8 @@ def comparison(report: DrillReport) -> Comparison:
         lines.append("time to result, median / 95th percentile: "
                      f"{_pair(lib.time_to_result_p50_s, lib.time_to_result_p95_s)} beside "
                      f"{_pair(other.time_to_result_p50_s, other.time_to_result_p95_s)}")
-        lines.append(f"engine time per analysed photo: {number(lib.engine_s_per_analysed)} s "
-                     f"beside {number(other.engine_s_per_analysed)} s (production seconds)")
+        lines.append(f"engine time per analysed photo: {seconds(lib.engine_s_per_analysed)} "
+                     f"beside {seconds(other.engine_s_per_analysed)} (production seconds)")
     if report.outage is not None:
         lines.append(f"recovery lag {seconds(lib.recovery_lag_s)}, one probe interval "
                      f"{seconds(report.probe_interval_s)}"
@@ -120,7 +120,8 @@ def plainly(report: DrillReport) -> Optional[str]:
     lib, other = report.library, peer(report)
     if other is None or other.analysed < lib.analysed:
         return None
-    return (f"{other.name} analysed as many photos as the library ({other.analysed} of "
+    how = "as many photos as" if other.analysed == lib.analysed else "more photos than"
+    return (f"{other.name} analysed {how} the library ({other.analysed} of "
             f"{other.analysable}, the library {lib.analysed}): the library's case here rests "
             f"on cost ({lib.ai_calls} AI calls against {other.ai_calls}, "
             f"{lib.duplicate_analyses} paid twice against {other.duplicate_analyses}), "

@@ -16,10 +16,11 @@ from typing import List, Optional, Sequence
 from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
                       subject_notes)
 from .invariants import targets, verdict
-from .report import LIBRARY, DrillReport
+from .report import LIBRARY, DrillReport, SubjectResult
 from .speed import comparison, plainly
 
-__all__ = ["render_table", "render_checklist", "render_speed", "render_excerpt",
+__all__ = ["render_table", "render_checklist", "render_speed", "render_excerpt", "excerpt",
+           "render_report",
            "display_width", "MARKS", "EXCERPT_ROWS", "CHECKLIST_TITLE", "SPEED_TITLE"]
 
 #: The rows of the table the README's excerpt shows, in the table's order.
@@ -105,11 +106,41 @@ def render_speed(report: DrillReport) -> str:
 
 
 def render_excerpt(report: DrillReport) -> str:
-    """What the README shows of a run: the heading's first line (the scenario and its size),
-    the rows of :data:`EXCERPT_ROWS`, the checklist, the speed and the verdict."""
-    lines = _heading(report)[:1] + [""] + _table(report, EXCERPT_ROWS) + ["..."]
-    return ("\n".join(lines) + "\n" + render_checklist(report) + render_speed(report)
-            + verdict([report]) + "\n")
+    """What the README shows of a run: :func:`excerpt` of what the command prints for it."""
+    return excerpt(render_report([report]))
+
+
+def _excerpt_labels() -> List[str]:
+    """The labels of :data:`EXCERPT_ROWS` as the table prints them (a part indented)."""
+    blank = DrillReport(scenario="", seed=0, submissions=0, engines=0, backend="",
+                        time_scale=1.0, watermark=0, probe_bound=0, drain_limit_s=None,
+                        outage=[0.0, 1.0], library=SubjectResult(name=LIBRARY))
+    return [("  " * row.depth) + row.label for row in figure_rows(blank)
+            if row.key in EXCERPT_ROWS]
+
+
+def excerpt(printed: str) -> str:
+    """The README's excerpt of what ``drill`` printed (one scenario): the heading's first line,
+    the table's header, rule and rows of :data:`EXCERPT_ROWS`, then, as printed, the
+    targets, the speed and the verdict. Cut from the output, never rebuilt."""
+    lines = printed.rstrip("\n").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("figure "))
+    width = len(lines[header + 1].split(_GAP)[0])
+    wanted = set(_excerpt_labels())
+    rows = [line for line in lines[header + 2:]
+            if line[:width].rstrip() in wanted and not line.startswith(" " * (width + 1))]
+    rows = rows[:len(wanted)]
+    checks = lines.index(CHECKLIST_TITLE)
+    return "\n".join([lines[0], "", lines[header], lines[header + 1], *rows, "...",
+                      *lines[checks:]]) + "\n"
+
+
+def render_report(reports: Sequence[DrillReport]) -> str:
+    """What the ``drill`` command prints: per scenario the table, the library's targets and
+    the speed, then one verdict line last."""
+    parts = [render_table(r) + "\n" + render_checklist(r) + render_speed(r) + "\n"
+             for r in reports]
+    return "".join(parts) + verdict(list(reports)) + "\n"
 
 
 def render_table(report: DrillReport) -> str:
