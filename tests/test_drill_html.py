@@ -10,9 +10,10 @@ import pytest
 from fme_ai_resilience.drill.charts import OUTCOME_COLOURS, STATE_COLOURS
 from fme_ai_resilience.drill.figures import figure_rows, printable
 from fme_ai_resilience.drill.html import render_html
+from fme_ai_resilience.drill.invariants import targets, verdict
 from fme_ai_resilience.drill.report import LIBRARY, Timeline
 from fme_ai_resilience.drill.standins.vision import OUTCOMES
-from tests.drill_reports import (HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO,
+from tests.drill_reports import (RUN_NOTE, HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO,
                                  HTTPCALLER_NOTE, ODD_OUTCOME, OUTAGE, sample_report,
                                  timeline)
 
@@ -315,3 +316,31 @@ def test_the_same_report_renders_the_same_page():
     """Deterministic: a copy of the report gives the same page, byte for byte."""
     report = sample_report()
     assert render_html(report) == render_html(copy.deepcopy(report))
+
+
+def test_the_page_opens_with_the_verdict_the_targets_and_the_speed(tree):
+    """Right after the heading: the verdict line the command ends with, every target of the
+    library met or missed in words, then the speed side by side; the table comes after."""
+    body = tree.find("body")
+    sections = [el for el in body if el.tag == "section"]
+    assert [s.get("id") for s in sections] == ["verdict", "figures", "timelines"]
+    verdict_section = sections[0]
+    assert "fail" in verdict_section.get("class").split()
+    report = sample_report()
+    line = next(p for p in verdict_section.iter("p") if p.get("class") == "verdict-line")
+    assert text_of(line) == printable(verdict([report]))
+    checklist = next(u for u in verdict_section.iter("ul") if u.get("class") == "checklist")
+    items = [(li.get("class"), text_of(li)) for li in checklist.iter("li")]
+    assert items == [("met" if c.met else "missed",
+                      ("\u2713 ok " if c.met else "\u2717 bad ") + printable(c.name))
+                     for c in targets(report)]
+    speed = next(u for u in verdict_section.iter("ul") if u.get("class") == "speed")
+    lines = [text_of(li) for li in speed.iter("li")]
+    assert lines[0].startswith("drain 32.0 s beside httpcaller 36.0 s")
+    assert any("analysed more photos than the library" in line for line in lines)
+
+
+def test_the_runs_notes_are_shown_with_the_figures(tree):
+    """The run's notes (the timeouts raised to the floor, the schedules) are on the page."""
+    notes = [text_of(li) for li in tree.iter("li") if li.get("class") == "run-note"]
+    assert notes == [f"the run: {printable(RUN_NOTE)}"]
