@@ -6,8 +6,8 @@ gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back,
 on its production schedule (every 10 minutes, scaled, on the cron marks of the run's clock:
 :mod:`~fme_ai_resilience.drill.schedule`), reconciling against the layer with backfill as
 deployed, and a sampler records the timeline. Nothing the drill sees starts a pass: the run
-ends once a WS-03 pass has run after the last delivery and every task has settled, or at the
-horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
+ends once every task has settled and either the layer shows nothing owed or a WS-03 pass has
+run after the last delivery, or at the horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
 resubmits its job; the task waits out the lease the deployment configures.
 The settings are the library's defaults with every time through the drill's one time scale
 (:func:`drill_settings`).
@@ -197,15 +197,23 @@ class _Compensator:
 
 
 def _until_settled(settings: Settings, engines: Engines, ws03: _Compensator, *,
-                   store: SqlStore, answered: float, deadline: float) -> bool:
-    """Wait until a WS-03 pass ended after the last delivery was answered (``answered``,
-    real s after the start) and every task settled, restarting dead engines meanwhile (FME
-    Flow's job recovery); False at ``deadline`` (monotonic s)."""
+                   store: SqlStore, answered: float, deadline: float,
+                   nothing_owed: Callable[[], bool] = lambda: False) -> bool:
+    """Wait until every task settled and either the layer shows nothing owed
+    (``nothing_owed``) or a WS-03 pass ended after the last delivery was answered
+    (``answered``, real s after the start), restarting dead engines meanwhile (FME Flow's job
+    recovery); False at ``deadline`` (monotonic s)."""
     budget = settings.compensation.requeue_budget
+    looked = 0.0
     while time.monotonic() < deadline:
         engines.heal()
-        if ws03.passed_after(answered) and _settled(store, budget):
-            return True
+        if _settled(store, budget):
+            if ws03.passed_after(answered):
+                return True
+            if time.monotonic() - looked >= 0.5:
+                looked = time.monotonic()
+                if nothing_owed():
+                    return True
         time.sleep(0.05)
     return False
 
@@ -214,8 +222,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 horizon_s: float = math.inf, kills: Sequence[Kill] = (),
                 on_sample: Optional[Callable[[Timeline], None]] = None) -> LibraryRun:
     """Run ``plan`` through the pipeline, for the judge to read its world, until it settled
-    (a WS-03 pass after the last delivery, every task settled) or ``horizon_s`` production
-    seconds passed; ``kills``: the chaos kills (``on_sample``: see
+    (every task settled, and the layer showing nothing owed or a WS-03 pass after the last
+    delivery) or ``horizon_s`` production seconds passed; ``kills``: the chaos kills (``on_sample``: see
     :class:`~fme_ai_resilience.drill.sampling.Sampler`)."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
@@ -242,7 +250,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                     chaos.join()   # the operator's fix and requeue come before settling
                 complete = _until_settled(settings, fleet, ws03, store=store,
                                           answered=time.monotonic() - started,
-                                          deadline=started + horizon_s * time_scale)
+                                          deadline=started + horizon_s * time_scale,
+                                          nothing_owed=lambda: world.nothing_owed(started))
                 chaos.join(1)
         finally:
             ws03.stop()

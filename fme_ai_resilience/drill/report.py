@@ -154,7 +154,7 @@ class DrillReport:
     baselines: Dict[str, SubjectResult] = field(default_factory=dict)
     photos_per_feature: int = 1            # above 1: one related-table row per photo
     notes: List[str] = field(default_factory=list)
-
+    waits: List[str] = field(default_factory=list)   # what each subject's schedule adds
     @property
     def size(self) -> str:
         """``"300 submissions"``, or ``"300 submissions x 3 photos"`` with a photo repeat."""
@@ -179,6 +179,7 @@ class DrillReport:
                     "drain_limit_s": self.drain_limit_s, "limit_why": self.limit_why,
                     "outage": self.outage, "drift": self.drift,
                     "drift_call_bound": self.drift_call_bound, "run_notes": list(self.notes),
+                    "schedule_waits": list(self.waits),
                     "baselines": {name: {**r.as_dict(), "probe_bound": self.probe_bound,
                                          "drain_limit_s": self.drain_limit_s,
                                          "drift_call_bound": self.drift_call_bound}

@@ -29,7 +29,7 @@ from .report import LIBRARY, DrillReport, SubjectResult, Timeline
 from .sampling import SAMPLE_STEP_S, Sampler, bin_calls, bin_photos
 from .scenarios import SCENARIOS, Plan, Scenario
 from .schedule import SWEEP_PERIOD_S, WS03_PERIOD_S, first_mark_after, horizon_s
-from .speed import physical_limit_s
+from .speed import physical_limit_s, schedule_waits
 from .timescale import TimeScale, setting_times
 from .world import World
 
@@ -190,7 +190,8 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
         run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
                            engines=engines, time_scale=time_scale, seed=seed,
                            layer_url=world.layer.layer_url, table_url=world.table_url,
-                           progress=progress, kills=kills, horizon_s=horizon)
+                           progress=progress, kills=kills, horizon_s=horizon,
+                           nothing_owed=lambda: world.nothing_owed(started))
     if run.skipped is not None:
         return SubjectResult(name=name, skipped=run.skipped, model=chosen.note)
     notes = [] if run.settled else ["still unsettled at the horizon, when the drill stopped "
@@ -255,6 +256,9 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
                          else None, photos_per_feature=photos_per_feature, library=library,
                          notes=_run_notes(scenario, plan, seed=seed, time_scale=time_scale,
                                           compare=compare, horizon=horizon),
+                         waits=schedule_waits(scenario, plan, kills=kills, seed=seed,
+                                              time_scale=time_scale,
+                                              lease_s=Settings().processing.lease_s),
                          **bounds)  # type: ignore[arg-type]
     for name in compare:
         say(f"{name}: the same deliveries, the same faults")

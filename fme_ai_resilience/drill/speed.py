@@ -13,7 +13,8 @@ so it is compared, not bounded (docs/drill.md, "Speed, side by side"):
 * against the physical limit (:func:`physical_limit_s`): nothing drains before the last
   photo arrives and one call answers it, before the service's rate limit lets every photo
   through, before an outage ends, the drifted model is fixed or the layer takes edits again;
-  the Vision AI stand-in works on any number of calls at once, so its capacity is no limit.
+  the Vision AI stand-in works on any number of calls at once, so its capacity is no limit;
+  beside it, what each subject's own schedule adds (:func:`schedule_waits`).
 
 :func:`comparison` gives the lines the table, the page and the command print; where the peer
 analysed as many photos as the library, :func:`plainly` says so and names what the
@@ -23,14 +24,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+from .chaos import Kill
 from .figures import seconds
 from .report import DrillReport, SubjectResult
 from .scenarios import Plan, Scenario
+from .schedule import SWEEP_PERIOD_S, WS03_PERIOD_S, first_mark_after
 
-__all__ = ["STRONGEST_PEER", "SAME_BAND", "physical_limit_s", "peer", "Comparison",
-           "comparison", "plainly", "pace"]
+__all__ = ["STRONGEST_PEER", "SAME_BAND", "physical_limit_s", "schedule_waits", "peer",
+           "Comparison", "comparison", "plainly", "pace"]
 
 #: The strongest peer an FME author builds: the library is compared with it.
 STRONGEST_PEER = "sweep"
@@ -57,6 +60,30 @@ def physical_limit_s(scenario: Scenario, plan: Plan, *, facts: int,
                        "the layer taking edits again"))
     bound, why = max(limits)
     return round(bound * time_scale, 3), why
+
+
+def schedule_waits(scenario: Scenario, plan: Plan, *, kills: Sequence[Kill], seed: int,
+                   time_scale: float, lease_s: float) -> List[str]:
+    """What each subject's own schedule adds to its drain beyond the physical limit: what
+    no webhook brought waits for a scheduled pass (WS-03's, the sweep's), and a task whose
+    engine was killed waits out its lease and WS-03's pass after it (a baseline's killed job
+    is resubmitted at once)."""
+    f = scenario.faults
+    call = f.latency_s + f.latency_jitter_s / 2
+    out = []
+    if plan.never_delivered:
+        ws03 = first_mark_after(WS03_PERIOD_S, 0.0, seed=seed) + call
+        sweep = first_mark_after(SWEEP_PERIOD_S, 0.0, seed=seed) + call
+        out.append(f"what no webhook brought waits for a scheduled pass: the library's "
+                   f"WS-03 and one call by {seconds(ws03 * time_scale)}, the sweep's by "
+                   f"{seconds(sweep * time_scale)}")
+    if kills:
+        last = max(k.at_s for k in kills) + lease_s
+        reaped = first_mark_after(WS03_PERIOD_S, last, seed=seed) + call
+        out.append(f"a task of a killed library engine waits out its lease ({lease_s:g} s "
+                   f"production) and WS-03's next pass: the last by {seconds(reaped * time_scale)}"
+                   "; a baseline's killed job is resubmitted at once")
+    return out
 
 
 def peer(report: DrillReport) -> Optional[SubjectResult]:
@@ -100,6 +127,7 @@ def comparison(report: DrillReport) -> Comparison:
         if other is not None else ""
     lines.append(f"drain {seconds(lib.drain_s)}{against}; the limit {seconds(limit)} "
                  f"({report.limit_why})")
+    lines += list(report.waits)
     if other is not None:
         lines.append("time to result, median / 95th percentile: "
                      f"{_pair(lib.time_to_result_p50_s, lib.time_to_result_p95_s)} beside "

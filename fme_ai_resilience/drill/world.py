@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from ..checks import count
 from ..keys import compose_key, normalise_global_id
-from .judge import Observed
+from .judge import LOST, Observed, replay
 from .scenarios import Plan, Scenario, plan_deliveries
 from .standins import (FeatureLayerStandIn, FeatureRecord, NotificationStandIn, PhotoHost,
                        Survey123Sender, VisionStandIn)
@@ -168,6 +168,12 @@ class World:
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
             time_scale=self.time_scale)
+
+    def nothing_owed(self, started: float) -> bool:
+        """Whether the layer shows every photo it holds analysed or flagged, as the judge
+        reads it: nothing is left for a safety net to find (when to stop watching a subject,
+        never a figure)."""
+        return LOST not in replay(self.observe(started=started)).states.values()
 
     def _submitted(self, started: float) -> Dict[str, float]:
         """When each fact of the last plan was first sent (monotonic s; never: not listed)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fme_ai_resilience.drill.figures import STATE_LABELS
 from fme_ai_resilience.drill.run import BASELINE_NAMES, run_drill
 from fme_ai_resilience.drill.table import CHECKLIST_TITLE, SPEED_TITLE
 from tests.judge_spy import spy_on_judge
@@ -67,7 +68,7 @@ def test_a_drifted_model_is_an_outage_until_its_fix_and_its_photos_wait_on_the_l
     assert 0 < lib.drift_ai_calls <= report.drift_call_bound
     start, fix = report.drift
     assert lib.drift_detection_s is not None and lib.drift_detection_s < fix - start
-    assert max(lib.timeline.photos.get("awaiting", [0])) > 0
+    assert max(lib.timeline.photos.get(STATE_LABELS["AWAITING_ANALYSIS"], [0])) > 0
     assert lib.dead_by_cause == {} and lib.analysed == lib.facts and accounted(lib)
     assert report.drain_limit_s > fix
 

@@ -9,9 +9,10 @@ with its own ``requests`` session, take the jobs in order (:func:`~.job.run_job`
 engine's job at a stage boundary, and FME Flow's job recovery resubmits it, as for every
 subject. Every wait and timeout is in production seconds, through the drill's one time scale.
 
-The run ends once every job has ended, and, for a sweep, once a pass that began after the
-last delivery left nothing owed (it found nothing, or wrote all it found); or at the
-``horizon_s``, the same for every subject (queued jobs still run, no new pass is queued).
+The run ends once every job has ended, and, for a sweep, once the layer shows nothing owed
+or a pass queued after the last delivery left nothing owed (it found nothing, or wrote all
+it found); or at the ``horizon_s``, the same for every subject (queued jobs still run, no
+new pass is queued).
 What the run did is :class:`BaselineRun`: its jobs, kills, engine time and its gauges'
 peaks, never read for a judged figure.
 """
@@ -22,7 +23,7 @@ import queue
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -187,11 +188,17 @@ class _Pool:
             return not sweeping or any(mark >= last_delivery and done.left_nothing
                                        for mark, done in self.passes)
 
+    def quiet(self) -> bool:
+        """Every job ended."""
+        with self.lock:
+            return not self.outstanding
+
 
 def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str, engines: int,
                  time_scale: float, seed: int, layer_url: Optional[str] = None,
                  table_url: str = "", progress: Optional[Progress] = None,
-                 kills: Sequence[Kill] = (), horizon_s: float = math.inf) -> BaselineRun:
+                 kills: Sequence[Kill] = (), horizon_s: float = math.inf,
+                 nothing_owed: Optional[Callable[[], bool]] = None) -> BaselineRun:
     """Run baseline ``name`` on ``deliveries``: each one queued as a job at its ``at_s``
     (real seconds after the start), ``engines`` engine threads taking them in order, until
     the run has settled (see the module) or ``horizon_s`` production seconds have passed.
@@ -200,7 +207,8 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
     queries (required for it); the photos and layers of a job come from its body;
     ``table_url`` the related table a photo's row is written to when features carry several
     photos (empty: the feature's own fields); ``kills`` the chaos kills (production
-    seconds). ``progress`` (optional) is updated as the run goes. A baseline that cannot run
+    seconds); ``nothing_owed``, when given, says the layer shows every photo analysed or
+    flagged: a sweep's run ends then too, its jobs ended. ``progress`` (optional) is updated as the run goes. A baseline that cannot run
     here comes back with ``skipped`` set and nothing run. Raises ConfigurationError for an
     unknown name, ``engines`` < 1 or a ``time_scale`` not above 0; BaselineError when the
     model crashes.
@@ -227,7 +235,7 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
     sweeps: Iterator[float] = (m * time_scale for m in marks(period, seed=seed))
     next_sweep = next(sweeps) if sweeping else math.inf
     horizon = horizon_s * time_scale
-    settled, passes = False, 0
+    settled, passes, looked = False, 0, 0.0
     try:
         while not pool.crashed:
             now = pool.clock.monotonic() - pool.start
@@ -246,6 +254,12 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
             if not any(e[1] == 0 for e in events) and pool.settled(last_delivery, sweeping):
                 settled = True
                 break
+            if (sweeping and nothing_owed is not None and now - looked >= 0.5
+                    and not any(e[1] == 0 for e in events) and pool.quiet()):
+                looked = now
+                if nothing_owed():
+                    settled = True
+                    break
             pool.clock.sleep(_TICK_S)
         with pool.lock:   # what is queued still runs; nothing new is queued after the horizon
             while pool.outstanding and not pool.crashed:
