@@ -183,7 +183,7 @@ def add_parser(subparsers: Any) -> None:
                     "gateway; engines running WS-02; the compensator), then the same "
                     "deliveries and faults through the baselines, and report side by side.",
         epilog=exit_codes("the library missed a target (a photo not analysed or lost, paid "
-                          "or written twice, calls past a bound); speed never decides it"))
+                          "or written twice, calls past a bound), never for its speed"))
     p.add_argument("--scenario", choices=[*SCENARIOS, ALL], default="storm",
                    help="what goes wrong (default: storm; all: every scenario in turn): "
                    + "; ".join(f"{s.name}: {s.summary}"

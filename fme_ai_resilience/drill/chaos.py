@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Tuple
 
+from ..errors import ResilienceError
 from .engines import KILL_POINTS
 
 __all__ = ["Kill", "kill_plan", "EngineKilled", "JOB_RECOVERIES", "KILL_POINTS",
@@ -24,10 +25,10 @@ __all__ = ["Kill", "kill_plan", "EngineKilled", "JOB_RECOVERIES", "KILL_POINTS",
 JOB_RECOVERIES = 3
 
 
-class EngineKilled(BaseException):
-    """A baseline engine's job dies at a stage boundary (chaos); not an error of the job, so
-    no handler of the job catches it (it derives from BaseException, as a kill is no
-    exception the workspace sees)."""
+class EngineKilled(ResilienceError):
+    """A baseline engine's job dies at a stage boundary (chaos): not an error of the job,
+    which lets it through every handler of its own, as a kill is nothing the workspace
+    sees."""
 
 
 @dataclass(frozen=True)

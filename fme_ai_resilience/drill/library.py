@@ -142,7 +142,7 @@ def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
         return [f.result() for f in futures]
 
 
-def _settled(store: SqlStore, requeue_budget: int) -> bool:
+def _settled(requeue_budget: int, *, store: SqlStore) -> bool:
     """Every task of the ledger settled: none in progress, no spent task waiting for WS-03
     to requeue it."""
     return store.backlog(1) == 0 and not store.requeue_candidates(
@@ -207,7 +207,7 @@ def _until_settled(settings: Settings, engines: Engines, ws03: _Compensator, *,
     looked = 0.0
     while time.monotonic() < deadline:
         engines.heal()
-        if _settled(store, budget):
+        if _settled(budget, store=store):
             if ws03.passed_after(answered):
                 return True
             if time.monotonic() - looked >= 0.5:

@@ -146,6 +146,8 @@ class Job:
         try:
             self._analyse(photo_url, layer_url, (feature_global_id, photo_global_id),
                           trace_id, sha)
+        except EngineKilled:
+            raise                     # the engine died: nothing of the job goes on
         except (requests.RequestException, ValueError, KeyError, TypeError,
                 ResilienceError) as exc:
             return self._failed(key, trace_id, f"{type(exc).__name__}: {exc}",
