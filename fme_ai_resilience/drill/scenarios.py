@@ -54,6 +54,11 @@ class Scenario:
             return None
         return (f.drift_from_s, f.drift_until_s)
 
+    def submitted_at_s(self, index: int, count: int) -> float:
+        """When the ``index``-th of ``count`` first submissions is sent (production s): all
+        at once in a burst, else spread evenly over ``spread_s``."""
+        return 0.0 if self.burst else self.spread_s * index / count
+
     @property
     def faults_end_s(self) -> float:
         """When the scenario's last fault ends: an outage, the drifted model's fix, the
@@ -174,7 +179,7 @@ def plan_deliveries(scenario: Scenario, bodies: Sequence[dict], *, seed: int,
     out: List[Scheduled] = []
     n = len(bodies)
     for i, body in enumerate(bodies):
-        at = 0.0 if scenario.burst else scenario.spread_s * i / n
+        at = scenario.submitted_at_s(i, n)
         out.append(Scheduled(round(at * time_scale, 6), body))
         if rng.random() < scenario.redelivery_rate:
             later = at + rng.uniform(1.0, 10.0)

@@ -111,6 +111,7 @@ class World:
         key_facts: Dict[str, str] = {}
         missing: List[str] = []
         never: List[str] = []
+        never_at: Dict[str, float] = {}
         for i in range(submissions):
             feature = self.layer.add_feature(photos=self.photos_per_feature)
             facts.extend(p.sha256 for p in feature.attachments)
@@ -124,6 +125,7 @@ class World:
                     self.layer.lose_photo(photo.id)
             if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
                 never.append(feature.global_id)      # only the layer will ever know it
+                never_at[feature.global_id] = s.submitted_at_s(i, submissions)
                 continue
             bodies.append(body)
             if rng.random() < s.recreate_rate:
@@ -131,12 +133,23 @@ class World:
                 key_facts.update(_keys(again))
                 bodies.append(sender.body_for(again))
         deliveries = plan_deliveries(s, bodies, seed=self.seed, time_scale=self.time_scale)
+        self._submit_on_time(deliveries, never_at)
         outage = None
         if s.outage is not None:
             outage = (s.outage[0] * self.time_scale, s.outage[1] * self.time_scale)
         self.last_plan = Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions,
                               key_facts, tuple(never), tuple(missing), outage)
         return self.last_plan
+
+    def _submit_on_time(self, deliveries: List[Any], never_at: Dict[str, float]) -> None:
+        """Each feature reaches the layer when its crew's phone sends it (production s): at
+        its first delivery, or, for one whose webhook never came, when it would have come."""
+        first: Dict[str, float] = dict(never_at)
+        for item in deliveries:
+            first.setdefault(item.body["feature"]["result"]["globalId"],
+                             item.at_s / self.time_scale)
+        for gid, at_s in first.items():
+            self.layer.hide_until(gid, at_s)
 
     def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
         """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which

@@ -97,3 +97,28 @@ def test_only_a_whole_answer_in_schema_is_a_usable_answer():
         with pytest.raises((requests.RequestException, ValueError)):
             _post(cut, images[0]).json()
         assert cut.snapshot()["answers"] == {}
+
+
+def test_a_feature_reaches_the_layer_when_its_crew_sends_it():
+    """A plan's features are on the layer from their submission on, not before: queries and
+    attachment lists (what a reconciliation or a sweep reads) see only those sent by now."""
+    from fme_ai_resilience.drill.scenarios import SCENARIOS
+    from fme_ai_resilience.drill.world import World
+
+    scale = 0.05                                   # a second of real time between two
+    with World(SCENARIOS["calm"], seed=1, time_scale=scale) as world:
+        plan = world.plan(6)                       # one every 20 s of the two minutes
+        world.begin()
+
+        def visible():
+            answer = requests.get(f"{world.layer.layer_url}/query", params={
+                "where": "1=1", "f": "json"}, timeout=10).json()
+            listed = requests.get(f"{world.layer.layer_url}/queryAttachments", params={
+                "definitionExpression": "1=1", "f": "json"}, timeout=10).json()
+            return len(answer["features"]), len(listed["attachmentGroups"])
+
+        assert visible() == (1, 1)
+        time.sleep(plan.deliveries[2].at_s + 0.2)
+        assert visible() == (3, 3)
+        time.sleep(120 * scale)
+        assert visible() == (6, 6) and len(world.layer.photos()) == 6

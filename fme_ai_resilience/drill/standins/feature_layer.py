@@ -24,6 +24,8 @@ attachment):
   every other row answers ``success: false`` with code 1003, "Operation rolled back.";
   without it the good rows are written.
 
+:meth:`hide_until` keeps a feature out of every query and attachment list until a moment of
+schedule time (a crew's submission reaches the layer when the phone sends it, not before).
 ``edit_refusals`` are ``(start_s, end_s)`` windows of schedule time (seconds since
 ``start()``, over ``time_scale``) in which the service refuses every ``applyEdits`` (layer
 0 and table 1) with ArcGIS's error 503 in HTTP 200, as a hosted service does while it is
@@ -105,6 +107,7 @@ class FeatureLayerStandIn(StandInServer):
         self._next_oid = 1
         self._next_aid = 1
         self._gone: List[AttachmentRecord] = []
+        self._hidden: Dict[int, float] = {}                # object id -> visible from (s)
         self._clear()
 
     # --- urls ------------------------------------------------------------------------------
@@ -352,13 +355,25 @@ class FeatureLayerStandIn(StandInServer):
                                    "editorField": "Editor"},
                 "fields": fields}
 
+    def hide_until(self, global_id: str, at_s: float) -> None:
+        """Keep the feature out of queries and attachment lists until ``at_s`` schedule
+        seconds (when its crew's phone sends it)."""
+        gid = braced_global_id(global_id)
+        with self.lock:
+            for oid, row in self._rows.items():
+                if row[GLOBAL_ID_FIELD] == gid:
+                    self._hidden[oid] = float(at_s)
+
     def _matching(self, where: Optional[str], object_ids: Optional[str] = None,
                   global_ids: Optional[str] = None) -> List[int]:
-        """Object ids (ascending) of the features the filters given select; caller locks."""
+        """Object ids (ascending) of the features the filters given select, among those
+        already submitted; caller locks."""
         lower = {f.lower(): f for f in self._types}
         predicate = parse_where(where, lower, guid_fields=(GLOBAL_ID_FIELD,),
                                 date_fields=("CreationDate", "EditDate"))
-        chosen = sorted(oid for oid, row in self._rows.items() if predicate(row))
+        now = self.schedule_time()
+        chosen = sorted(oid for oid, row in self._rows.items()
+                        if self._hidden.get(oid, 0.0) <= now and predicate(row))
         if object_ids:
             try:
                 wanted = {int(v) for v in object_ids.split(",") if v.strip()}
