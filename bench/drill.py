@@ -8,9 +8,9 @@ Run: ``.venv/bin/python bench/drill.py --write``. It does three things:
    arguments, in a child process): its output is the README's excerpt, cut from what the
    command printed (the heading, the rows of ``EXCERPT_ROWS``, the targets, the speed and the
    verdict), never rebuilt; ``--main-args`` adds arguments (the tests shrink it);
-2. with ``--repeat N``, the same command N times in a row, ``--busy`` with a CPU-heavy job
-   (one busy process per core) running beside it: each run's exit code, verdict, drains and
-   the machine's load average, recorded in docs/benchmarks.md (the acceptance of a drill that
+2. with ``--repeat N``, the same command N times in a row, ``--busy K`` with K CPU-heavy
+   processes (busy loops) running beside it: each run's exit code, verdict, drains and the
+   machine's load average, recorded in docs/benchmarks.md (the acceptance of a drill that
    holds on a busy machine);
 3. each scenario of ``--scenarios`` at its full size (``SIZES``: the storm is 300 phones x 3
    photos, one related-table row per photo; every scenario on 4 engines), one
@@ -118,15 +118,14 @@ def _spin(stop: "multiprocessing.synchronize.Event") -> None:   # type: ignore[n
 
 
 @contextlib.contextmanager
-def busy_machine(on: bool) -> Iterator[int]:
-    """One CPU-heavy process per core for the block's length (when ``on``): the number."""
-    if not on:
+def busy_machine(count: int) -> Iterator[int]:
+    """``count`` CPU-heavy processes (busy loops) for the block's length: the number."""
+    if count <= 0:
         yield 0
         return
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
-    hogs = [ctx.Process(target=_spin, args=(stop,), daemon=True)
-            for _ in range(os.cpu_count() or 1)]
+    hogs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(count)]
     for hog in hogs:
         hog.start()
     try:
@@ -157,8 +156,8 @@ def repeated(runs: List[Tuple[int, str, float, Tuple[float, float, float]]], hog
     command = " ".join([*MAIN_JOB, *extra])
     lines = [f"`{command}` {len(runs)} times in a row, {time.strftime('%Y-%m-%d')}, CPython "
              f"{platform.python_version()}, {os.cpu_count()} cores"
-             + (f", {hogs} CPU-heavy processes running beside it (one per core)" if hogs
-                else "") + ":", "",
+             + (f", {hogs} CPU-heavy processes (busy loops) running beside it" if hogs
+                else "") + "; the load average counts every process on the machine:", "",
              "| run | exit | took | load average at its end (1, 5, 15 min) | drains | verdict |",
              "|---|---|---|---|---|---|"]
     for i, (code, printed, took, load) in enumerate(runs, 1):
@@ -186,8 +185,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="arguments added to the README's main job (default: none)")
     parser.add_argument("--repeat", type=int, default=0,
                         help="run the README's main job this many more times in a row")
-    parser.add_argument("--busy", action="store_true",
-                        help="with --repeat: a CPU-heavy process per core runs beside it")
+    parser.add_argument("--busy", type=int, default=0, metavar="K",
+                        help="with --repeat: K CPU-heavy processes run beside it (default: 0)")
     parser.add_argument("--write", action="store_true",
                         help="write the figures into docs/benchmarks.md and the README")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout --write writes")
