@@ -40,7 +40,7 @@ from fme_ai_resilience.drill.invariants import targets
 from fme_ai_resilience.drill.report import DrillReport, SubjectResult
 from fme_ai_resilience.drill.run import (BASELINE_NAMES, DEFAULT_ENGINES, DEFAULT_TIME_SCALE,
                                          run_drill)
-from fme_ai_resilience.drill.table import excerpt
+from fme_ai_resilience.drill.table import SPEED_TITLE, excerpt
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The size of each scenario's run, ``(submissions, photos each)``: the storm is the full-size
@@ -158,10 +158,13 @@ def repeated(runs: List[Tuple[int, str, float, Tuple[float, float, float]]], hog
              f"{platform.python_version()}, {os.cpu_count()} cores"
              + (f", {hogs} CPU-heavy processes (busy loops) running beside it" if hogs
                 else "") + "; the load average counts every process on the machine:", "",
-             "| run | exit | took | load average at its end (1, 5, 15 min) | drains | verdict |",
+             "| run | exit | took | load average at its end (1, 5, 15 min) | drain, beside the "
+             "strongest peer | verdict |",
              "|---|---|---|---|---|---|"]
     for i, (code, printed, took, load) in enumerate(runs, 1):
-        speed = next((line.strip() for line in printed.splitlines()
+        lines_out = printed.splitlines()
+        at = lines_out.index(SPEED_TITLE) if SPEED_TITLE in lines_out else len(lines_out)
+        speed = next((line.strip() for line in lines_out[at + 1:]
                       if line.strip().startswith("drain ")), "-")
         lines.append(f"| {i} | {code} | {took:.0f} s | {load[0]:.1f}, {load[1]:.1f}, "
                      f"{load[2]:.1f} | {speed} | {_verdict(printed)} |")

@@ -260,3 +260,37 @@ def test_new_weather_runs_small_and_every_subject_is_judged_by_the_same_function
     if scenario in met:
         assert met[scenario] in outcomes, outcomes
     assert report.limit_why and report.drain_limit_s > 0
+
+
+def test_the_drill_creates_its_schema_in_a_new_postgresql_database_or_says_how(pg_url):
+    """``--db`` naming a new, empty PostgreSQL database: the drill creates its schema and
+    runs; naming one that does not exist: one line saying how to create it, exit 1."""
+    import uuid
+
+    import psycopg2
+
+    base = pg_url.rsplit("/", 1)[0]
+    name = f"fair_drill_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(pg_url, connect_timeout=5)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "fme_ai_resilience", "drill", "--db", f"{base}/{name}",
+             "--submissions", "2", "--engines", "1", "--compare", "none", "--time-scale",
+             "0.01"], capture_output=True, text=True, timeout=300)
+        assert "schema missing" not in done.stderr and "db init" not in done.stderr
+        assert done.returncode in (0, 1) and done.stdout.splitlines()[-1].startswith(
+            "verdict: "), done.stderr[-2000:]
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+    missing = subprocess.run(
+        [sys.executable, "-m", "fme_ai_resilience", "drill", "--db", f"{base}/{name}",
+         "--submissions", "2", "--compare", "none"], capture_output=True, text=True,
+        timeout=120)
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert f"the database '{name}' does not exist: create it (`createdb {name}`" in (
+        missing.stderr)
