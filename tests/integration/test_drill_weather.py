@@ -57,7 +57,7 @@ def test_a_quota_answers_429_until_its_minute_ends_and_says_so():
         assert [_post(vision, image).status_code for _ in range(3)] == [200, 200, 200]
         refused = _post(vision, image)
         wait_ms = int(refused.headers["retry-after-ms"])
-        assert refused.status_code == 429 and 500 <= wait_ms <= 600
+        assert refused.status_code == 429 and 0 < wait_ms <= 600      # the minute's end
         time.sleep(wait_ms / 1000 + 0.05)
         assert _post(vision, image).status_code == 200
         assert vision.snapshot()["by_outcome"]["rate_limited"] == 1
@@ -76,7 +76,7 @@ def test_a_slowdown_answers_later_as_its_profile_climbs():
         began = time.monotonic()
         _post(vision, image)
         slow = time.monotonic() - began
-        assert slow >= 40.0 * SCALE * 0.9 and slow > 3 * fast
+        assert slow >= 40.0 * SCALE * 0.9 and fast < slow - 0.2
 
 
 def test_only_a_whole_answer_in_schema_is_a_usable_answer():
