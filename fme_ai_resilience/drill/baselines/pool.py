@@ -260,7 +260,8 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
                 if nothing_owed():
                     settled = True
                     break
-            pool.clock.sleep(_TICK_S)
+            due = events[0][0] if events else math.inf
+            pool.clock.sleep(max(0.0, min(_TICK_S, due - now, next_sweep - now)))
         with pool.lock:   # what is queued still runs; nothing new is queued after the horizon
             while pool.outstanding and not pool.crashed:
                 pool.lock.wait(0.1)
