@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from fme_ai_resilience.breaker import cooldown_s, probe_schedule
-from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
-                                            outage_call_bound, probe_bound, probe_interval_s)
+from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, outage_call_bound,
+                                            probe_bound, probe_interval_s)
 from fme_ai_resilience.settings import BreakerSettings
 
 
@@ -33,15 +33,6 @@ def test_calls_per_analysed_photo_allow_one_retry_of_each_transient_failure():
     """1.1 x 1/(1-p): 1.1 on a healthy service, 1.22 when a tenth of the calls fail."""
     assert calls_per_analysed_bound(0.0) == pytest.approx(1.1)
     assert calls_per_analysed_bound(0.1) == pytest.approx(1.1 / 0.9)
-
-
-def test_the_outage_drain_is_counted_from_the_services_return():
-    """The work owed when the service returns is done after its end, over the engines."""
-    base = dict(engines=2, mean_latency_s=1.0, transient_rate=0.0, last_arrival_s=0.0)
-    assert drain_bound_s(10, **base) == pytest.approx(5.0)
-    assert drain_bound_s(10, outage=(0.0, 20.0), owed_at_return=10, **base) == pytest.approx(
-        25.0)
-    assert drain_bound_s(10, outage=(0.0, 20.0), **base) == pytest.approx(20.5)
 
 
 def test_the_calls_into_a_drifted_model_are_bounded_like_probes():

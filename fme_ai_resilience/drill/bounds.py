@@ -1,6 +1,7 @@
-"""What a drill's figures are judged against: the outage's probe bound and the drain bound.
+"""What a drill's figures are judged against: the calls into an outage or a drifted model, and
+per analysed photo.
 
-Both are computed from the settings the drill runs with and the scenario, before the run, so
+Each is computed from the settings the drill runs with and the scenario, before the run, so
 they cannot be bent by what happened in it.
 
 * :func:`probe_bound`: the most Vision AI calls the shared breaker lets through during an
@@ -10,34 +11,27 @@ they cannot be bent by what happened in it.
   ``min_calls``; every engine may have one call in flight when it opens. Then each half-open
   round admits exactly ``half_open_probes``, one round per interval of the breaker's own probe
   schedule (:func:`~fme_ai_resilience.breaker.probe_schedule`) that starts inside the window.
-* :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
-  costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
-  calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
-  or the end of the outage plus the work owed at the service's return.
 * :func:`drift_call_bound`: the calls into a model that answers out of schema until its fix:
   the ``drift_calls`` answers that show the drift, a call in flight on every other engine and
   one more each on its cached view of the circuit, then the probes of the breaker's probe
-  schedule (:func:`~fme_ai_resilience.breaker.outage_probe_bound`) over the drift; its drain
-  bound is the outage form, counted from the fix.
+  schedule (:func:`~fme_ai_resilience.breaker.outage_probe_bound`) over the drift.
 * :func:`outage_call_bound` caps the probe bound at the facts; :func:`probe_interval_s` is
-  the recovery lag allowed: the probe interval in force when the service comes back. Both
-  read the breaker's probe schedule from the core, the one place it is computed.
+  the recovery lag the report shows beside the measured one (speed, never a target): the
+  probe interval in force when the service comes back. Both read the breaker's probe
+  schedule from the core, the one place it is computed.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
 
 from ..breaker import cooldown_s, outage_probe_bound, probe_schedule
 from ..settings import MAX_COUNT, BreakerSettings
 
-__all__ = ["probe_bound", "outage_call_bound", "drift_call_bound", "probe_interval_s", "drain_bound_s",
-           "service_s", "calls_per_analysed_bound", "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
+__all__ = ["probe_bound", "outage_call_bound", "drift_call_bound", "probe_interval_s",
+           "calls_per_analysed_bound", "CALLS_TOLERANCE"]
 
 #: How far past 1/(1-p) the AI calls per analysed photo may run.
 CALLS_TOLERANCE = 1.1
-#: How far past the Little's-law bound the drain time may run.
-DRAIN_TOLERANCE = 1.15
 
 
 def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
@@ -78,24 +72,3 @@ def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:
 def calls_per_analysed_bound(transient_rate: float) -> float:
     """The AI calls one analysed photo may cost: :data:`CALLS_TOLERANCE` x 1/(1-p)."""
     return CALLS_TOLERANCE / max(1.0 - transient_rate, 1e-9)
-
-
-def service_s(mean_latency_s: float, transient_rate: float) -> float:
-    """What one task costs an engine: its calls, ``1/(1-p)`` of them, at the mean latency."""
-    return mean_latency_s / max(1.0 - transient_rate, 1e-9)
-
-
-def drain_bound_s(tasks: int, *, engines: int, mean_latency_s: float, transient_rate: float,
-                  last_arrival_s: float, rate_limit_per_s: Optional[float] = None,
-                  outage: Optional[Tuple[float, float]] = None,
-                  owed_at_return: int = 0) -> float:
-    """The least time ``tasks`` can drain in from the first delivery (see above); in an
-    outage, counted from the service's return: the ``owed_at_return`` tasks that arrived
-    before it over the engines, after its end."""
-    per_task = service_s(mean_latency_s, transient_rate)
-    bound = max(tasks * per_task / engines, last_arrival_s + per_task)
-    if rate_limit_per_s:
-        bound = max(bound, tasks / (rate_limit_per_s * (1.0 - transient_rate)))
-    if outage is not None:
-        bound = max(bound, outage[1] + max(1, owed_at_return) * per_task / engines)
-    return bound
