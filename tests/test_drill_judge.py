@@ -263,3 +263,16 @@ def test_every_target_of_a_subject_is_checked_for_the_library_and_each_baseline(
     r = report(subject(honest()), baselines={"naive": subject(honest())})
     assert [c.key for c in checks(r, r.baselines["naive"])] == [c.key for c in targets(r)]
     assert key in [c.key for c in targets(r)]
+
+
+def test_the_drain_ends_when_the_last_photo_reached_its_final_state():
+    """A rewrite with identical values later, or a message about a photo gone from the layer,
+    changes nothing anyone sees: the drain ends at the last photo's final state."""
+    obs = honest()
+    obs.history[A].append((9.0, written("fair", 0.8, "ACCEPTED")))
+    late = dataclasses.replace(obs, photos={**obs.photos, "{DDDDDDDD-0000-4000-8000-0000000"
+                                                          "00000}": [(PA, "gone", True)]},
+                               messages=[Message("not_found", "gone", 12.0, task_key="x")])
+    assert judge(late).drain_s == 2.5 and judge(late).layer_edits == 4
+    obs.history[B].append((7.0, written("damaged", 0.9, "ACCEPTED")))   # not B's answer
+    assert judge(obs).drain_s == 6.5 and judge(obs).lost == 1

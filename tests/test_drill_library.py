@@ -90,3 +90,21 @@ def test_a_run_that_never_settles_stops_at_its_horizon(monkeypatch):
     assert not library._until_settled(Settings(), Fleet(), WS03([1.0]), store=Ledger(0),
                                       answered=5.0, deadline=2.0)
     assert clock["now"] >= 2.0
+
+
+def test_the_run_waits_for_ws03_to_tell_of_a_dead_letter_even_with_nothing_owed(monkeypatch):
+    """A photo gone from the layer (a NOT_FOUND dead letter) is told at WS-03's next pass:
+    with every task settled and nothing owed on the layer, the run still waits for it."""
+    clock = {"now": 0.0}
+    told = {"done": False}
+
+    def sleep(seconds):
+        clock["now"] += seconds
+        told["done"] = clock["now"] > 3.0        # WS-03's next mark hands it to the Emailer
+
+    monkeypatch.setattr(library.time, "sleep", sleep)
+    monkeypatch.setattr(library.time, "monotonic", lambda: clock["now"])
+    assert library._until_settled(Settings(), Fleet(), WS03([]), store=Ledger(0),
+                                  answered=0.0, deadline=60.0, nothing_owed=lambda: True,
+                                  told_all=lambda: told["done"])
+    assert clock["now"] > 3.0

@@ -32,7 +32,8 @@ beyond one per photo's bytes, a filled assessment overwritten with a different o
 repeat with identical values changes nothing and is not counted, nor is a reviewer's
 verdict over the answer it reviews), related-table rows added twice (two rows naming one
 photo), rows written (on the layer and in the table), calls in flight at the Vision AI at
-once, calls into an outage and the lag from the service's return to its first usable answer.
+once, calls into an outage and the lag from the service's return to its first usable answer;
+and the drain: the start to the moment the last photo reached the state it ends in.
 """
 from __future__ import annotations
 
@@ -335,7 +336,7 @@ def judge(seen: Observed) -> Figures:
         ai_calls_per_analysed=round(calls / analysed, 3) if analysed else None,
         outage_ai_calls=sum(n for _, _, n in seen.outages),
         recovery_lag_s=_recovery_lag(seen), peak_concurrent_calls=seen.peak_in_flight,
-        drain_s=_drain(seen), time_to_result_p50_s=_quantile(waited, 0.5),
+        drain_s=_drain(seen, done), time_to_result_p50_s=_quantile(waited, 0.5),
         time_to_result_p95_s=_quantile(waited, 0.95),
         dead_by_cause=dict(Counter(m.cause for m in seen.messages if m.cause.strip())))
 
@@ -357,10 +358,10 @@ def _recovery_lag(seen: Observed) -> Optional[float]:
     return round((min(after) - end) * seen.time_scale, 3) if after else None
 
 
-def _drain(seen: Observed) -> Optional[float]:
-    """Real seconds from the run's start to the last thing the world saw settle: the last
-    row written or the last message sent."""
-    times = [t for rows in seen.history.values() for t, _ in rows]
-    times += [t for _, writes in seen.table_rows.values() for t, _ in writes]
-    times += [m.at for m in seen.messages]
-    return round(max(times) - seen.started, 3) if times else None
+def _drain(seen: Observed, done: Replay) -> Optional[float]:
+    """Real seconds from the run's start to the moment the last photo reached the state it
+    ends in (analysed, flagged, told): when nothing more changed for anyone looking. A
+    rewrite that changes nothing, or a message about a photo gone from the layer, is not
+    waited for."""
+    changed = [at for at in done.since.values() if at > seen.started]
+    return round(max(changed) - seen.started, 3) if changed else None

@@ -57,6 +57,9 @@ PRODUCTION_RATES = {name: value for name, (value, kind) in setting_times().items
                     if kind == "rate"}
 #: An FME Flow job's start-up between two WS-02 jobs (production seconds).
 JOB_START_S = 2.0
+#: The dead letters WS-03 tells people of (docs/pipeline.md), and the most looked at.
+_TOLD = (FailureClass.NOT_FOUND, FailureClass.CONFIGURATION)
+MAX_TOLD = 10_000
 COST_PER_CALL = 0.01
 #: Vision AI calls one engine's WS-02 job has in flight at once (one task at a time).
 CALLS_PER_ENGINE = 1
@@ -196,24 +199,31 @@ class _Compensator:
                 self.passes.append(time.monotonic() - self.started)
 
 
+def _told_all(world: World, *, store: SqlStore) -> bool:
+    """Whether the people WS-03 tells of a dead letter (a photo gone, a write-back the
+    layer's setup refuses) have been told of each: WS-03 tells them at its next pass."""
+    told = {m.task_key for m in world.mailbox.snapshot()["messages"]}
+    return all(r.key in told for cause in _TOLD
+               for r in store.dead_letter_records(cause, limit=MAX_TOLD))
+
+
 def _until_settled(settings: Settings, engines: Engines, ws03: _Compensator, *,
                    store: SqlStore, answered: float, deadline: float,
-                   nothing_owed: Callable[[], bool] = lambda: False) -> bool:
-    """Wait until every task settled and either the layer shows nothing owed
-    (``nothing_owed``) or a WS-03 pass ended after the last delivery was answered
-    (``answered``, real s after the start), restarting dead engines meanwhile (FME Flow's job
-    recovery); False at ``deadline`` (monotonic s)."""
+                   nothing_owed: Callable[[], bool] = lambda: False,
+                   told_all: Callable[[], bool] = lambda: True) -> bool:
+    """Wait until every task settled, everyone WS-03 tells of a dead letter was told
+    (``told_all``), and either the layer shows nothing owed (``nothing_owed``) or a WS-03
+    pass ended after the last delivery was answered (``answered``, real s after the start),
+    restarting dead engines meanwhile (FME Flow's job recovery); False at ``deadline``
+    (monotonic s)."""
     budget = settings.compensation.requeue_budget
     looked = 0.0
     while time.monotonic() < deadline:
         engines.heal()
-        if _settled(budget, store=store):
-            if ws03.passed_after(answered):
+        if _settled(budget, store=store) and time.monotonic() - looked >= 0.25:
+            looked = time.monotonic()
+            if told_all() and (ws03.passed_after(answered) or nothing_owed()):
                 return True
-            if time.monotonic() - looked >= 0.5:
-                looked = time.monotonic()
-                if nothing_owed():
-                    return True
         time.sleep(0.05)
     return False
 
@@ -222,8 +232,9 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 horizon_s: float = math.inf, kills: Sequence[Kill] = (),
                 on_sample: Optional[Callable[[Timeline], None]] = None) -> LibraryRun:
     """Run ``plan`` through the pipeline, for the judge to read its world, until it settled
-    (every task settled, and the layer showing nothing owed or a WS-03 pass after the last
-    delivery) or ``horizon_s`` production seconds passed; ``kills``: the chaos kills (``on_sample``: see
+    (every task settled, everyone WS-03 tells of a dead letter told, and the layer showing
+    nothing owed or a WS-03 pass after the last delivery) or ``horizon_s`` production
+    seconds passed; ``kills``: the chaos kills (``on_sample``: see
     :class:`~fme_ai_resilience.drill.sampling.Sampler`)."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
@@ -251,7 +262,8 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 complete = _until_settled(settings, fleet, ws03, store=store,
                                           answered=time.monotonic() - started,
                                           deadline=started + horizon_s * time_scale,
-                                          nothing_owed=lambda: world.nothing_owed(started))
+                                          nothing_owed=lambda: world.nothing_owed(started),
+                                          told_all=lambda: _told_all(world, store=store))
                 chaos.join(1)
         finally:
             ws03.stop()

@@ -7,9 +7,10 @@ How fast a subject drains is a wall-clock figure of one run on a machine doing o
 so it is compared, not bounded (docs/drill.md, "Speed, side by side"):
 
 * against the strongest peer (:data:`STRONGEST_PEER`, ``sweep``) of the same run: the drain
-  (the start to the last row written or message sent), the time to result (each photo's
-  submission to its analysis on the layer, median and 95th percentile) and the engine time
-  per analysed photo (engine-seconds held, in production seconds: what FME Flow licenses);
+  (the start to the moment the last photo reached the state it ends in), the time to result
+  (each photo's submission to its analysis on the layer, median and 95th percentile) and the
+  engine time per analysed photo (engine-seconds held, in production seconds: what FME Flow
+  licenses);
 * against the physical limit (:func:`physical_limit_s`): nothing drains before the last
   photo arrives and one call answers it, before the service's rate limit lets every photo
   through, before an outage ends, the drifted model is fixed or the layer takes edits again;
