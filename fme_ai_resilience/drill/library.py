@@ -6,8 +6,9 @@ gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back,
 on its production schedule (every 10 minutes, scaled, on the cron marks of the run's clock:
 :mod:`~fme_ai_resilience.drill.schedule`), reconciling against the layer with backfill as
 deployed, and a sampler records the timeline. Nothing the drill sees starts a pass: the run
-ends once every task has settled and either the layer shows nothing owed or a WS-03 pass has
-run after the last delivery, or at the horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
+ends once every task has settled, WS-03 has told people of every dead letter it tells of, and
+either the layer shows nothing owed or a WS-03 pass has run after the last delivery; or at
+the horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
 resubmits its job; the task waits out the lease the deployment configures.
 The settings are the library's defaults with every time through the drill's one time scale
 (:func:`drill_settings`).
@@ -17,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from dataclasses import dataclass
 import time
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
@@ -40,8 +41,9 @@ from .standins import Survey123Sender
 from .timescale import TimeScale, scaled_settings, setting_times
 from .world import World, photo_keys
 
-__all__ = ["run_library", "LibraryRun", "drill_settings", "refuse_work_not_a_drills", "PRODUCTION_WAITS", "PRODUCTION_RATES",
-           "DrillError", "COST_PER_CALL", "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
+__all__ = ["run_library", "LibraryRun", "drill_settings", "refuse_work_not_a_drills",
+           "PRODUCTION_WAITS", "PRODUCTION_RATES", "DrillError", "COST_PER_CALL",
+           "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
 
 
 class DrillError(ResilienceError):
