@@ -1,6 +1,7 @@
-"""What a drill's figures are judged against: the outage's probe bound and the drain bound.
+"""What a drill's figures are judged against: the calls into an outage or a drifted model, and
+per analysed photo.
 
-Both are computed from the settings the drill runs with and the scenario, before the run, so
+Each is computed from the settings the drill runs with and the scenario, before the run, so
 they cannot be bent by what happened in it.
 
 * :func:`probe_bound`: the most Vision AI calls the shared breaker lets through during an
@@ -14,39 +15,33 @@ they cannot be bent by what happened in it.
   round per interval of the breaker's own probe schedule
   (:func:`~fme_ai_resilience.core.resilience.breaker.probe_schedule`) that starts inside the window. Never
   capped at the photos there are: a bound capped at the facts would prove nothing.
-* :func:`drain_bound_s`: Little's law for the run: the work over the engines, where one task
-  costs the mean latency and a share ``p`` of calls fails and is asked again (``1/(1-p)``
-  calls per task), and no sooner than the last arrival plus one task, the rate limit's pace
-  or the end of the outage plus the work owed at the service's return.
 * :func:`drift_call_bound`: the calls into a model that answers out of schema until its fix:
-  the ``drift_calls`` answers that show the drift, a call in flight on every other engine and
-  one more each on its cached view of the circuit, then the probes of the breaker's probe
-  schedule (:func:`~fme_ai_resilience.core.resilience.breaker.outage_probe_bound`) over the drift; its drain
-  bound is the outage form, counted from the fix.
+  the ``drift_calls`` answers that show the drift, a call in every slot of the fleet's
+  concurrency and one more on each engine's cached view of the circuit, then the probes of the breaker's probe
+  schedule (:func:`~fme_ai_resilience.core.resilience.breaker.outage_probe_bound`) over the
+  drift.
 * :func:`outage_call_bound` is the probe bound for a run's settings; :func:`in_flight_bound`
   the calls the fleet may have in flight (its concurrency ceiling, or every engine's workers
-  when fewer); :func:`probe_interval_s` is the recovery lag allowed: the probe interval in
-  force when the service comes back. They read the breaker's probe schedule from the core,
+  when fewer); :func:`probe_interval_s` is the recovery lag the report shows beside the
+  measured one (speed, never a target): the probe interval in force when the service comes
+  back. They read the breaker's probe schedule from the core,
   the one place it is computed.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional
 
-from ..core.resilience.breaker import cooldown_s, outage_probe_bound, probe_schedule
-from ..core.resilience.concurrency import ConcurrencySettings
 from ..core.config.fields import MAX_COUNT
-from ..core.resilience.breaker import BreakerSettings
+from ..core.resilience.breaker import (BreakerSettings, cooldown_s, outage_probe_bound,
+                                      probe_schedule)
+from ..core.resilience.concurrency import ConcurrencySettings
 
 __all__ = ["probe_bound", "outage_call_bound", "in_flight_bound", "drift_call_bound",
-           "probe_interval_s", "drain_bound_s", "service_s", "calls_per_analysed_bound",
-           "CALLS_TOLERANCE", "DRAIN_TOLERANCE"]
+           "probe_interval_s", "calls_per_analysed_bound", "CALLS_TOLERANCE"]
 
 #: How far past 1/(1-p) the AI calls per analysed photo may run.
 CALLS_TOLERANCE = 1.1
-#: How far past the Little's-law bound the drain time may run.
-DRAIN_TOLERANCE = 1.15
 
 
 def in_flight_bound(engines: int, concurrency: Optional[ConcurrencySettings] = None) -> int:
@@ -70,23 +65,25 @@ def probe_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
 
 
 def outage_call_bound(policy: BreakerSettings, outage_s: float, *, engines: int,
-                      fastest_call_s: float, facts: Optional[int] = None,
+                      fastest_call_s: float,
                       concurrency: Optional[ConcurrencySettings] = None) -> int:
     """The calls allowed into an outage of ``outage_s``: the breaker's :func:`probe_bound`
     with the fleet's concurrency (``concurrency``, default the defaults), never capped at
-    the facts (``facts``, accepted from callers of the earlier form, bounds nothing: a
-    subject that asks once per photo and then waits is judged by the same bound). The one
-    place the drill computes it: the breaker's own probe schedule is read from the core."""
+    the photos there are (a subject that asks once per photo and then waits is judged by the
+    same bound). The one place the drill computes it: the breaker's own probe schedule is
+    read from the core."""
     return probe_bound(policy, outage_s, engines=engines, fastest_call_s=fastest_call_s,
                        in_flight=in_flight_bound(engines, concurrency))
 
 
 def drift_call_bound(policy: BreakerSettings, drift_s: float, *, engines: int,
-                     facts: int) -> int:
+                     concurrency: Optional[ConcurrencySettings] = None) -> int:
     """The calls allowed into a model drifted for ``drift_s`` seconds before its fix (see
-    above): the drifted model is an outage whose probes are real photos' calls."""
-    return (policy.drift_calls + 2 * (max(1, engines) - 1)
-            + outage_probe_bound(policy, drift_s, facts=max(0, facts)))
+    above): the drifted model is an outage whose probes are real photos' calls; every slot of
+    the fleet's concurrency may hold a call when the drift shows, and each engine one more on
+    its cached view of the circuit."""
+    return (policy.drift_calls + in_flight_bound(engines, concurrency) + max(1, engines)
+            + outage_probe_bound(policy, drift_s, facts=MAX_COUNT))
 
 
 def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:
@@ -100,24 +97,3 @@ def probe_interval_s(policy: BreakerSettings, outage_s: float) -> float:
 def calls_per_analysed_bound(transient_rate: float) -> float:
     """The AI calls one analysed photo may cost: :data:`CALLS_TOLERANCE` x 1/(1-p)."""
     return CALLS_TOLERANCE / max(1.0 - transient_rate, 1e-9)
-
-
-def service_s(mean_latency_s: float, transient_rate: float) -> float:
-    """What one task costs an engine: its calls, ``1/(1-p)`` of them, at the mean latency."""
-    return mean_latency_s / max(1.0 - transient_rate, 1e-9)
-
-
-def drain_bound_s(tasks: int, *, engines: int, mean_latency_s: float, transient_rate: float,
-                  last_arrival_s: float, rate_limit_per_s: Optional[float] = None,
-                  outage: Optional[Tuple[float, float]] = None,
-                  owed_at_return: int = 0) -> float:
-    """The least time ``tasks`` can drain in from the first delivery (see above); in an
-    outage, counted from the service's return: the ``owed_at_return`` tasks that arrived
-    before it over the engines, after its end."""
-    per_task = service_s(mean_latency_s, transient_rate)
-    bound = max(tasks * per_task / engines, last_arrival_s + per_task)
-    if rate_limit_per_s:
-        bound = max(bound, tasks / (rate_limit_per_s * (1.0 - transient_rate)))
-    if outage is not None:
-        bound = max(bound, outage[1] + max(1, owed_at_return) * per_task / engines)
-    return bound

@@ -1,8 +1,9 @@
 """The drill page's charts over time, as inline SVG: no script, no external resource.
 
 Up to five charts per subject, drawn on scales every subject shares (:func:`scales_for`) so
-they compare at a glance: the photos on the layer over time (analysed, in review, awaiting,
-skipped), the backlog (against the watermark, drawn only where it fits the axis), the AI
+they compare at a glance: the photos in each of the judge's states over time, named as the
+table names them (accepted, in review, awaiting analysis, manual review, a person told the
+cause), so the last point of each line is the table's figure; the backlog (against the watermark, drawn only where it fits the axis), the AI
 calls per second stacked by outcome (one colour each, with a legend naming each outcome and its
 calls), the breaker state as a band and the degradation level as a step line. Text is 13
 units high in a 640-unit-wide chart that the page shows at least half its width. Every chart
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..core.resilience.degrade import Level
-from .figures import printable
+from .figures import STATE_LABELS, printable
 from .report import DrillReport, SubjectResult, Timeline
 
 __all__ = ["OUTCOME_COLOURS", "EXTRA_COLOURS", "STATE_COLOURS", "OTHER_STATE_COLOUR",
@@ -38,15 +39,17 @@ STATE_COLOURS = {"CLOSED": "#a6dba0", "HALF_OPEN": "#fdb863", "OPEN": "#d73027"}
 OTHER_STATE_COLOUR = "#bdbdbd"
 BACKLOG_LINE, BACKLOG_FILL = "#1f4e79", "#bcd7ee"
 WATERMARK_COLOUR = "#b8860b"
-#: The photos chart's series: the layer's outcome values, as the page names them.
-PHOTO_COLOURS = {"analysed": "#009e73", "in review": "#0072b2", "awaiting": "#e69f00",
-                 "skipped": "#d55e00"}
+#: The photos chart's series: the judge's states, as the table names them.
+PHOTO_COLOURS = {STATE_LABELS["ACCEPTED"]: "#009e73", STATE_LABELS["REVIEW"]: "#0072b2",
+                 STATE_LABELS["REVIEWED"]: "#56b4e9",
+                 STATE_LABELS["AWAITING_ANALYSIS"]: "#e69f00",
+                 STATE_LABELS["MANUAL_REVIEW"]: "#d55e00", STATE_LABELS["notified"]: "#cc79a7"}
 LEVEL_COLOUR = "#7b3294"
 OUTAGE_FILL = "#e4e4e4"
 #: The most bars the AI-call chart draws; longer timelines are summed into wider steps.
 MAX_BARS = 240
 
-_WIDTH, _LEFT, _RIGHT = 640.0, 96.0, 16.0
+_WIDTH, _LEFT, _RIGHT = 640.0, 128.0, 16.0
 _AXIS, _GRID = "#555555", "#eeeeee"
 _CHAR_W = 7.4  # a 13 px sans-serif character, for laying out labels
 _GUIDE_IN_SCALE = 4.0  # the watermark widens the axis up to this x the highest backlog
@@ -456,15 +459,17 @@ def level_chart(subject: SubjectResult, scales: Scales) -> str:
 
 
 def photos_chart(subject: SubjectResult, scales: Scales) -> str:
-    """The photos on the layer over time, one line per outcome: analysed, in review,
-    awaiting, skipped (the judge's reading of the layer at each sample)."""
+    """The photos in each of the judge's states over time, one line per state the run
+    reached, named as the table names them; the last point of each is the table's figure."""
     frame = _Frame(28.0, 150.0, scales.t1, scales.photos_top)
     timeline: Timeline = subject.timeline  # type: ignore[assignment]
     samples = _Samples.of(timeline)
     body = _outage(frame, scales) + _value_axis(frame, _ticks(frame.v1, 4, True), "")
     finals = []
     for name, colour in PHOTO_COLOURS.items():
-        values = samples.values(timeline.photos.get(name, ()))
+        if name not in timeline.photos:
+            continue
+        values = samples.values(timeline.photos[name])
         points = [f"{_f(frame.x(t + samples.step))},{_f(frame.y(v))}"
                   for t, v in zip(samples.t, values) if v is not None]
         if points:
@@ -473,12 +478,12 @@ def photos_chart(subject: SubjectResult, scales: Scales) -> str:
                         'stroke-width="2.5"/>')
         last = next((v for v in reversed(values) if v is not None), 0.0)
         finals.append((name, colour, int(last)))
-    legend, end = _legend(frame.bottom + 34, [(("series", n), c, f"{n} ({v} at the end)")
+    legend, end = _legend(frame.bottom + 34, [(("series", n), c, f"{n}: {v}")
                                               for n, c, v in finals])
     body += _time_axis(frame, scales) + legend
-    body.append(_text(_LEFT, 14, "photos on the layer, by outcome", cls="caption"))
-    words = ", ".join(f"{n} {v}" for n, _, v in finals)
-    label = (f"Photos on the layer of {subject.name} over time, at the end: {words}"
-             + _outage_words(scales))
-    return _svg("photos", subject.name, f"Photos on the layer over time: {subject.name}",
+    body.append(_text(_LEFT, 14, "photos by the judge's reading of the layer", cls="caption"))
+    words = ", ".join(f"{n} {v}" for n, _, v in finals) or "no photo analysed or flagged"
+    label = (f"Photos of {subject.name} over time by the judge's reading of the layer, at "
+             f"the end: {words}" + _outage_words(scales))
+    return _svg("photos", subject.name, f"Photos over time: {subject.name}",
                 label, end, frame, body)

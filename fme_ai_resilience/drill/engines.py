@@ -9,7 +9,9 @@ rest comes from the ledger's ``resilience_config`` rows the drill wrote. After a
 found nothing due the engine idles ``idle_s`` (a job's start-up time on FME Flow, scaled)
 before the next, or less when intake registered new work (:meth:`Engines.kick`: WS-01's
 Automation submitting a WS-02 job). ``busy`` is a shared array the drill reads: 1 while the
-engine's job runs.
+engine's job runs; ``busy_s`` the real seconds each engine's jobs that worked (claimed a
+task) held it (:meth:`Engines.busy_seconds`; a job that found nothing due is the drill's
+polling, far more often than WS-02's schedule would run one, and is not counted).
 
 :meth:`Engines.doom` (chaos) makes an engine SIGKILL itself at a stage boundary of its next
 task, one of :data:`KILL_POINTS`: after the claim, after the ``downloaded`` or ``analyzed``
@@ -89,8 +91,13 @@ def _idle(idle_s: float, stop: Any, kicks: Any, seen: int) -> None:
         stop.wait(min(0.02, max(0.0, until - time.monotonic())))
 
 
+def _worked(job: Any) -> bool:
+    """Whether a WS-02 job processed a task (it output or rejected a feature)."""
+    return job is not None and bool(job.output or job.rejected)
+
+
 def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
-            doomed: Any, kicks: Any, ready: Any) -> None:
+            doomed: Any, kicks: Any, ready: Any, busy_s: Any, since: Any) -> None:
     from ..testing import run_caller
 
     # The drill reports what happened; the engines' own log lines would only bury it.
@@ -101,12 +108,16 @@ def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
         ready.value += 1
     while not stop.is_set():
         seen = kicks.value
+        since[index] = time.monotonic()
         busy[index] = 1
+        job = None
         try:
             job = run_caller(ws02, [{}], macros)
         finally:
             busy[index] = 0
-        if not job.output and not job.rejected:
+            if job is None or _worked(job):
+                busy_s[index] += time.monotonic() - since[index]
+        if not _worked(job):
             _idle(idle_s, stop, kicks, seen)
 
 
@@ -123,6 +134,8 @@ class Engines:
         self.doomed = self._ctx.Array("i", count)
         self.kicks = self._ctx.Value("i", 0)
         self.ready = self._ctx.Value("i", 0)
+        self.busy_s = self._ctx.Array("d", count)
+        self.since = self._ctx.Array("d", count)
         self.procs: List[Any] = []
         self.killed = 0
         for i in range(count):
@@ -131,7 +144,8 @@ class Engines:
     def _spawn(self, index: int) -> Any:
         proc = self._ctx.Process(target=_engine, name=f"fair-drill-engine-{index}",
                                  args=(self.db_url, index, self.idle_s, self.stop_event,
-                                       self.busy, self.doomed, self.kicks, self.ready),
+                                       self.busy, self.doomed, self.kicks, self.ready,
+                                       self.busy_s, self.since),
                                  daemon=True)
         proc.start()
         return proc
@@ -148,6 +162,12 @@ class Engines:
     def busy_count(self) -> int:
         return sum(self.busy[:])
 
+    def busy_seconds(self) -> float:
+        """The real seconds the engines' jobs held them, those running now included."""
+        now = time.monotonic()
+        return sum(self.busy_s[:]) + sum(now - self.since[i] for i in range(self.count)
+                                         if self.busy[i])
+
     def kick(self) -> None:
         """New work was registered: idle engines start a job now."""
         with self.kicks.get_lock():
@@ -158,11 +178,13 @@ class Engines:
         self.doomed[index] = KILL_POINTS.index(point) + 1
 
     def heal(self) -> None:
-        """Restart any engine that died, as FME Flow restarts a crashed engine (a killed one
-        is counted)."""
+        """Restart any engine that died, as FME Flow restarts a crashed engine and its job
+        recovery resubmits the killed WS-02 job (a killed one is counted)."""
         for i, proc in enumerate(self.procs):
             if not proc.is_alive() and not self.stop_event.is_set():
                 self.killed += proc.exitcode == -signal.SIGKILL
+                if self.busy[i]:     # the killed job held its engine until now
+                    self.busy_s[i] += time.monotonic() - self.since[i]
                 self.busy[i] = self.doomed[i] = 0
                 self.procs[i] = self._spawn(i)
 

@@ -4,7 +4,10 @@ The terminal table and the HTML page show the same rows (:func:`figure_rows`), s
 the same thing. Columns are the subjects that ran, the library first and the baselines in the
 report's order; a skipped baseline is not a column (:func:`skipped` gives it with its reason).
 A figure with a bound is judged for every subject by the same checks
-(:func:`~fme_ai_resilience.drill.invariants.checks`); "photos analysed" comes first.
+(:func:`~fme_ai_resilience.drill.invariants.checks`); "photos analysed" comes first. Speed
+figures (the drain, the time to result, the engine time, the recovery lag) are shown side
+by side, never judged (:mod:`~fme_ai_resilience.drill.speed`). :data:`STATE_LABELS` names
+the judge's states as the table does, and the page's charts use the same names.
 """
 from __future__ import annotations
 
@@ -15,12 +18,17 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from ..store.text import REPLACEMENT, clean_text
-from .bounds import DRAIN_TOLERANCE
 from .invariants import checks
 from .report import DrillReport, SubjectResult
 
-__all__ = ["Verdict", "Cell", "Row", "DRAIN_TOLERANCE", "ran", "skipped",
+__all__ = ["Verdict", "Cell", "Row", "STATE_LABELS", "ran", "skipped",
            "figure_rows", "subject_notes", "printable", "number", "seconds"]
+
+#: The judge's states of a photo as the table names them (the page's charts too).
+STATE_LABELS = {"ACCEPTED": "accepted", "REVIEW": "in review (under the threshold)",
+                "REVIEWED": "a reviewer's verdict", "AWAITING_ANALYSIS": "awaiting analysis",
+                "MANUAL_REVIEW": "manual review", "notified": "a person told the cause",
+                "lost": "LOST (nobody knows)"}
 
 
 # C0 and C1 controls and DEL: an escape sequence would steer a terminal, and XML refuses most.
@@ -123,13 +131,15 @@ def figure_rows(report: DrillReport) -> List[Row]:
 
     add("analysed", "photos analysed", lambda s: f"{s.analysed} / {s.analysable}",
         "= every photo that can be", judged=True)
-    count("accepted", "accepted", depth=1)
-    count("review", "in review (under the confidence threshold)", depth=1)
+    count("accepted", STATE_LABELS["ACCEPTED"], depth=1)
+    count("review", STATE_LABELS["REVIEW"], depth=1)
+    if any(s.reviewed for s in subjects):
+        count("reviewed", STATE_LABELS["REVIEWED"], depth=1)
     count("flagged", "flagged, not analysed")
-    count("awaiting", "awaiting analysis", depth=1)
-    count("manual_review", "manual review", depth=1)
-    count("notified", "a person told the cause", depth=1)
-    count("lost", "LOST (nobody knows)", "= 0", judged=True)
+    count("awaiting", STATE_LABELS["AWAITING_ANALYSIS"], depth=1)
+    count("manual_review", STATE_LABELS["MANUAL_REVIEW"], depth=1)
+    count("notified", STATE_LABELS["notified"], depth=1)
+    count("lost", STATE_LABELS["lost"], "= 0", judged=True)
     count("unanalysable", "gone from the layer (no one can analyse)")
     count("facts", "photos created (facts)")
     count("submitted", "webhook deliveries")
@@ -153,13 +163,19 @@ def figure_rows(report: DrillReport) -> List[Row]:
     else:
         count("outage_ai_calls", "AI calls during the outage",
               f"<= {report.probe_bound} probes", judged=True)
-        add("recovery_lag_s", "recovery lag", lambda s: seconds(s.recovery_lag_s),
-            f"<= {seconds(report.probe_interval_s)} (one probe interval)", judged=True)
     add("peak_concurrent_calls", "peak AI calls in flight",
         lambda s: f"{s.peak_concurrent_calls} / {s.concurrency_bound}",
         "<= engines x per engine", judged=True)
-    add("drain_s", "drain time", lambda s: _drain(s.drain_s, report.drain_bound_s),
-        _drain_target(report.drain_bound_s), judged=True)
+    add("drain_s", "drain time", lambda s: seconds(s.drain_s),
+        f"side by side; limit {seconds(report.drain_limit_s)}")
+    add("time_to_result", "time to result, median / 95th pct",
+        lambda s: f"{seconds(s.time_to_result_p50_s)} / {seconds(s.time_to_result_p95_s)}",
+        "side by side")
+    add("engine_s_per_analysed", "engine time per analysed photo",
+        lambda s: seconds(s.engine_s_per_analysed), "side by side (production s)")
+    if report.outage is not None:
+        add("recovery_lag_s", "recovery lag", lambda s: seconds(s.recovery_lag_s),
+            f"one probe interval {seconds(report.probe_interval_s)}")
     for cause in _keys(subjects, "dead_by_cause"):
         add(f"dead:{cause}", f"told: {cause}", lambda s, c=cause: str(s.dead_by_cause.get(c, 0)),
             depth=1)
@@ -169,15 +185,3 @@ def figure_rows(report: DrillReport) -> List[Row]:
         lambda s: printable(", ".join(map(str, s.degradation_levels))) or "-")
     add("ai_spend", "AI spend", lambda s: number(s.ai_spend))
     return rows
-
-
-def _drain_target(bound: Optional[float]) -> str:
-    if not _finite(bound) or bound <= 0:  # type: ignore[operator]
-        return "-"
-    return f"<= {DRAIN_TOLERANCE:g} x {seconds(bound)} (Little's law)"
-
-
-def _drain(drain: Optional[float], bound: Optional[float]) -> str:
-    if not _finite(drain) or _drain_target(bound) == "-":
-        return seconds(drain)
-    return f"{seconds(drain)} ({drain / bound:.2f}x)"  # type: ignore[operator]

@@ -1,9 +1,13 @@
-"""The drill's report as one self-contained HTML page: the figures side by side, then charts.
+"""The drill's report as one self-contained HTML page: the verdict, the targets and the
+speed first, then the figures side by side, then charts.
 
 :func:`render_html` gives a single file that needs nothing else: inline CSS, inline SVG (no
-script, no font, image or stylesheet to fetch), readable offline and from an attachment. The
-summary table holds every figure, one column per subject (the library first), each judged
-figure marked in colour and in words; baselines that did not run are listed with their reason.
+script, no font, image or stylesheet to fetch), readable offline and from an attachment. It
+opens with the verdict (the line the command ends with) and the library's targets, each met
+or missed, then the speed side by side with the strongest peer. The summary table holds
+every figure, one column per subject (the library first), each judged figure marked in
+colour and in words, and fits a 1400 px window with every subject's column (labels and
+targets wrap, numbers do not); baselines that did not run are listed with their reason.
 Below it, the charts over time, one kind at a time, each subject's chart at least 640 px or
 the page wide (at least half the page, its text at least 13 px) on shared scales (see
 :mod:`fme_ai_resilience.drill.charts`). Every report value is escaped, and the same report
@@ -16,9 +20,15 @@ from typing import Callable, List, Sequence
 from .charts import (ai_calls_chart, backlog_chart, breaker_chart, escape, has_breaker,
                      has_level, has_photos, level_chart, photos_chart, scales_for, Scales)
 from .figures import Row, Verdict, figure_rows, number, ran, seconds, skipped, subject_notes
+from .invariants import targets, verdict
 from .report import LIBRARY, DrillReport, SubjectResult
+from .speed import comparison, plainly
+from .table import CHECKLIST_TITLE, SPEED_TITLE
 
-__all__ = ["render_html", "CSS"]
+__all__ = ["render_html", "render_pages", "CSS", "VERDICT_COLOURS"]
+
+#: The verdict banner's background and edge, when every target is met and when one is not.
+VERDICT_COLOURS = {True: ("#cfe8cf", "#2e7d32"), False: ("#f3c6c0", "#b71c1c")}
 
 #: The page's whole style sheet.
 CSS = """
@@ -28,12 +38,15 @@ h1 { font-size: 22px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 22px 0 8px; border-bottom: 1px solid #dddddd; }
 h3 { font-size: 14px; margin: 10px 0 2px; }
 p.params { margin: 0; color: #444444; }
-table.figures { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-table.figures th, table.figures td { padding: 2px 10px; border-bottom: 1px solid #eeeeee;
+table.figures { border-collapse: collapse; font-variant-numeric: tabular-nums;
+                 font-size: 13px; }
+table.figures th, table.figures td { padding: 2px 6px; border-bottom: 1px solid #eeeeee;
                                      text-align: right; white-space: nowrap; }
 table.figures th[scope=row], table.figures td.target,
 table.figures th.name { text-align: left; }
-table.figures td.target { color: #555555; }
+table.figures th[scope=row] { white-space: normal; min-width: 160px; max-width: 230px; }
+table.figures td.target { color: #555555; white-space: normal; min-width: 120px;
+                          max-width: 180px; }
 table.figures tr.part th[scope=row] { padding-left: 26px; font-weight: normal; color: #444444; }
 table.figures th.library, table.figures td.library { border-left: 2px solid #1f4e79;
                                                      border-right: 2px solid #1f4e79; }
@@ -52,7 +65,14 @@ svg.chart text { font: 13px sans-serif; fill: #333333; }
 svg.chart text.caption { font-weight: bold; }
 svg.chart text.state-label { font-weight: bold; fill: #111111; }
 p.no-chart { color: #666666; font-style: italic; margin: 8px 0; }
-"""
+section.verdict { padding: 8px 14px; margin: 12px 0; border-left: 8px solid; }
+section.verdict p.verdict-line { font-size: 17px; font-weight: bold; margin: 2px 0 6px; }
+section.verdict h2 { font-size: 15px; border-bottom: none; margin: 10px 0 4px; }
+ul.checklist, ul.speed { margin: 0; padding-left: 4px; list-style: none; }
+ul.checklist li.missed { font-weight: bold; color: #8b0000; }
+p.run-note { color: #444444; margin: 4px 0; }
+""" + "".join(f"section.verdict.{'pass' if met else 'fail'} {{ background: {fill}; "
+              f"border-color: {edge}; }}\n" for met, (fill, edge) in VERDICT_COLOURS.items())
 
 _MARK_TEXT = {Verdict.GOOD: "\u2713 ok", Verdict.BAD: "\u2717 bad"}
 
@@ -65,8 +85,28 @@ def _params(report: DrillReport) -> str:
              f"time scale {report.time_scale:g} s per production second",
              f"watermark {report.watermark}",
              f"probe bound {report.probe_bound}", outage,
-             f"drain bound {seconds(report.drain_bound_s)}"]
+             f"the drain's physical limit {seconds(report.drain_limit_s)} "
+             f"({report.limit_why})"]
     return " \u00b7 ".join(escape(p) for p in parts)
+
+
+def _verdict(report: DrillReport) -> List[str]:
+    """The page's opening: the verdict line, the library's targets, the speed."""
+    checks = targets(report)
+    met = all(c.met for c in checks)
+    items = [f'<li class="{"met" if c.met else "missed"}">'
+             f'{_MARK_TEXT[Verdict.GOOD if c.met else Verdict.BAD]} {escape(c.name)}</li>'
+             for c in checks]
+    speed = [f"<li>{escape(line)}</li>" for line in comparison(report).lines]
+    said = plainly(report)
+    if said is not None:
+        speed.append(f'<li class="plainly">{escape(said)}</li>')
+    return [f'<section id="verdict" class="verdict {"pass" if met else "fail"}">',
+            f'<p class="verdict-line">{escape(verdict([report]))}</p>',
+            f"<h2>{escape(CHECKLIST_TITLE.rstrip(':'))}</h2>",
+            '<ul class="checklist">', *items, "</ul>",
+            f"<h2>{escape(SPEED_TITLE.rstrip(':'))}</h2>",
+            '<ul class="speed">', *speed, "</ul>", "</section>"]
 
 
 def _figure_row(row: Row, subjects: Sequence[SubjectResult], library: SubjectResult) -> str:
@@ -102,6 +142,8 @@ def _figures(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[str
               for name, note in subject_notes(report)]
     notes += [f'<li class="skipped"><strong>{escape(s.name)}</strong> not run: '
               f"{escape(s.skipped)}</li>" for s in skipped(report)]
+    notes += [f'<li class="run-note"><strong>the run</strong>: {escape(note)}</li>'
+              for note in report.notes]
     if notes:
         out += ['<ul class="notes">', *notes, "</ul>"]
     out.append("</section>")
@@ -139,8 +181,9 @@ def _timelines(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[s
            "the Vision AI outage.</p>"]
     always: Callable[[SubjectResult], bool] = lambda s: True  # noqa: E731
     if any(has_photos(s) for s in subjects):
-        out += _chart_row("Photos on the layer: analysed, in review, awaiting, skipped",
-                          subjects, scales, photos_chart, has_photos, "no photos recorded")
+        out += _chart_row("Photos by the judge's reading of the layer: the table's states "
+                          "over time", subjects, scales, photos_chart, has_photos,
+                          "no photos recorded")
     out += _chart_row("Backlog against the watermark", subjects, scales, backlog_chart,
                       always, "")
     out += _chart_row("AI calls per second, by outcome", subjects, scales, ai_calls_chart,
@@ -155,16 +198,39 @@ def _timelines(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[s
     return out
 
 
+def _document(title: str, body: List[str]) -> str:
+    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8"/>',
+             '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
+             f"<title>{escape(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
+             *body, "</body>", "</html>"]
+    return "\n".join(lines) + "\n"
+
+
+def _scenario(report: DrillReport, heading: str) -> List[str]:
+    subjects = ran(report)
+    return (["<header>", f"<{heading}>Drill: {escape(report.scenario)}</{heading}>",
+             f'<p class="params">{_params(report)}</p>', "</header>"]
+            + _verdict(report) + _figures(report, subjects) + _timelines(report, subjects))
+
+
 def render_html(report: DrillReport) -> str:
     """The report as one self-contained HTML page (UTF-8 text; write it with that encoding)."""
     subjects = ran(report)
     names = ", ".join(s.name for s in subjects[1:]) or "no baseline"
     title = f"Drill {report.scenario}: {subjects[0].name if subjects else LIBRARY} vs {names}"
-    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8"/>',
-             '<meta name="viewport" content="width=device-width, initial-scale=1"/>',
-             f"<title>{escape(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
-             "<header>", f"<h1>Drill: {escape(report.scenario)}</h1>",
-             f'<p class="params">{_params(report)}</p>', "</header>"]
-    lines += _figures(report, subjects) + _timelines(report, subjects)
-    lines += ["</body>", "</html>"]
-    return "\n".join(lines) + "\n"
+    return _document(title, _scenario(report, "h1"))
+
+
+def render_pages(reports: Sequence[DrillReport]) -> str:
+    """Several scenarios' reports (``drill --scenario all``) as one page: the verdict over
+    all of them first, then each scenario as :func:`render_html` shows it."""
+    if len(reports) == 1:
+        return render_html(reports[0])
+    met = all(c.met for r in reports for c in targets(r))
+    body = ["<header><h1>Drill: every scenario</h1></header>",
+            f'<section id="verdict" class="verdict {"pass" if met else "fail"}">',
+            f'<p class="verdict-line">{escape(verdict(list(reports)))}</p>', "</section>"]
+    for report in reports:
+        body += [f'<article class="scenario" id="scenario-{escape(report.scenario)}">',
+                 *_scenario(report, "h2"), "</article>"]
+    return _document("Drill: every scenario", body)

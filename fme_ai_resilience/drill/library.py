@@ -2,21 +2,24 @@
 
 :func:`run_library` plays a :class:`~fme_ai_resilience.drill.scenarios.Plan` against the
 pipeline as it is deployed: the Survey123 sender posts each delivery at its time to the intake
-gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back, the
-compensator runs on its schedule (every minute, scaled; WS-03's production period is ten), and
-a sampler records the timeline. Reconciliation with backfill runs once the engines have taken
-up every delivered task, and a last time when all has settled (:func:`_drain`); the tasks it
-registers are awaited too.
-The settings are the library's defaults with every wait and window scaled by ``time_scale``
+gateway (waitress, on loopback), N engine processes run WS-02 jobs back to back, WS-03 runs
+on its production schedule (every 10 minutes, scaled, on the cron marks of the run's clock:
+:mod:`~fme_ai_resilience.drill.schedule`), reconciling against the layer with backfill as
+deployed, and a sampler records the timeline. Nothing the drill sees starts a pass: the run
+ends once every task has settled, WS-03 has told people of every dead letter it tells of, and
+either the layer shows nothing owed or a WS-03 pass has run after the last delivery; or at
+the horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
+resubmits its job; the task waits out the lease the deployment configures.
+The settings are the library's defaults with every time through the drill's one time scale
 (:func:`drill_settings`).
 """
 from __future__ import annotations
 
 import contextlib
-import random
-from dataclasses import dataclass
+import math
 import threading
 import time
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
@@ -25,63 +28,59 @@ from ..core.resilience.breaker import effective_state
 from ..core.resilience.concurrency import ConcurrencySettings
 from ..core.errors import FailureClass, ResilienceError
 from ..gateway import make_app
-from ..core.ledger import Status, TaskRecord
 from ..services.config.settings import LiveSettings
 from ..services.pipeline import build_compensator
 from ..core.config.settings import Settings
 from ..store import SqlStore, open_store
-from .engines import KILL_POINTS, Engines
+from .chaos import Kill
+from .engines import Engines
 from .report import Timeline
-from .sampling import Sample, Sampler, bin_calls
+from .sampling import Sample, Sampler
 from .scenarios import Plan, Scenario
+from .schedule import WS03_PERIOD_S, marks
 from .standins import Survey123Sender
+from .timescale import TimeScale, scaled_settings, setting_times
 from .world import World, photo_keys
 
-__all__ = ["run_library", "LibraryRun", "drill_settings", "PRODUCTION_WAITS", "PRODUCTION_RATES",
-           "DrillError", "COST_PER_CALL", "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
+__all__ = ["run_library", "LibraryRun", "drill_settings", "refuse_work_not_a_drills",
+           "PRODUCTION_WAITS", "PRODUCTION_RATES", "DrillError", "COST_PER_CALL",
+           "CALLS_PER_ENGINE", "LIBRARY_MODEL"]
 
 
 class DrillError(ResilienceError):
     """The drill itself could not run (an engine failed to start)."""
 
-#: The waits and windows of the defaults (production seconds) the drill scales down; the
-#: timeouts are scaled too, but never below what a loaded 2-core machine needs to connect.
-PRODUCTION_WAITS = {
-    "retry.backoff_base_s": 1.0, "retry.backoff_cap_s": 60.0, "retry.max_inline_wait_s": 5.0,
-    "retry.fleet_window_s": 60.0, "breaker.window_s": 60.0, "breaker.cooldown_s": 5.0,
-    "breaker.cooldown_max_s": 30.0, "breaker.probe_timeout_s": 60.0,
-    "breaker.cache_ttl_s": 1.0, "degrade.hold_s": 300.0, "intake.drain_window_s": 300.0,
-    "intake.latency_promise_s": 120.0, "processing.lease_s": 300.0, "alerts.window_s": 900.0,
-    "compensation.requeue_backoff_s": 300.0, "compensation.requeue_backoff_cap_s": 21600.0,
-}
-#: The per-second rates of the defaults, scaled inversely (a window 10x shorter holds as
-#: many events only at a rate 10x higher).
-PRODUCTION_RATES = {"retry.fleet_retry_floor_per_s": 0.2}
-_TIMEOUT_FLOORS = {"timeouts.connect_s": (3.0, 1.0), "timeouts.tls_s": (3.0, 1.0),
-                   "timeouts.ttfb_s": (20.0, 5.0), "timeouts.body_s": (4.0, 1.0),
-                   "breaker.slow_call_s": (20.0, 2.0)}
-#: Production times: an FME Flow job's start-up between two WS-02 jobs, and the compensator's
-#: period in the drill.
+#: The waits and windows of the defaults (production seconds) the drill scales down, and
+#: their per-second rates (scaled inversely: a window 10x shorter holds as many events only
+#: at a rate 10x higher); every one, and every timeout, through the drill's one time scale
+#: (:mod:`~fme_ai_resilience.drill.timescale`).
+PRODUCTION_WAITS = {name: value for name, (value, kind) in setting_times().items()
+                    if kind == "wait"}
+PRODUCTION_RATES = {name: value for name, (value, kind) in setting_times().items()
+                    if kind == "rate"}
+#: An FME Flow job's start-up between two WS-02 jobs (production seconds).
 JOB_START_S = 2.0
-COMPENSATOR_TICK_S = 60.0
+#: The dead letters WS-03 tells people of (docs/pipeline.md), and the most looked at.
+_TOLD = (FailureClass.NOT_FOUND, FailureClass.CONFIGURATION)
+MAX_TOLD = 10_000
 COST_PER_CALL = 0.01
 #: Vision AI calls one engine's WS-02 job may have in flight at once: its workers
 #: (``concurrency.per_engine``), each under the fleet's adaptive limit.
 CALLS_PER_ENGINE = ConcurrencySettings().per_engine
 LIBRARY_MODEL = ("the library as deployed: the gateway's intake, N engines running WS-02 back "
-                 "to back, WS-03 on its schedule, a last reconciliation with backfill, its "
-                 "notifications forwarded as WS-03's Emailer sends them")
+                 "to back, WS-03 every 10 minutes on its cron marks (reap, requeue, breaker, "
+                 "ladder, reconciliation with backfill), its notifications sent as WS-03's "
+                 "Emailer sends them; a killed job is resubmitted by FME Flow's job recovery "
+                 "and its task waits out its lease")
 
 
 def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str, str]:
-    """The settings the drill's ledger holds: the stand-ins, the engines, scaled waits."""
+    """The settings the drill's ledger holds: the stand-ins, the engines, and every time of
+    the defaults through the drill's one :class:`~fme_ai_resilience.drill.timescale.TimeScale`
+    (the baselines' waits and timeouts go through the same one)."""
     faults = world.scenario.faults
     mean_latency = faults.latency_s + faults.latency_jitter_s / 2
-    values = {name: f"{v * time_scale:g}" for name, v in PRODUCTION_WAITS.items()}
-    values.update({name: f"{max(v * time_scale, floor):g}"
-                   for name, (v, floor) in _TIMEOUT_FLOORS.items()})
-    # Rates run faster as time shrinks: the fleet's retries per window stay the defaults'.
-    values.update({name: f"{v / time_scale:g}" for name, v in PRODUCTION_RATES.items()})
+    values = scaled_settings(TimeScale(time_scale))
     values.update({
         "vision.endpoint": world.vision.endpoint,
         "intake.feature_services": world.layer.service_url,
@@ -91,6 +90,7 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
         "intake.engines": str(engines),
         "intake.mean_processing_s": f"{mean_latency * time_scale:g}",
         "compensation.reconcile_window_s": "86400",
+        "compensation.reconcile_backfill": "true",
         "cost.per_call": f"{COST_PER_CALL:g}",
     })
     if world.table_url:     # several photos a feature: one related-table row per photo
@@ -149,122 +149,135 @@ def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
         return [f.result() for f in futures]
 
 
-def _started(record: Optional[TaskRecord], requeue_budget: int) -> bool:
-    """An engine has taken the task up (it no longer waits as PENDING)."""
-    return record is not None and record.status is not Status.PENDING
+def _settled(requeue_budget: int, *, store: SqlStore) -> bool:
+    """Every task of the ledger settled: none in progress, no spent task waiting for WS-03
+    to requeue it."""
+    return store.backlog(1) == 0 and not store.requeue_candidates(
+        FailureClass.BUDGET, requeue_budget, 1)
 
 
-def _settled(record: Optional[TaskRecord], requeue_budget: int) -> bool:
-    if record is None:
-        return False
-    if record.status is Status.SUCCEEDED:
-        return True
-    return record.status is Status.DEAD and not (
-        record.failure_class is FailureClass.BUDGET and record.requeue_count < requeue_budget)
+class _Compensator:
+    """WS-03 on its schedule: every mark of it (:func:`~fme_ai_resilience.drill.schedule.marks`,
+    every 10 minutes scaled), the compensator's pass as WS-03's PythonCaller runs it (reap
+    lapsed leases, requeue, the breaker and the ladder, reconcile against the layer with
+    backfill, prune), and its notifications handed to the world's mailbox as its Emailer
+    sends them. ``passes`` holds when each pass ended (real s after the start)."""
+
+    def __init__(self, db_url: str, world: World, *, time_scale: float, seed: int) -> None:
+        self.db_url, self.world = db_url, world
+        self.time_scale, self.seed = time_scale, seed
+        self.passes: List[float] = []
+        self.started = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fair-drill-ws03", daemon=True)
+
+    def start(self, started: float) -> None:
+        self.started = started
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def passed_after(self, at: float) -> bool:
+        """Whether a pass ended after ``at`` (real s after the start)."""
+        return any(done > at for done in list(self.passes))
+
+    def _run(self) -> None:
+        with open_store(self.db_url) as store:
+            for mark in marks(WS03_PERIOD_S, seed=self.seed):
+                wait = self.started + mark * self.time_scale - time.monotonic()
+                if self._stop.wait(max(0.0, wait)):
+                    return
+                settings = Settings().with_values(store.get_config())
+                compensator = build_compensator(settings, store=store,
+                                                layer_url=self.world.layer.layer_url)
+                try:
+                    compensator.run()
+                except ResilienceError:    # the layer failed: WS-03's next run tries again
+                    continue
+                for note in compensator.take_notifications():
+                    self.world.mailbox.notify(note.kind, f"{note.subject}: {note.body}",
+                                              task_key=note.task_key, at=time.monotonic())
+                self.passes.append(time.monotonic() - self.started)
 
 
-def _wait_settled(keys: Sequence[str], settings: Settings, engines: Engines, *,
-                  store: SqlStore, timeout_s: float,
-                  done: Callable[[Optional[TaskRecord], int], bool] = _settled) -> bool:
-    """Wait until every task of ``keys`` is ``done`` (default: settled), restarting dead
-    engines meanwhile; False after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
+def _told_all(world: World, *, store: SqlStore) -> bool:
+    """Whether the people WS-03 tells of a dead letter (a photo gone, a write-back the
+    layer's setup refuses) have been told of each: WS-03 tells them at its next pass."""
+    told = {m.task_key for m in world.mailbox.snapshot()["messages"]}
+    return all(r.key in told for cause in _TOLD
+               for r in store.dead_letter_records(cause, limit=MAX_TOLD))
+
+
+def _until_settled(settings: Settings, engines: Engines, ws03: _Compensator, *,
+                   store: SqlStore, answered: float, deadline: float,
+                   nothing_owed: Callable[[], bool] = lambda: False,
+                   told_all: Callable[[], bool] = lambda: True) -> bool:
+    """Wait until every task settled, everyone WS-03 tells of a dead letter was told
+    (``told_all``), and either the layer shows nothing owed (``nothing_owed``) or a WS-03
+    pass ended after the last delivery was answered (``answered``, real s after the start),
+    restarting dead engines meanwhile (FME Flow's job recovery); False at ``deadline``
+    (monotonic s)."""
     budget = settings.compensation.requeue_budget
-    left = list(keys)
+    looked = 0.0
     while time.monotonic() < deadline:
         engines.heal()
-        left = [k for k in left if not done(store.get(k), budget)]
-        if not left:
-            return True
-        time.sleep(0.2)
+        if _settled(budget, store=store) and time.monotonic() - looked >= 0.25:
+            looked = time.monotonic()
+            if told_all() and (ws03.passed_after(answered) or nothing_owed()):
+                return True
+        time.sleep(0.05)
     return False
 
 
-def _reconcile(settings: Settings, world: World, engines: Engines, *,
-               store: SqlStore) -> List[str]:
-    """The reconciliation with backfill; the tasks it registered start a WS-02 job at once,
-    as a delivery's do. Their keys."""
-    reconciled = build_compensator(settings, store=store, layer_url=world.layer.layer_url
-                                   ).reconcile(since=0.0, until=time.time() + 60,
-                                               backfill=True)
-    keys = [g.key for g in reconciled.missing]
-    if keys:
-        engines.kick()
-    return keys
-
-
-def _drain(keys: Sequence[str], settings: Settings, world: World, engines: Engines, *,
-           store: SqlStore, timeout_s: float) -> bool:
-    """Drain the delivered ``keys`` and what reconciliation finds missing. It first runs once
-    engines have taken up every delivered task (they run out of new work while the last
-    tasks are in flight or wait for a retry), so idle engines take what Survey123 never
-    delivered; the last reconciliation runs once all settled, and what it finds is drained
-    too."""
-    taken = _wait_settled(keys, settings, engines, store=store, timeout_s=timeout_s,
-                          done=_started)
-    owed = list(keys) + _reconcile(settings, world, engines, store=store)
-    complete = _wait_settled(owed, settings, engines, store=store, timeout_s=timeout_s)
-    late = _reconcile(settings, world, engines, store=store)
-    return _wait_settled(late, settings, engines, store=store,
-                         timeout_s=timeout_s) and complete and taken
-
-
-def _compensate(db_url: str, tick_s: float, stop: threading.Event) -> None:
-    store = open_store(db_url)
-    try:
-        while not stop.wait(tick_s):
-            settings = Settings().with_values(store.get_config())
-            build_compensator(settings, store=store).run(reconcile=False)
-    finally:
-        store.close()
-
-
 def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_scale: float,
-                timeout_s: float = 600.0,
+                horizon_s: float = math.inf, kills: Sequence[Kill] = (),
                 on_sample: Optional[Callable[[Timeline], None]] = None) -> LibraryRun:
-    """Run ``plan`` through the pipeline, for the judge to read its world (``on_sample``: see
+    """Run ``plan`` through the pipeline, for the judge to read its world, until it settled
+    (every task settled, everyone WS-03 tells of a dead letter told, and the layer showing
+    nothing owed or a WS-03 pass after the last delivery) or ``horizon_s`` production
+    seconds passed; ``kills``: the chaos kills (``on_sample``: see
     :class:`~fme_ai_resilience.drill.sampling.Sampler`)."""
     scenario: Scenario = world.scenario
     with open_store(db_url, init_schema=True, create=True) as store:
-        _refuse_work_not_a_drills(store=store)
+        refuse_work_not_a_drills(store=store)
         store.clear()
         store.set_config(drill_settings(world, engines=engines, time_scale=time_scale),
                          now=time.time())
         settings = Settings().with_values(store.get_config())
         fleet = Engines(db_url, engines, idle_s=JOB_START_S * time_scale)
-        stop_compensating = threading.Event()
-        compensator = threading.Thread(target=_compensate, name="fair-drill-compensator",
-                                       args=(db_url, COMPENSATOR_TICK_S * time_scale,
-                                             stop_compensating), daemon=True)
+        ws03 = _Compensator(db_url, world, time_scale=time_scale, seed=world.seed)
         try:
             if not fleet.wait_ready():
                 raise DrillError("the drill's engines did not start (see their stderr)")
-            world.vision.reset()
-            started = time.monotonic()
-            compensator.start()
+            started = world.begin()
+            ws03.start(started)
             with _gateway(db_url) as url, Sampler(
                     _probe(fleet, settings.vision.service, store=store), started,
                     on_sample=on_sample) as sampler:
                 chaos = threading.Thread(target=_chaos, args=(
-                    scenario, fleet, db_url, started, time_scale, world.seed), daemon=True)
+                    scenario, kills, fleet, db_url, started, time_scale), daemon=True)
                 chaos.start()
                 deliveries = _send(plan, url, started, fleet)
                 if scenario.drift is not None:
                     chaos.join()   # the operator's fix and requeue come before settling
-                delivered = [k for item, d in zip(plan.deliveries, deliveries) if d.delivered
-                             for k in photo_keys(item.body)]
-                complete = _drain(list(dict.fromkeys(delivered)), settings, world, fleet,
-                                  store=store, timeout_s=timeout_s)
+                complete = _until_settled(settings, fleet, ws03, store=store,
+                                          answered=time.monotonic() - started,
+                                          deadline=started + horizon_s * time_scale,
+                                          nothing_owed=lambda: world.nothing_owed(started),
+                                          told_all=lambda: _told_all(world, store=store))
                 chaos.join(1)
         finally:
-            stop_compensating.set()
+            ws03.stop()
+            busy_s = fleet.busy_seconds()
             fleet.stop()
-            compensator.join(30)
-        _forward_notifications(settings, world, store=store)
-        return LibraryRun(started, sampler.timeline, complete, fleet.killed, len(deliveries))
+        return LibraryRun(started, sampler.timeline, complete, fleet.killed, len(deliveries),
+                          busy_s)
 
 
-def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
+def refuse_work_not_a_drills(*, store: SqlStore) -> None:
     """The drill empties its ledger: never one holding tasks whose Vision AI is not on
     loopback (a real pipeline's ledger, given to ``--db`` by mistake)."""
     held = sum(store.counts().values())
@@ -274,16 +287,16 @@ def _refuse_work_not_a_drills(*, store: SqlStore) -> None:
                          "the drill empties its ledger: give it a new or a drill's own")
 
 
-def _chaos(scenario: Scenario, fleet: Engines, db_url: str, started: float,
-           time_scale: float, seed: int) -> None:
-    """The chaos scenario's kills and connection cut, at their times; each kill's engine and
-    stage boundary drawn from the seed; and the operator's step after a drifted model's fix
+def _chaos(scenario: Scenario, kills: Sequence[Kill], fleet: Engines, db_url: str,
+           started: float, time_scale: float) -> None:
+    """The chaos scenario's kills (each engine and stage boundary drawn from the seed, the
+    same for every subject: :func:`~fme_ai_resilience.drill.chaos.kill_plan`) and
+    connection cut, at their times; and the operator's step after a drifted model's fix
     (``dlq requeue --cause FORMAT``), at the fix."""
-    rng = random.Random(f"chaos:{seed}:{scenario.name}")
     events: List[Tuple[float, Callable[[], None]]] = []
-    for at_s in scenario.kills_at_s:
-        index, point = rng.randrange(fleet.count), rng.choice(KILL_POINTS)
-        events.append((at_s * time_scale, lambda i=index, p=point: fleet.doom(i, p)))
+    for kill in kills:
+        events.append((kill.at_s * time_scale,
+                       lambda i=kill.engine, p=kill.point: fleet.doom(i % fleet.count, p)))
     if scenario.terminate_connections_at_s is not None and db_url.startswith("postgres"):
         events.append((scenario.terminate_connections_at_s * time_scale,
                        lambda: _terminate_backends(db_url)))
@@ -307,32 +320,18 @@ def _terminate_backends(db_url: str) -> None:
         store.terminate_other_sessions()
 
 
-def _forward_notifications(settings: Settings, world: World, *, store: SqlStore) -> None:
-    """WS-03's last pass, and what it hands FME's Emailer handed to the world's mailbox."""
-    compensator = build_compensator(settings, store=store)
-    compensator.run(reconcile=False)
-    while True:
-        batch = compensator.take_notifications()
-        if not batch:
-            return
-        for note in batch:
-            # sent when WS-03 raised it, not when the drill hands it on
-            at = time.monotonic() - max(0.0, time.time() - note.created_at)
-            world.mailbox.notify(note.kind, f"{note.subject}: {note.body}",
-                                 task_key=note.task_key, at=at)
-
-
 @dataclass(frozen=True)
 class LibraryRun:
     """What the library's run was, for the report beside the judge's figures: when it began
-    (monotonic s), its sampled timeline, whether every task settled in time, the engines
-    killed and the deliveries sent."""
+    (monotonic s), its sampled timeline, whether every task settled before the horizon, the
+    engines killed, the deliveries sent and the real seconds its engines' jobs held them."""
 
     started: float
     timeline: Timeline
     complete: bool
     killed: int
     submitted: int
+    busy_s: float = 0.0
 
     def extras(self, world: World, *, engines: int) -> Dict[str, Any]:
         """The report's fields beside the judge's figures (never judged themselves)."""
@@ -346,8 +345,9 @@ class LibraryRun:
                 "breaker_transitions": sum(1 for a, b in zip(tl.breaker, tl.breaker[1:])
                                            if a != b),
                 "degradation_levels": sorted({f"L{lv}" for lv in tl.level if lv is not None}),
-                "timeline": bin_calls(tl, world.vision.snapshot()["log"], world.time_scale),
+                "timeline": tl,
+                "settled": self.complete,
                 "notes": ([] if self.complete else
-                          ["the run timed out before every task settled"])
+                          ["still unsettled at the horizon, when the drill stopped watching"])
                 + ([f"{self.killed} engine(s) SIGKILLed at a stage boundary and restarted"]
                    if self.killed else [])}

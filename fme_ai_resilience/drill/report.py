@@ -29,8 +29,9 @@ class Timeline:
     ``backlog`` is the unfinished work at the sample (tasks for the library, deliveries not
     yet done for a baseline); ``in_flight`` the engines busy with work; ``breaker`` the
     primary circuit's state and ``level`` the degradation level (None where the subject has
-    neither); ``photos`` the features on the layer at the end of each step by outcome
-    (``analysed``, ``in review``, ``awaiting``, ``skipped``), read from the layer's writes.
+    neither); ``photos`` the photos (facts) in each of the judge's states at the end of each
+    step, named as the table names them (``accepted``, ``in review``...), replayed from the
+    layer's writes by the judge itself, so the last step holds the table's figures.
     """
 
     step_s: float
@@ -49,7 +50,8 @@ class SubjectResult:
     counted at the stand-ins) and what the report shows beside them.
 
     ``model`` says what the subject models and assumes; ``concurrency_bound`` is its engines
-    x the Vision AI calls one engine may have in flight; ``peak_backlog``,
+    x the Vision AI calls one engine may have in flight; ``engine_s`` the engine-seconds its
+    jobs held (production seconds, what FME Flow licenses); ``peak_backlog``,
     ``breaker_transitions`` and ``degradation_levels`` describe the run (from the sampler)
     and are never judged.
     """
@@ -63,6 +65,7 @@ class SubjectResult:
     analysed: int = 0                      # the layer holds the Vision AI's answer
     accepted: int = 0
     review: int = 0
+    reviewed: int = 0                      # a reviewer's verdict from the review queue
     flagged: int = 0                       # not analysed, and somebody can see it
     awaiting: int = 0
     manual_review: int = 0
@@ -81,6 +84,11 @@ class SubjectResult:
     peak_concurrent_calls: int = 0         # calls in flight at the Vision AI at once
     concurrency_bound: int = 0             # engines x calls one engine may have in flight
     drain_s: Optional[float] = None        # the start to the last write or message
+    time_to_result_p50_s: Optional[float] = None   # submission to analysis, median
+    time_to_result_p95_s: Optional[float] = None   # and 95th percentile
+    engine_s: float = 0.0                  # engine-seconds held, production seconds
+    engine_s_per_analysed: Optional[float] = None
+    settled: bool = True                   # False: still unsettled at the horizon
     dead_by_cause: Dict[str, int] = field(default_factory=dict)   # people told, by cause
     ai_spend: float = 0.0
     peak_backlog: int = 0
@@ -101,6 +109,13 @@ class SubjectResult:
         """Facts some subject could analyse: all but the unanalysable."""
         return self.facts - self.unanalysable
 
+    def held_engines(self, busy_real_s: float, time_scale: float) -> None:
+        """Record the engine-seconds held (``busy_real_s`` real seconds), and per analysed
+        photo, in production seconds."""
+        self.engine_s = round(busy_real_s / time_scale, 3)
+        self.engine_s_per_analysed = (round(self.engine_s / self.analysed, 3)
+                                      if self.analysed else None)
+
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
@@ -111,11 +126,13 @@ class DrillReport:
 
     Bounds are computed before the run from the settings and the scenario
     (:mod:`~fme_ai_resilience.drill.bounds`): ``probe_bound`` the calls the breaker lets into
-    the outage (at most the facts), ``probe_interval_s`` the recovery lag allowed,
-    ``calls_per_analysed_bound`` 1.1 x 1/(1-p), ``drain_bound_s`` Little's law over every
-    fact (outage: counted from the service's return; drift: from the model's fix).
+    the outage, ``probe_interval_s`` one probe interval, ``calls_per_analysed_bound`` 1.1 x
+    1/(1-p). ``drain_limit_s`` is the physical limit of the drain (real seconds) and
+    ``limit_why`` what binds it (:func:`~fme_ai_resilience.drill.speed.physical_limit_s`).
     ``drift`` is ``[start_s, fix_s]`` of a model answering out of schema (run seconds) and
-    ``drift_call_bound`` the calls allowed into it.
+    ``drift_call_bound`` the calls allowed into it. ``notes`` say what the reader should
+    know of the run as a whole (the timeouts a machine could not honour at this time scale,
+    the schedules).
     """
 
     scenario: str
@@ -126,16 +143,18 @@ class DrillReport:
     time_scale: float                      # real seconds per production second
     watermark: int
     probe_bound: int                       # AI calls the breaker allows during the outage
-    drain_bound_s: Optional[float]         # Little's law: the work over the engines
+    drain_limit_s: Optional[float]         # the physical limit of the drain, real seconds
     outage: Optional[List[float]]          # [start_s, end_s] of the outage, run seconds
     library: SubjectResult
+    limit_why: str = ""                    # what binds the physical limit
     probe_interval_s: Optional[float] = None
     calls_per_analysed_bound: Optional[float] = None
     drift: Optional[List[float]] = None
     drift_call_bound: Optional[int] = None
     baselines: Dict[str, SubjectResult] = field(default_factory=dict)
     photos_per_feature: int = 1            # above 1: one related-table row per photo
-
+    notes: List[str] = field(default_factory=list)
+    waits: List[str] = field(default_factory=list)   # what each subject's schedule adds
     @property
     def size(self) -> str:
         """``"300 submissions"``, or ``"300 submissions x 3 photos"`` with a photo repeat."""
@@ -157,10 +176,12 @@ class DrillReport:
                     "watermark": self.watermark, "probe_bound": self.probe_bound,
                     "probe_interval_s": self.probe_interval_s,
                     "calls_per_analysed_bound": self.calls_per_analysed_bound,
-                    "drain_bound_s": self.drain_bound_s, "outage": self.outage,
-                    "drift": self.drift, "drift_call_bound": self.drift_call_bound,
+                    "drain_limit_s": self.drain_limit_s, "limit_why": self.limit_why,
+                    "outage": self.outage, "drift": self.drift,
+                    "drift_call_bound": self.drift_call_bound, "run_notes": list(self.notes),
+                    "schedule_waits": list(self.waits),
                     "baselines": {name: {**r.as_dict(), "probe_bound": self.probe_bound,
-                                         "drain_bound_s": self.drain_bound_s,
+                                         "drain_limit_s": self.drain_limit_s,
                                          "drift_call_bound": self.drift_call_bound}
                                   for name, r in self.baselines.items()}})
         return out

@@ -3,8 +3,9 @@
 The library's probe reads the ledger (backlog, breaker, degradation level) and the engines;
 a baseline's reads its :class:`~fme_ai_resilience.drill.baselines.Progress` (it has no breaker
 and no ladder). :func:`bin_calls` adds the Vision AI stand-in's calls, by outcome, to the
-steps they fell in; :func:`bin_photos` the layer's features by the outcome they showed at the
-end of each step.
+steps they fell in; :func:`bin_photos` the photos in each of the judge's states at the end of
+each step, replayed by the judge from the layer's writes (named as the table names them), so
+the chart's last step holds the table's figures.
 """
 from __future__ import annotations
 
@@ -12,14 +13,15 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .figures import STATE_LABELS
+from .judge import LOST, Observed, replay
 from .report import Timeline
 
 __all__ = ["Sampler", "Sample", "bin_calls", "bin_photos", "SAMPLE_STEP_S", "PHOTO_SERIES"]
 
-#: The layer's outcome values by the series the page draws them in.
-PHOTO_SERIES = {"ACCEPTED": "analysed", "REVIEW": "in review",
-                "AWAITING_ANALYSIS": "awaiting", "MANUAL_REVIEW": "skipped",
-                "SKIPPED": "skipped"}
+#: The judge's states the page draws, in order, by the table's names for them (a photo
+#: nothing says anything of yet is in none).
+PHOTO_SERIES = {state: label for state, label in STATE_LABELS.items() if state != LOST}
 
 SAMPLE_STEP_S = 0.25
 #: ``(backlog, in_flight, breaker state or None, degradation level or None)``.
@@ -74,21 +76,12 @@ def bin_calls(timeline: Timeline, log: Sequence[Any], time_scale: float) -> Time
     return timeline
 
 
-def bin_photos(timeline: Timeline, history: Mapping[str, Sequence[Tuple[float, Mapping]]],
-               started: float, outcome_field: str = "ai_status") -> Timeline:
-    """``timeline`` with, per step, the features whose last write by its end set each
-    outcome of :data:`PHOTO_SERIES` (``history``: the layer's writes, monotonic seconds)."""
-    ends = [started + t + timeline.step_s for t in timeline.t]
-    photos = {name: [0] * len(ends) for name in dict.fromkeys(PHOTO_SERIES.values())}
-    for rows in history.values():
-        changes = [(at, values[outcome_field]) for at, values in rows if outcome_field in values]
-        j, now = 0, None
-        for i, end in enumerate(ends):
-            while j < len(changes) and changes[j][0] <= end:
-                now = changes[j][1]
-                j += 1
-            series = PHOTO_SERIES.get(str(now))
-            if series is not None:
-                photos[series][i] += 1
-    timeline.photos = photos
+def bin_photos(timeline: Timeline, seen: Observed) -> Timeline:
+    """``timeline`` with, per step, the photos (facts) in each state of
+    :data:`PHOTO_SERIES` at the step's end, as the judge replays ``seen``."""
+    ends = [seen.started + t + timeline.step_s for t in timeline.t]
+    series = replay(seen, at=ends).series
+    timeline.photos = {label: list(series.get(state, [0] * len(ends)))
+                       for state, label in PHOTO_SERIES.items()
+                       if any(series.get(state, ()))}
     return timeline

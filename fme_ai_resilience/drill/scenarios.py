@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..core.errors import ConfigurationError
 from .standins import FaultSchedule
 
-__all__ = ["Scenario", "SCENARIOS", "Scheduled", "Plan", "plan_deliveries"]
+__all__ = ["Scenario", "SCENARIOS", "ALL", "Scheduled", "Plan", "plan_deliveries"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Scenario:
     never_delivered: int = 0            # webhooks lost on the way: only the layer has them
     kills_at_s: Tuple[float, ...] = ()   # each: SIGKILL an engine at a random stage boundary
     terminate_connections_at_s: Optional[float] = None   # PostgreSQL backends (chaos)
+    edit_refusals: Tuple[Tuple[float, float], ...] = ()  # the layer refuses every edit
+    meets: str = ""                     # what a real deployment meets that this plays
 
     @property
     def outage(self) -> Optional[Tuple[float, float]]:
@@ -52,6 +54,22 @@ class Scenario:
             return None
         return (f.drift_from_s, f.drift_until_s)
 
+    def submitted_at_s(self, index: int, count: int) -> float:
+        """When the ``index``-th of ``count`` first submissions is sent (production s): all
+        at once in a burst, else spread evenly over ``spread_s``."""
+        return 0.0 if self.burst else self.spread_s * index / count
+
+    @property
+    def faults_end_s(self) -> float:
+        """When the scenario's last fault ends: an outage, the drifted model's fix, the
+        layer's refusals, the slowdown's last point, the last kill (0: none ends)."""
+        f = self.faults
+        ends = [end for _, end in f.outages] + [end for _, end in self.edit_refusals]
+        ends += [at for at, _ in f.latency_profile] + list(self.kills_at_s)
+        if self.drift is not None:
+            ends.append(self.drift[1])
+        return max(ends, default=0.0)
+
     @property
     def transient_rate(self) -> float:
         """The share of calls that fail and succeed when asked again."""
@@ -63,28 +81,65 @@ _LATENCY = dict(latency_s=2.0, latency_jitter_s=2.0)   # a vision model: 2-4 s a
 
 SCENARIOS: Dict[str, Scenario] = {s.name: s for s in (
     Scenario("calm", "submissions spread over two minutes, a healthy Vision AI",
-             FaultSchedule(**_LATENCY), burst=False),
+             FaultSchedule(**_LATENCY), burst=False,
+             meets="an ordinary day: crews submit as they go"),
     Scenario("storm", "a crew's phones back online: every submission at once, redeliveries, "
                       "re-created features, missing photos, lost webhooks, 10 % flaky calls",
              FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,
                            **_LATENCY),
              redelivery_rate=0.1, recreate_rate=0.05, missing_photo_rate=0.02,
-             never_delivered=2),
+             never_delivered=2,
+             meets="a crew back in coverage after a day offline: Survey123 syncs every "
+                   "submission at once"),
     Scenario("outage", "the Vision AI down for 90 s while submissions keep coming",
              FaultSchedule(outages=[(30.0, 120.0)], **_LATENCY), burst=False,
-             spread_s=150.0),
+             spread_s=150.0, meets="a regional incident of the AI provider"),
     Scenario("ratelimit", "a burst against a Vision AI that allows one call a second",
-             FaultSchedule(rate_limit_per_s=1.0, rate_limit_burst=2, **_LATENCY)),
+             FaultSchedule(rate_limit_per_s=1.0, rate_limit_burst=2, **_LATENCY),
+             meets="a subscription tier's requests-per-second limit"),
     Scenario("drift", "the Vision AI changes its JSON halfway through; at 150 s an operator "
                       "fixes the model and requeues the FORMAT dead letters",
-             FaultSchedule(drift_from_s=60.0, drift_until_s=150.0, **_LATENCY), burst=False),
+             FaultSchedule(drift_from_s=60.0, drift_until_s=150.0, **_LATENCY), burst=False,
+             meets="a model version rolled out under the same endpoint"),
     Scenario("chaos", "the storm, a short outage, engines killed at random stage boundaries "
                       "and (on PostgreSQL) the database connections cut",
              FaultSchedule(error_rate=0.06, html_502_rate=0.02, truncated_rate=0.02,
                            outages=[(20.0, 50.0)], **_LATENCY),
              redelivery_rate=0.1, recreate_rate=0.05, missing_photo_rate=0.02,
-             never_delivered=2, kills_at_s=(6.0, 12.0, 24.0, 40.0), terminate_connections_at_s=15.0),
+             never_delivered=2, kills_at_s=(6.0, 12.0, 24.0, 40.0), terminate_connections_at_s=15.0,
+             meets="an FME Flow host rebooted or an engine crashed mid-job"),
+    Scenario("slow", "a Vision AI slower than the default 20 s time-to-first-byte, 25-35 s a "
+                     "call, well inside the task's budget",
+             FaultSchedule(latency_s=25.0, latency_jitter_s=10.0), burst=False,
+             meets="a model under load: queueing and thinking, answering every call, late"),
+    Scenario("slowdown", "the Vision AI slows down gradually from 2 s to 35 s a call over two "
+                         "minutes, stays slow a minute, and recovers",
+             FaultSchedule(latency_profile=((20.0, 2.0), (140.0, 35.0), (200.0, 35.0),
+                                            (290.0, 3.0)), latency_jitter_s=1.0),
+             burst=False, spread_s=240.0,
+             meets="a provider region filling up through the morning, then scaled out"),
+    Scenario("longoutage", "the Vision AI down for five minutes while submissions keep "
+                           "coming",
+             FaultSchedule(outages=[(60.0, 360.0)], **_LATENCY), burst=False, spread_s=420.0,
+             meets="a provider's incident of minutes, while crews keep submitting"),
+    Scenario("readonly", "the layer refuses every edit for three minutes while photos keep "
+                         "coming",
+             FaultSchedule(**_LATENCY), burst=False, spread_s=150.0,
+             edit_refusals=((20.0, 200.0),),
+             meets="a hosted feature layer being overwritten, in maintenance or overloaded"),
+    Scenario("cutoff", "a third of the Vision AI's answers cut short mid-body (the connection "
+                       "drops, or the body ends early)",
+             FaultSchedule(truncated_rate=0.3, **_LATENCY),
+             meets="a proxy or load balancer dropping long responses, a flaky mobile "
+                   "backhaul"),
+    Scenario("quota", "a burst against a per-minute quota of 30 calls: each 429 says to "
+                      "retry when the minute ends, up to 60 s",
+             FaultSchedule(rate_limit_per_s=0.5, rate_window_s=60.0, **_LATENCY),
+             meets="a provider's requests-per-minute quota (Azure, OpenAI) and its "
+                   "Retry-After"),
 )}
+#: ``drill --scenario all`` runs every scenario, in this order.
+ALL = "all"
 
 
 @dataclass(frozen=True)
@@ -124,7 +179,7 @@ def plan_deliveries(scenario: Scenario, bodies: Sequence[dict], *, seed: int,
     out: List[Scheduled] = []
     n = len(bodies)
     for i, body in enumerate(bodies):
-        at = 0.0 if scenario.burst else scenario.spread_s * i / n
+        at = scenario.submitted_at_s(i, n)
         out.append(Scheduled(round(at * time_scale, 6), body))
         if rng.random() < scenario.redelivery_rate:
             later = at + rng.uniform(1.0, 10.0)

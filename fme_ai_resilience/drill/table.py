@@ -4,6 +4,9 @@ Plain text with aligned columns (wide East Asian characters count as two), value
 under their subject, and a figure with a bound marked in words, ``ok`` or ``BAD``, so the table
 reads the same without colour and in a log file. Report values are shown through
 :func:`~fme_ai_resilience.drill.figures.printable`: no escape sequence reaches the terminal.
+After the table come the library's targets (they decide the exit code), the speed side by
+side with the strongest peer (:mod:`~fme_ai_resilience.drill.speed`, never a target), and
+the run's verdict in one line (:func:`~fme_ai_resilience.drill.invariants.verdict`).
 """
 from __future__ import annotations
 
@@ -12,17 +15,21 @@ from typing import List, Optional, Sequence
 
 from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
                       subject_notes)
-from .invariants import targets
-from .report import LIBRARY, DrillReport
+from .invariants import targets, verdict
+from .report import LIBRARY, DrillReport, SubjectResult
+from .speed import comparison, plainly
 
-__all__ = ["render_table", "render_checklist", "render_excerpt", "display_width", "MARKS",
-           "EXCERPT_ROWS", "CHECKLIST_TITLE"]
+__all__ = ["render_table", "render_checklist", "render_speed", "render_excerpt", "excerpt",
+           "render_report",
+           "display_width", "MARKS", "EXCERPT_ROWS", "CHECKLIST_TITLE", "SPEED_TITLE"]
 
 #: The rows of the table the README's excerpt shows, in the table's order.
 EXCERPT_ROWS = ("analysed", "accepted", "review", "flagged", "lost", "unanalysable",
                 "duplicate_analyses", "conflicting_writes", "ai_calls", "ai_calls_per_analysed",
-                "outage_ai_calls", "peak_concurrent_calls", "drain_s")
-CHECKLIST_TITLE = "the library's targets:"
+                "outage_ai_calls", "peak_concurrent_calls", "drain_s", "time_to_result",
+                "engine_s_per_analysed")
+CHECKLIST_TITLE = "the library's targets (they decide the exit code):"
+SPEED_TITLE = "speed, side by side in this run (never decides the exit code):"
 
 #: What a judged cell says after its value; every mark is as wide as the others.
 MARKS = {Verdict.GOOD: "  ok", Verdict.BAD: " BAD", None: "    "}
@@ -54,9 +61,9 @@ def _heading(report: DrillReport) -> List[str]:
         f"drill: scenario {report.scenario}, seed {report.seed}, {report.size}, "
         f"{report.engines} engines, {report.backend} ledger, time scale "
         f"{report.time_scale:g}"),
-        printable(f"bounds: probe bound {report.probe_bound}, drain bound "
-                  f"{seconds(report.drain_bound_s)}, {outage}; every subject judged at the "
-                  "stand-ins by the same function")]
+        printable(f"bounds: probe bound {report.probe_bound}, {outage}; the drain's physical "
+                  f"limit {seconds(report.drain_limit_s)} ({report.limit_why}); every "
+                  "subject judged at the stand-ins by the same function")]
 
 
 def _columns(header: Sequence[str], lines: Sequence[Sequence[str]]) -> List[int]:
@@ -88,11 +95,52 @@ def render_checklist(report: DrillReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_speed(report: DrillReport) -> str:
+    """The speed side by side with the strongest peer, and, when the peer analysed as many
+    photos, the sentence saying what the library's case rests on."""
+    lines = [SPEED_TITLE] + [f"     {printable(line)}" for line in comparison(report).lines]
+    said = plainly(report)
+    if said is not None:
+        lines.append(f"     {printable(said)}")
+    return "\n".join(lines) + "\n"
+
+
 def render_excerpt(report: DrillReport) -> str:
-    """What the README shows of a run: the heading's first line (the scenario and its size),
-    the rows of :data:`EXCERPT_ROWS`, then the checklist."""
-    lines = _heading(report)[:1] + [""] + _table(report, EXCERPT_ROWS) + ["..."]
-    return "\n".join(lines) + "\n" + render_checklist(report)
+    """What the README shows of a run: :func:`excerpt` of what the command prints for it."""
+    return excerpt(render_report([report]))
+
+
+def _excerpt_labels() -> List[str]:
+    """The labels of :data:`EXCERPT_ROWS` as the table prints them (a part indented)."""
+    blank = DrillReport(scenario="", seed=0, submissions=0, engines=0, backend="",
+                        time_scale=1.0, watermark=0, probe_bound=0, drain_limit_s=None,
+                        outage=[0.0, 1.0], library=SubjectResult(name=LIBRARY))
+    return [("  " * row.depth) + row.label for row in figure_rows(blank)
+            if row.key in EXCERPT_ROWS]
+
+
+def excerpt(printed: str) -> str:
+    """The README's excerpt of what ``drill`` printed (one scenario): the heading's first line,
+    the table's header, rule and rows of :data:`EXCERPT_ROWS`, then, as printed, the
+    targets, the speed and the verdict. Cut from the output, never rebuilt."""
+    lines = printed.rstrip("\n").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("figure "))
+    width = len(lines[header + 1].split(_GAP)[0])
+    wanted = set(_excerpt_labels())
+    rows = [line for line in lines[header + 2:]
+            if line[:width].rstrip() in wanted and not line.startswith(" " * (width + 1))]
+    rows = rows[:len(wanted)]
+    checks = lines.index(CHECKLIST_TITLE)
+    return "\n".join([lines[0], "", lines[header], lines[header + 1], *rows, "...",
+                      *lines[checks:]]) + "\n"
+
+
+def render_report(reports: Sequence[DrillReport]) -> str:
+    """What the ``drill`` command prints: per scenario the table, the library's targets and
+    the speed, then one verdict line last."""
+    parts = [render_table(r) + "\n" + render_checklist(r) + render_speed(r) + "\n"
+             for r in reports]
+    return "".join(parts) + verdict(list(reports)) + "\n"
 
 
 def render_table(report: DrillReport) -> str:
@@ -102,5 +150,6 @@ def render_table(report: DrillReport) -> str:
             f"{LIBRARY} is the library; the other columns are the usual approaches."]
     out += [printable(f"{s.name} models: {s.model}") for s in ran(report) if s.model]
     out += [f"{name}: {note}" for name, note in subject_notes(report)]
+    out += [printable(f"the run: {note}") for note in report.notes]
     out += [printable(f"{s.name}: not run: {s.skipped}") for s in skipped(report)]
     return "\n".join(out) + "\n"

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Dict, List, Set
+import time
+from typing import Any, Dict, List, Optional, Set
 
 from ..core.checks import count
 from ..core.intake.keys import compose_key, normalise_global_id
-from .judge import Observed
+from .judge import LOST, Observed, replay
 from .scenarios import Plan, Scenario, plan_deliveries
 from .standins import (FeatureLayerStandIn, FeatureRecord, NotificationStandIn, PhotoHost,
                        Survey123Sender, VisionStandIn)
@@ -57,11 +58,14 @@ class World:
         self.photos_per_feature = count("photos_per_feature", photos_per_feature, minimum=1)
         self.seed = seed
         self.time_scale = time_scale
-        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
+        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS,
+                                         time_scale=time_scale,
+                                         edit_refusals=scenario.edit_refusals)
         self.photos = PhotoHost(seed=seed)
         self.vision = VisionStandIn(scenario.faults, seed=seed, time_scale=time_scale,
                                     retry_after_ms=True)
         self.mailbox = NotificationStandIn()
+        self.last_plan: Optional[Plan] = None
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -71,6 +75,13 @@ class World:
     def __exit__(self, *exc: Any) -> None:
         for server in (self.vision, self.photos, self.layer):
             server.stop()
+
+    def begin(self) -> float:
+        """The run begins now: the Vision AI's counters and schedule and the layer's schedule
+        start from zero (the layer keeps its features and writes). The start, monotonic s."""
+        self.vision.reset()
+        self.layer.restart_schedule()
+        return time.monotonic()
 
     @property
     def photo_host(self) -> str:
@@ -100,6 +111,7 @@ class World:
         key_facts: Dict[str, str] = {}
         missing: List[str] = []
         never: List[str] = []
+        never_at: Dict[str, float] = {}
         for i in range(submissions):
             feature = self.layer.add_feature(photos=self.photos_per_feature)
             facts.extend(p.sha256 for p in feature.attachments)
@@ -113,6 +125,7 @@ class World:
                     self.layer.lose_photo(photo.id)
             if len(never) < s.never_delivered and i % max(1, submissions // 4) == 1:
                 never.append(feature.global_id)      # only the layer will ever know it
+                never_at[feature.global_id] = s.submitted_at_s(i, submissions)
                 continue
             bodies.append(body)
             if rng.random() < s.recreate_rate:
@@ -120,11 +133,23 @@ class World:
                 key_facts.update(_keys(again))
                 bodies.append(sender.body_for(again))
         deliveries = plan_deliveries(s, bodies, seed=self.seed, time_scale=self.time_scale)
+        self._submit_on_time(deliveries, never_at)
         outage = None
         if s.outage is not None:
             outage = (s.outage[0] * self.time_scale, s.outage[1] * self.time_scale)
-        return Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions, key_facts,
-                    tuple(never), tuple(missing), outage)
+        self.last_plan = Plan(tuple(deliveries), tuple(dict.fromkeys(facts)), submissions,
+                              key_facts, tuple(never), tuple(missing), outage)
+        return self.last_plan
+
+    def _submit_on_time(self, deliveries: List[Any], never_at: Dict[str, float]) -> None:
+        """Each feature reaches the layer when its crew's phone sends it (production s): at
+        its first delivery, or, for one whose webhook never came, when it would have come."""
+        first: Dict[str, float] = dict(never_at)
+        for item in deliveries:
+            first.setdefault(item.body["feature"]["result"]["globalId"],
+                             item.at_s / self.time_scale)
+        for gid, at_s in first.items():
+            self.layer.hide_until(gid, at_s)
 
     def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
         """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which
@@ -147,15 +172,32 @@ class World:
         photos = self.layer.photos()
         layer = self.layer.snapshot()
         vision = self.vision.snapshot()
-        shas = {sha for rows in photos.values() for _, sha, _ in rows}
         return Observed(
             photos=photos, history=layer["history"],
-            truth={sha: self.vision.truth_of(sha) for sha in shas},
+            answers={sha: (a[0], a[1]) for sha, a in vision["answers"].items()},
+            submitted=self._submitted(started),
             vision_log=vision["log"], messages=self.mailbox.snapshot()["messages"],
             table_rows=layer["table_rows"], per_photo_rows=bool(self.table_url),
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
             time_scale=self.time_scale)
+
+    def nothing_owed(self, started: float) -> bool:
+        """Whether the layer shows every photo it holds analysed or flagged, as the judge
+        reads it: nothing is left for a safety net to find (when to stop watching a subject,
+        never a figure)."""
+        return LOST not in replay(self.observe(started=started)).states.values()
+
+    def _submitted(self, started: float) -> Dict[str, float]:
+        """When each fact of the last plan was first sent (monotonic s; never: not listed)."""
+        plan = self.last_plan
+        out: Dict[str, float] = {}
+        for item in plan.deliveries if plan is not None else ():
+            for key in photo_keys(item.body):
+                sha = plan.key_facts.get(key)  # type: ignore[union-attr]
+                if sha is not None and sha not in out:
+                    out[sha] = started + item.at_s
+        return out
 
     def snapshots(self) -> Dict[str, Any]:
         """Every stand-in's counters."""

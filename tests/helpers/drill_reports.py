@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from fme_ai_resilience.drill.figures import STATE_LABELS
 from fme_ai_resilience.drill.report import LIBRARY, DrillReport, SubjectResult, Timeline
 
 __all__ = ["HOSTILE_SCENARIO", "HOSTILE_REASON", "HOSTILE_CAUSE", "ODD_OUTCOME", "OUTAGE",
+           "RUN_NOTE",
            "HTTPCALLER_NOTE",
            "sample_report", "timeline"]
 
@@ -22,6 +24,7 @@ HOSTILE_CAUSE = "<b>timeout</b>\x1b[31m red\x1b[0m"
 HTTPCALLER_NOTE = "modelled from HTTPCaller's documentation, <i>not</i> run in FME"
 ODD_OUTCOME = "<teapot>"
 OUTAGE = [10.0, 20.0]
+RUN_NOTE = "time scale 0.01: timeouts under 0.5 s real are raised to it <for every subject>"
 SAMPLES = 40
 
 
@@ -61,18 +64,19 @@ def _library() -> SubjectResult:
         layer_edits=98, ai_calls=113, ai_calls_per_analysed=1.228, outage_ai_calls=3,
         recovery_lag_s=1.5, peak_concurrent_calls=4, concurrency_bound=4, peak_backlog=60,
         breaker_transitions=6, degradation_levels=["L0", "L2", "L1"], drain_s=32.0,
-        ai_spend=1.13,
+        time_to_result_p50_s=4.5, time_to_result_p95_s=21.0, engine_s=1840.0,
+        engine_s_per_analysed=20.0, ai_spend=1.13,
         timeline=_with_photos(timeline(backlog=backlog, ai_calls=calls, breaker=breaker,
                                        level=level)))
 
 
 def _with_photos(tl: Timeline) -> Timeline:
-    """The library's photos on the layer: analysed up to 80, in review up to 12."""
+    """The library's photos by the judge's states: accepted up to 80, in review up to 12,
+    six awaiting analysis at the end (the table's figures)."""
     n = len(tl.t)
-    tl.photos = {"analysed": [min(80, 3 * i) for i in range(n)],
-                 "in review": [min(12, i // 2) for i in range(n)],
-                 "awaiting": [6 if 11 <= i < 22 else 0 for i in range(n)],
-                 "skipped": [0] * n}
+    tl.photos = {STATE_LABELS["ACCEPTED"]: [min(80, 3 * i) for i in range(n)],
+                 STATE_LABELS["REVIEW"]: [min(12, i // 2) for i in range(n)],
+                 STATE_LABELS["AWAITING_ANALYSIS"]: [6 if i >= 11 else 0 for i in range(n)]}
     return tl
 
 
@@ -86,7 +90,8 @@ def _naive() -> SubjectResult:
         dead_by_cause={HOSTILE_CAUSE: 8}, lost=5, duplicate_analyses=5, conflicting_writes=3,
         layer_edits=90, ai_calls=260, ai_calls_per_analysed=3.059, outage_ai_calls=120,
         recovery_lag_s=9.0, peak_concurrent_calls=4, concurrency_bound=4, peak_backlog=100,
-        drain_s=37.0, ai_spend=2.6, timeline=timeline(backlog=backlog, ai_calls=calls))
+        drain_s=37.0, time_to_result_p50_s=3.0, time_to_result_p95_s=30.0,
+        engine_s_per_analysed=12.0, ai_spend=2.6, timeline=timeline(backlog=backlog, ai_calls=calls))
 
 
 def _httpcaller() -> SubjectResult:
@@ -99,7 +104,8 @@ def _httpcaller() -> SubjectResult:
         dead_by_cause={"server_error": 3}, lost=0, duplicate_analyses=2, conflicting_writes=1,
         duplicate_rows=1, layer_edits=99, ai_calls=190, ai_calls_per_analysed=2.0,
         outage_ai_calls=60, recovery_lag_s=None, peak_concurrent_calls=6, concurrency_bound=4,
-        peak_backlog=80, drain_s=36.0, ai_spend=1.9,
+        peak_backlog=80, drain_s=36.0, time_to_result_p50_s=2.5, time_to_result_p95_s=28.0,
+        engine_s_per_analysed=9.0, ai_spend=1.9,
         notes=[HTTPCALLER_NOTE], timeline=timeline(backlog=backlog, ai_calls=calls))
 
 
@@ -107,9 +113,10 @@ def sample_report() -> DrillReport:
     """The report described in the module docstring (a fresh value each call)."""
     return DrillReport(
         scenario=HOSTILE_SCENARIO, seed=7, submissions=100, engines=4, backend="sqlite",
-        time_scale=0.01, watermark=40, probe_bound=4, drain_bound_s=30.0,
+        time_scale=0.01, watermark=40, probe_bound=4, drain_limit_s=30.0,
+        limit_why="the outage's end and one call",
         outage=list(OUTAGE), library=_library(), probe_interval_s=2.0,
-        calls_per_analysed_bound=1.222,
+        calls_per_analysed_bound=1.222, notes=[RUN_NOTE],
         baselines={"naive": _naive(), "tenacity": SubjectResult(name="tenacity",
                                                                  skipped=HOSTILE_REASON),
                    "httpcaller": _httpcaller()})

@@ -30,9 +30,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from fme_ai_resilience.core.fme.deployment import DEPLOYMENT_PARAMETERS_FROM_BUILD, V3, V4, api_for
 
-from helpers import DATA
 
 #: Builds a stand-in plays: before v4 repositories, between v4 lists and v4 submission, after.
+
+from helpers import DATA
+
+
 BUILD_V3 = 22300
 BUILD_2023 = 23166      # the build of the recorded v3 info (fmeflow-cli, info_v3_test.go)
 BUILD_2024 = 24622

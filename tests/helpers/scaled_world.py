@@ -18,9 +18,12 @@ from fme_ai_resilience.drill.standins import FaultSchedule, VisionStandIn
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
-from helpers.pipeline_world import World
 
 #: The per-call time limits of the defaults (production seconds), scaled like every wait.
+
+from helpers.pipeline_world import World
+
+
 TIMEOUTS = ("timeouts.connect_s", "timeouts.tls_s", "timeouts.ttfb_s", "timeouts.body_s",
             "breaker.slow_call_s")
 

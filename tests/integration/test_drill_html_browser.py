@@ -1,12 +1,20 @@
-"""The drill's HTML page in a real headless Chromium: the screenshot shows the charts.
+"""The drill's HTML page in a real headless Chromium at 1400 px: the screenshot opens with the
+verdict and shows the charts; every subject's column fits the window.
 
 The page is rendered to a file and opened as ``file://`` with every host name unresolvable,
 so the browser fetches nothing; the PNG it writes is decoded with the standard library (zlib
-and the PNG chunk format) and its pixels counted by colour. Without a Chromium on PATH the
-test is skipped with the reason, except under ``CI=true``, where it fails.
+and the PNG chunk format) and its pixels counted by colour, the top of the page apart. The
+layout is read from the browser itself: a copy of the page with a script that measures the
+table's columns, printed by Chromium's ``--dump-dom`` (the page itself has no script).
+Without a Chromium on PATH the test is skipped with the reason, except under ``CI=true``,
+where it fails.
 """
 from __future__ import annotations
 
+import dataclasses
+import html
+import json
+import re
 import shutil
 import struct
 import subprocess
@@ -19,7 +27,8 @@ import pytest
 
 from fme_ai_resilience.drill.charts import (BACKLOG_FILL, LEVEL_COLOUR, OUTAGE_FILL,
                                             OUTCOME_COLOURS, PHOTO_COLOURS, STATE_COLOURS)
-from fme_ai_resilience.drill.html import render_html
+from fme_ai_resilience.drill.html import VERDICT_COLOURS, render_html
+from fme_ai_resilience.drill.report import LIBRARY
 
 from helpers.postgres import IN_CI
 from helpers.drill_reports import sample_report
@@ -73,8 +82,9 @@ def _unfilter(kind: int, line: bytes, prev: bytes, bpp: int) -> bytes:
     return bytes(out)
 
 
-def png_pixels(data: bytes) -> Tuple[int, int, Counter]:
-    """Width, height and how many pixels of each RGB colour an 8-bit RGB(A) PNG holds."""
+def png_pixels(data: bytes, rows: int = 0) -> Tuple[int, int, Counter]:
+    """Width, height and how many pixels of each RGB colour an 8-bit RGB(A) PNG holds (in
+    its first ``rows`` rows only, when given)."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, header = 8, [], None
     while pos < len(data):
@@ -93,7 +103,7 @@ def png_pixels(data: bytes) -> Tuple[int, int, Counter]:
     raw, stride = zlib.decompress(b"".join(idat)), width * bpp
     counts: Counter = Counter()
     prev = bytes(stride)
-    for y in range(height):
+    for y in range(rows or height):
         start = y * (stride + 1)
         prev = _unfilter(raw[start], raw[start + 1:start + 1 + stride], prev, bpp)
         counts.update(zip(prev[0::bpp], prev[1::bpp], prev[2::bpp]))
@@ -110,20 +120,96 @@ def near(counts: Counter, colour: Pixel, tolerance: int = 3) -> int:
                if all(abs(p - q) <= tolerance for p, q in zip(pixel, colour)))
 
 
+#: The top of the page, in pixels: what a reader sees first.
+TOP = 300
+#: Measures the table's columns and the verdict's band once the page has laid out.
+MEASURE = """<script>
+window.addEventListener("load", function () {
+  var out = {inner: window.innerWidth, scroll: document.documentElement.scrollWidth,
+             columns: [], verdict: null, table: null};
+  document.querySelectorAll("table.figures thead th").forEach(function (th) {
+    var box = th.getBoundingClientRect();
+    out.columns.push([th.textContent, box.left, box.right]);
+  });
+  var v = document.getElementById("verdict").getBoundingClientRect();
+  out.verdict = [v.top, v.bottom];
+  out.table = document.querySelector("table.figures").getBoundingClientRect().top;
+  document.body.setAttribute("data-layout", JSON.stringify(out));
+});
+</script>"""
+
+
+def wide_report():
+    """The sample report with all five subjects run (tenacity and sweep as naive ran)."""
+    report = sample_report()
+    naive = report.baselines["naive"]
+    report.baselines = {"naive": naive,
+                        "tenacity": dataclasses.replace(naive, name="tenacity"),
+                        "httpcaller": report.baselines["httpcaller"],
+                        "sweep": dataclasses.replace(naive, name="sweep")}
+    return report
+
+
+def _chromium(where, *args):
+    command = [find_browser(), "--headless=new", "--no-sandbox", "--disable-gpu",
+               "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
+               f"--user-data-dir={where / 'profile'}", *OFFLINE, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=where)
+
+
 @pytest.fixture(scope="module")
 def screenshot(tmp_path_factory) -> Tuple[int, int, Counter]:
     """The sample report's page as a headless Chromium draws it, decoded."""
-    browser = find_browser()
     where = tmp_path_factory.mktemp("drill-html")
     page, png = where / "report.html", where / "report.png"
     page.write_text(render_html(sample_report()), encoding="utf-8")
-    command = [browser, "--headless=new", "--no-sandbox", "--disable-gpu",
-               "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-               f"--user-data-dir={where / 'profile'}", *OFFLINE, f"--screenshot={png}",
-               f"--window-size={WIDTH},{HEIGHT}", page.resolve().as_uri()]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=where)
+    done = _chromium(where, f"--screenshot={png}", f"--window-size={WIDTH},{HEIGHT}",
+                     page.resolve().as_uri())
     assert png.exists(), f"no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
     return png_pixels(png.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def top_of_page(tmp_path_factory) -> Counter:
+    """The first TOP rows of the five-subject page at 1400 px, decoded."""
+    where = tmp_path_factory.mktemp("drill-top")
+    page, png = where / "report.html", where / "report.png"
+    page.write_text(render_html(wide_report()), encoding="utf-8")
+    done = _chromium(where, f"--screenshot={png}", f"--window-size={WIDTH},900",
+                     page.resolve().as_uri())
+    assert png.exists(), f"no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
+    return png_pixels(png.read_bytes(), rows=TOP)[2]
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory) -> dict:
+    """The five-subject page's layout at 1400 px, as the browser measured it."""
+    where = tmp_path_factory.mktemp("drill-layout")
+    page = where / "measured.html"
+    page.write_text(render_html(wide_report()).replace("</body>", MEASURE + "</body>"),
+                    encoding="utf-8")
+    done = _chromium(where, "--dump-dom", f"--window-size={WIDTH},900",
+                     page.resolve().as_uri())
+    found = re.search(r'data-layout="([^"]*)"', done.stdout)
+    assert found, f"no layout measured (exit {done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_the_page_opens_with_the_verdict_band(top_of_page):
+    """The top of the page shows the verdict's band (the sample misses a target: red)."""
+    fill, _ = VERDICT_COLOURS[False]
+    assert near(top_of_page, rgb(fill)) >= 20_000
+    assert near(top_of_page, rgb(VERDICT_COLOURS[True][0])) == 0
+
+
+def test_every_subjects_column_fits_a_1400_px_window(layout):
+    """At 1400 px the table's every column, the five subjects', lies inside the window, and
+    the page needs no sideways scroll; the verdict comes before the table."""
+    assert layout["inner"] == WIDTH and layout["scroll"] <= WIDTH
+    names = [name for name, _, _ in layout["columns"]]
+    assert names == ["figure", "target", LIBRARY, "naive", "tenacity", "httpcaller", "sweep"]
+    assert all(0 <= left < right <= WIDTH for _, left, right in layout["columns"])
+    assert layout["verdict"][1] <= layout["table"] and layout["verdict"][0] < TOP
 
 
 def test_the_screenshot_is_the_window_and_not_blank(screenshot):
@@ -145,8 +231,8 @@ def test_the_screenshot_is_the_window_and_not_blank(screenshot):
     ("breaker OPEN", STATE_COLOURS["OPEN"], 500),
     ("breaker HALF_OPEN", STATE_COLOURS["HALF_OPEN"], 100),
     ("degradation level", LEVEL_COLOUR, 200),
-    ("photos in review", PHOTO_COLOURS["in review"], 300),
-    ("photos awaiting", PHOTO_COLOURS["awaiting"], 150),
+    ("photos in review", PHOTO_COLOURS["in review (under the threshold)"], 300),
+    ("photos awaiting", PHOTO_COLOURS["awaiting analysis"], 150),
 ])
 def test_each_chart_series_is_visible(screenshot, series, colour, at_least):
     """Every series the charts draw shows in its colour over a meaningful number of pixels."""

@@ -44,9 +44,9 @@ def _select(where):
     ({"drift_rate": 1.1}, "drift_rate"),
     ({"drift_until_s": 30.0}, "drift_until_s"),
     ({"drift_from_s": 30.0, "drift_until_s": 30.0}, "drift_until_s"),
-    ({"latency_ramp": [(10, 1.0), (5, 2.0)]}, "latency_ramp[1].schedule_s"),
-    ({"latency_ramp": [(10, -1.0)]}, "latency_ramp[0].latency_s"),
-    ({"latency_ramp": [10]}, "latency_ramp[0]"),
+    ({"latency_profile": [(10, 1.0), (5, 2.0)]}, "latency_profile[1].at_s"),
+    ({"latency_profile": [(10, -1.0)]}, "latency_profile[0].latency_s"),
+    ({"latency_profile": [10]}, "latency_profile[0]"),
     ({"slow_photo_rate": 2.0}, "slow_photo_rate"),
     ({"capacity": 0}, "capacity"),
     ({"cut_photo_rate": -0.1}, "cut_photo_rate"),
@@ -75,10 +75,10 @@ def test_the_model_drifts_from_its_start_until_the_operators_fix():
     assert not FaultSchedule().drifted(100.0)
 
 
-def test_a_latency_ramp_is_interpolated_and_held_flat_at_its_ends():
+def test_a_latency_profile_is_interpolated_and_held_flat_at_its_ends():
     """A service that slows down gradually and recovers: the latency in force follows the
-    ramp's points linearly, and stays at the first before it and the last after it."""
-    ramp = FaultSchedule(latency_s=9.0, latency_ramp=[(10, 1.0), (20, 3.0), (30, 1.0)])
+    profile's points linearly, and stays at the first before it and the last after it."""
+    ramp = FaultSchedule(latency_s=9.0, latency_profile=[(10, 1.0), (20, 3.0), (30, 1.0)])
     assert [ramp.latency_at(t) for t in (0, 10, 15, 20, 25, 30, 99)] == [
         1.0, 1.0, 2.0, 3.0, 2.0, 1.0, 1.0]
     assert FaultSchedule(latency_s=9.0).latency_at(50) == 9.0

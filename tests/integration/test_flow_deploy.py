@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fme_ai_resilience.cli import main
+
 from helpers.flow_standin import (BUILD_2023, BUILD_2024, BUILD_MIDDLE, BUILD_V3,
                                             BUILD_V4, start)
-
 from helpers.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
 from helpers import REPO
 

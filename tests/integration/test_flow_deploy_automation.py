@@ -8,8 +8,10 @@ import os
 import pytest
 
 from fme_ai_resilience.cli import main
+
 from helpers import REPO
 from helpers.flow_standin import BUILD_V3, BUILD_V4, start
+
 
 TOKEN = "fmetoken-0b7c-5ecret-a1"
 DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"

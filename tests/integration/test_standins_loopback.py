@@ -276,9 +276,9 @@ def test_a_service_at_capacity_queues_the_calls_past_it():
     assert sorted(took)[-1] >= 0.55 and sorted(took)[1] < 0.55
 
 
-def test_slow_photos_and_a_latency_ramp_set_the_time_to_the_first_byte():
-    """A slow photo takes ``slow_photo_latency_s``; the others follow the ramp's latency."""
-    schedule = FaultSchedule(latency_ramp=[(0, 0.05), (1000, 0.05)], slow_photo_rate=0.5,
+def test_slow_photos_and_a_latency_profile_set_the_time_to_the_first_byte():
+    """A slow photo takes ``slow_photo_latency_s``; the others follow the latency profile."""
+    schedule = FaultSchedule(latency_profile=[(0, 0.05), (1000, 0.05)], slow_photo_rate=0.5,
                              slow_photo_latency_s=0.4)
     with VisionStandIn(schedule, seed=3) as vision:
         slow = [p for p in PHOTOS if vision.slow(p)]

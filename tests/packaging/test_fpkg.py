@@ -18,6 +18,7 @@ from fme_ai_resilience.core.fme.parameters import parameters_for
 
 from helpers import REPO
 
+
 ROOT = REPO
 DATA = ROOT / "tests" / "data"
 

@@ -18,6 +18,7 @@ from fme_ai_resilience.core.fme import fpkg as core
 
 from helpers import REPO
 
+
 pytestmark = [pytest.mark.xdist_group("build")]
 
 

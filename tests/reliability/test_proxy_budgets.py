@@ -15,6 +15,7 @@ from fme_ai_resilience.services.vision.phases import exchange
 
 from helpers.loopback import Loopback
 
+
 CONNECT_S, TTFB_S = 0.5, 0.5
 MARGIN_S = 1.0
 #: Each byte of the proxy's answer to CONNECT comes this long after the previous one: every

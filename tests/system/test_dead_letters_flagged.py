@@ -24,6 +24,7 @@ from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
 from helpers.scaled_world import ScaledWorld, scaled_defaults
 
+
 pytestmark = pytest.mark.integration
 
 SCALE = 0.05

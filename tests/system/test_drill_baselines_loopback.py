@@ -12,6 +12,7 @@ from typing import List, Optional
 import pytest
 
 from fme_ai_resilience.drill.baselines import BASELINES, Progress, run_baseline
+from fme_ai_resilience.drill.chaos import Kill
 from fme_ai_resilience.drill.run import judged, run_baseline_subject
 from fme_ai_resilience.drill.scenarios import SCENARIOS, Scenario, Scheduled
 from fme_ai_resilience.drill.standins import FaultSchedule
@@ -41,11 +42,12 @@ class Stage(World):
         record = record or self.layer.add_feature(photos=photos)
         return record, self.sender.body_for(record)
 
-    def run(self, name, deliveries, engines=2, progress=None):
-        self.vision.reset()
+    def run(self, name, deliveries, engines=2, progress=None, kills=(), horizon_s=1200.0):
+        self.begin()
         run = run_baseline(name, deliveries, vision_url=self.vision.endpoint, engines=engines,
                            time_scale=TIME_SCALE, seed=5, layer_url=self.layer.layer_url,
-                           table_url=self.table_url, progress=progress)
+                           table_url=self.table_url, progress=progress, kills=kills,
+                           horizon_s=horizon_s)
         bound = engines * BASELINES[name].transfers_per_job
         return run, judged(name, self, started=run.started, concurrency_bound=bound)
 
@@ -84,13 +86,15 @@ def test_a_recreated_feature_is_one_fact_analysed_on_both(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_an_outage_longer_than_the_retries_takes_each_retry_into_it(name):
-    """Vision down for good: every call the baseline's retry makes lands in the outage."""
+    """Vision down for good: every call the baseline's retry makes lands in the outage, the
+    sweep's every pass too until the horizon (it never settles)."""
     with Stage(FaultSchedule(outages=[(0.0, 100_000.0)])) as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(3)]
-        _, result = world.run(name, deliveries)
-        per_photo = CALLS_WHEN_ALL_FAIL[name] * (2 if name == "sweep" else 1)
+        run, result = world.run(name, deliveries, horizon_s=600.0)
+        per_photo = CALLS_WHEN_ALL_FAIL[name] * (1 + run.sweeps)
         assert result.ai_calls == result.outage_ai_calls == 3 * per_photo
         assert result.analysed == 0 and result.ai_calls_per_analysed is None
+        assert run.settled is (name != "sweep") and (run.sweeps >= 4) is (name == "sweep")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -134,16 +138,57 @@ def test_calls_in_flight_per_job_are_measured_at_the_vision_ai(name, most):
             assert result.peak_concurrent_calls > 1
 
 
-def test_the_sweep_finds_what_no_webhook_brought_and_stops_when_a_pass_writes_nothing():
-    """A feature only the layer holds: the sweep's pass analyses it; the next writes nothing
-    and the run ends there."""
+def test_the_sweep_finds_what_no_webhook_brought_and_ends_once_a_pass_leaves_nothing():
+    """A feature only the layer holds: a sweep pass after the last delivery analyses it
+    and leaves nothing owed, and the run ends there."""
     with Stage() as world:
         deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(2)]
         world.layer.add_feature(photos=1)            # its webhook never came
         run, result = world.run("sweep", deliveries)
         assert (result.facts, result.analysed, result.lost) == (3, 3, 0)
-        assert run.sweeps == 2 and run.jobs == 4
+        assert run.settled and run.sweeps >= 1 and run.jobs == 2 + run.sweeps
         assert result.duplicate_analyses == 0
+
+
+def test_the_sweep_keeps_its_schedule_through_an_outage_longer_than_a_pass():
+    """A Vision AI down for 300 s, two and a half sweep periods: the passes during it write
+    nothing, and the schedule goes on, as FME Flow's does, until a pass after the outage
+    analyses every photo."""
+    with Stage(FaultSchedule(latency_s=0.2, outages=[(0.0, 300.0)])) as world:
+        deliveries = [Scheduled(0.0, world.submit()[1]) for _ in range(3)]
+        run, result = world.run("sweep", deliveries)
+        assert (result.facts, result.analysed, result.lost) == (3, 3, 0)
+        assert run.settled and run.sweeps >= 3
+        assert result.outage_ai_calls >= 3 * 4      # every webhook job's retries, in vain
+
+
+def test_a_sweep_pass_keeps_httpcallers_transfers_in_flight():
+    """Thirty features no webhook brought, a 2 s Vision AI: one pass calls for many of them
+    at once, as HTTPCaller's 25 concurrent transfers do, not one photo at a time."""
+    with Stage(FaultSchedule(latency_s=2.0)) as world:
+        for _ in range(30):
+            world.layer.add_feature(photos=1)
+        run, result = world.run("sweep", [], engines=1)
+        assert (result.analysed, result.lost) == (30, 0)
+        assert 1 < result.peak_concurrent_calls <= 25
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("point, paid_twice", [("analyzed", 1), ("written", 1),
+                                                ("claimed", 0)])
+def test_a_killed_job_is_resubmitted_by_job_recovery_for_every_baseline(name, point,
+                                                                       paid_twice):
+    """A kill at a stage boundary stops the job there (nothing after it happens); FME Flow's
+    job recovery resubmits it, which analyses the photo from the start: a photo killed after
+    its paid answer is paid again; the identical write is no conflict."""
+    with Stage() as world:
+        deliveries = [Scheduled(0.0, world.submit()[1])]
+        run, result = world.run(name, deliveries, engines=1,
+                                kills=[Kill(0.0, 0, point)])
+        assert (run.killed, run.recovered) == (1, 1)
+        assert (result.analysed, result.lost, result.conflicting_writes) == (1, 0, 0)
+        assert result.duplicate_analyses == paid_twice
+        assert result.layer_edits == (2 if point == "written" else 1)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -162,14 +207,14 @@ def test_with_a_photo_repeat_each_photo_gets_one_row_and_a_redelivery_updates_it
 
 def test_the_sweep_over_a_related_table_analyses_the_photos_no_row_names():
     """A feature whose webhook never came, with three photos: the sweep's pass finds the
-    photos without a row and adds one each; the next pass writes nothing."""
+    photos without a row and adds one each."""
     with Stage(photos_per_feature=3) as world:
         deliveries = [Scheduled(0.0, world.submit(photos=3)[1])]
         world.layer.add_feature(photos=3)            # its webhook never came
         run, result = world.run("sweep", deliveries)
         assert (result.facts, result.analysed, result.lost, result.duplicate_rows) == (
             6, 6, 0, 0)
-        assert run.sweeps == 2 and len(world.layer.snapshot()["table_rows"]) == 6
+        assert run.sweeps >= 1 and len(world.layer.snapshot()["table_rows"]) == 6
 
 
 def _plan_run(scenario, name, submissions, time_scale, seed, engines=2):

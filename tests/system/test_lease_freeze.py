@@ -24,6 +24,7 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from helpers import script
 from helpers.pipeline_world import World, loopback_settings, output_of, spawn
 
+
 pytestmark = pytest.mark.integration
 
 LEASE_S = 1.5

@@ -30,6 +30,7 @@ from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
 from helpers.scaled_world import FleetWatch, ScaledWorld, scaled_defaults
 
+
 pytestmark = pytest.mark.integration
 
 ROUNDS = int(os.environ.get("FAIR_SLOW_ROUNDS", "1"))
@@ -111,7 +112,7 @@ def test_a_service_that_slows_down_gradually_and_recovers_loses_nothing(tmp_path
     the fleet's limit."""
     ramp = [(0.0, 2.0), (300.0, DEFAULT_TTFB_S + 10.0), (420.0, DEFAULT_TTFB_S + 10.0),
             (600.0, 2.0)]
-    schedule = FaultSchedule(latency_ramp=ramp, latency_jitter_s=1.0)
+    schedule = FaultSchedule(latency_profile=ramp, latency_jitter_s=1.0)
     with ScaledWorld(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 24,
                               arrive_every_s=25.0, timeout_s=200.0)

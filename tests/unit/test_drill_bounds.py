@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from fme_ai_resilience.core.resilience.breaker import cooldown_s, probe_schedule
+from fme_ai_resilience.core.resilience.breaker import (BreakerSettings, cooldown_s,
+                                                       outage_probe_bound, probe_schedule)
 from fme_ai_resilience.core.resilience.concurrency import ConcurrencySettings
-from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drain_bound_s,
+from fme_ai_resilience.drill.bounds import (calls_per_analysed_bound, drift_call_bound,
                                             in_flight_bound, outage_call_bound, probe_bound,
                                             probe_interval_s)
-from fme_ai_resilience.core.config.settings import BreakerSettings
 
 
 def test_the_outage_call_bound_is_the_consecutive_run_the_slots_and_the_probes():
@@ -22,7 +22,7 @@ def test_the_outage_call_bound_is_the_consecutive_run_the_slots_and_the_probes()
     assert slots == min(ConcurrencySettings().ceiling, 4 * ConcurrencySettings().per_engine)
     bound = probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0)
     assert bound == policy.consecutive_failures + slots + probes
-    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0, facts=12) == bound
+    assert outage_call_bound(policy, 900.0, engines=4, fastest_call_s=2.0) == bound
     assert probe_bound(policy, 900.0, engines=4, fastest_call_s=2.0, in_flight=3) == (
         policy.consecutive_failures + 3 + probes)
     # a window rule that would open sooner than the run (few calls, a low minimum) wins
@@ -47,23 +47,13 @@ def test_calls_per_analysed_photo_allow_one_retry_of_each_transient_failure():
     assert calls_per_analysed_bound(0.1) == pytest.approx(1.1 / 0.9)
 
 
-def test_the_outage_drain_is_counted_from_the_services_return():
-    """The work owed when the service returns is done after its end, over the engines."""
-    base = dict(engines=2, mean_latency_s=1.0, transient_rate=0.0, last_arrival_s=0.0)
-    assert drain_bound_s(10, **base) == pytest.approx(5.0)
-    assert drain_bound_s(10, outage=(0.0, 20.0), owed_at_return=10, **base) == pytest.approx(
-        25.0)
-    assert drain_bound_s(10, outage=(0.0, 20.0), **base) == pytest.approx(20.5)
-
-
 def test_the_calls_into_a_drifted_model_are_bounded_like_probes():
-    """The answers that show the drift, a call in flight and one on a stale cache per other
-    engine, then the breaker's probe rounds over the drift until the fix."""
-    from fme_ai_resilience.core.resilience.breaker import outage_probe_bound
-    from fme_ai_resilience.drill.bounds import drift_call_bound
-
+    """The answers that show the drift, a call in every slot of the fleet's limit and one on
+    each engine's stale cache, then the breaker's probe rounds over the drift until the fix;
+    never capped at the photos there are."""
     policy = BreakerSettings()
-    assert drift_call_bound(policy, 0.0, engines=1, facts=50) == policy.drift_calls
-    assert drift_call_bound(policy, 90.0, engines=4, facts=50) == (
-        policy.drift_calls + 6 + outage_probe_bound(policy, 90.0, facts=50))
-    assert drift_call_bound(policy, 90.0, engines=4, facts=50) < 50
+    one = ConcurrencySettings(ceiling=1, per_engine=1)
+    assert drift_call_bound(policy, 0.0, engines=1, concurrency=one) == policy.drift_calls + 2
+    probes = outage_probe_bound(policy, 90.0, facts=10 ** 6)
+    assert drift_call_bound(policy, 90.0, engines=4) == (
+        policy.drift_calls + in_flight_bound(4) + 4 + probes)

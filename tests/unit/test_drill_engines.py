@@ -3,6 +3,7 @@ from __future__ import annotations
 
 
 from fme_ai_resilience.drill import library
+from fme_ai_resilience.drill.chaos import kill_plan
 from fme_ai_resilience.drill.engines import KILL_POINTS, FaultingStore
 from fme_ai_resilience.drill.scenarios import SCENARIOS
 from fme_ai_resilience.core.ledger import Stage
@@ -60,7 +61,9 @@ def test_chaos_kills_several_engines_each_at_a_boundary_drawn_from_the_seed(monk
     draws = []
     for seed in (1, 1, 2):
         fleet = Fleet()
-        library._chaos(scenario, fleet, "sqlite:///unused", 0.0, 0.0, seed)
+        kills = kill_plan(scenario.kills_at_s, scenario=scenario.name, seed=seed,
+                          engines=fleet.count)
+        library._chaos(scenario, kills, fleet, "sqlite:///unused", 0.0, 0.0)
         draws.append(fleet.doomed)
     assert len(draws[0]) == len(scenario.kills_at_s) >= 3
     assert draws[0] == draws[1] and draws[0] != draws[2]

@@ -8,12 +8,13 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from fme_ai_resilience.drill.charts import OUTCOME_COLOURS, STATE_COLOURS
-from fme_ai_resilience.drill.figures import printable
+from fme_ai_resilience.drill.figures import figure_rows, printable
 from fme_ai_resilience.drill.html import render_html
+from fme_ai_resilience.drill.invariants import targets, verdict
 from fme_ai_resilience.drill.report import LIBRARY, Timeline
 from fme_ai_resilience.drill.standins.vision import OUTCOMES
 
-from helpers.drill_reports import (HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO,
+from helpers.drill_reports import (RUN_NOTE, HOSTILE_CAUSE, HOSTILE_REASON, HOSTILE_SCENARIO,
                                  HTTPCALLER_NOTE, ODD_OUTCOME, OUTAGE, sample_report,
                                  timeline)
 
@@ -141,7 +142,7 @@ def test_the_figures_table_holds_every_figure_side_by_side(tree):
                 "degradation_levels", "drain_s", "ai_spend"):
         assert list(rows[key]) == list(RAN), key
     assert rows["ai_calls"][LIBRARY][0] == "113" and rows["ai_calls"]["naive"][0] == "260"
-    assert rows["drain_s"][LIBRARY][0].startswith("32.0 s (1.07x)")
+    assert rows["drain_s"][LIBRARY] == ("32.0 s", None)
 
 
 def test_good_and_bad_figures_are_marked_in_colour_and_in_words(tree):
@@ -229,14 +230,17 @@ def test_a_guide_line_far_above_the_backlog_is_not_drawn_on_its_axis():
     assert max(ticks) <= 200
 
 
-def test_the_photos_on_the_layer_are_drawn_over_time_by_outcome(tree):
-    """Analysed, in review, awaiting and skipped: one line each, a legend with the end value."""
+def test_the_photos_chart_speaks_the_tables_words_and_ends_at_its_figures(tree):
+    """One line per state the run reached, each named as the table's row is, and each
+    line's last value (in its legend) is that row's figure."""
     svg = charts(tree, LIBRARY, "photos")[0]
     series = [p.get("data-series") for p in svg.iter("path") if p.get("class") == "photos"]
-    assert series == ["analysed", "in review", "awaiting", "skipped"]
+    assert series == ["accepted", "in review (under the threshold)", "awaiting analysis"]
+    rows = {row.label: row for row in figure_rows(sample_report())}
     legend = [text_of(g) for g in svg.iter("g") if g.get("class") == "legend-entry"]
-    assert legend == ["analysed (80 at the end)", "in review (12 at the end)",
-                      "awaiting (0 at the end)", "skipped (0 at the end)"]
+    assert legend == [f"{name}: {rows[name].cells[0].text}" for name in series]
+    assert legend == ["accepted: 80", "in review (under the threshold): 12",
+                      "awaiting analysis: 6"]
 
 
 def test_charts_are_half_the_page_wide_with_text_of_twelve_pixels_at_least(page):
@@ -314,3 +318,31 @@ def test_the_same_report_renders_the_same_page():
     """Deterministic: a copy of the report gives the same page, byte for byte."""
     report = sample_report()
     assert render_html(report) == render_html(copy.deepcopy(report))
+
+
+def test_the_page_opens_with_the_verdict_the_targets_and_the_speed(tree):
+    """Right after the heading: the verdict line the command ends with, every target of the
+    library met or missed in words, then the speed side by side; the table comes after."""
+    body = tree.find("body")
+    sections = [el for el in body if el.tag == "section"]
+    assert [s.get("id") for s in sections] == ["verdict", "figures", "timelines"]
+    verdict_section = sections[0]
+    assert "fail" in verdict_section.get("class").split()
+    report = sample_report()
+    line = next(p for p in verdict_section.iter("p") if p.get("class") == "verdict-line")
+    assert text_of(line) == printable(verdict([report]))
+    checklist = next(u for u in verdict_section.iter("ul") if u.get("class") == "checklist")
+    items = [(li.get("class"), text_of(li)) for li in checklist.iter("li")]
+    assert items == [("met" if c.met else "missed",
+                      ("\u2713 ok " if c.met else "\u2717 bad ") + printable(c.name))
+                     for c in targets(report)]
+    speed = next(u for u in verdict_section.iter("ul") if u.get("class") == "speed")
+    lines = [text_of(li) for li in speed.iter("li")]
+    assert lines[0].startswith("drain 32.0 s beside httpcaller 36.0 s")
+    assert any("analysed more photos than the library" in line for line in lines)
+
+
+def test_the_runs_notes_are_shown_with_the_figures(tree):
+    """The run's notes (the timeouts raised to the floor, the schedules) are on the page."""
+    notes = [text_of(li) for li in tree.iter("li") if li.get("class") == "run-note"]
+    assert notes == [f"the run: {printable(RUN_NOTE)}"]

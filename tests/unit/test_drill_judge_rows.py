@@ -27,14 +27,14 @@ def rows(**extra):
 
 
 def seen(table, history=None):
-    return Observed(photos=PHOTOS, history=history or {}, truth=TRUTH,
+    return Observed(photos=PHOTOS, history=history or {}, answers=TRUTH,
                     vision_log=[(0.1, "s1", "ok"), (0.2, "s2", "ok"), (0.3, "s3", "ok")],
                     table_rows=table, per_photo_rows=True, started=0.5, peak_in_flight=1)
 
 
 def failing(observed):
     report = DrillReport(scenario="storm", seed=1, submissions=1, engines=1, backend="sqlite",
-                         time_scale=0.1, watermark=10, probe_bound=0, drain_bound_s=10.0,
+                         time_scale=0.1, watermark=10, probe_bound=0, drain_limit_s=10.0,
                          outage=None, calls_per_analysed_bound=1.22, photos_per_feature=3,
                          library=SubjectResult.judged("s", judge(observed),
                                                       concurrency_bound=1))

@@ -18,6 +18,7 @@ from fme_ai_resilience.services.flow.health import NOT_YET, OVERDUE
 
 from helpers import DATA
 
+
 BASE = "https://flow.example.com"
 TOKEN = "fmetoken-secret-4b1d9e"
 AUTH = matchers.header_matcher({"Authorization": f"fmetoken token={TOKEN}"})

@@ -8,10 +8,13 @@ from fme_ai_resilience.fme import IntakeCaller
 from fme_ai_resilience.fme.decrypt import decrypted, is_encrypted
 from fme_ai_resilience.testing import FakeFeature, fme_encrypt, run_caller
 
-from helpers.fme_fixtures import body
 
 #: Webhook bodies that start with ``fme_decrypt(`` and end with ``)`` but carry more FME
 #: function text (``@Tcl2`` runs Tcl, hence commands, on the engine).
+
+from helpers.fme_fixtures import body
+
+
 INJECTIONS = (
     'fme_decrypt(x),@Tcl2("exec touch /tmp/fair-pwned"))',
     "fme_decrypt(eA==)@Evaluate([exec id])",

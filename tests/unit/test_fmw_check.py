@@ -14,10 +14,13 @@ from fme_ai_resilience.core.fme.fmw import WorkspaceSpec, render_workspace
 from fme_ai_resilience.core.fme.fmw_check import RULES, Problem, check_workspace
 from fme_ai_resilience.core.fme.parameters import PublishedParameter
 
-from helpers.fmw_reference import read, reference_files, require_reference
 
 #: The real files that break a rule as Workbench's default has them: a transformer's
 #: unconnected <Rejected> under TERMINATE_REJECTED="YES" (fmw-format.md section 3.6).
+
+from helpers.fmw_reference import read, reference_files, require_reference
+
+
 TRIPS_REJECTED = {"fgp_SupprimerMetaJsonLocal_2025.0.3.fmw",
                   "kix_copyZfromLocalhost2uuc-srv_new1LABBA_2022.1.3.fmw",
                   "speckle_ReadSpeckleJSON_2021.2.fmw"}

@@ -22,6 +22,7 @@ import pytest
 
 from helpers import REPO
 
+
 PACKAGE = REPO / "fme_ai_resilience"
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 NAME = "fme_ai_resilience"

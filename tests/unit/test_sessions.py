@@ -19,7 +19,9 @@ from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.testing import FakeFMERequestsSession, installed_fmetools
 from fme_ai_resilience.testing.network import FakeCertStoreAdapter
+
 from helpers.forward_proxy import EchoServer, ForwardProxy
+
 
 URL = "https://vision.example.com/analyze"
 

@@ -16,7 +16,8 @@ report saying what it models and assumes (:mod:`.models`):
   than 429, and a body that is not JSON (the ``drill`` extra; skipped without it);
 - ``httpcaller``: FME's HTTPCaller with its retry on, modelled from the documentation;
 - ``sweep``: ``httpcaller`` plus the scheduled workspace that re-processes the features whose
-  assessment is still empty (:mod:`.sweep`), with its own job limit: the strongest peer.
+  assessment is still empty (:mod:`.sweep`), on its schedule for the whole run, with its own
+  job limit and HTTPCaller's parallelism: the strongest peer.
 
 :mod:`.gauges` holds the gauges the drill's sampler reads while a run goes on.
 """
@@ -27,8 +28,8 @@ from .job import TESTER, Job, JobResult, PhotoResult, run_job
 from .models import (BASELINES, TENACITY_MISSING, Baseline, BaselineError, HTTPCaller, Naive,
                      Sweep, Tenacity, baseline, tenacity_wait)
 from .pool import BaselineRun, run_baseline
-from .sweep import sweep_pass
+from .sweep import Pass, sweep_pass
 
 __all__ = ["Progress", "Baseline", "Naive", "Tenacity", "HTTPCaller", "Sweep", "BASELINES",
            "BaselineRun", "JobResult", "PhotoResult", "BaselineError", "Job", "run_baseline",
-           "run_job", "sweep_pass", "baseline", "tenacity_wait", "TENACITY_MISSING", "TESTER"]
+           "run_job", "sweep_pass", "Pass", "baseline", "tenacity_wait", "TENACITY_MISSING", "TESTER"]

@@ -6,6 +6,7 @@ it describes a run for the timeline and is never read for a judged figure.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Tuple
 
 __all__ = ["Progress", "Both"]
@@ -21,13 +22,16 @@ class Progress:
 
     ``queued``: jobs waiting for an engine; ``busy``: engines working on a job; ``in_flight``:
     HTTP transfers in progress; ``backlog``: deliveries not yet done (queued + busy). Each has
-    its peak (``peak_queued``...).
+    its peak (``peak_queued``...). ``busy_s``: the engine-seconds held so far (real seconds,
+    the busy engines summed over time).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._now = [0, 0, 0, 0]                    # queued, busy, in_flight, backlog
         self._peak = [0, 0, 0, 0]
+        self._busy_s = 0.0
+        self._since = time.monotonic()
 
     def __repr__(self) -> str:
         queued, busy, in_flight = self.sample()
@@ -36,6 +40,9 @@ class Progress:
     def change(self, *, queued: int = 0, busy: int = 0, in_flight: int = 0) -> None:
         """Move the gauges by these amounts, at once."""
         with self._lock:
+            now = time.monotonic()
+            self._busy_s += self._now[1] * (now - self._since)
+            self._since = now
             for i, delta in enumerate((queued, busy, in_flight, queued + busy)):
                 self._now[i] += delta
                 self._peak[i] = max(self._peak[i], self._now[i])
@@ -44,6 +51,12 @@ class Progress:
         """``(queued, busy, in_flight)`` now."""
         with self._lock:
             return self._now[0], self._now[1], self._now[2]
+
+    @property
+    def busy_s(self) -> float:
+        """Engine-seconds held so far (real seconds)."""
+        with self._lock:
+            return self._busy_s + self._now[1] * (time.monotonic() - self._since)
 
     def _read(self, index: int, peak: bool) -> int:
         with self._lock:

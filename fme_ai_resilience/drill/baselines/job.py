@@ -10,7 +10,10 @@ a form whose features carry several photos) the photo's row is written instead, 
 author builds it: a query of the table for the photo's row (by ``ai_photo_globalid``), then
 an update of that row by object id, or an add of one row naming the feature and the photo.
 Two jobs of one photo at once can both find none and add two rows: there is no ledger. A
-failed photo is logged and kept nowhere.
+failed photo is logged and kept nowhere. A job passes the stage boundaries a chaos kill may
+stop it at (:data:`~fme_ai_resilience.drill.chaos.KILL_POINTS`): ``boundary(point)`` is
+called at each and may raise :class:`~fme_ai_resilience.drill.chaos.EngineKilled`; once it
+did, the job's other photos stop at their next boundary too.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
 
 import requests
 
@@ -29,10 +32,12 @@ from ...core.clock import Clock, SystemClock
 from ...core.errors import ConfigurationError, InvalidPayload, ResilienceError
 from ...core.config.pipeline_settings import WritebackSettings
 from ...services.processing.writeback import braced
-from ...core.vision.validate import ValidationSettings
+from ...core.config.settings import ValidationSettings
 from ...core.intake.submission import Submission
 from ...core.intake.survey123 import parse_webhook
 from ...core.vision.validate import validate
+from ..chaos import EngineKilled
+from ..timescale import TimeScale
 from .gauges import Progress
 from .models import Baseline, BaselineError, baseline, read_json
 
@@ -43,8 +48,6 @@ log = logging.getLogger("fme_ai_resilience.drill.baselines")
 #: The Tester every baseline puts on the answer: the library's default validation settings.
 TESTER = ValidationSettings()
 _WRITEBACK = WritebackSettings()
-#: The shortest real timeout, whatever the time scale.
-_MIN_TIMEOUT_S = 0.25
 _GLOBAL_ID_FIELD = "globalid"
 
 Body = Union[Mapping[str, Any], bytes, str]
@@ -80,11 +83,15 @@ class Job:
 
     def __init__(self, baseline: Baseline, *, vision_url: str, time_scale: float,
                  clock: Clock, rng: random.Random, session: requests.Session,
-                 progress: Progress, table_url: str = "") -> None:
+                 progress: Progress, table_url: str = "",
+                 boundary: Optional[Callable[[str], None]] = None) -> None:
         self.baseline = baseline
+        self.boundary = boundary
+        self.killed = False
         self.table_url = table_url.rstrip("/")
         self.vision_url = vision_url
         self.time_scale = time_scale
+        self.scale = TimeScale(time_scale)
         self.clock = clock
         self.rng = rng
         self.session = session
@@ -95,13 +102,26 @@ class Job:
         self.vision_calls = 0
         self.waits_s: List[float] = []
 
+    def at(self, point: str) -> None:
+        """A stage boundary: raises EngineKilled when the job's engine dies here (or died)."""
+        if self.killed:
+            raise EngineKilled(point)
+        if self.boundary is not None:
+            try:
+                self.boundary(point)
+            except EngineKilled:
+                self.killed = True
+                raise
+
     def _real(self, seconds: float) -> float:
-        return max(_MIN_TIMEOUT_S, seconds * self.time_scale)
+        """A timeout of the baseline in real seconds: the drill's one time scale."""
+        return self.scale.real(seconds, timeout=True)
 
     def pause(self, seconds: float) -> None:
+        """A wait of ``seconds`` production seconds, through the drill's one time scale."""
         with self.lock:
             self.waits_s.append(seconds)
-        self.clock.sleep(seconds * self.time_scale)
+        self.clock.sleep(self.scale.real(seconds))
 
     def transfer(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         self.progress.change(in_flight=1)
@@ -126,6 +146,8 @@ class Job:
         try:
             self._analyse(photo_url, layer_url, (feature_global_id, photo_global_id),
                           trace_id, sha)
+        except EngineKilled:
+            raise                     # the engine died: nothing of the job goes on
         except (requests.RequestException, ValueError, KeyError, TypeError,
                 ResilienceError) as exc:
             return self._failed(key, trace_id, f"{type(exc).__name__}: {exc}",
@@ -142,10 +164,12 @@ class Job:
 
     def _analyse(self, photo_url: str, layer_url: str, ids: Tuple[str, Optional[str]],
                  trace_id: str, sha: List[str]) -> None:
+        self.at("claimed")
         download = self.transfer("GET", photo_url)
         download.raise_for_status()
         image = download.content
         sha.append(hashlib.sha256(image).hexdigest())
+        self.at("downloaded")
 
         def send() -> requests.Response:
             with self.lock:
@@ -162,6 +186,7 @@ class Job:
                             "confidence": payload.get("confidence")}, TESTER)
         if verdict.invalid:
             raise BaselineError("the Tester refused the answer: " + "; ".join(verdict.reasons))
+        self.at("analyzed")
         s = _WRITEBACK
         fields = {s.condition_field: payload["condition"],
                   s.confidence_field: float(payload["confidence"]),
@@ -174,6 +199,7 @@ class Job:
         else:
             self._edit(layer_url, "updates", {_GLOBAL_ID_FIELD: braced(ids[0]), **fields},
                        by_global_id=True)
+        self.at("written")
 
     def _write_row(self, ids: Tuple[str, Optional[str]], fields: Mapping[str, Any]) -> None:
         """The photo's row of the related table: updated when the table holds one, else
@@ -219,11 +245,14 @@ class Job:
 def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
             time_scale: float = 1.0, clock: Optional[Clock] = None,
             session: Optional[requests.Session] = None,
-            progress: Optional[Progress] = None, table_url: str = "") -> JobResult:
+            progress: Optional[Progress] = None, table_url: str = "",
+            boundary: Optional[Callable[[str], None]] = None) -> JobResult:
     """One FME job of baseline ``name`` for one webhook ``body``, on the calling thread.
 
     Waits are production seconds, slept x ``time_scale`` through ``clock``; ``rng`` draws
-    the jitter; ``table_url``: the related table each photo's row goes to (see the module). Raises ConfigurationError for an unknown baseline or one that cannot run here.
+    the jitter; ``table_url``: the related table each photo's row goes to; ``boundary``:
+    called at each stage boundary (see the module). Raises ConfigurationError for an unknown
+    baseline or one that cannot run here, EngineKilled when a chaos kill stops the job.
     """
     chosen = baseline(name)
     missing = chosen.missing()
@@ -241,7 +270,7 @@ def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
     own_session = session is None
     job = Job(chosen, vision_url=vision_url, time_scale=time_scale, clock=clock, rng=rng,
                session=session or requests.Session(), progress=progress or Progress(),
-               table_url=table_url)
+               table_url=table_url, boundary=boundary)
     width = min(chosen.transfers_per_job, len(photos))
     try:
         if width > 1:

@@ -175,7 +175,7 @@ class Sweep(HTTPCaller):
     """HTTPCaller's retry, plus the FME author's safety net: a workspace scheduled every
     ``sweep_every_s`` that queries the layer for features whose assessment is empty (with a
     related table, the photos no row names) and processes up to ``sweep_limit`` of them per
-    job."""
+    job, with HTTPCaller's ``transfers_per_job`` in flight."""
 
     sweep_every_s: float = 120.0
     sweep_limit: int = 100
@@ -183,11 +183,13 @@ class Sweep(HTTPCaller):
 
 _SWEEP_NOTE = (
     "the strongest peer an FME author builds: every webhook job as httpcaller, plus a "
-    "scheduled workspace every 2 min (a job on the same engines) that queries the layer for "
-    "features whose assessment is empty (with a photo repeat: the photos no related-table row "
-    "names), at most 100 a job, and processes each photo from "
-    "the layer's attachments the same way; no ledger, no breaker, no notification; assumed: "
-    "the sweep stops once a pass after the last delivery writes nothing")
+    "workspace scheduled every 2 min for the whole run (a job on the same engines, on the "
+    "schedule's cron marks) that queries the layer for features whose assessment is empty "
+    "(with a photo repeat: the photos no related-table row names), at most 100 a job, and "
+    "processes each photo from the layer's attachments the same way, up to 25 transfers in "
+    "flight as HTTPCaller; no ledger, no breaker, no notification; a killed job is "
+    "resubmitted by FME Flow's job recovery; the drill watches it until a pass queued after "
+    "the last delivery leaves nothing owed")
 
 #: The baselines by name.
 BASELINES: Mapping[str, Baseline] = MappingProxyType({

@@ -7,19 +7,50 @@ analysed and written back as a webhook job does (:meth:`~.job.Job.analyse`), fro
 layer's own attachment URL. With a related table (several photos a feature) the sweep
 looks for photos rather than features: the table's rows (their ``ai_photo_globalid``) beside
 every photo ``queryAttachments`` lists, and the photos no row names, at most the job's limit
-(a FeatureReader on each and a FeatureJoiner's unjoined port). It tells nobody about what it
-cannot do.
+(a FeatureReader on each and a FeatureJoiner's unjoined port). Its HTTP calls run as
+HTTPCaller runs them, up to the job's ``transfers_per_job`` (25) in flight: the photos'
+attachment lists, then the photos themselves, each downloaded, analysed and written. It
+tells nobody about what it cannot do. A pass answers what it found owed and what it wrote,
+so its schedule knows whether anything is left (:class:`Pass`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Set, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Sequence, Set, Tuple, TypeVar
 
 from ...core.config.pipeline_settings import WritebackSettings
 from ..judge import photo_key
 from .job import Job
 from .models import BaselineError, read_json
 
-__all__ = ["sweep_pass"]
+__all__ = ["sweep_pass", "Pass"]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One sweep pass: the photos it found owed and those it wrote (None: its query failed)."""
+
+    found: int
+    written: int
+
+    @property
+    def left_nothing(self) -> bool:
+        """Whether the pass left nothing owed: it found nothing, or wrote all it found."""
+        return self.found == self.written
+
+
+def _each(job: Job, work: Callable[[_T], _R], items: Sequence[_T]) -> List[_R]:
+    """``work`` on each item with the job's transfers in flight at once, as HTTPCaller."""
+    width = min(job.baseline.transfers_per_job, len(items))
+    if width <= 1:
+        return [work(item) for item in items]
+    with ThreadPoolExecutor(max_workers=width,
+                            thread_name_prefix=f"baseline-{job.baseline.name}-sweep") as pool:
+        return list(pool.map(work, items))
 
 
 def _features(job: Job, layer_url: str, limit: int) -> List[Dict[str, Any]]:
@@ -57,7 +88,16 @@ def _photos(groups: Any) -> Iterator[Tuple[str, Dict[str, Any]]]:
             yield group.get("parentGlobalId"), info
 
 
-def _row_pass(job: Job, layer_url: str, limit: int) -> int:
+def _analysed(job: Job, layer_url: str, owed: Iterable[Tuple[str, Dict[str, Any]]]) -> Pass:
+    """Each owed ``(feature GlobalID, attachment info)`` analysed and written, in parallel."""
+    photos = list(owed)
+    done = _each(job, lambda item: job.analyse(
+        photo_key(item[0], item[1]["globalId"]), "", item[1]["url"], layer_url, item[0],
+        item[1]["globalId"]).succeeded, photos)
+    return Pass(len(photos), sum(done))
+
+
+def _row_pass(job: Job, layer_url: str, limit: int) -> Pass:
     """The sweep over a related table: photos no row names, at most ``limit``."""
     try:
         named = _with_rows(job)
@@ -65,15 +105,28 @@ def _row_pass(job: Job, layer_url: str, limit: int) -> int:
             "definitionExpression": "1=1", "returnUrl": "true", "f": "json"}))
     except (BaselineError, ValueError, OSError) as exc:
         job.note_failure(f"the sweep's query failed: {exc}")
-        return 0
+        return Pass(1, 0)
     owed = [(gid, info) for gid, info in _photos(groups)
             if str(info.get("globalId")).upper() not in named][:limit]
-    return sum(job.analyse(photo_key(gid, info["globalId"]), "", info["url"], layer_url, gid,
-                           info["globalId"]).succeeded for gid, info in owed)
+    return _analysed(job, layer_url, owed)
 
 
-def sweep_pass(job: Job, layer_url: str, limit: int) -> int:
-    """One sweep job over ``layer_url``: the photos it wrote (a failed query writes none)."""
+def _attachments(job: Job, layer_url: str, feature: Dict[str, Any]
+                 ) -> List[Tuple[str, Dict[str, Any]]]:
+    """A feature's photos from ``queryAttachments`` (none when it fails: logged)."""
+    oid, gid = feature.get("objectid"), feature.get("globalid")
+    try:
+        groups = read_json(job.transfer("GET", f"{layer_url}/queryAttachments", params={
+            "objectIds": str(oid), "returnUrl": "true", "f": "json"}))
+    except (ValueError, OSError) as exc:
+        job.note_failure(f"queryAttachments of {gid} failed: {exc}")
+        return []
+    return [(str(gid), info) for _, info in _photos(groups)]
+
+
+def sweep_pass(job: Job, layer_url: str, limit: int) -> Pass:
+    """One sweep job over ``layer_url``: what it found owed and what it wrote (a failed query
+    counts as one photo found and none written: the pass cannot tell that nothing is left)."""
     layer_url = layer_url.rstrip("/")
     if job.table_url:
         return _row_pass(job, layer_url, limit)
@@ -81,18 +134,6 @@ def sweep_pass(job: Job, layer_url: str, limit: int) -> int:
         features = _features(job, layer_url, limit)
     except (BaselineError, ValueError, OSError) as exc:
         job.note_failure(f"the sweep's query failed: {exc}")
-        return 0
-    written = 0
-    for feature in features:
-        oid, gid = feature.get("objectid"), feature.get("globalid")
-        try:
-            groups = read_json(job.transfer("GET", f"{layer_url}/queryAttachments", params={
-                "objectIds": str(oid), "returnUrl": "true", "f": "json"}))
-        except (ValueError, OSError) as exc:
-            job.note_failure(f"queryAttachments of {gid} failed: {exc}")
-            continue
-        for _, info in _photos(groups):
-            result = job.analyse(photo_key(gid, info["globalId"]), "", info["url"],
-                                 layer_url, gid, info["globalId"])
-            written += result.succeeded
-    return written
+        return Pass(1, 0)
+    lists = _each(job, lambda feature: _attachments(job, layer_url, feature), features)
+    return _analysed(job, layer_url, [photo for listed in lists for photo in listed])

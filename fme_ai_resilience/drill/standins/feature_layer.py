@@ -24,6 +24,14 @@ attachment):
   every other row answers ``success: false`` with code 1003, "Operation rolled back.";
   without it the good rows are written.
 
+:meth:`hide_until` keeps a feature out of every query and attachment list until a moment of
+schedule time (a crew's submission reaches the layer when the phone sends it, not before).
+``edit_refusals`` are ``(start_s, end_s)`` windows of schedule time (seconds since
+``start()``, over ``time_scale``) in which the service refuses every ``applyEdits`` (layer
+0 and table 1) with ArcGIS's error 503 in HTTP 200, as a hosted service does while it is
+overwritten, in maintenance or overloaded; queries and photos are served meanwhile. Each
+refusal is counted (``refused_edits``).
+
 The token is read from ``X-Esri-Authorization: Bearer <token>`` only; a ``token=`` query
 parameter does not count and is counted apart (``token_in_query``). GlobalIDs are made upper
 case in braces, as Survey123 sends them; the editor-tracking fields (``CreationDate``,
@@ -72,8 +80,13 @@ class FeatureLayerStandIn(StandInServer):
     def __init__(self, *, seed: int = 0, token: Optional[str] = None,
                  max_record_count: int = 1000, service_name: str = "inspection",
                  fields: Sequence[str] = (), port: int = 0,
-                 clock: Optional[Clock] = None) -> None:
-        super().__init__(port=port)
+                 clock: Optional[Clock] = None, time_scale: float = 1.0,
+                 edit_refusals: Sequence[Tuple[float, float]] = ()) -> None:
+        super().__init__(port=port, time_scale=time_scale)
+        self.edit_refusals = tuple((float(a), float(b)) for a, b in edit_refusals)
+        if any(not (0 <= a < b) for a, b in self.edit_refusals):
+            raise ConfigurationError("edit_refusals", edit_refusals,
+                                     "must be (start_s, end_s) windows with 0 <= start < end")
         self.seed = seed
         self.token = token
         self.max_record_count = count("max_record_count", max_record_count, minimum=1)
@@ -94,6 +107,7 @@ class FeatureLayerStandIn(StandInServer):
         self._next_oid = 1
         self._next_aid = 1
         self._gone: List[AttachmentRecord] = []
+        self._hidden: Dict[int, float] = {}                # object id -> visible from (s)
         self._clear()
 
     # --- urls ------------------------------------------------------------------------------
@@ -229,6 +243,7 @@ class FeatureLayerStandIn(StandInServer):
         self._downloads: Counter = Counter()
         self._unauthorized = 0
         self._token_in_query = 0
+        self._refused_edits = 0
 
     def snapshot(self) -> Dict[str, Any]:
         """``queries``, ``query_attachments`` and ``apply_edits`` (calls); ``writes`` (rows
@@ -237,7 +252,8 @@ class FeatureLayerStandIn(StandInServer):
         as ``(monotonic seconds, the values it set)``, in order); ``rows_added`` (related-table
         rows, per ``(parent GlobalID, photo GlobalID)``); ``table_rows`` (the related table's rows:
         see :meth:`RelatedTable.snapshot`); ``failed_rows``; ``attachment_downloads`` (per
-        attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``."""
+        attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``;
+        ``refused_edits`` (``applyEdits`` refused in an ``edit_refusals`` window)."""
         with self.lock:
             table = self._table.snapshot()
             return {"queries": self._queries, "query_attachments": self._query_attachments,
@@ -248,7 +264,8 @@ class FeatureLayerStandIn(StandInServer):
                     **{"rows_added": table["rows_added"], "table_rows": table["rows"]},
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
-                    "unauthorized": self._unauthorized, "token_in_query": self._token_in_query}
+                    "unauthorized": self._unauthorized, "token_in_query": self._token_in_query,
+                    "refused_edits": self._refused_edits}
 
     def reset(self) -> None:
         """Counters to zero (features, photos and edits stay)."""
@@ -273,6 +290,9 @@ class FeatureLayerStandIn(StandInServer):
             return _error(498, "Invalid token.")
         rest = path[len(prefix):]
         params = request.params
+        if rest in ("/0/applyEdits", "/1/applyEdits") and self._refusing():
+            return _error(503, "Unable to complete operation.",
+                          "The service is not available for editing. Try again later.")
         try:
             if rest == "":
                 return Reply.json(200, self._service_info())
@@ -294,6 +314,15 @@ class FeatureLayerStandIn(StandInServer):
         except WhereError as exc:
             return _bad(str(exc))
         return _error(400, "Invalid URL", f"{rest} is not a resource of this service")
+
+    def _refusing(self) -> bool:
+        """Whether now falls in an ``edit_refusals`` window (and count the refusal)."""
+        at_s = self.schedule_time()
+        if not any(a <= at_s < b for a, b in self.edit_refusals):
+            return False
+        with self.lock:
+            self._refused_edits += 1
+        return True
 
     def _field_info(self, field_name: str) -> Dict[str, Any]:
         info: Dict[str, Any] = {"name": field_name, "type": self._types[field_name],
@@ -326,13 +355,25 @@ class FeatureLayerStandIn(StandInServer):
                                    "editorField": "Editor"},
                 "fields": fields}
 
+    def hide_until(self, global_id: str, at_s: float) -> None:
+        """Keep the feature out of queries and attachment lists until ``at_s`` schedule
+        seconds (when its crew's phone sends it)."""
+        gid = braced_global_id(global_id)
+        with self.lock:
+            for oid, row in self._rows.items():
+                if row[GLOBAL_ID_FIELD] == gid:
+                    self._hidden[oid] = float(at_s)
+
     def _matching(self, where: Optional[str], object_ids: Optional[str] = None,
                   global_ids: Optional[str] = None) -> List[int]:
-        """Object ids (ascending) of the features the filters given select; caller locks."""
+        """Object ids (ascending) of the features the filters given select, among those
+        already submitted; caller locks."""
         lower = {f.lower(): f for f in self._types}
         predicate = parse_where(where, lower, guid_fields=(GLOBAL_ID_FIELD,),
                                 date_fields=("CreationDate", "EditDate"))
-        chosen = sorted(oid for oid, row in self._rows.items() if predicate(row))
+        now = self.schedule_time()
+        chosen = sorted(oid for oid, row in self._rows.items()
+                        if self._hidden.get(oid, 0.0) <= now and predicate(row))
         if object_ids:
             try:
                 wanted = {int(v) for v in object_ids.split(",") if v.strip()}

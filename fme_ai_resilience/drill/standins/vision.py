@@ -20,11 +20,13 @@ this order for each call:
    on a schedule would mean closing the listening socket and re-binding the same port later,
    which another process can take in between; ``stop()`` then ``start()`` does refuse
    connections, on the same port, when a test wants that), outcome ``outage``;
-3. the token bucket (``rate_limit_per_s``): 429 with ``Retry-After`` in whole schedule seconds
-   (at least 1), outcome ``rate_limited``;
+3. the token bucket (``rate_limit_per_s``), or with ``rate_window_s`` a quota of
+   ``rate_limit_per_s * rate_window_s`` calls per fixed window (a per-minute quota, whose
+   429 says to wait until the window ends: up to a minute): 429 with ``Retry-After`` in whole
+   schedule seconds (at least 1), outcome ``rate_limited``;
 4. an unreadable request (no image, not an image, a URL that cannot be fetched): 400,
    outcome ``bad_request``;
-5. the model's latency (``latency_s``, or the ``latency_ramp`` at that time, or
+5. the model's latency (``latency_s``, or the ``latency_profile`` at the call's time, or
    ``slow_photo_latency_s`` for a slow photo; plus a uniform draw up to ``latency_jitter_s``),
    waited in a queue when ``capacity`` calls are being computed already, then one draw against
    the rates: ``server_error`` (500 or 503, JSON error), ``html_502`` (a proxy's ``text/html``
@@ -92,13 +94,15 @@ class FaultSchedule:
     ``rate_limit_burst`` tokens (default: one second's worth, at least 1); None: no limit.
     ``outages`` are ``(start_s, end_s)`` windows, start inclusive, end exclusive.
     ``truncated_mode`` is ``close``, ``short`` or ``either`` (drawn per call).
+    ``latency_profile`` is ``(at_s, latency_s)`` points, ascending in time: the model's
+    latency follows the line through them (a service slowing down and recovering), the first
+    point's before it and the last point's after it, instead of ``latency_s``.
+    ``rate_window_s`` makes the rate limit a quota of ``rate_limit_per_s * rate_window_s``
+    calls (at least 1) per fixed window of that many seconds instead of a token bucket.
     ``drift_rate`` is the share of photos whose every answer drifts (drawn once per photo:
     the model changed its JSON for a kind of image), besides everything from ``drift_from_s``
     until ``drift_until_s`` (the fix; None: never fixed).
-    A slow service: ``latency_ramp`` is ``(schedule_s, latency_s)`` points, the latency in
-    force between them interpolated linearly and held flat before the first and after the
-    last (a service that slows down gradually and recovers); when given it replaces
-    ``latency_s``. ``slow_photo_rate`` is the share of photos (drawn once per photo) the model
+    A slow service beside the ``latency_profile``: ``slow_photo_rate`` is the share of photos (drawn once per photo) the model
     takes ``slow_photo_latency_s`` over. ``capacity`` is how many calls the model computes at
     once (None: any number): the others queue, first come first served, and their latency
     starts when one ends, so the time to the first byte grows with the load, as a loaded
@@ -121,7 +125,8 @@ class FaultSchedule:
     drift_rate: float = 0.0
     drift_until_s: Optional[float] = None
     constant_confidence_from_s: Optional[float] = None
-    latency_ramp: Sequence[Tuple[float, float]] = ()
+    latency_profile: Sequence[Tuple[float, float]] = ()
+    rate_window_s: Optional[float] = None
     slow_photo_rate: float = 0.0
     slow_photo_latency_s: float = 0.0
     capacity: Optional[int] = None
@@ -136,19 +141,6 @@ class FaultSchedule:
         _whole("cut_answers", self.cut_answers)
         if self.capacity is not None:
             _whole("capacity", self.capacity)
-        points = []
-        for i, point in enumerate(self.latency_ramp):
-            try:
-                at_s, latency = point
-            except (TypeError, ValueError):
-                raise ConfigurationError(f"latency_ramp[{i}]", point,
-                                         "must be a (schedule_s, latency_s) pair") from None
-            at_s = finite(f"latency_ramp[{i}].schedule_s", at_s, minimum=0)
-            if points and at_s <= points[-1][0]:
-                raise ConfigurationError(f"latency_ramp[{i}].schedule_s", at_s,
-                                         "must be later than the point before")
-            points.append((at_s, finite(f"latency_ramp[{i}].latency_s", latency, minimum=0)))
-        object.__setattr__(self, "latency_ramp", tuple(points))
         ratio("drift_rate", self.drift_rate)
         finite("latency_jitter_s", self.latency_jitter_s, minimum=0)
         rates = [ratio(n, getattr(self, n)) for n in ("error_rate", "html_502_rate",
@@ -186,6 +178,35 @@ class FaultSchedule:
             end = finite(f"outages[{i}].end_s", end, above=start)
             windows.append((start, end))
         object.__setattr__(self, "outages", tuple(windows))
+        points = []
+        for i, point in enumerate(self.latency_profile):
+            try:
+                at, latency = point
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"latency_profile[{i}]", point,
+                                         "must be an (at_s, latency_s) pair") from None
+            at = finite(f"latency_profile[{i}].at_s", at,
+                        minimum=points[-1][0] if points else 0.0)
+            points.append((at, finite(f"latency_profile[{i}].latency_s", latency, minimum=0)))
+        object.__setattr__(self, "latency_profile", tuple(points))
+        if self.rate_window_s is not None:
+            if self.rate_limit_per_s is None:
+                raise ConfigurationError("rate_window_s", self.rate_window_s,
+                                         "a quota window needs a rate (rate_limit_per_s)")
+            finite("rate_window_s", self.rate_window_s, above=0)
+
+    def latency_at(self, at_s: float) -> float:
+        """The model's latency at ``at_s`` before its jitter: ``latency_s``, or the
+        ``latency_profile``'s line at that time."""
+        points = self.latency_profile
+        if not points:
+            return self.latency_s
+        if at_s <= points[0][0]:
+            return points[0][1]
+        for (t0, v0), (t1, v1) in zip(points, points[1:]):
+            if at_s <= t1:
+                return v1 if t1 == t0 else v0 + (v1 - v0) * (at_s - t0) / (t1 - t0)
+        return points[-1][1]
 
     def drifted(self, at_s: float) -> bool:
         """Whether the model answers out of schema at ``at_s`` (after ``drift_from_s``,
@@ -195,25 +216,15 @@ class FaultSchedule:
 
     @property
     def burst(self) -> int:
-        """The token bucket's size (0 when there is no rate limit)."""
+        """The token bucket's size, or the quota of one window (0 when there is no rate
+        limit)."""
         if self.rate_limit_per_s is None:
             return 0
+        if self.rate_window_s is not None:
+            return max(1, int(round(self.rate_limit_per_s * self.rate_window_s)))
         if self.rate_limit_burst is not None:
             return self.rate_limit_burst
         return max(1, int(self.rate_limit_per_s))
-
-    def latency_at(self, at_s: float) -> float:
-        """The model's latency (schedule seconds, before jitter) for a call at ``at_s``:
-        ``latency_s``, or the ``latency_ramp`` interpolated at ``at_s``."""
-        ramp = self.latency_ramp
-        if not ramp:
-            return self.latency_s
-        if at_s <= ramp[0][0]:
-            return ramp[0][1]
-        for (t0, v0), (t1, v1) in zip(ramp, ramp[1:]):
-            if at_s <= t1:
-                return v0 + (v1 - v0) * (at_s - t0) / (t1 - t0)
-        return ramp[-1][1]
 
     def outage_at(self, at_s: float) -> Optional[int]:
         """The index of the outage window holding ``at_s``, else None."""
@@ -246,6 +257,26 @@ class _Bucket:
             self.tokens -= 1.0
             return None
         return (1.0 - self.tokens) / self.rate
+
+
+class _Quota:
+    """A fixed-window quota on schedule time: ``quota`` calls per window of ``window_s``."""
+
+    def __init__(self, quota: int, window_s: float) -> None:
+        self.quota = quota
+        self.window_s = window_s
+        self.window = 0
+        self.used = 0
+
+    def take(self, at_s: float) -> Optional[float]:
+        """None when the call fits the window, else the schedule seconds to its end."""
+        window = int(at_s // self.window_s)
+        if window != self.window:
+            self.window, self.used = window, 0
+        if self.used < self.quota:
+            self.used += 1
+            return None
+        return (window + 1) * self.window_s - at_s
 
 
 def _error(status: int, code: Union[int, str], message: str,
@@ -312,12 +343,17 @@ class VisionStandIn(StandInServer):
         self._by_sha: Counter = Counter()
         self._analysed: Counter = Counter()
         self._draws: Counter = Counter()
+        self._answers: Dict[str, Tuple[str, float]] = {}
         self._outage_calls = [0] * len(self.schedule.outages)
         self._log: List[Tuple[float, Optional[str], str]] = []
-        self._bucket = (_Bucket(float(self.schedule.rate_limit_per_s), self.schedule.burst)
-                        if self.schedule.rate_limit_per_s is not None else None)
+        schedule = self.schedule
+        self._bucket: Optional[Union[_Bucket, _Quota]] = None
+        if schedule.rate_limit_per_s is not None and schedule.rate_window_s is not None:
+            self._bucket = _Quota(schedule.burst, schedule.rate_window_s)
+        elif schedule.rate_limit_per_s is not None:
+            self._bucket = _Bucket(float(schedule.rate_limit_per_s), schedule.burst)
         self._cut: Counter = Counter()
-        capacity = self.schedule.capacity
+        capacity = schedule.capacity
         self._computing = threading.BoundedSemaphore(capacity) if capacity else None
 
     def snapshot(self) -> Dict[str, Any]:
@@ -327,7 +363,9 @@ class VisionStandIn(StandInServer):
         refused before its URL was fetched has no SHA-256); ``outages`` (per window:
         ``start_s``, ``end_s`` and the ``calls`` that arrived inside it); ``log``, the
         time-ordered ``(schedule_s, sha256 or None, outcome)`` of every call;
-        ``peak_in_flight``, the most calls answered at once."""
+        ``peak_in_flight``, the most calls answered at once; ``answers``, per SHA-256, the
+        ``(condition, confidence)`` of the usable answer (outcome ``ok``, in schema) given for
+        those bytes, for a photo that got one."""
         with self.lock:
             return {
                 "peak_in_flight": self.concurrency()["peak_in_flight"],
@@ -338,6 +376,7 @@ class VisionStandIn(StandInServer):
                 "outages": [{"start_s": s, "end_s": e, "calls": n} for (s, e), n in
                             zip(self.schedule.outages, self._outage_calls)],
                 "log": sorted(self._log, key=lambda entry: entry[0]),
+                "answers": dict(self._answers),
             }
 
     def reset(self) -> None:
@@ -356,6 +395,8 @@ class VisionStandIn(StandInServer):
                 self._by_sha[sha] += 1
                 if outcome in ANALYSED_OUTCOMES:
                     self._analysed[sha] += 1
+                if outcome == "ok":
+                    self._answers[sha] = self._truth(sha)
             self._log.append((at_s, sha, outcome))
 
     # --- answering -------------------------------------------------------------------------
