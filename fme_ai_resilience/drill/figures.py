@@ -165,7 +165,7 @@ def figure_rows(report: DrillReport) -> List[Row]:
               f"<= {report.probe_bound} probes", judged=True)
     add("peak_concurrent_calls", "peak AI calls in flight",
         lambda s: f"{s.peak_concurrent_calls} / {s.concurrency_bound}",
-        "<= engines x per engine", judged=True)
+        "<= its concurrency bound", judged=True)
     add("drain_s", "drain time", lambda s: seconds(s.drain_s),
         f"side by side; limit {seconds(report.drain_limit_s)}")
     add("time_to_result", "time to result, median / 95th pct",

@@ -10,7 +10,9 @@ however loaded; each can fail, and each has a test that plants a violation:
 * ``duplicate_analyses``: no usable answer paid twice for the same photo's bytes;
 * ``conflicting_writes``: no assessment overwritten with a different one;
 * ``duplicate_rows``: no related-table row added twice;
-* ``peak_concurrent_calls``: calls in flight at the Vision AI within engines x per engine;
+* ``peak_concurrent_calls``: calls in flight at the Vision AI within the subject's
+  concurrency bound (the library: its fleet limit's ceiling; a baseline: its engines x
+  transfers per job);
 * ``ai_calls_per_analysed``: at most 1.1 x 1/(1-p) (not in an outage or a drift, whose extra
   calls are judged by the probe bound);
 * ``drift_ai_calls``: the calls into a drifted model within the drift's probe bound;
@@ -59,7 +61,7 @@ def checks(report: DrillReport, subject: SubjectResult) -> List[Check]:
            Check("duplicate_rows", f"no row added twice ({s.duplicate_rows})",
                  s.duplicate_rows == 0),
            Check("peak_concurrent_calls", f"calls in flight {s.peak_concurrent_calls} <= "
-                                          f"{s.concurrency_bound} (engines x per engine)",
+                                          f"{s.concurrency_bound} (its concurrency bound)",
                  s.peak_concurrent_calls <= s.concurrency_bound)]
     if report.drift is not None:
         out.append(Check("drift_ai_calls", f"calls into the drifted model {s.drift_ai_calls} "

@@ -216,7 +216,7 @@ def test_a_row_added_twice_fails_the_drill():
 
 def test_usable_answers_paid_twice_and_calls_past_the_concurrency_fail():
     """A second usable answer for the same bytes is a duplicate analysis; calls in flight
-    past engines x per engine fail their bound."""
+    past its concurrency bound fail it."""
     obs = dataclasses.replace(honest(), vision_log=honest().vision_log + [(0.4, "sa", "ok"),
                                                                          (0.5, "sa", "outage")])
     f = judge(obs)
