@@ -40,7 +40,7 @@ from .scenarios import Plan, Scenario
 from .schedule import WS03_PERIOD_S, marks
 from .standins import Survey123Sender
 from .timescale import TimeScale, scaled_settings, setting_times
-from .world import World, photo_keys
+from .world import World
 
 __all__ = ["run_library", "LibraryRun", "drill_settings", "refuse_work_not_a_drills",
            "PRODUCTION_WAITS", "PRODUCTION_RATES", "DrillError", "COST_PER_CALL",
@@ -81,12 +81,8 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
     faults = world.scenario.faults
     mean_latency = faults.latency_s + faults.latency_jitter_s / 2
     values = scaled_settings(TimeScale(time_scale))
+    values.update(world.reach())
     values.update({
-        "vision.endpoint": world.vision.endpoint,
-        "intake.feature_services": world.layer.service_url,
-        "download.allowed_hosts": world.photo_host,
-        "download.allow_http_hosts": "127.0.0.1",
-        "download.allow_private_hosts": "127.0.0.1",
         "intake.engines": str(engines),
         "intake.mean_processing_s": f"{mean_latency * time_scale:g}",
         "compensation.reconcile_window_s": "86400",
@@ -100,21 +96,15 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
 
 @contextlib.contextmanager
 def _gateway(db_url: str) -> Iterator[str]:
-    from ..gateway.server import GatewayServer
+    from ..gateway.server import serving
 
     store = open_store(db_url)
     app = make_app(LiveSettings(Settings().with_values(store.get_config()), store=store,
                                 ttl_s=1.0), store=store)
-    server = GatewayServer(app, "127.0.0.1", 0, threads=8)
-    thread = threading.Thread(target=server.serve, name="fair-drill-gateway", daemon=True)
-    thread.start()
     try:
-        host, port = server.address
-        yield f"http://{host}:{port}/"
+        with serving(app) as url:
+            yield url
     finally:
-        server.stop()
-        thread.join(30)
-        server.close()
         store.close()
 
 

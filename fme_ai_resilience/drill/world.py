@@ -88,6 +88,15 @@ class World:
         """``127.0.0.1:<port>`` of the photo host, for the download allow-list."""
         return self.photos.url.split("//", 1)[1]
 
+    def reach(self) -> Dict[str, str]:
+        """The settings that point the pipeline at these stand-ins: the Vision AI, the
+        layer's feature service (the one intake serves), the photo host on loopback."""
+        return {"vision.endpoint": self.vision.endpoint,
+                "intake.feature_services": self.layer.service_url,
+                "download.allowed_hosts": self.photo_host,
+                "download.allow_http_hosts": "127.0.0.1",
+                "download.allow_private_hosts": "127.0.0.1"}
+
     @property
     def table_url(self) -> str:
         """The related table each photo's row is written to, or "" when the feature's own

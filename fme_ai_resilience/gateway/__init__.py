@@ -10,9 +10,10 @@ from typing import Any, List
 
 from .app import DEFAULT_SECRET_HEADER, make_app, sign
 
-__all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER", "GatewayServer", "DEFAULT_BACKLOG"]
+__all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER", "GatewayServer", "DEFAULT_BACKLOG",
+           "serving"]
 
-_SERVER = ("GatewayServer", "DEFAULT_BACKLOG")
+_SERVER = ("GatewayServer", "DEFAULT_BACKLOG", "serving")
 
 
 def __getattr__(name: str) -> Any:

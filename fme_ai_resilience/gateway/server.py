@@ -22,13 +22,14 @@ The application stays a plain WSGI callable: the gateway runs under any WSGI ser
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -40,7 +41,7 @@ from ..core.checks import count, finite
 from ..core.text.printable import printable
 from ..core.text.redact import redact_text
 
-__all__ = ["GatewayServer", "DEFAULT_BACKLOG"]
+__all__ = ["GatewayServer", "DEFAULT_BACKLOG", "serving"]
 
 log = logging.getLogger("fme_ai_resilience.gateway")
 
@@ -260,6 +261,24 @@ class GatewayServer:
                 elif not channel.will_close:
                     channel.will_close = True
         return busy
+
+
+@contextlib.contextmanager
+def serving(app: WSGIApp, host: str = "127.0.0.1", port: int = 0, *,
+            threads: int = 8) -> Iterator[str]:
+    """``app`` served by a :class:`GatewayServer` on a thread of this process for the block:
+    yields its base URL (``http://host:port/``), stops it gracefully on the way out. What the
+    drill and the tests run the intake on; ``serve`` runs the server in the foreground."""
+    server = GatewayServer(app, host, port, threads=threads)
+    thread = threading.Thread(target=server.serve, name="fair-gateway", daemon=True)
+    thread.start()
+    try:
+        bound_host, bound_port = server.address
+        yield f"http://{bound_host}:{bound_port}/"
+    finally:
+        server.stop()
+        thread.join(30)
+        server.close()
 
 
 def _access_logged(app: WSGIApp) -> WSGIApp:

@@ -24,7 +24,6 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Dict, List, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 

@@ -3,7 +3,6 @@ published parameters of each workspace, and the secrets that must never show."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Dict, Iterable, List
 
 from helpers import DATA

@@ -4,7 +4,7 @@ A :class:`World` holds the drill's stand-ins (a feature layer that also serves t
 photo host for the ones that 404, a Vision AI service with its fault schedule) and the
 settings every processor of the test shares, written into the ledger's config table (no
 secret among them: those travel as ``FAIR_*`` variables). :class:`GatewayServer` serves the
-intake gateway on a threaded loopback server in this process; :func:`spawn_processes` starts
+intake gateway on loopback in this process, as ``serve`` does; :func:`spawn_processes` starts
 ``fme-ai-resilience process --loop`` as real OS processes.
 """
 from __future__ import annotations
@@ -14,23 +14,18 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from socketserver import ThreadingMixIn
 from typing import Dict, List, Mapping, Sequence, Tuple
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from fme_ai_resilience.drill.standins import (FaultSchedule, FeatureLayerStandIn, PhotoHost,
-                                              Survey123Sender, VisionStandIn)
-from fme_ai_resilience.gateway import make_app
+from fme_ai_resilience.drill.scenarios import Scenario
+from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
+from fme_ai_resilience.drill.world import World as DrillWorld
+from fme_ai_resilience.gateway import make_app, serving
 from fme_ai_resilience.core.ledger import Status
 from fme_ai_resilience.services.config.settings import LiveSettings
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
-#: The write-back fields the layer stand-in must declare.
-WRITEBACK_FIELDS = ("ai_condition", "ai_confidence", "ai_status", "ai_model", "ai_trace_id",
-                    "ai_assessed_at")
 TERMINAL = (Status.SUCCEEDED.value, Status.DEAD.value)
 
 
@@ -39,40 +34,29 @@ def loopback_settings(world: "World", **extra: str) -> Dict[str, str]:
     the one intake serves, photos come from it and the photo host), plus ``extra``: a
     watermark high enough that the burst is not parked, breakers and a ladder that stay out
     of the way unless a test asks, and short backoffs."""
-    values = {
-        "vision.endpoint": world.vision.endpoint,
-        "intake.feature_services": world.layer.service_url,
-        "download.allowed_hosts": world.photos.url.split("//", 1)[1].rstrip("/"),
-        "download.allow_http_hosts": "127.0.0.1",
-        "download.allow_private_hosts": "127.0.0.1",
+    values = dict(world.reach())
+    values.update({
         "intake.watermark": "2000",
         "breaker.failure_rate": "0.95",
         "degrade.fallback_error_rate": "0.95",
         "retry.backoff_base_s": "0.05",
         "retry.backoff_cap_s": "0.5",
         "processing.claim_limit": "5",
-    }
+    })
     values.update(extra)
     return values
 
 
-class World:
-    """The stand-ins of one test, started and stopped together."""
+class World(DrillWorld):
+    """The drill's world (its stand-ins, started and stopped together) under a fault schedule
+    of the test's own, in production seconds at ``scale`` real seconds each (1: real time),
+    with bodies made directly."""
 
-    def __init__(self, schedule: FaultSchedule, *, seed: int = 7) -> None:
-        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS)
-        self.photos = PhotoHost(seed=seed)
-        self.vision = VisionStandIn(schedule, seed=seed)
+    def __init__(self, schedule: FaultSchedule, *, seed: int = 7, scale: float = 1.0) -> None:
+        super().__init__(Scenario("test", "a loopback test's own faults", schedule), seed=seed,
+                         time_scale=scale)
+        self.scale = scale
         self.features: List = []     # what bodies() created, in order
-
-    def __enter__(self) -> "World":
-        for server in (self.layer, self.photos, self.vision):
-            server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for server in (self.vision, self.photos, self.layer):
-            server.stop()
 
     def bodies(self, count: int, *, missing_every: int = 0) -> List[dict]:
         """``count`` webhook bodies of one-photo features; every ``missing_every``-th photo
@@ -94,36 +78,26 @@ class World:
         return bodies
 
 
-class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 class GatewayServer:
-    """The intake gateway served from this process on 127.0.0.1."""
+    """The intake gateway served from this process on 127.0.0.1, as ``serve`` serves it
+    (waitress, :func:`fme_ai_resilience.gateway.server.serving`)."""
 
     def __init__(self, db_url: str) -> None:
         self.store = open_store(db_url)
-        app = make_app(LiveSettings(Settings(), store=self.store, ttl_s=0.5), store=self.store)
-        self.server = make_server("127.0.0.1", 0, app, server_class=_ThreadingWSGIServer,
-                                  handler_class=_Quiet)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._app = make_app(LiveSettings(Settings(), store=self.store, ttl_s=0.5),
+                             store=self.store)
+        self._serving = serving(self._app)
+        self.url = ""
 
     def __enter__(self) -> "GatewayServer":
-        self._thread.start()
+        self.url = self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(5)
-        self.store.close()
+        try:
+            self._serving.__exit__(*exc)
+        finally:
+            self.store.close()
 
 
 def spawn_processes(db_url: str, count: int, *, extra: Sequence[str] = (),

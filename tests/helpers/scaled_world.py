@@ -3,9 +3,9 @@
 :func:`scaled_defaults` is every default wait, window and time limit of the library (its
 timeouts included, with no floor) times one ``scale``, and every per-second rate divided by
 it: a run at scale 0.05 is the production run twenty times faster, each subject's every
-timeout alike. :class:`ScaledWorld` is the drill's stand-ins with the Vision AI on the same
-scale (its schedule in production seconds). :class:`FleetWatch` samples, while a run lasts,
-the calls in flight the Vision stand-in counts and the fleet's limit the ledger holds.
+timeout alike. The world is the tests' :class:`~helpers.pipeline_world.World` at that
+``scale``. :class:`FleetWatch` samples, while a run lasts, the calls in flight the Vision
+stand-in counts and the fleet's limit the ledger holds.
 """
 from __future__ import annotations
 
@@ -13,46 +13,21 @@ import threading
 import time
 from typing import Dict, List, Tuple
 
-from fme_ai_resilience.drill.library import PRODUCTION_RATES, PRODUCTION_WAITS
-from fme_ai_resilience.drill.standins import FaultSchedule, VisionStandIn
 from fme_ai_resilience.core.config.settings import Settings
+from fme_ai_resilience.drill.timescale import TimeScale, scaled_settings
 from fme_ai_resilience.store import open_store
-
-
-#: The per-call time limits of the defaults (production seconds), scaled like every wait.
 
 from helpers.pipeline_world import World
 
 
-TIMEOUTS = ("timeouts.connect_s", "timeouts.tls_s", "timeouts.ttfb_s", "timeouts.body_s",
-            "breaker.slow_call_s")
-
-
-def scaled_defaults(world: "ScaledWorld", scale: float, **extra: str) -> Dict[str, str]:
-    """The default settings at ``scale`` (real seconds per production second), plus what
-    reaches the loopback stand-ins and ``extra``."""
-    defaults = Settings().as_flat_dict()
-    values = {name: f"{v * scale:g}" for name, v in PRODUCTION_WAITS.items()}
-    values.update({name: f"{defaults[name] * scale:g}" for name in TIMEOUTS})
-    values.update({name: f"{v / scale:g}" for name, v in PRODUCTION_RATES.items()})
-    values.update({
-        "vision.endpoint": world.vision.endpoint,
-        "intake.feature_services": world.layer.service_url,
-        "download.allowed_hosts": world.photos.url.split("//", 1)[1].rstrip("/"),
-        "download.allow_http_hosts": "127.0.0.1",
-        "download.allow_private_hosts": "127.0.0.1",
-    })
+def scaled_defaults(world: World, scale: float, **extra: str) -> Dict[str, str]:
+    """The default settings at ``scale`` (real seconds per production second) through the
+    drill's one time scale, with no floor under the timeouts (the tests' stand-ins answer at
+    the same scale), plus what reaches the loopback stand-ins and ``extra``."""
+    values = scaled_settings(TimeScale(scale, floor_s=0.0))
+    values.update(world.reach())
     values.update(extra)
     return values
-
-
-class ScaledWorld(World):
-    """The stand-ins, the Vision AI's ``schedule`` in production seconds at ``scale``."""
-
-    def __init__(self, schedule: FaultSchedule, *, scale: float, seed: int = 7) -> None:
-        super().__init__(schedule, seed=seed)
-        self.vision = VisionStandIn(schedule, seed=seed, time_scale=scale)
-        self.scale = scale
 
 
 class FleetWatch:

@@ -22,7 +22,8 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
-from helpers.scaled_world import ScaledWorld, scaled_defaults
+from helpers.pipeline_world import World
+from helpers.scaled_world import scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def test_a_photo_the_model_never_answers_in_schema_is_flagged_failed_and_told(tm
     """See the module docstring."""
     url = f"sqlite:///{tmp_path / 'l.db'}"
     schedule = FaultSchedule(latency_s=1.0, drift_rate=0.2)
-    with ScaledWorld(schedule, scale=SCALE, seed=2) as world, \
+    with World(schedule, scale=SCALE, seed=2) as world, \
             open_store(url, init_schema=True) as store:
         store.set_config(scaled_defaults(world, SCALE), now=time.time())
         subs = [sub for body in world.bodies(12) for sub in parse_webhook(body)]

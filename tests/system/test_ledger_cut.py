@@ -23,7 +23,8 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
-from helpers.scaled_world import ScaledWorld, scaled_defaults
+from helpers.pipeline_world import World
+from helpers.scaled_world import scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -108,7 +109,7 @@ def test_a_ledger_cut_right_after_a_paid_answer_buys_no_second_call(ledger):
     """See the module docstring."""
     url, cut, env = ledger
     photos = 4
-    with ScaledWorld(FaultSchedule(latency_s=2.0), scale=SCALE) as world, \
+    with World(FaultSchedule(latency_s=2.0), scale=SCALE) as world, \
             open_store(url) as store:
         world.vision.stop()
         world.vision = CuttingVision(FaultSchedule(latency_s=2.0), seed=7, time_scale=SCALE,

@@ -31,7 +31,8 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
-from helpers.scaled_world import ScaledWorld, scaled_defaults
+from helpers.pipeline_world import World
+from helpers.scaled_world import scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -60,7 +61,7 @@ def test_an_outage_after_a_busy_healthy_period_is_seen_in_a_handful_of_calls(tmp
     policy = Settings().breaker
     schedule = FaultSchedule(latency_s=LATENCY_S, latency_jitter_s=1.0, outages=[outage])
     url = f"sqlite:///{tmp_path / 'l.db'}"
-    with ScaledWorld(schedule, scale=SCALE, seed=seed) as world, \
+    with World(schedule, scale=SCALE, seed=seed) as world, \
             open_store(url, init_schema=True) as store:
         store.set_config(scaled_defaults(world, SCALE), now=time.time())
         subs = [sub for body in world.bodies(photos) for sub in parse_webhook(body)]

@@ -28,7 +28,8 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
-from helpers.scaled_world import FleetWatch, ScaledWorld, scaled_defaults
+from helpers.pipeline_world import World
+from helpers.scaled_world import FleetWatch, scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -99,7 +100,7 @@ def test_a_service_slower_than_the_default_time_to_first_byte_gets_every_photo_a
     answer computed per photo, and never more calls in flight at the service than the
     fleet's limit."""
     schedule = FaultSchedule(latency_s=DEFAULT_TTFB_S + 5.0, latency_jitter_s=2.0)
-    with ScaledWorld(schedule, scale=SCALE, seed=seed) as world:
+    with World(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 8)
         vision = judge(world, statuses, watch, 8)
     assert vision["by_outcome"]["ok"] >= 8
@@ -113,7 +114,7 @@ def test_a_service_that_slows_down_gradually_and_recovers_loses_nothing(tmp_path
     ramp = [(0.0, 2.0), (300.0, DEFAULT_TTFB_S + 10.0), (420.0, DEFAULT_TTFB_S + 10.0),
             (600.0, 2.0)]
     schedule = FaultSchedule(latency_profile=ramp, latency_jitter_s=1.0)
-    with ScaledWorld(schedule, scale=SCALE, seed=seed) as world:
+    with World(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 24,
                               arrive_every_s=25.0, timeout_s=200.0)
         judge(world, statuses, watch, 24)
@@ -125,7 +126,7 @@ def test_a_service_slow_only_for_some_photos_loses_nothing(tmp_path, seed):
     first byte): every photo analysed, about once each, within the fleet's limit."""
     schedule = FaultSchedule(latency_s=2.0, latency_jitter_s=1.0, slow_photo_rate=0.3,
                              slow_photo_latency_s=DEFAULT_TTFB_S + 10.0)
-    with ScaledWorld(schedule, scale=SCALE, seed=seed) as world:
+    with World(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 20,
                               arrive_every_s=3.0)
         judge(world, statuses, watch, 20)
@@ -138,7 +139,7 @@ def test_answers_cut_short_once_twice_three_times_leave_no_photo_dead(tmp_path, 
     connection closing early, or a Content-Length that matches the cut): every photo is
     analysed in the end, none dead, none shown as awaiting analysis."""
     schedule = FaultSchedule(latency_s=1.0, cut_photo_rate=0.5, cut_answers=3)
-    with ScaledWorld(schedule, scale=SCALE, seed=seed) as world:
+    with World(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 12)
         cuts = sorted(world.vision.cut_count(f.attachments[0].data) for f in world.features)
         assert set(statuses.values()) == {"SUCCEEDED"}, statuses
