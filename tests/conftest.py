@@ -88,6 +88,26 @@ def pg_store_url(pg_url):
     return pg_url
 
 
+@pytest.fixture
+def pg_ledger_url(pg_store_url):
+    """The session's PostgreSQL ledger, emptied for this test (the session's tests share the
+    database): its URL."""
+    from fme_ai_resilience.store import open_store
+
+    with open_store(pg_store_url) as store:
+        store.clear()
+    return pg_store_url
+
+
+@pytest.fixture
+def pg_ledger(pg_ledger_url):
+    """The session's PostgreSQL ledger, emptied for this test, open."""
+    from fme_ai_resilience.store import open_store
+
+    with open_store(pg_ledger_url) as store:
+        yield store
+
+
 STORE_BACKENDS = ("sqlite", "sqlite-memory", "postgresql", "postgresql-pg8000")
 
 

@@ -18,14 +18,6 @@ PROCESSES = 8
 CTX = multiprocessing.get_context("spawn")
 
 
-@pytest.fixture
-def url(pg_store_url):
-    """The session database, emptied for this test."""
-    with open_store(pg_store_url) as store:
-        store.clear()
-    return pg_store_url
-
-
 def _run(target, args_for, n=PROCESSES, timeout=120):
     """Start ``n`` processes of ``target`` and collect one result from each."""
     results, barrier = CTX.Queue(), CTX.Barrier(n)
@@ -59,37 +51,37 @@ def _due_tasks(url, n):
 
 
 @pytest.mark.postgres
-def test_eight_processes_registering_the_same_keys_create_each_once(url):
+def test_eight_processes_registering_the_same_keys_create_each_once(pg_ledger_url):
     """8 processes x the same 500 keys at once -> exactly 500 NEW in total, the rest duplicates."""
-    out = _run(w.register_all, lambda b, q: (url, 500, b, q))
+    out = _run(w.register_all, lambda b, q: (pg_ledger_url, 500, b, q))
     total = _outcomes(out)
     assert total["NEW"] == 500
     assert total["NEW"] + total["DUPLICATE_IN_PROGRESS"] == PROCESSES * 500
-    with open_store(url) as store:
+    with open_store(pg_ledger_url) as store:
         assert store.counts()["PENDING"] == 500
 
 
 @pytest.mark.postgres
-def test_eight_processes_claim_every_task_exactly_once(url):
+def test_eight_processes_claim_every_task_exactly_once(pg_ledger_url):
     """8 processes draining 2,000 due tasks claim each exactly once, each with token 1."""
-    _due_tasks(url, 2000)
-    out = _run(w.claim_until_empty, lambda b, q: (url, b, q))
+    _due_tasks(pg_ledger_url, 2000)
+    out = _run(w.claim_until_empty, lambda b, q: (pg_ledger_url, b, q))
     claims = [pair for _, claimed, _ in out for pair in claimed]
     keys = [key for key, _ in claims]
     assert len(keys) == 2000 and len(set(keys)) == 2000
     assert {token for _, token in claims} == {1}
     assert sum(completed for _, _, completed in out) == 2000
     assert sum(1 for _, claimed, _ in out if claimed) > 1, "the work was not shared"
-    with open_store(url) as store:
+    with open_store(pg_ledger_url) as store:
         assert store.counts()["SUCCEEDED"] == 2000
 
 
 @pytest.mark.postgres
-def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(url):
+def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(pg_ledger_url):
     """SIGKILL a lease holder: after expiry its tasks are redone once; its late writes fail."""
-    _due_tasks(url, 40)
+    _due_tasks(pg_ledger_url, 40)
     results = CTX.Queue()
-    doomed = CTX.Process(target=w.hold_leases, args=(url, 40, 30.0, results))
+    doomed = CTX.Process(target=w.hold_leases, args=(pg_ledger_url, 40, 30.0, results))
     doomed.start()
     held = results.get(timeout=60)
     os.kill(doomed.pid, signal.SIGKILL)
@@ -97,14 +89,14 @@ def test_killed_holder_tasks_are_reclaimed_and_completed_exactly_once(url):
     assert doomed.exitcode == -signal.SIGKILL and len(held) == 40
 
     # Before expiry nothing is reclaimable.
-    with open_store(url) as store:
+    with open_store(pg_ledger_url) as store:
         assert store.reap_expired(6, now=w.T0 + 29).requeued == 0
         assert store.claim("early", 10, 60, now=w.T0 + 29) == []
 
-    out = _run(w.reap_and_finish, lambda b, q: (url, b, q, w.T0 + 31, 6), n=4)
+    out = _run(w.reap_and_finish, lambda b, q: (pg_ledger_url, b, q, w.T0 + 31, 6), n=4)
     done = [key for keys in out for key in keys]
     assert sorted(done) == sorted(key for key, _ in held)
-    with open_store(url) as store:
+    with open_store(pg_ledger_url) as store:
         for key, old_token in held:
             assert not store.complete(key, old_token, TaskOutcome.REVIEW, {"zombie": 1},
                                       now=w.T0 + 40)

@@ -14,14 +14,6 @@ pytestmark = pytest.mark.postgres
 T0 = 1_790_000_000.0
 
 
-@pytest.fixture
-def pg(pg_store_url):
-    store = open_store(pg_store_url)
-    store.clear()
-    yield store
-    store.close()
-
-
 @pytest.fixture(params=("psycopg2", "pg8000"))
 def pg_any(request, pg_store_url):
     """A store on each PostgreSQL driver."""
@@ -44,13 +36,13 @@ def test_reconnects_after_the_server_drops_an_idle_connection(pg_any, pg_store_u
     assert pg_any._conn.get_backend_pid() != pid
 
 
-def test_one_connection_is_reused(pg):
+def test_one_connection_is_reused(pg_ledger):
     """Operations share the store's single connection."""
-    pg.counts()
-    conn = pg._conn
-    pg.register(Submission("k", "F", "t"), 10, now=T0)
-    pg.claim("e", 1, 60, now=T0)
-    assert pg._conn is conn
+    pg_ledger.counts()
+    conn = pg_ledger._conn
+    pg_ledger.register(Submission("k", "F", "t"), 10, now=T0)
+    pg_ledger.claim("e", 1, 60, now=T0)
+    assert pg_ledger._conn is conn
 
 
 def test_without_prepared_statements_the_contract_holds(pg_store_url):
@@ -65,7 +57,7 @@ def test_without_prepared_statements_the_contract_holds(pg_store_url):
     store.close()
 
 
-def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
+def test_backlog_check_and_claim_use_the_in_progress_index(pg_ledger, pg_store_url):
     """With many finished rows, the backlog counts and the claim never scan the table (the
     claim walks its own in-progress index, in priority order)."""
     pg_run(pg_store_url,
@@ -74,7 +66,7 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
            " FROM generate_series(1, 20000) AS i")
     pg_run(pg_store_url, "ANALYZE ai_task_registry")
     for i in range(3):
-        pg.register(Submission(f"k{i}", "F", "t"), 10, now=T0)
+        pg_ledger.register(Submission(f"k{i}", "F", "t"), 10, now=T0)
     plans = {}
     for name, params in (
             ("register", {"key": "x", "source": "s", "trace_id": "t", "feature_global_id": "f",
@@ -85,9 +77,9 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
                           "priority": 0}),
             ("claim", {"owner": "e", "limit": 5, "now": T0, "expires_at": T0 + 60}),
             ("backlog", {"count_limit": 2 ** 62}), ("backlog", {"count_limit": 35000})):
-        with pg._conn.cursor() as cur:
+        with pg_ledger._conn.cursor() as cur:
             cur.execute("BEGIN")
-            cur.execute("EXPLAIN " + pg._queries[name], params)
+            cur.execute("EXPLAIN " + pg_ledger._queries[name], params)
             plans[name, params.get("count_limit")] = "\n".join(row[0] for row in cur.fetchall())
             cur.execute("ROLLBACK")
     for (name, _), plan in plans.items():
@@ -97,13 +89,13 @@ def test_backlog_check_and_claim_use_the_in_progress_index(pg, pg_store_url):
         assert "Seq Scan on ai_task_registry" not in plan, plan
 
 
-def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
+def test_registered_columns_are_read_from_the_payload(pg_ledger, pg_store_url):
     """The searchable columns hold the submission's fields, cleaned like its payload."""
     s = Submission(idempotency_key="k-cols", feature_global_id="f\x00gid", trace_id="t-1",
                    attachment_global_id="a-gid", event_type="editData", source="reconciler")
-    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
+    assert pg_ledger.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
     plain = Submission(idempotency_key="k-none", feature_global_id="f2", trace_id="t-2")
-    assert pg.register(plain, 10, now=T0).outcome is RegisterOutcome.NEW
+    assert pg_ledger.register(plain, 10, now=T0).outcome is RegisterOutcome.NEW
     rows = pg_run(pg_store_url, "SELECT task_key, source, trace_id, feature_global_id, "
                   "attachment_global_id, event_type FROM ai_task_registry "
                   "WHERE task_key IN ('k-cols', 'k-none') ORDER BY task_key")
@@ -111,7 +103,7 @@ def test_registered_columns_are_read_from_the_payload(pg, pg_store_url):
                     ("k-none", "survey123", "t-2", "f2", None, "addData")]
 
 
-def test_an_interrupted_prepare_does_not_break_later_registrations(pg):
+def test_an_interrupted_prepare_does_not_break_later_registrations(pg_ledger):
     """Interrupted between PREPARE and recording it (a signal, Ctrl-C), the store starts the
     next operation on a new connection instead of preparing the statement a second time."""
 
@@ -119,16 +111,16 @@ def test_an_interrupted_prepare_does_not_break_later_registrations(pg):
         def add(self, name):
             raise KeyboardInterrupt
 
-    pg.claim("warm-up", 1, 60, now=T0)  # a live connection whose register is not prepared yet
-    pg._prepared = Interrupting(pg._prepared)
+    pg_ledger.claim("warm-up", 1, 60, now=T0)  # a live connection whose register is not prepared yet
+    pg_ledger._prepared = Interrupting(pg_ledger._prepared)
     s = Submission(idempotency_key="k-int", feature_global_id="f", trace_id="t")
     with pytest.raises(KeyboardInterrupt):
-        pg.register(s, 10, now=T0)  # interrupted after PREPARE, before the registration ran
-    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
-    assert pg.register(s, 10, now=T0).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS
+        pg_ledger.register(s, 10, now=T0)  # interrupted after PREPARE, before the registration ran
+    assert pg_ledger.register(s, 10, now=T0).outcome is RegisterOutcome.NEW
+    assert pg_ledger.register(s, 10, now=T0).outcome is RegisterOutcome.DUPLICATE_IN_PROGRESS
 
 
-def _lost_mid_statement(pg, pg_store_url, operation):
+def _lost_mid_statement(pg_ledger, pg_store_url, operation):
     """Run ``operation`` while another session holds the task's row, terminate the store's
     backend as it waits, then let the row go: the statement is lost mid-flight."""
     import threading
@@ -147,7 +139,7 @@ def _lost_mid_statement(pg, pg_store_url, operation):
         except Exception as exc:  # noqa: BLE001 - reported to the test
             outcome["error"] = exc
 
-    pid = pg._conn.get_backend_pid()
+    pid = pg_ledger._conn.get_backend_pid()
     worker = threading.Thread(target=run)
     worker.start()
     for _ in range(200):

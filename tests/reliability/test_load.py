@@ -29,13 +29,6 @@ BURST = 160
 WATERMARK, CEILING = 40, 200
 
 
-@pytest.fixture
-def ledger_url(pg_store_url):
-    with open_store(pg_store_url) as store:
-        store.clear()
-    return pg_store_url
-
-
 def deliver(url, body):
     """POST one webhook body; (status, Retry-After, seconds taken)."""
     import json
@@ -59,17 +52,17 @@ def written_once(world, count):
     assert len(layer["writes"]) == count and set(layer["writes"].values()) == {1}
 
 
-def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
+def test_a_burst_at_several_times_the_drain_rate_on_four_processes(pg_ledger_url):
     """Guarantee: a burst of 160 webhooks at several times what four processes drain is
     answered 202 with intake P99 under 5 s (half Survey123's timeout), the backlog stays
     within the park ceiling, and every photo is analysed once and written once, counted at
     the stand-ins."""
-    with World(FaultSchedule(latency_s=0.2)) as world, open_store(ledger_url) as store:
+    with World(FaultSchedule(latency_s=0.2)) as world, open_store(pg_ledger_url) as store:
         store.set_config(loopback_settings(world, **{
             "intake.watermark": str(WATERMARK), "intake.park_ceiling": str(CEILING)}),
             now=time.time())
         bodies = world.bodies(BURST)
-        procs = spawn_processes(ledger_url, 4)
+        procs = spawn_processes(pg_ledger_url, 4)
         peak, done = [0], Event()
 
         def sample():
@@ -79,7 +72,7 @@ def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
 
         sampler = Thread(target=sample, daemon=True)
         try:
-            with GatewayServer(ledger_url) as gateway:
+            with GatewayServer(pg_ledger_url) as gateway:
                 sampler.start()
                 with ThreadPoolExecutor(max_workers=16) as pool:
                     answers = list(pool.map(lambda b: deliver(gateway.url, b), bodies))
@@ -98,18 +91,18 @@ def test_a_burst_at_several_times_the_drain_rate_on_four_processes(ledger_url):
     written_once(world, BURST)
 
 
-def test_postgresql_unreachable_during_a_burst_is_503_then_nothing_lost(ledger_url):
+def test_postgresql_unreachable_during_a_burst_is_503_then_nothing_lost(pg_ledger_url):
     """Guarantee: while PostgreSQL is unreachable (cut for 3 s behind a TCP proxy), webhooks
     are answered 503 with Retry-After; every webhook answered 202 is kept, and once the
     database is back every one is analysed and written once."""
-    parts = urlsplit(ledger_url)
+    parts = urlsplit(pg_ledger_url)
     proxy = TcpProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
     proxied = urlunsplit(parts._replace(netloc=parts.netloc.replace(
         f"{parts.hostname}:{parts.port or 5432}", f"127.0.0.1:{proxy.port}")))
-    if proxied == ledger_url:   # the URL named no port: put the proxy's in
-        proxied = ledger_url.replace(f"@{parts.hostname}/", f"@127.0.0.1:{proxy.port}/")
+    if proxied == pg_ledger_url:   # the URL named no port: put the proxy's in
+        proxied = pg_ledger_url.replace(f"@{parts.hostname}/", f"@127.0.0.1:{proxy.port}/")
     try:
-        with World(FaultSchedule()) as world, open_store(ledger_url) as store:
+        with World(FaultSchedule()) as world, open_store(pg_ledger_url) as store:
             store.set_config(loopback_settings(world), now=time.time())
             bodies = world.bodies(60)
             answers = []
@@ -128,7 +121,7 @@ def test_postgresql_unreachable_during_a_burst_is_503_then_nothing_lost(ledger_u
                 assert {status for status, _, _ in answers} <= {202, 503}
                 again = [deliver(gateway.url, body)[0] for body in refused]
             assert set(again) == {202}
-            procs = spawn_processes(ledger_url, 2)
+            procs = spawn_processes(pg_ledger_url, 2)
             try:
                 statuses = wait_until_settled(store, keys_of(bodies), timeout_s=120,
                                               procs=procs)

@@ -52,13 +52,6 @@ LEASE_S = 3.0
 SLACK_S = 2.5
 
 
-@pytest.fixture
-def ledger(pg_store_url):
-    with open_store(pg_store_url) as store:
-        store.clear()
-        yield store
-
-
 def loopback(world):
     """Only what the stand-ins need: where they are, and a short lease (a killed worker's
     tasks come back after it)."""
@@ -77,7 +70,7 @@ def run_cli(*args, timeout=120):
 
 
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + ROUNDS))
-def test_an_outage_with_a_killed_worker_analyses_every_photo_once(ledger, pg_store_url, seed):
+def test_an_outage_with_a_killed_worker_analyses_every_photo_once(pg_ledger, pg_store_url, seed):
     """See the module docstring: one randomised round."""
     rng = random.Random(seed)
     start_s = rng.uniform(4.0, 7.0)
@@ -85,7 +78,7 @@ def test_an_outage_with_a_killed_worker_analyses_every_photo_once(ledger, pg_sto
     outage = (start_s, start_s + length_s)
     policy = Settings().breaker
     with World(FaultSchedule(latency_s=0.05, outages=(outage,)), seed=seed) as world:
-        ledger.set_config(loopback(world), now=time.time())
+        pg_ledger.set_config(loopback(world), now=time.time())
         features = [world.layer.add_feature(photos=1) for _ in range(FEATURES)]
         sender = Survey123Sender("http://127.0.0.1:9/unused")
         bodies = [sender.body_for(f) for f in features]
@@ -123,11 +116,11 @@ def test_an_outage_with_a_killed_worker_analyses_every_photo_once(ledger, pg_sto
                                      window[1], "--backfill", "--json")
             assert code == 0, err[-2000:]
             survivors = [p for n, p in enumerate(procs) if n != victim]
-            wait_until_settled(ledger, keys, timeout_s=90, procs=survivors)
+            wait_until_settled(pg_ledger, keys, timeout_s=90, procs=survivors)
         finally:
             chaos.join()
             stop_processes(procs + [compensator])
-        counts = ledger.counts()
+        counts = pg_ledger.counts()
         vision = world.vision.snapshot()
         layer = {f.global_id: world.layer.attributes_of(f.global_id) for f in features}
 

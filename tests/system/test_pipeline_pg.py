@@ -26,13 +26,6 @@ from helpers.pipeline_world import (GatewayServer, World, loopback_settings,
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def ledger_url(pg_store_url):
-    with open_store(pg_store_url) as store:
-        store.clear()
-    return pg_store_url
-
-
 def keys_of(bodies):
     return [sub.idempotency_key for body in bodies for sub in parse_webhook(body)]
 
@@ -50,17 +43,17 @@ def analysed_once_at_most(log):
 
 
 def test_two_hundred_submissions_under_faults_end_succeeded_or_dead_with_their_cause(
-        ledger_url):
+        pg_ledger_url):
     schedule = FaultSchedule(latency_s=0.02, error_rate=0.3, rate_limit_per_s=20.0,
                              rate_limit_burst=4, drift_rate=0.08)
-    with World(schedule) as world, open_store(ledger_url) as store:
+    with World(schedule) as world, open_store(pg_ledger_url) as store:
         store.set_config(loopback_settings(world), now=time.time())
         bodies = world.bodies(200, missing_every=25)
-        with GatewayServer(ledger_url) as gateway:
+        with GatewayServer(pg_ledger_url) as gateway:
             deliveries = Survey123Sender(gateway.url).burst(bodies, concurrency=8)
         assert Counter(d.status for d in deliveries) == {202: 200}
         keys = keys_of(bodies)
-        procs = spawn_processes(ledger_url, 4)
+        procs = spawn_processes(pg_ledger_url, 4)
         try:
             statuses = wait_until_settled(store, keys, timeout_s=240, procs=procs)
         finally:
@@ -100,17 +93,17 @@ def test_two_hundred_submissions_under_faults_end_succeeded_or_dead_with_their_c
         assert attributes["ai_trace_id"] == record.trace_id
 
 
-def test_the_same_photos_under_new_globalids_cost_no_second_vision_call(ledger_url):
+def test_the_same_photos_under_new_globalids_cost_no_second_vision_call(pg_ledger_url):
     """Survey123 re-created the features (new GlobalIDs, the same photo bytes): the second
     round reuses the first round's analyses, so the Vision stand-in sees one call per photo."""
-    with World(FaultSchedule(latency_s=0.01)) as world, open_store(ledger_url) as store:
+    with World(FaultSchedule(latency_s=0.01)) as world, open_store(pg_ledger_url) as store:
         store.set_config(loopback_settings(world), now=time.time())
         first = world.bodies(5)
         sender = Survey123Sender("http://127.0.0.1:9/unused")
         again = [sender.body_for(world.layer.recreate(f)) for f in world.features]
-        procs = spawn_processes(ledger_url, 2)
+        procs = spawn_processes(pg_ledger_url, 2)
         try:
-            with GatewayServer(ledger_url) as gateway:
+            with GatewayServer(pg_ledger_url) as gateway:
                 Survey123Sender(gateway.url).burst(first)
                 wait_until_settled(store, keys_of(first), timeout_s=60, procs=procs)
                 Survey123Sender(gateway.url).burst(again)

@@ -30,13 +30,6 @@ from helpers.pipeline_world import (GatewayServer, World, loopback_settings, spa
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def ledger(pg_store_url):
-    with open_store(pg_store_url) as store:
-        store.clear()
-        yield store
-
-
 def register(store, bodies):
     subs = [sub for body in bodies for sub in parse_webhook(body)]
     for sub in subs:
@@ -59,26 +52,26 @@ BOUNDARIES = ["claimed", "downloaded", "analyzed", "written-back", "before-compl
 
 @pytest.mark.parametrize("boundary", BOUNDARIES)
 def test_a_processor_killed_at_a_stage_boundary_leaves_the_survivor_one_clean_finish(
-        ledger, pg_store_url, boundary):
+        pg_ledger, pg_store_url, boundary):
     """SIGKILL at the boundary; after the lease lapses the compensator hands the task back
     and a survivor finishes it: one valid Vision answer whenever ``analyzed`` was recorded,
     and a second (identical) write only when ``written`` was not."""
     with World(FaultSchedule(latency_s=0.01)) as world:
-        ledger.set_config(loopback_settings(world, **{"processing.lease_s": "1",
+        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "1",
                                                       "processing.claim_limit": "1"}),
                           now=time.time())
-        (key,) = register(ledger, world.bodies(1))
+        (key,) = register(pg_ledger, world.bodies(1))
         doomed = subprocess.run([sys.executable, script("pipeline_worker.py"), pg_store_url,
                                  boundary], capture_output=True, text=True, timeout=120)
         assert doomed.returncode == -9, doomed.stderr[-2000:]
-        before = ledger.get(key)
+        before = pg_ledger.get(key)
         assert before.status is Status.PROCESSING
         writes_before = sum(world.layer.snapshot()["writes"].values())
         time.sleep(1.2)                                       # the lease lapses
         assert run_cli("compensate", "--db", pg_store_url, "--no-reconcile")[0] == 0
         code, out, err = run_cli("process", "--db", pg_store_url, "--once")
         assert code == 0, err[-2000:]
-        record = ledger.get(key)
+        record = pg_ledger.get(key)
         calls = ok_calls(world.vision)
         writes = world.layer.snapshot()["writes"]
 
@@ -93,32 +86,32 @@ def test_a_processor_killed_at_a_stage_boundary_leaves_the_survivor_one_clean_fi
     assert attrs["ai_condition"] == record.result["condition"]
 
 
-def test_a_slow_task_keeps_its_lease_while_its_worker_lives(ledger, pg_store_url):
+def test_a_slow_task_keeps_its_lease_while_its_worker_lives(pg_ledger, pg_store_url):
     """A Vision call three times the lease: the worker's renewals keep a second process from
     claiming the task, so the photo is asked once."""
     with World(FaultSchedule(latency_s=3.0)) as world:
-        ledger.set_config(loopback_settings(world, **{"processing.lease_s": "1"}),
+        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "1"}),
                           now=time.time())
-        (key,) = register(ledger, world.bodies(1))
+        (key,) = register(pg_ledger, world.bodies(1))
         procs = spawn_processes(pg_store_url, 2)
         try:
-            wait_until_settled(ledger, [key], timeout_s=60, procs=procs)
+            wait_until_settled(pg_ledger, [key], timeout_s=60, procs=procs)
         finally:
             stop_processes(procs)
-        record = ledger.get(key)
+        record = pg_ledger.get(key)
         total = world.vision.snapshot()["total"]
     assert record.status is Status.SUCCEEDED and record.attempt_count == 0
     assert record.lease_token == 1                            # claimed once, renewed since
     assert total == 1
 
 
-def test_terminated_backends_mid_run_lose_and_repeat_nothing(ledger, pg_store_url):
+def test_terminated_backends_mid_run_lose_and_repeat_nothing(pg_ledger, pg_store_url):
     """pg_terminate_backend on every processor connection, three times during the run: each
     task ends once, one valid answer per photo, one write per feature."""
     with World(FaultSchedule(latency_s=0.05, error_rate=0.1)) as world:
-        ledger.set_config(loopback_settings(world, **{"processing.lease_s": "2"}),
+        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "2"}),
                           now=time.time())
-        keys = register(ledger, world.bodies(80))
+        keys = register(pg_ledger, world.bodies(80))
         procs = spawn_processes(pg_store_url, 4)
         compensator = spawn([sys.executable, "-m", "fme_ai_resilience", "compensate", "--db",
                              pg_store_url, "--loop", "--interval", "0.5", "--no-reconcile",
@@ -136,11 +129,11 @@ def test_terminated_backends_mid_run_lose_and_repeat_nothing(ledger, pg_store_ur
         chaos = threading.Thread(target=terminate)
         chaos.start()
         try:
-            statuses = wait_until_settled(ledger, keys, timeout_s=180, procs=procs)
+            statuses = wait_until_settled(pg_ledger, keys, timeout_s=180, procs=procs)
         finally:
             chaos.join()
             outputs = stop_processes(procs + [compensator])
-        records = [ledger.get(k) for k in keys]
+        records = [pg_ledger.get(k) for k in keys]
         calls = ok_calls(world.vision)
         writes = world.layer.snapshot()["writes"]
 
@@ -153,11 +146,11 @@ def test_terminated_backends_mid_run_lose_and_repeat_nothing(ledger, pg_store_ur
 
 
 def test_reconciliation_finds_five_webhooks_that_never_came_and_backfills_them(
-        ledger, pg_store_url):
+        pg_ledger, pg_store_url):
     """Twenty features on the layer, fifteen webhooks delivered: reconcile reports the five
     by day, asset type and crew, and with --backfill the processors take them to SUCCEEDED."""
     with World(FaultSchedule(latency_s=0.01)) as world:
-        ledger.set_config(loopback_settings(world), now=time.time())
+        pg_ledger.set_config(loopback_settings(world), now=time.time())
         features = [world.layer.add_feature(photos=1) for _ in range(20)]
         sender = Survey123Sender("http://127.0.0.1:9/unused")
         bodies = [sender.body_for(f) for f in features]
@@ -181,10 +174,10 @@ def test_reconciliation_finds_five_webhooks_that_never_came_and_backfills_them(
         keys = [sub.idempotency_key for body in bodies for sub in parse_webhook(body)]
         procs = spawn_processes(pg_store_url, 2)
         try:
-            wait_until_settled(ledger, keys, timeout_s=60, procs=procs)
+            wait_until_settled(pg_ledger, keys, timeout_s=60, procs=procs)
         finally:
             stop_processes(procs)
-        backfilled = [ledger.get(k) for k in keys[15:]]
+        backfilled = [pg_ledger.get(k) for k in keys[15:]]
         again = json.loads(run_cli(*args)[1])
     assert all(r.status is Status.SUCCEEDED and r.source == "reconcile" for r in backfilled)
     assert again["missing"] == 0
