@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
+
+import pytest
 
 from fme_ai_resilience.core.fme.deployment import DEPLOYMENT_PARAMETERS_FROM_BUILD, V3, V4, api_for
 
@@ -284,3 +287,34 @@ class FlowServer:
 
 def start(token: str, build: int = BUILD_V4, **kwargs: Any) -> FlowServer:
     return FlowServer(FlowStandIn(token=token, build=build, **kwargs))
+
+
+#: The FME Flow token and the ledger URL the deploy tests hand over (both secrets).
+TOKEN = "fmetoken-0b7c-5ecret-a1"
+DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"
+
+
+@pytest.fixture
+def flow():
+    """Starts Flow stand-ins (``flow(build=..., token=..., **kwargs)``), stopped after the
+    test."""
+    servers = []
+
+    def run(build: int = BUILD_V4, token: str = TOKEN, **kwargs: Any) -> FlowServer:
+        server = start(token, build, **kwargs)
+        servers.append(server)
+        return server
+
+    yield run
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def flow_environment(monkeypatch):
+    """The token and the ledger URL in the variables ``flow deploy`` is told to read, and no
+    ``FAIR_*`` variable of the caller's."""
+    monkeypatch.setenv("FLOW_TOKEN_TEST", TOKEN)
+    monkeypatch.setenv("LEDGER_URL_TEST", DB)
+    for name in [n for n in os.environ if n.startswith("FAIR_")]:
+        monkeypatch.delenv(name)

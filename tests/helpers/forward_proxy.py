@@ -14,21 +14,13 @@ import socket
 import socketserver
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import List, Mapping, Optional, Tuple
+from typing import List, Mapping, Optional
 from urllib.parse import urlsplit
+
+from helpers.loopback import read_head
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-
-def _read_head(conn: socket.socket) -> Tuple[bytes, bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return b"", b""
-        data += chunk
-    head, rest = data.split(b"\r\n\r\n", 1)
-    return head, rest
 
 
 def _pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -87,7 +79,7 @@ class ForwardProxy:
 
     def _handle(self, conn: socket.socket) -> None:
         conn.settimeout(60)
-        head, rest = _read_head(conn)
+        head, rest = read_head(conn)
         if not head:
             return
         lines = head.split(b"\r\n")
@@ -113,7 +105,7 @@ class ForwardProxy:
             up.sendall(upstream_head + rest)
             sender = threading.Thread(target=_pipe, args=(conn, up), daemon=True)
             sender.start()
-            answer_head, answer_rest = _read_head(up)
+            answer_head, answer_rest = read_head(up)
             if not answer_head:
                 return
             answer_lines = [line for line in answer_head.split(b"\r\n")

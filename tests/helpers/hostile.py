@@ -9,22 +9,12 @@ import time
 from typing import Callable, List, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
-from helpers.loopback import Loopback
+from helpers.loopback import Loopback, read_head
 
 
 TRICKLE, SLOW_READ = "trickle", "slow-read"
 _PAD = b"X-Pad: " + b"a" * 400 + b"\r\n"
 
-
-def _read_head(conn: socket.socket) -> Tuple[bytes, bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return b"", b""
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
 
 
 def _length(head: bytes) -> int:
@@ -33,6 +23,28 @@ def _length(head: bytes) -> int:
         if name.strip().lower() == b"content-length":
             return int(value.strip())
     return 0
+
+
+
+def trickle(conn: socket.socket, answer: bytes, *, stop: threading.Event,
+            every_s: float) -> None:
+    """Send ``answer`` one byte every ``every_s`` until it is out, ``stop`` is set (the server
+    stops: the client held it at least this long) or the client shuts its side (it gave up)."""
+    try:
+        for byte in answer:
+            if stop.wait(every_s):
+                break
+            conn.sendall(bytes([byte]))
+            conn.settimeout(0)
+            try:
+                if conn.recv(1) == b"":
+                    break
+            except (BlockingIOError, socket.timeout):
+                pass
+            finally:
+                conn.settimeout(60)
+    except OSError:
+        pass
 
 
 class Front(Loopback):
@@ -69,7 +81,7 @@ class Front(Loopback):
 
     def _handle(self, conn: socket.socket, stop: threading.Event) -> None:
         conn.settimeout(60)
-        head, rest = _read_head(conn)
+        head, rest = read_head(conn)
         if not head:
             return
         self.seen.append(head)
@@ -105,21 +117,7 @@ class Front(Loopback):
     def _trickle(self, conn: socket.socket, path: str) -> None:
         start = time.monotonic()
         answer = b"HTTP/1.1 200 OK\r\n" + _PAD[:80] + b"\r\nContent-Length: 2\r\n\r\n{}"
-        try:
-            for byte in answer:
-                if self.stop.wait(self.every_s):
-                    break   # the server stops: the client held it at least this long
-                conn.sendall(bytes([byte]))
-                conn.settimeout(0)
-                try:
-                    if conn.recv(1) == b"":   # the client shut its side: it gave up
-                        break
-                except (BlockingIOError, socket.timeout):
-                    pass
-                finally:
-                    conn.settimeout(60)
-        except OSError:
-            pass
+        trickle(conn, answer, stop=self.stop, every_s=self.every_s)
         self.held.append((path, time.monotonic() - start))
 
     def _slow_read(self, conn: socket.socket, path: str, head: bytes, rest: bytes) -> None:

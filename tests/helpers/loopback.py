@@ -7,15 +7,24 @@ import threading
 import pytest
 
 
-def read_request(conn):
-    """Read one HTTP request (headers and a Content-Length body) from ``conn``."""
+def read_head(conn):
+    """Read a request's head from ``conn``: ``(head, what arrived after it)``; ``(b"", b"")``
+    when the client closed first."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
         if not chunk:
-            return data
+            return b"", b""
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return head, rest
+
+
+def read_request(conn):
+    """Read one HTTP request (headers and a Content-Length body) from ``conn``."""
+    head, body = read_head(conn)
+    if not head:
+        return head
     length = 0
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")

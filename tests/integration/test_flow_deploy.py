@@ -4,51 +4,26 @@ v3 fallback, everything read before anything is written, the secrets kept in dep
 parameters, and no token or ledger URL shown."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
 from fme_ai_resilience.cli import main
 
-from helpers.flow_standin import (BUILD_2023, BUILD_2024, BUILD_MIDDLE, BUILD_V3,
-                                            BUILD_V4, start)
-from helpers.flow_standin import BUILD_MIDDLE, BUILD_V3, BUILD_V4, start
 from helpers import REPO
+from helpers.flow_standin import (BUILD_2023, BUILD_2024, BUILD_MIDDLE, BUILD_V3,
+                                   BUILD_V4, DB, TOKEN, flow, flow_environment)  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("flow_environment")
 
 
 ROOT = REPO
 WORKSPACES = ROOT / "workspaces"
 FILES = ("WS-01_intake.fmw", "WS-02_processor.fmw", "WS-03_compensator.fmw")
-TOKEN = "fmetoken-0b7c-5ecret-a1"
-DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"
 BEGIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 V4_JOB = {"FAIR_DB": "$(fair_db)"}
 V4_TEMPLATES = WORKSPACES / "fme2023-2024"
-
-
-@pytest.fixture
-def flow():
-    servers = []
-
-    def run(build=BUILD_V4, token=TOKEN, **kwargs):
-        server = start(token, build, **kwargs)
-        servers.append(server)
-        return server
-
-    yield run
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture(autouse=True)
-def environment(monkeypatch):
-    monkeypatch.setenv("FLOW_TOKEN_TEST", TOKEN)
-    monkeypatch.setenv("LEDGER_URL_TEST", DB)
-    for name in [n for n in os.environ if n.startswith("FAIR_")]:
-        monkeypatch.delenv(name)
 
 
 def deploy(server, *extra, directory=WORKSPACES):

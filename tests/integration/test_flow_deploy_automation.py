@@ -3,40 +3,14 @@ deploy that will not create them is refused before anything reaches FME Flow, an
 that cannot be written stops the deploy before anything is uploaded."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from fme_ai_resilience.cli import main
 
 from helpers import REPO
-from helpers.flow_standin import BUILD_V3, BUILD_V4, start
+from helpers.flow_standin import BUILD_V3, BUILD_V4, flow, flow_environment  # noqa: F401
 
-
-TOKEN = "fmetoken-0b7c-5ecret-a1"
-DB = "postgresql://fair:ledger-pw-77@db.internal:5432/ledger"
-
-
-@pytest.fixture
-def flow():
-    servers = []
-
-    def run(build=BUILD_V4, **kwargs):
-        server = start(TOKEN, build, **kwargs)
-        servers.append(server)
-        return server
-
-    yield run
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture(autouse=True)
-def environment(monkeypatch):
-    monkeypatch.setenv("FLOW_TOKEN_TEST", TOKEN)
-    monkeypatch.setenv("LEDGER_URL_TEST", DB)
-    for name in [n for n in os.environ if n.startswith("FAIR_")]:
-        monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("flow_environment")
 
 
 def deploy(server, *extra):

@@ -29,6 +29,7 @@ from fme_ai_resilience.cli.package import build_package, stage_package
 
 from helpers.postgres import IN_CI
 from helpers import REPO, script
+from helpers.wheelhouse import house  # noqa: F401 (a fixture)
 from helpers.forward_proxy import ForwardProxy
 
 
@@ -37,23 +38,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.xdist_group("build")]
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 SCRIPT = Path(script("fpkg_pipeline.py"))
 ROOT = REPO
-
-
-@pytest.fixture(scope="module")
-def house(tmp_path_factory):
-    """The pinned dependency wheels (fmetools among them): $FAIR_TEST_WHEELHOUSE, or pip's."""
-    given = os.environ.get("FAIR_TEST_WHEELHOUSE")
-    if given:
-        return Path(given)
-    from fme_ai_resilience.core.fme import fpkg as core
-
-    target = tmp_path_factory.mktemp("house")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
-                    "--platform", "any", "--implementation", "py", "--abi", "none",
-                    "--python-version", "3.9", "-d", str(target), "-c",
-                    str(ROOT / core.CONSTRAINTS_FILE), *core.PURE_REQUIREMENTS,
-                    *core.VENDORED], check=True, capture_output=True)
-    return target
 
 
 @pytest.fixture(scope="module")

@@ -3,38 +3,19 @@ does not ship: an installer that resolves the wheels' requirements offline (FME 
 nothing) finds every one."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import zipfile
 from email.parser import Parser
-from pathlib import Path
 
 import pytest
 
 from fme_ai_resilience.cli.package import stage_package
 from fme_ai_resilience.core.fme import fpkg as core
 
-from helpers import REPO
+from helpers.wheelhouse import house  # noqa: F401 (a fixture)
 
 
 pytestmark = [pytest.mark.xdist_group("build")]
-
-
-@pytest.fixture(scope="module")
-def house(tmp_path_factory):
-    """The pinned dependency wheels: $FAIR_TEST_WHEELHOUSE, or pip's."""
-    given = os.environ.get("FAIR_TEST_WHEELHOUSE")
-    if given:
-        return Path(given)
-    target = tmp_path_factory.mktemp("house")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:",
-                    "--platform", "any", "--implementation", "py", "--abi", "none",
-                    "--python-version", "3.9", "-d", str(target), "-c",
-                    str(REPO / core.CONSTRAINTS_FILE), *core.PURE_REQUIREMENTS,
-                    *core.VENDORED], check=True, capture_output=True)
-    return target
 
 
 def test_the_library_wheel_requires_only_what_the_package_or_fme_brings(tmp_path, house):

@@ -13,6 +13,7 @@ from fme_ai_resilience.core.errors import ErrorClass
 from fme_ai_resilience.services.http.sessions import new_session, reset_session_choice
 from fme_ai_resilience.services.vision.phases import exchange
 
+from helpers.hostile import trickle
 from helpers.loopback import Loopback
 
 
@@ -40,21 +41,7 @@ class TricklingProxy(Loopback):
                 return
             head += chunk
         start = time.monotonic()
-        try:
-            for byte in ANSWER:
-                if stop.wait(EVERY_S):
-                    break
-                conn.sendall(bytes([byte]))
-                conn.settimeout(0)
-                try:
-                    if conn.recv(1) == b"":   # the client shut its side: it gave up
-                        break
-                except (BlockingIOError, socket.timeout):
-                    pass
-                finally:
-                    conn.settimeout(60)
-        except OSError:
-            pass
+        trickle(conn, ANSWER, stop=stop, every_s=EVERY_S)
         self.held.append((head.split(b"\r\n", 1)[0].decode(), time.monotonic() - start))
 
 
