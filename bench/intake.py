@@ -1,4 +1,4 @@
-"""Intake cost: decisions per second through ``intake.decide`` against the store's bare ``register``.
+"""Intake cost: decisions per second through ``intake.receive`` against the store's bare ``register``.
 
 Run: ``.venv/bin/python bench/intake.py`` (PostgreSQL from ``FAIR_TEST_PG_URL`` or the local
 server; a throw-away database is created and dropped). Writes nothing but stdout.
@@ -8,16 +8,16 @@ through two paths on an emptied ledger:
 
 * reference ``register``: the store's one-round-trip registration of the already parsed
   :class:`Submission` (parsing done before the clock starts), with the same watermark and park
-  ceiling ``decide`` derives from the default settings (so both run the same SQL: new rows up
+  ceiling ``receive`` derives from the default settings (so both run the same SQL: new rows up
   to the watermark of 48, parked DEFERRED after it);
-* subject ``decide``: the raw body bytes through parsing, keys, the backpressure plan, the
+* subject ``receive``: the raw body bytes through parsing, keys, the backpressure plan, the
   registration and the HTTP answer, exactly as the gateway calls it.
 
 Each path is timed for new submissions, then for redeliveries of the same bodies (duplicates,
 reported as context: no target). Both paths write into the same ledger in alternating chunks
-of 20, so they share table size and machine load; each register chunk and the decide chunk
+of 20, so they share table size and machine load; each register chunk and the receive chunk
 beside it form a pair, and the median of the pairs' ratios is reported (robust to load
-bursts). Regression guard: ``decide`` takes at most 1.5x ``register`` for new bodies.
+bursts). Regression guard: ``receive`` takes at most 1.5x ``register`` for new bodies.
 """
 from __future__ import annotations
 
@@ -37,13 +37,13 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.services.intake.webhook import receive
 from fme_ai_resilience.core.ledger import OverloadMode
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store  # noqa: E402
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
-#: The regression guard: decide / register for new bodies.
+#: The regression guard: receive / register for new bodies.
 TARGET_RATIO = 1.5
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "survey123_add.json"
 PG_ADMIN_URL = os.environ.get("FAIR_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -104,7 +104,7 @@ def measure(url: str, raw: Sequence[bytes], rounds: int, chunk: int = 20) -> Mea
     """Per phase: median seconds per operation of each path, and the median paired ratio.
 
     ``raw`` is split in two halves, one per path, registered into the same emptied ledger in
-    alternating chunks (which goes first alternates too). Each register chunk and the decide
+    alternating chunks (which goes first alternates too). Each register chunk and the receive
     chunk run right after it form a pair; the median of the pairs' ratios is robust to load
     bursts on a shared machine, which a total over a round is not.
     """
@@ -122,10 +122,10 @@ def measure(url: str, raw: Sequence[bytes], rounds: int, chunk: int = 20) -> Mea
 
     def run_decide(phase: str, lo: int, hi: int) -> None:
         for b in bodies_[lo:hi]:
-            decide(b, HEADERS, settings, store=store, now=now)
+            receive(b, HEADERS, settings, store=store, now=now)
 
     samples: Dict[str, Dict[str, List[float]]] = {
-        phase: {"register": [], "decide": [], "ratio": []} for phase in PHASES}
+        phase: {"register": [], "receive": [], "ratio": []} for phase in PHASES}
     try:
         for r in range(rounds):
             store.clear()
@@ -134,15 +134,15 @@ def measure(url: str, raw: Sequence[bytes], rounds: int, chunk: int = 20) -> Mea
                     hi = min(half, lo + chunk)
                     spent = {}
                     pair = [("register", run_register),
-                            ("decide", functools.partial(run_decide, phase))]
+                            ("receive", functools.partial(run_decide, phase))]
                     for name, fn in (pair if (lo // chunk + r) % 2 == 0 else pair[::-1]):
                         start = time.perf_counter()
                         fn(lo, hi)
                         spent[name] = (time.perf_counter() - start) / (hi - lo)
                     got = samples[phase]
                     got["register"].append(spent["register"])
-                    got["decide"].append(spent["decide"])
-                    got["ratio"].append(spent["decide"] / spent["register"])
+                    got["receive"].append(spent["receive"])
+                    got["ratio"].append(spent["receive"] / spent["register"])
     finally:
         store.close()
     return {phase: {k: statistics.median(v) for k, v in got.items()}
@@ -154,13 +154,13 @@ def report(results: Dict[str, Measured], n: int, rounds: int) -> bool:
           f"medians over chunk pairs; CPython {platform.python_version()}, {platform.system()} "
           f"{platform.machine()}, {os.cpu_count()} cores")
     print()
-    print("| backend | phase | register (µs) | decide (µs) | register/s | decide/s "
-          "| decide / register | overhead |")
+    print("| backend | phase | register (µs) | receive (µs) | register/s | receive/s "
+          "| receive / register | overhead |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     ok = True
     for backend, phases in results.items():
         for phase, m in phases.items():
-            reg, dec, ratio = m["register"], m["decide"], m["ratio"]
+            reg, dec, ratio = m["register"], m["receive"], m["ratio"]
             if phase in COUNTED:
                 ok = ok and ratio <= TARGET_RATIO
             print(f"| {backend} | {phase} | {reg * 1e6:.0f} | {dec * 1e6:.0f} | {1 / reg:,.0f} "
@@ -168,7 +168,7 @@ def report(results: Dict[str, Measured], n: int, rounds: int) -> bool:
     print()
     print("redelivery: the same bodies again, answered from the existing rows (context, not "
           "counted).")
-    print(f"guard: decide <= {TARGET_RATIO:g}x register for new bodies: "
+    print(f"guard: receive <= {TARGET_RATIO:g}x register for new bodies: "
           f"{'met' if ok else 'NOT met'}")
     return ok
 

@@ -48,7 +48,7 @@ _HOLDERS: Dict[str, Tuple[str, ...]] = {
     "core.intake.submission": ("Submission",),
     "core.intake.survey123": ("parse_webhook",),
     "core.intake.keys": ("idempotency_key",),
-    "services.intake.webhook": ("decide", "IntakeAnswer"),
+    "services.intake.webhook": ("receive", "decide", "IntakeAnswer"),
     "services.config.settings": ("LiveSettings",),
     "services.flow.client": ("FlowClient",),
     # validation and the Vision AI service

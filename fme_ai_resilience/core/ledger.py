@@ -17,7 +17,7 @@ from .intake.submission import Submission
 __all__ = ["Status", "TaskOutcome", "LayerStatus", "DeferCause", "ReviewState", "RegisterOutcome", "WhenDegraded", "OverloadMode", "Stage", "Registration",
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
            "AssetRow", "Notification", "PruneResult", "CallSample", "CompletionSample",
-           "RegistrationSample", "DeadLetterOutcome", "Refusal", "OutcomeCounts", "LedgerState", "ReviewItem",
+           "RegistrationSample", "InvalidBodyKept", "Refusal", "PhotoCounts", "LedgerState", "ReviewItem",
            "ReviewVerdict", "INVALID_NOT_KEPT", "REFUSALS_NOT_RECORDED"]
 
 #: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
@@ -105,7 +105,7 @@ class RegisterOutcome(str, enum.Enum):
     PARKED = "PARKED"               # park mode: stored as DEFERRED, answer 202
 
 
-class DeadLetterOutcome(str, enum.Enum):
+class InvalidBodyKept(str, enum.Enum):
     """What ``Store.keep_invalid_body`` did with the evidence of a body that is no submission."""
 
     KEPT = "KEPT"                   # a new DEAD row (INVALID_PAYLOAD)
@@ -410,7 +410,7 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class OutcomeCounts:
+class PhotoCounts:
     """The ledger in the one honest vocabulary: ``analysed`` (SUCCEEDED, ACCEPTED or REVIEW),
     ``awaiting`` (owed: in progress, ``held_back`` of them by the degradation ladder),
     ``skipped`` (by the deployment's policy: never analysed), ``in_review`` (the review
@@ -485,7 +485,7 @@ class LedgerState:
     """
 
     observed_at: float
-    outcomes: OutcomeCounts = field(default_factory=OutcomeCounts)
+    outcomes: PhotoCounts = field(default_factory=PhotoCounts)
     due: int = 0
     oldest_due_at: Optional[float] = None
     oldest_due_created_at: Optional[float] = None

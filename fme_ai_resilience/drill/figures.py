@@ -21,7 +21,7 @@ from ..store.text import REPLACEMENT, clean_text
 from .invariants import checks
 from .report import DrillReport, SubjectResult
 
-__all__ = ["Verdict", "Cell", "Row", "STATE_LABELS", "ran", "skipped",
+__all__ = ["Standing", "Cell", "Row", "STATE_LABELS", "ran", "skipped",
            "figure_rows", "subject_notes", "printable", "number", "seconds"]
 
 #: The judge's states of a photo as the table names them (the page's charts too).
@@ -35,7 +35,7 @@ STATE_LABELS = {"ACCEPTED": "accepted", "REVIEW": "in review (under the threshol
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-class Verdict(str, enum.Enum):
+class Standing(str, enum.Enum):
     """How a figure stands against its bound."""
 
     GOOD = "good"
@@ -47,7 +47,7 @@ class Cell:
     """One subject's figure as shown, and its verdict where the figure has a bound."""
 
     text: str
-    verdict: Optional[Verdict] = None
+    verdict: Optional[Standing] = None
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ def _finite(value: Optional[float]) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _judge(ok: bool) -> Verdict:
-    return Verdict.GOOD if ok else Verdict.BAD
+def _judge(ok: bool) -> Standing:
+    return Standing.GOOD if ok else Standing.BAD
 
 
 def _keys(subjects: Sequence[SubjectResult], attr: str, first: Iterable[str] = ()) -> List[str]:

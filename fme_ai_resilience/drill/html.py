@@ -19,7 +19,7 @@ from typing import Callable, List, Sequence
 
 from .charts import (ai_calls_chart, backlog_chart, breaker_chart, escape, has_breaker,
                      has_level, has_photos, level_chart, photos_chart, scales_for, Scales)
-from .figures import Row, Verdict, figure_rows, number, ran, seconds, skipped, subject_notes
+from .figures import Row, Standing, figure_rows, number, ran, seconds, skipped, subject_notes
 from .invariants import targets, verdict
 from .report import LIBRARY, DrillReport, SubjectResult
 from .speed import comparison, plainly
@@ -74,7 +74,7 @@ p.run-note { color: #444444; margin: 4px 0; }
 """ + "".join(f"section.verdict.{'pass' if met else 'fail'} {{ background: {fill}; "
               f"border-color: {edge}; }}\n" for met, (fill, edge) in VERDICT_COLOURS.items())
 
-_MARK_TEXT = {Verdict.GOOD: "\u2713 ok", Verdict.BAD: "\u2717 bad"}
+_MARK_TEXT = {Standing.GOOD: "\u2713 ok", Standing.BAD: "\u2717 bad"}
 
 
 def _params(report: DrillReport) -> str:
@@ -95,7 +95,7 @@ def _verdict(report: DrillReport) -> List[str]:
     checks = targets(report)
     met = all(c.met for c in checks)
     items = [f'<li class="{"met" if c.met else "missed"}">'
-             f'{_MARK_TEXT[Verdict.GOOD if c.met else Verdict.BAD]} {escape(c.name)}</li>'
+             f'{_MARK_TEXT[Standing.GOOD if c.met else Standing.BAD]} {escape(c.name)}</li>'
              for c in checks]
     speed = [f"<li>{escape(line)}</li>" for line in comparison(report).lines]
     said = plainly(report)
@@ -133,8 +133,8 @@ def _figures(report: DrillReport, subjects: Sequence[SubjectResult]) -> List[str
            f"<thead><tr>{''.join(head)}</tr></thead>", "<tbody>"]
     out += [_figure_row(row, subjects, report.library) for row in figure_rows(report)]
     out += ["</tbody>", "</table>",
-            f'<p class="legend">{_MARK_TEXT[Verdict.GOOD]}: within its target \u00b7 '
-            f"{_MARK_TEXT[Verdict.BAD]}: misses it \u00b7 {escape(LIBRARY)} is the library; "
+            f'<p class="legend">{_MARK_TEXT[Standing.GOOD]}: within its target \u00b7 '
+            f"{_MARK_TEXT[Standing.BAD]}: misses it \u00b7 {escape(LIBRARY)} is the library; "
             "the other columns are the approaches FME users reach for today.</p>"]
     notes = [f'<li class="model"><strong>{escape(s.name)}</strong> models: '
              f'{escape(s.model)}</li>' for s in subjects if s.model]

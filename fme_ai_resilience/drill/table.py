@@ -13,7 +13,7 @@ from __future__ import annotations
 import unicodedata
 from typing import List, Optional, Sequence
 
-from .figures import (Cell, Verdict, figure_rows, number, printable, ran, seconds, skipped,
+from .figures import (Cell, Standing, figure_rows, number, printable, ran, seconds, skipped,
                       subject_notes)
 from .invariants import targets, verdict
 from .report import LIBRARY, DrillReport, SubjectResult
@@ -32,7 +32,7 @@ CHECKLIST_TITLE = "the library's targets (they decide the exit code):"
 SPEED_TITLE = "speed, side by side in this run (never decides the exit code):"
 
 #: What a judged cell says after its value; every mark is as wide as the others.
-MARKS = {Verdict.GOOD: "  ok", Verdict.BAD: " BAD", None: "    "}
+MARKS = {Standing.GOOD: "  ok", Standing.BAD: " BAD", None: "    "}
 _GAP = "  "
 
 

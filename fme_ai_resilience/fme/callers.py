@@ -43,7 +43,7 @@ from ..core.intake.keys import trace_id_for
 from ..core.ledger import Status
 from ..core.fme.parameters import BODY_PARAMETER, COMPENSATOR, HEADERS_PARAMETER, INTAKE, PROCESSOR
 from ..core.text.redact import redact_text
-from ..services.intake.webhook import decide
+from ..services.intake.webhook import receive
 from ..services.observe.signals import read_signals
 from ..services.pipeline import build_compensator, build_processor
 from ..services.processing.processor import BatchReport, Stop
@@ -115,7 +115,7 @@ class IntakeCaller(CallerBase):
 
     def _handle(self, feature: Any) -> None:
         body, headers = self._webhook(feature)
-        answer = decide(body, headers, self._settings, store=self._ledger(),
+        answer = receive(body, headers, self._settings, store=self._ledger(),
                         now=self.clock.now())
         state = str(answer.body.get("status", ""))
         if answer.status_code in (400, 422):

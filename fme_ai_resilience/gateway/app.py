@@ -28,7 +28,7 @@ from ..core.clock import Clock, SystemClock
 from ..core.errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
 from ..core.text.printable import printable
 from ..core.text.redact import redact_text
-from ..services.intake.webhook import decide, ledger_retry_after_s
+from ..services.intake.webhook import receive, ledger_retry_after_s
 from ..services.config.settings import LiveSettings
 from ..services.observe.signals import read_signals
 from ..core.config.settings import Settings
@@ -224,7 +224,7 @@ class _Gateway:
             if problem:
                 return _unauthorized(problem)
         headers = _request_headers(environ)
-        answer = decide(raw, headers, settings, store=self.store, now=self.clock.now(),
+        answer = receive(raw, headers, settings, store=self.store, now=self.clock.now(),
                         flow_health=self.flow_health)
         return answer.status_code, dict(answer.headers), dict(answer.body)
 

@@ -14,8 +14,8 @@ from ..core.resilience.concurrency import ConcurrencySettings, LimitState
 from ..core.resilience.degrade import LadderState
 from ..core.errors import ErrorClass, FailureClass
 from ..core.ledger import (AssetRow, CallRecord, CallSample, CompletionSample, Notification,
-                           PruneResult, RegistrationSample, CallWindow, DeadLetterOutcome,
-                           DeferCause, FormatAnomaly, LayerStatus, LedgerState, OutcomeCounts,
+                           PruneResult, RegistrationSample, CallWindow, InvalidBodyKept,
+                           DeferCause, FormatAnomaly, LayerStatus, LedgerState, PhotoCounts,
                            ReviewItem, ReviewState, ReviewVerdict, OverloadMode, ReapResult,
                            Refusal, Registration, Stage, Task, TaskOutcome, TaskRecord)
 from ..core.intake.submission import Submission
@@ -70,7 +70,7 @@ class Store(Protocol):
 
     def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
                           now: float, per_minute: int, limit: int,
-                          trace_id: str = "") -> DeadLetterOutcome:
+                          trace_id: str = "") -> InvalidBodyKept:
         """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, at most
         ``per_minute`` in the last 60 s and ``limit`` in all; past either, store nothing and
         count it (``invalid_not_kept``). ALREADY_KEPT when ``key`` exists."""
@@ -165,7 +165,7 @@ class Store(Protocol):
         """In-progress tasks without those the degradation ladder holds back, at most
         ``limit``: the backlog the ladder climbs on."""
 
-    def outcome_counts(self) -> OutcomeCounts:
+    def outcome_counts(self) -> PhotoCounts:
         """The ledger in the one honest vocabulary: analysed, awaiting analysis (held back),
         skipped by policy, in review, reviewed, expanded, dead by cause."""
 

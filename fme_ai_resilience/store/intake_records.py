@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping
 
 from ..core.checks import count, finite, name
 from ..core.errors import ConfigurationError, FailureClass
-from ..core.ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, DeadLetterOutcome, Refusal
+from ..core.ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, InvalidBodyKept, Refusal
 from ..core.text.redact import excerpt, redact_mapping
 from .rows import ERROR_LIMIT, from_json, limit_of, to_json
 
@@ -31,7 +31,7 @@ class IntakeRecordOps:
 
     def keep_invalid_body(self, key: str, payload: Mapping[str, Any], error: str, *,
                           now: float, per_minute: int, limit: int,
-                          trace_id: str = "") -> DeadLetterOutcome:
+                          trace_id: str = "") -> InvalidBodyKept:
         """Keep the dead letter (INVALID_PAYLOAD) of a body that is no submission, within bounds.
 
         At most ``per_minute`` are kept in the 60 s before ``now`` and ``limit`` in all (a
@@ -48,17 +48,17 @@ class IntakeRecordOps:
                   "error": excerpt(error, ERROR_LIMIT), "now": now, "trace_id": trace_id,
                   "source": "survey123"}
 
-        def work(tx: Any) -> DeadLetterOutcome:
+        def work(tx: Any) -> InvalidBodyKept:
             if tx.run("existing", params).rows:
-                return DeadLetterOutcome.ALREADY_KEPT
+                return InvalidBodyKept.ALREADY_KEPT
             recent = tx.run("invalid_recent", {"since": now - 60.0,
                                                "count_limit": per_minute}).rows[0]["n"]
             if int(recent) >= per_minute or int(tx.run("invalid_total", {
                     "count_limit": limit}).rows[0]["n"]) >= limit:
                 tx.run("bump_counter", {"name": INVALID_NOT_KEPT, "now": now})
-                return DeadLetterOutcome.NOT_KEPT
+                return InvalidBodyKept.NOT_KEPT
             kept = tx.run("insert_dead_letter", params).rowcount == 1
-            return DeadLetterOutcome.KEPT if kept else DeadLetterOutcome.ALREADY_KEPT
+            return InvalidBodyKept.KEPT if kept else InvalidBodyKept.ALREADY_KEPT
 
         return self._transact(work)
 

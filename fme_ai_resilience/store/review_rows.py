@@ -3,7 +3,7 @@
 Mixed into :class:`~fme_ai_resilience.store.sqlbase.SqlStore`: the interim value a task still
 owed shows on the layer (written once), the release of the photos the degradation ladder held
 back, the backlog the ladder climbs on (without them), the ledger counted in the one honest
-vocabulary (:class:`~fme_ai_resilience.core.ledger.OutcomeCounts`) and the review queue with its
+vocabulary (:class:`~fme_ai_resilience.core.ledger.PhotoCounts`) and the review queue with its
 verdicts, each recorded once. The SQL is in ``sql/queries*.sql``.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.checks import count, finite, name
-from ..core.ledger import (AssetRow, LayerStatus, LedgerState, OutcomeCounts, ReviewItem,
+from ..core.ledger import (AssetRow, LayerStatus, LedgerState, PhotoCounts, ReviewItem,
                            ReviewState, ReviewVerdict, TaskOutcome)
 from .rows import NO_LIMIT, from_json, optional, to_json
 
@@ -83,8 +83,8 @@ class ReviewRowOps:
         rows = self._statement("ladder_backlog", {"count_limit": cap}, write=False).rows
         return int(rows[0]["n"])
 
-    def outcome_counts(self) -> OutcomeCounts:
-        """The ledger in the one honest vocabulary (see :class:`OutcomeCounts`)."""
+    def outcome_counts(self) -> PhotoCounts:
+        """The ledger in the one honest vocabulary (see :class:`PhotoCounts`)."""
         got = {"ACCEPTED": 0, "REVIEW": 0, "SKIPPED": 0, "expanded": 0, "in_review": 0,
                "reviewed": 0}
         for row in self._statement("outcome_counts", write=False).rows:
@@ -105,7 +105,7 @@ class ReviewRowOps:
         held = int(self._statement("held_back", write=False).rows[0]["n"])
         dead = {str(row["failure_class"] or "UNKNOWN"): int(row["n"])
                 for row in self._statement("dead_letters", write=False).rows}
-        return OutcomeCounts(accepted=got["ACCEPTED"], review=got["REVIEW"],
+        return PhotoCounts(accepted=got["ACCEPTED"], review=got["REVIEW"],
                              skipped=got["SKIPPED"], expanded=got["expanded"],
                              awaiting=awaiting, held_back=held, in_review=got["in_review"],
                              reviewed=got["reviewed"], dead=dead)

@@ -15,7 +15,7 @@ import pytest
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.core.errors import SchemaMissing
 from fme_ai_resilience.gateway import make_app
-from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.services.intake.webhook import receive
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import SqlStore, open_store
 
@@ -105,7 +105,7 @@ def test_a_postgresql_ledger_without_tables_answers_503_and_says_run_db_init(emp
     """PostgreSQL never creates the schema by itself: intake answers 503 + Retry-After with
     the reason, /healthz says "schema missing: run db init", status exits 1 saying so."""
     with open_store(empty_pg_url) as store:
-        answer = decide(BODY, {}, Settings(), store=store, now=T0)
+        answer = receive(BODY, {}, Settings(), store=store, now=T0)
         assert answer.status_code == 503 and answer.retry_after_s >= 1
         assert answer.body["reason"] == "schema missing: run db init"
         status, headers, body = _call(make_app(store=store))

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fme_ai_resilience.core.errors import ConfigurationError, ErrorClass, FailureClass
-from fme_ai_resilience.core.ledger import (CallRecord, DeadLetterOutcome, FormatAnomaly,
+from fme_ai_resilience.core.ledger import (CallRecord, InvalidBodyKept, FormatAnomaly,
                                            OverloadMode, ReapResult, RegisterOutcome, Stage,
                                            Status, TaskOutcome)
 from fme_ai_resilience.core.config.pipeline_settings import SECRET_SETTINGS
@@ -478,7 +478,7 @@ def test_completed_since_counts_the_work_engines_finished(store):
     store.bury("b", b.lease_token, FailureClass.AUTH, "x", now=T0 + 20)
     store.record_dead_letter("c", {}, FailureClass.INVALID_PAYLOAD, "x", now=T0 + 5)
     assert store.keep_invalid_body("d", {}, "x", now=T0 + 6, per_minute=5, limit=5) \
-        is DeadLetterOutcome.KEPT
+        is InvalidBodyKept.KEPT
     assert store.completed_since(T0 + 5) == 2
     assert store.completed_since(T0 + 10) == 2
     assert store.completed_since(T0 + 21) == 0
@@ -490,12 +490,12 @@ def test_dead_letters_of_invalid_bodies_are_bounded_per_minute_and_in_all(store)
     keep = store.keep_invalid_body
     outcomes = [keep(f"body:{i}", {"i": i}, "bad", now=T0 + i, per_minute=3, limit=5)
                 for i in range(5)]
-    assert outcomes == [DeadLetterOutcome.KEPT] * 3 + [DeadLetterOutcome.NOT_KEPT] * 2
+    assert outcomes == [InvalidBodyKept.KEPT] * 3 + [InvalidBodyKept.NOT_KEPT] * 2
     assert keep("body:0", {}, "bad", now=T0 + 5, per_minute=3, limit=5) \
-        is DeadLetterOutcome.ALREADY_KEPT
+        is InvalidBodyKept.ALREADY_KEPT
     later = [keep(f"body:{i}", {}, "bad", now=T0 + 61 + i, per_minute=3, limit=5)
              for i in range(10, 14)]
-    assert later == [DeadLetterOutcome.KEPT] * 2 + [DeadLetterOutcome.NOT_KEPT] * 2
+    assert later == [InvalidBodyKept.KEPT] * 2 + [InvalidBodyKept.NOT_KEPT] * 2
     assert store.counts()["DEAD"] == 5 and store.dead_letters()["INVALID_PAYLOAD"] == 5
     assert store.intake_counters()["invalid_not_kept"] == 4
 

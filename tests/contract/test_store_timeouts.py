@@ -19,7 +19,7 @@ import pytest
 from fme_ai_resilience.core.errors import StoreUnavailable
 from fme_ai_resilience.gateway import make_app
 from fme_ai_resilience.core.ledger import TaskOutcome
-from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.services.intake.webhook import receive
 from fme_ai_resilience.core.config.settings import Settings, DatabaseSettings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
@@ -96,9 +96,9 @@ def test_intake_behind_a_held_table_lock_answers_503_with_retry_after(pg):
     settings = DatabaseSettings(lock_timeout_s=0.5)
     with open_store(pg, settings=settings) as store:
         with held(pg, "LOCK TABLE ai_task_registry IN ACCESS EXCLUSIVE MODE"):
-            answer = outcome_of(lambda: decide(BODY, {}, Settings(), store=store, now=T0))
+            answer = outcome_of(lambda: receive(BODY, {}, Settings(), store=store, now=T0))
         assert answer.status_code == 503 and answer.retry_after_s >= 1
-        assert decide(BODY, {}, Settings(), store=store, now=T0).status_code == 202
+        assert receive(BODY, {}, Settings(), store=store, now=T0).status_code == 202
 
 
 def test_healthz_behind_a_held_table_lock_answers_503_with_retry_after(pg):

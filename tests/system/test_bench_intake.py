@@ -1,4 +1,4 @@
-"""The intake bench runs and reports decide against register with a ratio per backend and phase."""
+"""The intake bench runs and reports receive against register with a ratio per backend and phase."""
 from __future__ import annotations
 
 import importlib.util
@@ -25,7 +25,7 @@ def test_intake_bench_reports_both_phases(capsys):
     assert bench.main(["--backends", "sqlite", "--n", "20", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "| sqlite | new |" in out and "| sqlite | redelivery |" in out
-    assert "x register" in out and "guard: decide <= 1.5x register for new bodies" in out
+    assert "x register" in out and "guard: receive <= 1.5x register for new bodies" in out
 
 
 def test_bench_bodies_are_distinct_valid_webhooks():
@@ -41,8 +41,8 @@ def test_the_redelivery_is_context_not_target(capsys):
     """The redelivery row is printed with its explanation and never decides the verdict."""
     bench = _load()
     bench.report({"sqlite": {
-        "new": {"register": 1e-4, "decide": 1.4e-4, "ratio": 1.4},
-        "redelivery": {"register": 5e-5, "decide": 1e-4, "ratio": 2.0}}}, 20, 1)
+        "new": {"register": 1e-4, "receive": 1.4e-4, "ratio": 1.4},
+        "redelivery": {"register": 5e-5, "receive": 1e-4, "ratio": 2.0}}}, 20, 1)
     out = capsys.readouterr().out
     assert "| sqlite | redelivery |" in out and "+100 %" in out
     assert "not counted" in out and "for new bodies: met" in out

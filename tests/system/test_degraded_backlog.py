@@ -18,7 +18,7 @@ import pytest
 
 from fme_ai_resilience.core.resilience.calibrate import percentile
 from fme_ai_resilience.drill.standins import FaultSchedule
-from fme_ai_resilience.services.intake.webhook import decide
+from fme_ai_resilience.services.intake.webhook import receive
 from fme_ai_resilience.services.pipeline import build_compensator, build_processor
 from fme_ai_resilience.services.processing.processor import Stop
 from fme_ai_resilience.core.config.settings import Settings
@@ -87,7 +87,7 @@ def test_a_backlog_of_18x_the_watermark_is_analysed_critical_first(tmp_path, req
             store.clear()
             for body, feature in zip(bodies, world.features):
                 submitted[feature.global_id] = time.time()
-                assert decide(body, settings=settings, store=store,
+                assert receive(body, settings=settings, store=store,
                               now=time.time()).status_code \
                     in (200, 202)
         stop, errors, levels = threading.Event(), [], []

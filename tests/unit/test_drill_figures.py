@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fme_ai_resilience.drill.figures import (Cell, Verdict, figure_rows, printable, ran, skipped,
+from fme_ai_resilience.drill.figures import (Cell, Standing, figure_rows, printable, ran, skipped,
                                              subject_notes)
 from fme_ai_resilience.drill.invariants import checks
 from fme_ai_resilience.drill.report import LIBRARY
@@ -66,8 +66,8 @@ def test_bounded_figures_are_judged_for_every_subject_by_the_same_checks():
     for i, subject in enumerate(ran(report)):
         for check in checks(report, subject):
             assert rows[check.key].cells[i].verdict is (
-                Verdict.GOOD if check.met else Verdict.BAD), (subject.name, check)
-    good, bad = Verdict.GOOD, Verdict.BAD
+                Standing.GOOD if check.met else Standing.BAD), (subject.name, check)
+    good, bad = Standing.GOOD, Standing.BAD
     verdicts = {key: [c.verdict for c in rows[key].cells]
                 for key in ("analysed", "lost", "conflicting_writes", "duplicate_rows",
                             "outage_ai_calls", "peak_concurrent_calls")}
@@ -99,7 +99,7 @@ def test_without_an_outage_calls_per_analysed_photo_are_judged_instead():
     assert all(c.verdict is None for c in row.cells) and "no outage" in row.target
     assert "recovery_lag_s" not in rows
     assert [c.verdict for c in rows["ai_calls_per_analysed"].cells] == [
-        Verdict.BAD, Verdict.BAD, Verdict.BAD]
+        Standing.BAD, Standing.BAD, Standing.BAD]
     assert rows["ai_calls_per_analysed"].target == "<= 1.22"
 
 
@@ -124,7 +124,7 @@ def test_non_finite_numbers_read_as_not_available():
     assert rows["ai_spend"].cells[0].text == "n/a"
     assert rows["drain_s"].cells[0].text == "n/a"
     assert rows["ai_calls_per_analysed"].cells[0].text == "n/a"
-    assert rows["ai_calls_per_analysed"].cells[0].verdict is Verdict.BAD
+    assert rows["ai_calls_per_analysed"].cells[0].verdict is Standing.BAD
     assert rows_by_key(report)["recovery_lag_s"].cells[0].text == "n/a"
 
 
@@ -142,7 +142,7 @@ def test_a_drift_judges_the_calls_into_the_drifted_model_and_shows_its_detection
     report.library.drift_ai_calls, report.library.drift_detection_s = 7, 0.6
     report.baselines["naive"].drift_ai_calls = 40
     rows = rows_by_key(report)
-    assert [c.verdict for c in rows["drift_ai_calls"].cells][:2] == [Verdict.GOOD, Verdict.BAD]
+    assert [c.verdict for c in rows["drift_ai_calls"].cells][:2] == [Standing.GOOD, Standing.BAD]
     assert rows["drift_detection_s"].cells[0].text == "0.60 s"
     assert all(c.verdict is None for c in rows["ai_calls_per_analysed"].cells)
     assert [c.key for c in checks(report, report.library)].count("drift_ai_calls") == 1

@@ -1,20 +1,11 @@
 """The library's side of a drill: its scaled settings and when its reconciliation runs."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 from fme_ai_resilience.drill import library
-from fme_ai_resilience.core.ledger import Status
 from fme_ai_resilience.core.config.settings import Settings
 
-
-def _world():
-    faults = SimpleNamespace(latency_s=2.0, latency_jitter_s=2.0)
-    return SimpleNamespace(scenario=SimpleNamespace(faults=faults),
-                           vision=SimpleNamespace(endpoint="http://127.0.0.1:1/analyze"),
-                           layer=SimpleNamespace(service_url="http://127.0.0.1:2/arcgis",
-                                                 layer_url="http://127.0.0.1:2/arcgis/0"),
-                           photo_host="127.0.0.1", table_url=None)
+from helpers.drill_world import settings_world
 
 
 def test_the_fleet_retry_floor_allows_the_defaults_retries_per_window_at_any_time_scale():
@@ -23,7 +14,7 @@ def test_the_fleet_retry_floor_allows_the_defaults_retries_per_window_at_any_tim
     default = Settings().retry
     for scale in (0.1, 0.5, 1.0):
         retry = Settings().with_values(library.drill_settings(
-            _world(), engines=4, time_scale=scale)).retry
+            settings_world(), engines=4, time_scale=scale)).retry
         assert retry.fleet_window_s == default.fleet_window_s * scale
         assert abs(retry.fleet_retry_floor_per_s * retry.fleet_window_s
                    - default.fleet_retry_floor_per_s * default.fleet_window_s) < 1e-9

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from types import SimpleNamespace
 
 import pytest
 import requests
@@ -16,18 +15,11 @@ from fme_ai_resilience.drill.timescale import (NOT_SCALED, TIMEOUT_FLOOR_S, Time
                                                setting_times)
 from fme_ai_resilience.core.config.settings import Settings
 
+from helpers.drill_world import settings_world
+
 SCALES = (0.001, 0.01, 0.04, 0.1, 1.0)
 #: Set by the drill from the scenario and the run, not scaled from the defaults.
 SET_BY_THE_DRILL = {"intake.mean_processing_s", "compensation.reconcile_window_s"}
-
-
-def _world():
-    faults = SimpleNamespace(latency_s=2.0, latency_jitter_s=2.0)
-    return SimpleNamespace(scenario=SimpleNamespace(faults=faults),
-                           vision=SimpleNamespace(endpoint="http://127.0.0.1:1/analyze"),
-                           layer=SimpleNamespace(service_url="http://127.0.0.1:2/arcgis",
-                                                 layer_url="http://127.0.0.1:2/arcgis/0"),
-                           photo_host="127.0.0.1", table_url=None)
 
 
 class Clock:
@@ -81,7 +73,7 @@ def test_every_timeout_of_every_subject_is_scaled_by_the_one_function(scale, mon
     are TimeScale.real of their production values at the drill's one factor: nothing else
     scales a time, and one floor holds for every subject."""
     spy = Spy(monkeypatch)
-    values = library.drill_settings(_world(), engines=4, time_scale=scale)
+    values = library.drill_settings(settings_world(), engines=4, time_scale=scale)
     one = TimeScale(scale)
     for name, (production, kind) in setting_times().items():
         if name in SET_BY_THE_DRILL:
@@ -108,7 +100,7 @@ def test_every_timeout_of_every_subject_is_scaled_by_the_one_function(scale, mon
 def test_at_the_default_scale_the_librarys_time_to_first_byte_is_the_production_one():
     """At 0.1 the library waits 20 production seconds for a first byte, as it ships (no real
     floor of its own stretches it to 50), exactly as a baseline's 30 s is 30 s."""
-    settings = Settings().with_values(library.drill_settings(_world(), engines=4,
+    settings = Settings().with_values(library.drill_settings(settings_world(), engines=4,
                                                              time_scale=0.1))
     assert settings.timeouts.ttfb_s / 0.1 == pytest.approx(Settings().timeouts.ttfb_s)
     assert settings.breaker.slow_call_s / 0.1 == pytest.approx(Settings().breaker.slow_call_s)

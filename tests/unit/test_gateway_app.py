@@ -284,7 +284,7 @@ def test_an_absurd_webhook_timestamp_is_401(clock, stamp):
 
 
 class CountingParser:
-    """parse_webhook as seen by intake.decide, counting its calls."""
+    """parse_webhook as seen by intake.receive, counting its calls."""
 
     def __init__(self, monkeypatch) -> None:
         from fme_ai_resilience.core.intake.survey123 import parse_webhook

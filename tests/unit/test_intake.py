@@ -9,7 +9,7 @@ import pytest
 
 from fme_ai_resilience.core.errors import FailureClass
 from fme_ai_resilience.services.flow.client import FlowHealth
-from fme_ai_resilience.services.intake.webhook import IntakeAnswer, decide
+from fme_ai_resilience.services.intake.webhook import IntakeAnswer, receive
 from fme_ai_resilience.core.ledger import RegisterOutcome, Status, TaskOutcome
 from fme_ai_resilience.core.intake.keys import body_key, trace_id_for
 from fme_ai_resilience.core.config.settings import IntakeSettings, Settings
@@ -67,7 +67,7 @@ def finish(store, key: str, now: float) -> None:
 
 def test_first_delivery_is_202_and_pending(store, clock):
     """A new photo answers 202 and leaves one PENDING row without the token (every backend)."""
-    decision = decide(BODY, hdr("d1"), Settings(), store=store, now=clock.now())
+    decision = receive(BODY, hdr("d1"), Settings(), store=store, now=clock.now())
     assert decision.status_code == 202 and decision.body["status"] == "accepted"
     assert [r.outcome for r in decision.registrations] == [RegisterOutcome.NEW]
     record = store.get(KEY)
@@ -80,21 +80,21 @@ def test_first_delivery_is_202_and_pending(store, clock):
 
 def test_redelivery_202_while_pending_then_200_once_succeeded(ledger, clock):
     """A new delivery id of the same fact is 202 while in progress and 200 once SUCCEEDED."""
-    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now()).status_code == 202
-    again = decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now())
+    assert receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now()).status_code == 202
+    again = receive(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now())
     assert again.status_code == 202 and again.body["status"] == "duplicate_in_progress"
     finish(ledger, KEY, clock.now())
-    done = decide(BODY, hdr("d3"), Settings(), store=ledger, now=clock.now())
+    done = receive(BODY, hdr("d3"), Settings(), store=ledger, now=clock.now())
     assert done.status_code == 200 and done.body["status"] == "duplicate_done"
     assert ledger.counts()["SUCCEEDED"] == 1 and sum(ledger.counts().values()) == 1
 
 
 def test_dead_duplicate_answers_200(ledger, clock):
     """A duplicate of a dead letter is recorded already: 200 (the compensator requeues it)."""
-    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     (task,) = ledger.claim("e", 1, 60.0, now=clock.now())
     ledger.bury(KEY, task.lease_token, FailureClass.NOT_FOUND, "photo gone", now=clock.now())
-    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now()).status_code == 200
+    assert receive(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now()).status_code == 200
 
 
 def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
@@ -103,7 +103,7 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     data = json.loads(BODY)
     del data["feature"]
     raw = json.dumps(data).encode()
-    decision = decide(raw, hdr("d9"), Settings(), store=ledger, now=clock.now())
+    decision = receive(raw, hdr("d9"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400 and decision.body["status"] == "invalid"
     assert "no feature" in decision.body["reason"]
     record = ledger.get(body_key(raw))
@@ -115,14 +115,14 @@ def test_invalid_body_is_400_with_a_redacted_dead_letter(ledger, clock, caplog):
     assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in (record.last_error or "")
     assert TOKEN not in caplog.text
     # the same garbage again: still 400, the evidence is kept once
-    assert decide(raw, hdr("d10"), Settings(), store=ledger, now=clock.now()).status_code == 400
+    assert receive(raw, hdr("d10"), Settings(), store=ledger, now=clock.now()).status_code == 400
     assert ledger.counts()["DEAD"] == 1
 
 
 def test_binary_garbage_is_400_and_storable(ledger, clock):
     """Non-UTF-8 bytes with NULs still leave a dead letter (the excerpt is made storable)."""
     raw = b"\x00\xff\xfe garbage \x00"
-    assert decide(raw, {}, Settings(), store=ledger, now=clock.now()).status_code == 400
+    assert receive(raw, {}, Settings(), store=ledger, now=clock.now()).status_code == 400
     assert ledger.get(body_key(raw)).status is Status.DEAD
 
 
@@ -131,7 +131,7 @@ def test_reject_mode_over_the_watermark_is_429_with_littles_law_retry_after(ledg
     now = clock.now()
     fill(ledger, 5, now)
     config = settings(watermark=2, overload_mode="reject")  # planned drain 8/20 = 0.4 task/s
-    decision = decide(BODY, hdr("d1"), config, store=ledger, now=now)
+    decision = receive(BODY, hdr("d1"), config, store=ledger, now=now)
     assert decision.status_code == 429 and decision.body["stored"] is False
     assert decision.headers["Retry-After"] == "8"  # (5 - 2) / 0.4 = 7.5 -> 8
     assert decision.retry_after_s == 8 and ledger.get(KEY) is None
@@ -146,11 +146,11 @@ def test_retry_after_uses_the_measured_drain_rate_once_there_is_history(ledger, 
     fill(ledger, 5, now)
     config = settings(watermark=2, overload_mode="reject", drain_window_s=300.0,
                       drain_min_completions=10)
-    decision = decide(BODY, hdr("d1"), config, store=ledger, now=now)
+    decision = receive(BODY, hdr("d1"), config, store=ledger, now=now)
     assert decision.status_code == 429
     assert decision.retry_after_s == 30  # (5 - 2) / (30 / 300 s) = 30 s
     slower = settings(watermark=2, overload_mode="reject", drain_min_completions=31)
-    assert decide(BODY, hdr("d2"), slower, store=ledger, now=now).retry_after_s == 8  # planned rate
+    assert receive(BODY, hdr("d2"), slower, store=ledger, now=now).retry_after_s == 8  # planned rate
 
 
 class _NoFullCounts:
@@ -175,7 +175,7 @@ def test_429_counts_the_backlog_through_the_capped_in_progress_count(store, cloc
     now = clock.now()
     fill(store, 5, now)
     ledger = _NoFullCounts(store)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger,
+    decision = receive(BODY, hdr("d1"), settings(watermark=2, overload_mode="reject"), store=ledger,
                       now=now)
     assert decision.status_code == 429 and decision.retry_after_s == 8  # (5 - 2) / 0.4
     assert ledger.limits == [2 + 24 * 3600 * 0.4]  # past it Retry-After is 24 h whatever
@@ -185,7 +185,7 @@ def test_park_mode_over_the_watermark_is_202_and_deferred(store, clock):
     """Past the watermark in park mode: 202 and the row DEFERRED (every backend)."""
     now = clock.now()
     fill(store, 3, now)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2), store=store, now=now)
+    decision = receive(BODY, hdr("d1"), settings(watermark=2), store=store, now=now)
     assert decision.status_code == 202
     assert decision.registrations[0].outcome is RegisterOutcome.PARKED
     assert store.get(KEY).status is Status.DEFERRED
@@ -195,7 +195,7 @@ def test_park_mode_over_the_ceiling_is_429(ledger, clock):
     """Past the park ceiling (rows) even park mode answers 429 with Retry-After."""
     now = clock.now()
     fill(ledger, 6, now)
-    decision = decide(BODY, hdr("d1"), settings(watermark=2, park_ceiling=6), store=ledger,
+    decision = receive(BODY, hdr("d1"), settings(watermark=2, park_ceiling=6), store=ledger,
                       now=now)
     assert decision.status_code == 429 and ledger.get(KEY) is None
     assert decision.retry_after_s == 10  # (6 - 2) / 0.4
@@ -205,24 +205,24 @@ def test_multi_photo_body_answers_for_the_whole(ledger, clock):
     """202 if any photo is new; 200 only when every photo is done."""
     now = clock.now()
     raw = body_with_photos(3)
-    first = decide(raw, hdr("d1"), Settings(), store=ledger, now=now)
+    first = receive(raw, hdr("d1"), Settings(), store=ledger, now=now)
     assert first.status_code == 202 and len(first.registrations) == 3
     tasks = ledger.claim("engine", 10, 60.0, now=now)
     assert len(tasks) == 3
     ledger.complete(tasks[0].key, tasks[0].lease_token, TaskOutcome.ACCEPTED, {}, now=now)
-    assert decide(raw, hdr("d2"), Settings(), store=ledger, now=now).status_code == 202
+    assert receive(raw, hdr("d2"), Settings(), store=ledger, now=now).status_code == 202
     for task in tasks[1:]:
         ledger.complete(task.key, task.lease_token, TaskOutcome.REVIEW, {}, now=now)
-    assert decide(raw, hdr("d3"), Settings(), store=ledger, now=now).status_code == 200
+    assert receive(raw, hdr("d3"), Settings(), store=ledger, now=now).status_code == 200
     more = body_with_photos(4)  # one photo more than before: it is new
-    assert decide(more, hdr("d4"), Settings(), store=ledger, now=now).status_code == 202
+    assert receive(more, hdr("d4"), Settings(), store=ledger, now=now).status_code == 202
 
 
 def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
     """Photos past the ceiling are parked with the rest of their body, never dropped."""
     now = clock.now()
     fill(ledger, 1, now)
-    decision = decide(body_with_photos(3), hdr("d1"),
+    decision = receive(body_with_photos(3), hdr("d1"),
                       settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     statuses = [ledger.get(r.key).status for r in decision.registrations]
@@ -232,9 +232,9 @@ def test_a_body_is_never_split_at_the_ceiling(ledger, clock):
 def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger, clock):
     """If some photos of a body are already in the ledger, the refused rest is stored too."""
     now = clock.now()
-    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
+    receive(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    decision = decide(body_with_photos(2), hdr("d2"),
+    decision = receive(body_with_photos(2), hdr("d2"),
                       settings(watermark=2, overload_mode="reject"), store=ledger, now=now)
     assert decision.status_code == 202
     assert ledger.get(decision.registrations[1].key).status is Status.DEFERRED
@@ -243,17 +243,17 @@ def test_a_body_partly_stored_earlier_is_completed_even_over_the_backlog(ledger,
 def test_ledger_unreachable_is_503_with_retry_after(clock):
     """A database that cannot be reached answers 503 + Retry-After."""
     down = open_store("sqlite:////nonexistent-dir/ledger.db")
-    decision = decide(BODY, hdr("d1"), Settings(), store=down, now=clock.now())
+    decision = receive(BODY, hdr("d1"), Settings(), store=down, now=clock.now())
     assert decision.status_code == 503 and decision.retry_after_s >= 1
     assert decision.body["stored"] == []
-    assert decide(b"garbage", {}, Settings(), store=down, now=clock.now()).status_code == 503
+    assert receive(b"garbage", {}, Settings(), store=down, now=clock.now()).status_code == 503
 
 
 @pytest.mark.parametrize("mode, stored", [("park", Status.DEFERRED), ("reject", None)])
 def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
     """FME Flow without capacity: 503 + Retry-After; park mode still keeps the photo DEFERRED."""
     health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
-    decision = decide(BODY, hdr("d1"), settings(overload_mode=mode), store=ledger, now=clock.now(),
+    decision = receive(BODY, hdr("d1"), settings(overload_mode=mode), store=ledger, now=clock.now(),
                       flow_health=lambda: health)
     assert decision.status_code == 503 and decision.body["status"] == "no_engine_capacity"
     assert decision.retry_after_s == 10  # 4 queued jobs at 0.4 per second
@@ -263,10 +263,10 @@ def test_no_engine_capacity_is_503(ledger, clock, mode, stored):
 
 def test_no_engine_capacity_still_answers_duplicates(ledger, clock):
     """A fact already finished answers 200 even while FME Flow is saturated."""
-    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     finish(ledger, KEY, clock.now())
     health = FlowHealth(reachable=True, has_capacity=False)
-    assert decide(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now(),
+    assert receive(BODY, hdr("d2"), Settings(), store=ledger, now=clock.now(),
                   flow_health=health).status_code == 200
 
 
@@ -274,7 +274,7 @@ def test_a_failing_health_probe_never_blocks_intake(ledger, clock):
     """An exception from the flow probe is ignored: the ledger takes the work."""
     def broken():
         raise RuntimeError("flow down")
-    assert decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now(),
+    assert receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now(),
                   flow_health=broken).status_code == 202
 
 
@@ -282,7 +282,7 @@ def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
     """A body without an attachment list registers the feature for queryAttachments."""
     data = json.loads(BODY)
     data["feature"]["attachments"] = None
-    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
+    decision = receive(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
                       now=clock.now())
     assert decision.status_code == 202
     record = ledger.get(f"{FEATURE}/attachments-unknown")
@@ -292,11 +292,11 @@ def test_attachments_unknown_registers_one_flagged_task(ledger, clock):
 def test_decisions_never_log_the_token(ledger, clock, caplog):
     """No intake path writes the portal token to the log."""
     caplog.set_level(logging.DEBUG)
-    decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
-    decide(BODY, hdr("d2"), settings(watermark=1, overload_mode="reject"), store=ledger,
+    receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    receive(BODY, hdr("d2"), settings(watermark=1, overload_mode="reject"), store=ledger,
            now=clock.now())
     fill(ledger, 3, clock.now())
-    decide(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"),
+    receive(body_with_photos(2, "{11111111-1111-4111-8111-111111111111}"), hdr("d3"),
            settings(watermark=1, overload_mode="reject"), store=ledger, now=clock.now())
     assert TOKEN not in caplog.text
 
@@ -319,7 +319,7 @@ def test_an_unexpected_parser_failure_is_400_with_a_dead_letter(ledger, clock, c
 
     monkeypatch.setattr("fme_ai_resilience.services.intake.webhook.parse_webhook", broken)
     caplog.set_level(logging.DEBUG)
-    decision = decide(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decision = receive(BODY, hdr("d1"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400 and "RuntimeError" in decision.body["reason"]
     assert ledger.get(body_key(BODY)).status is Status.DEAD
     assert "RuntimeError" in caplog.text and TOKEN not in caplog.text
@@ -333,7 +333,7 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
         {"attributes": {"globalid": "{%08d-1111-4111-8111-111111111111}" % i}}
         for i in range(14)]}
     raw = json.dumps(data).encode()
-    decision = decide(raw, hdr("d1"), settings(max_attachments=10), store=ledger, now=clock.now())
+    decision = receive(raw, hdr("d1"), settings(max_attachments=10), store=ledger, now=clock.now())
     assert decision.status_code == 400 and "max_attachments" in decision.body["reason"]
     assert ledger.counts().get("PENDING", 0) == 0 and ledger.counts()["DEAD"] == 1
 
@@ -341,9 +341,9 @@ def test_unlisted_photo_lists_count_toward_the_limit_at_intake(ledger, clock):
 def past_the_hard_ceiling(ledger, now: float, photos: int) -> IntakeAnswer:
     """A body of ``photos`` photos whose first one is already in a ledger past the hard
     ceiling (park ceiling 2 + max_attachments 3, with 11 unfinished tasks)."""
-    decide(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
+    receive(body_with_photos(1), hdr("d1"), Settings(), store=ledger, now=now)
     fill(ledger, 10, now)
-    return decide(body_with_photos(photos), hdr("d2"),
+    return receive(body_with_photos(photos), hdr("d2"),
                   settings(watermark=2, park_ceiling=2, max_attachments=3,
                            overload_mode="reject"), store=ledger, now=now)
 
@@ -358,7 +358,7 @@ def test_the_never_split_path_stops_at_a_hard_ceiling(ledger, clock):
 
 def test_the_answer_lists_at_most_fifty_keys_and_counts_them_all(ledger, clock):
     """A large body's 202 lists the first 50 registrations and gives the total count."""
-    decision = decide(body_with_photos(60), hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decision = receive(body_with_photos(60), hdr("d1"), Settings(), store=ledger, now=clock.now())
     body = json.loads(decision.body_bytes())
     assert decision.status_code == 202 and len(decision.registrations) == 60
     assert len(body["submissions"]) == 50 and body["submission_count"] == 60
@@ -371,7 +371,7 @@ def test_a_reason_naming_a_body_key_with_a_line_break_is_stored_and_logged_escap
     data = json.loads(BODY)
     data["feature"]["attachments"] = {"photo\n2026 INFO intake: forged": [{"id": 1}]}
     caplog.set_level(logging.DEBUG)
-    decision = decide(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
+    decision = receive(json.dumps(data).encode(), hdr("d1"), Settings(), store=ledger,
                       now=clock.now())
     assert decision.status_code == 400 and "forged" in decision.body["reason"]
     assert "\n" not in decision.body["reason"]
@@ -406,7 +406,7 @@ def test_the_dead_letter_of_an_unparseable_body_keeps_no_token(ledger, clock, ca
     log hold no part of the portal token (scrubbed by pattern and by every value it took)."""
     raw = UNPARSEABLE_WITH_TOKEN[name]
     caplog.set_level(logging.DEBUG)
-    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decision = receive(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
     assert decision.status_code == 400
     record = ledger.get(decision.body["dead_letter"])
     stored = json.dumps(record.payload) + (record.last_error or "")
@@ -421,7 +421,7 @@ def test_a_long_unparseable_body_learns_the_token_beyond_the_excerpt(ledger, clo
     scrubbed even when the token member itself lies past the excerpt's end."""
     raw = (b'{"feature": {"attributes": {"note": "' + _T + b'"}, "pad": "' + b"x" * 20000
            + b'"}, "portalInfo": {"token": "' + _T + b'"}, "cut')
-    decision = decide(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
+    decision = receive(raw, hdr("d1"), Settings(), store=ledger, now=clock.now())
     excerpt = ledger.get(decision.body["dead_letter"]).payload["excerpt"]
     assert TOKEN[:10] not in excerpt and '"note": "[REDACTED]"' in excerpt
 
@@ -439,11 +439,11 @@ def test_invalid_bodies_are_no_drained_work_for_retry_after(ledger, clock):
     fill(ledger, 100, now)
     config = settings(watermark=2, overload_mode="reject", drain_window_s=10,
                       drain_min_completions=10)
-    before = decide(BODY, hdr("r1"), config, store=ledger, now=now)
+    before = receive(BODY, hdr("r1"), config, store=ledger, now=now)
     assert before.status_code == 429 and before.retry_after_s == 245  # (100 - 2) / 0.4
     for i in range(60):
-        assert decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=now).status_code == 400
-    after = decide(BODY, hdr("r2"), config, store=ledger, now=now)
+        assert receive(junk(i), hdr(f"j{i}"), config, store=ledger, now=now).status_code == 400
+    after = receive(BODY, hdr("r2"), config, store=ledger, now=now)
     assert after.status_code == 429 and after.retry_after_s == 245
 
 
@@ -451,14 +451,14 @@ def test_past_the_dead_letter_bounds_junk_is_still_400_and_counted(ledger, clock
     """Past intake.max_invalid_per_minute (or max_invalid_total) the sender still gets 400,
     nothing is stored, and the counter says how many bodies were not kept."""
     config = settings(max_invalid_per_minute=4, max_invalid_total=6)
-    answers = [decide(junk(i), hdr(f"j{i}"), config, store=ledger, now=clock.now())
+    answers = [receive(junk(i), hdr(f"j{i}"), config, store=ledger, now=clock.now())
                for i in range(7)]
     assert [a.status_code for a in answers] == [400] * 7
     assert [a.body["kept"] for a in answers] == [True] * 4 + [False] * 3
     assert answers[0].body["dead_letter"] == body_key(junk(0))
     assert answers[-1].body["dead_letter"] is None
     clock.advance(61)
-    again = [decide(junk(i), hdr(f"k{i}"), config, store=ledger, now=clock.now())
+    again = [receive(junk(i), hdr(f"k{i}"), config, store=ledger, now=clock.now())
              for i in range(7, 11)]
     assert [a.body["kept"] for a in again] == [True, True, False, False]
     assert ledger.counts()["DEAD"] == 6
@@ -474,7 +474,7 @@ def feature_gid(i: int) -> str:
 def test_the_headline_burst_is_stored_whole_with_the_default_settings(ledger, clock):
     """300 phones syncing three-photo surveys at once, default settings: every body is
     answered 202 and all 900 photos are stored (PENDING up to the watermark, DEFERRED after)."""
-    answers = [decide(body_with_photos(3, feature_gid(i)), hdr(f"sync-{i}"), Settings(),
+    answers = [receive(body_with_photos(3, feature_gid(i)), hdr(f"sync-{i}"), Settings(),
                       store=ledger, now=clock.now()) for i in range(300)]
     assert {a.status_code for a in answers} == {202}
     counts = ledger.counts()
@@ -496,9 +496,9 @@ def test_a_refused_body_leaves_a_record_reconciliation_can_use(ledger, clock, ca
     fill(ledger, 5, clock.now())
     config = settings(watermark=2, overload_mode="reject")
     caplog.set_level(logging.INFO)
-    first = decide(BODY, hdr("d-first"), config, store=ledger, now=clock.now())
+    first = receive(BODY, hdr("d-first"), config, store=ledger, now=clock.now())
     clock.advance(30)
-    again = decide(BODY, hdr("d-again"), config, store=ledger, now=clock.now())
+    again = receive(BODY, hdr("d-again"), config, store=ledger, now=clock.now())
     assert first.status_code == again.status_code == 429
     (refusal,) = ledger.refusals(since=0)
     assert refusal.key == body_key(BODY) and refusal.reason == "over_backlog"
@@ -517,7 +517,7 @@ def test_a_refused_body_leaves_a_record_reconciliation_can_use(ledger, clock, ca
 def test_no_engine_capacity_in_reject_mode_leaves_a_refusal_record(ledger, clock):
     """A 503 for lack of engines that stored nothing is recorded too, with its reason."""
     health = FlowHealth(reachable=True, has_capacity=False, queued=4, engines=2, busy_engines=2)
-    answer = decide(BODY, hdr("d1"), settings(overload_mode="reject"), store=ledger,
+    answer = receive(BODY, hdr("d1"), settings(overload_mode="reject"), store=ledger,
                     now=clock.now(), flow_health=health)
     assert answer.status_code == 503
     (refusal,) = ledger.refusals(since=0)
@@ -538,9 +538,9 @@ def test_refusal_records_are_bounded_and_the_rest_counted(ledger, clock):
     fill(ledger, 5, clock.now())
     config = settings(watermark=2, overload_mode="reject", max_refusal_records=2)
     for i in range(4):
-        assert decide(body_with_photos(1, feature_gid(i)), hdr(f"d{i}"), config, store=ledger,
+        assert receive(body_with_photos(1, feature_gid(i)), hdr(f"d{i}"), config, store=ledger,
                       now=clock.now()).status_code == 429
-    decide(body_with_photos(1, feature_gid(0)), hdr("again"), config, store=ledger,
+    receive(body_with_photos(1, feature_gid(0)), hdr("again"), config, store=ledger,
            now=clock.now())
     assert len(ledger.refusals(since=0)) == 2
     assert ledger.intake_counters()["refusals_not_recorded"] == 2
@@ -558,7 +558,7 @@ def serving(*services) -> Settings:
 def test_a_webhook_for_an_unconfigured_service_is_a_422_dead_letter(ledger, clock, caplog):
     """A body naming a service the deployment does not serve is refused and kept as evidence."""
     caplog.set_level(logging.DEBUG)
-    decision = decide(BODY, hdr("d1"), serving(OTHER), store=ledger, now=clock.now())
+    decision = receive(BODY, hdr("d1"), serving(OTHER), store=ledger, now=clock.now())
     assert decision.status_code == 422 and decision.body["status"] == "unknown_service"
     assert decision.body["dead_letter"] == body_key(BODY) and decision.registrations == ()
     assert ledger.get(KEY) is None   # never a task, so never a download
@@ -568,7 +568,7 @@ def test_a_webhook_for_an_unconfigured_service_is_a_422_dead_letter(ledger, cloc
     assert record.trace_id == trace_id_for(body_key(BODY))
     assert not FailureClass.UNKNOWN_SERVICE.requeue_automatically
     assert TOKEN not in json.dumps(dict(record.payload)) and TOKEN not in caplog.text
-    again = decide(BODY, hdr("d2"), serving(OTHER), store=ledger, now=clock.now())
+    again = receive(BODY, hdr("d2"), serving(OTHER), store=ledger, now=clock.now())
     assert again.status_code == 422 and ledger.counts()["DEAD"] == 1
 
 
@@ -578,9 +578,9 @@ def test_a_foreign_service_body_cannot_take_the_real_facts_key(ledger, clock):
     data["surveyInfo"]["serviceUrl"] = ("https://attacker.example/arcgis/rest/services/x/"
                                         "FeatureServer")
     forged = json.dumps(data).encode()
-    assert decide(forged, hdr("x"), serving(SERVICE), store=ledger,
+    assert receive(forged, hdr("x"), serving(SERVICE), store=ledger,
                   now=clock.now()).status_code == 422
-    real = decide(BODY, hdr("d1"), serving(SERVICE), store=ledger, now=clock.now())
+    real = receive(BODY, hdr("d1"), serving(SERVICE), store=ledger, now=clock.now())
     assert real.status_code == 202 and real.registrations[0].outcome is RegisterOutcome.NEW
 
 
@@ -590,21 +590,21 @@ def test_a_body_naming_no_service_is_unknown_when_services_are_configured(ledger
     del data["surveyInfo"]
     for photo in data["feature"]["attachments"]["photo"]:
         photo.pop("url")
-    decision = decide(json.dumps(data), hdr("d1"), serving(SERVICE), store=ledger,
+    decision = receive(json.dumps(data), hdr("d1"), serving(SERVICE), store=ledger,
                       now=clock.now())
     assert decision.status_code == 422 and ledger.get(KEY) is None
 
 
 def test_a_configured_service_is_registered_in_any_spelling(ledger, clock):
     """The configured service, case and trailing slash aside, is registered as usual."""
-    decision = decide(BODY, hdr("d1"), serving(SERVICE.upper().replace("HTTPS:", "https:") + "/"),
+    decision = receive(BODY, hdr("d1"), serving(SERVICE.upper().replace("HTTPS:", "https:") + "/"),
                       store=ledger, now=clock.now())
     assert decision.status_code == 202 and ledger.get(KEY).status is Status.PENDING
 
 
 def test_unknown_service_evidence_is_requeued_only_when_forced(store, clock):
     """An UNKNOWN_SERVICE dead letter is no task: requeue skips it unless forced (every backend)."""
-    decide(BODY, hdr("d1"), serving(OTHER), store=store, now=clock.now())
+    receive(BODY, hdr("d1"), serving(OTHER), store=store, now=clock.now())
     key = body_key(BODY)
     assert store.requeue(keys=[key], now=clock.now()) == 0
     with pytest.raises(ValueError):

@@ -891,7 +891,7 @@ PLANTED = [
                  check_core_effects, ".read_text", id="path-read-text"),
     pytest.param(_plant_in(KEYS, "from ...store import open_store"),
                  check_import_direction, f"imports {NAME}.store (store)", id="core-imports-store"),
-    pytest.param(_plant_in(KEYS, "from ...services.intake.webhook import decide"),
+    pytest.param(_plant_in(KEYS, "from ...services.intake.webhook import receive"),
                  check_import_direction, f"imports {NAME}.services.intake.webhook (services)",
                  id="core-imports-services"),
     pytest.param(_plant_in(KEYS, "def _planted():\n    from ...gateway import make_app"),
@@ -900,7 +900,7 @@ PLANTED = [
     pytest.param(_plant_in(KEYS, "def _planted():\n    from ... import Retrying"),
                  check_import_direction, "takes Retrying through the facade",
                  id="core-takes-a-service-through-the-facade"),
-    pytest.param(_plant_in("__init__.py", "from .services.intake.webhook import decide"),
+    pytest.param(_plant_in("__init__.py", "from .services.intake.webhook import receive"),
                  check_import_direction, "the facade re-exports lazily",
                  id="facade-eager-service-import"),
     pytest.param(_plant_in("core/fme/fmw.py", "from ...fme.callers import IntakeCaller"),
@@ -968,7 +968,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 __version__ = "0"
-_EXPORTS = {"decide": "fme_ai_resilience.services.intake.webhook"}
+_EXPORTS = {"receive": "fme_ai_resilience.services.intake.webhook"}
 
 
 def __getattr__(name: str) -> Any:
@@ -984,5 +984,5 @@ def test_lazy_and_annotation_only_imports_are_not_violations(tmp_path):
     root, architecture = copy_package(tmp_path)
     (root / "__init__.py").write_text(LAZY_FACADE, encoding="utf-8")
     _append(root / KEYS, "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
-                         "    from ...services.intake.webhook import decide\n    import requests")
+                         "    from ...services.intake.webhook import receive\n    import requests")
     _assert_none([v for check in CHECKS.values() for v in check(root, architecture)])

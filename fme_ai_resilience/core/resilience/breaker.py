@@ -54,7 +54,7 @@ __all__ = ["BreakerSettings", "BreakerPolicy", "CircuitState", "BreakerMode", "B
            "DriftObserved", "StreakObserved", "TimePassed", "ProbesObserved", "Manual", "Event",
            "drifted", "streaking", "cooldown_s", "probe_schedule", "outage_probe_bound",
            "should_trip", "EVIDENCE_CALLS", "down_for_others", "probes_needed", "step",
-           "effective_state", "Permit", "CircuitOpen", "Admission"]
+           "effective_state", "Permit", "CircuitOpen", "BreakerAnswer"]
 
 
 @dataclass(frozen=True)
@@ -423,7 +423,7 @@ class CircuitOpen:
 
 
 #: What ``CircuitBreaker.allow()`` answers: leave to call, or a refusal.
-Admission = Union[Permit, CircuitOpen]
+BreakerAnswer = Union[Permit, CircuitOpen]
 
 
 def effective_state(state: BreakerState) -> CircuitState:

@@ -35,8 +35,9 @@ from .classification import CLASSIFICATION, ClassRule
 from .task_budget import task_budget_s
 from .timeouts import TimeoutBudget
 
-__all__ = ["RetrySettings", "PolicySources", "Outcome", "RetryGate", "DecisionKind", "AttemptRecord", "RetryHistory",
-           "RetryDecision", "RetryEvent", "RetryHook", "RetryPolicy"]
+__all__ = ["RetrySettings", "PolicySources", "AttemptResult", "RetryGate", "DecisionKind",
+           "AttemptRecord", "RetryHistory", "RetryDecision", "RetryEvent", "RetryHook",
+           "RetryPolicy"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class RetrySettings:
                self.backoff_cap_s >= self.backoff_base_s, "must be >= backoff_base_s")
 
 
-class Outcome(Protocol):
+class AttemptResult(Protocol):
     """What one attempt produced (duck-typed; ``error_class`` None means success)."""
 
     error_class: Optional[ErrorClass]

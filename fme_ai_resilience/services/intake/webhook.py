@@ -1,6 +1,6 @@
 """The intake: a webhook body in, the ledger updated, an HTTP answer out.
 
-:func:`decide` implements the status contract (docs/intake.md):
+:func:`receive` implements the status contract (docs/intake.md):
 
 ======  =====================================================================================
 202     a new photo registered (PENDING), or parked DEFERRED past the watermark (``park``
@@ -52,7 +52,7 @@ from ...core.checks import count
 from ...core.errors import (SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing,
                             StoreError, StoreUnavailable)
 from ...core.intake.keys import body_key, trace_id_for
-from ...core.ledger import DeadLetterOutcome, OverloadMode, Refusal, RegisterOutcome, Registration
+from ...core.ledger import InvalidBodyKept, OverloadMode, Refusal, RegisterOutcome, Registration
 from ...core.text.printable import printable
 from ...core.text.redact import excerpt, redact_raw, redact_text, redact_url, token_values
 from ...core.config.settings import Settings
@@ -62,7 +62,8 @@ from ...core.intake.submission import Submission
 from ...core.intake.survey123 import delivery_id_of, parse_webhook
 from ...core.text.untrusted_json import Body, body_bytes
 
-__all__ = ["IntakeAnswer", "decide", "ledger_retry_after_s", "EXCERPT_CHARS", "MAX_LISTED"]
+__all__ = ["IntakeAnswer", "receive", "decide", "ledger_retry_after_s", "EXCERPT_CHARS",
+           "MAX_LISTED"]
 
 log = logging.getLogger("fme_ai_resilience.intake")
 
@@ -105,7 +106,7 @@ class IntakeAnswer:
 FlowHealthSource = Union[None, Any, Callable[[], Any]]
 
 
-def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
+def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
            settings: Optional[Settings] = None, *, store: Store, now: float,
            flow_health: FlowHealthSource = None) -> IntakeAnswer:
     """Parse, register and answer one webhook delivery (see the module docstring's table).
@@ -155,6 +156,10 @@ def decide(body: Body, headers: Optional[Mapping[str, Any]] = None,
         _record_refusal(body, submissions, answer, settings, store=store, now=now)
     return answer
 
+
+
+#: The earlier name of :func:`receive`, kept for code written against it.
+decide = receive
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
                     park_ceiling: int, hard_ceiling: int, out: List[Registration],
@@ -287,14 +292,14 @@ def _invalid(body: Body, headers: Optional[Mapping[str, Any]], exc: InvalidPaylo
         log.error("intake: invalid body %s (%s) and the ledger is unreachable: %s", key,
                   reason, redact_text(str(err), secrets))
         return _unavailable(settings, _why_unavailable(err), [], [])
-    if kept is DeadLetterOutcome.NOT_KEPT:
+    if kept is InvalidBodyKept.NOT_KEPT:
         log.warning("intake: invalid body %s (delivery %s) not kept, only counted: past %d "
                     "dead letters of invalid bodies a minute or %d in all: %s", key, delivery,
                     intake.max_invalid_per_minute, intake.max_invalid_total, reason)
     else:
         log.warning("intake: invalid body %s (delivery %s): %s%s", key, delivery, reason,
-                    "" if kept is DeadLetterOutcome.KEPT else " (already recorded)")
-    held = kept is not DeadLetterOutcome.NOT_KEPT
+                    "" if kept is InvalidBodyKept.KEPT else " (already recorded)")
+    held = kept is not InvalidBodyKept.NOT_KEPT
     return IntakeAnswer(400, {}, {"status": "invalid", "reason": reason,
                                   "dead_letter": key if held else None, "kept": held,
                                   "delivery_id": delivery})

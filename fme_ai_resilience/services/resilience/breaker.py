@@ -16,7 +16,7 @@ import math
 from typing import Optional, Tuple
 
 from ...core.resilience.blame import BEHIND_S, Blame, Recorded, suspects_service
-from ...core.resilience.breaker import (EVIDENCE_CALLS, Admission, BreakerMode, BreakerPolicy,
+from ...core.resilience.breaker import (EVIDENCE_CALLS, BreakerAnswer, BreakerMode, BreakerPolicy,
                                         BreakerState, CircuitOpen, CircuitState, DriftObserved,
                                         Event, Manual, Permit, ProbesObserved, StreakObserved,
                                         TimePassed, WindowObserved, down_for_others, step)
@@ -92,7 +92,7 @@ class CircuitBreaker:
         self._cache = (None, -math.inf, None)
 
     # -- the call path -------------------------------------------------------------------------
-    def allow(self) -> Admission:
+    def allow(self) -> BreakerAnswer:
         """A :class:`Permit` to call the service now, or a :class:`CircuitOpen` refusal."""
         _, cached_at, permit = self._cache
         if permit is not None and self.clock.monotonic() - cached_at < self.policy.cache_ttl_s:
@@ -121,7 +121,7 @@ class CircuitBreaker:
                                current.mode)
         return None
 
-    def _decide(self, current: BreakerState, *, now: float) -> Admission:
+    def _decide(self, current: BreakerState, *, now: float) -> BreakerAnswer:
         if current.mode is BreakerMode.FORCED_OPEN:
             return CircuitOpen(self.service, self.policy.cooldown_s, current.state, current.mode)
         if current.mode is not BreakerMode.AUTO or current.state is CircuitState.CLOSED:
@@ -131,7 +131,7 @@ class CircuitBreaker:
                                current.state, current.mode)
         return self._claim_probe(current, now=now)
 
-    def _claim_probe(self, current: BreakerState, *, now: float) -> Admission:
+    def _claim_probe(self, current: BreakerState, *, now: float) -> BreakerAnswer:
         for _ in range(self.policy.half_open_probes + 1):
             claim = self.store.breaker_claim_probe(self.service, current.generation,
                                                    self.policy.probe_timeout_s, now=now)
