@@ -35,6 +35,8 @@ __all__ = ["start_engines", "Engines", "FaultingStore", "KILL_POINTS"]
 
 #: Where a doomed engine dies, each the boundary after the named step.
 KILL_POINTS = ("claimed", "downloaded", "analyzed", "written", "checkpointed")
+#: The most deaths the engines remember (a scenario kills a handful).
+_DEATHS = 64
 
 
 class FaultingStore:
@@ -65,8 +67,9 @@ class FaultingStore:
         return bool(done)
 
 
-def _doomed_caller(doomed: Any, index: int) -> Any:
-    """WS-02's template class whose processor dies at ``doomed[index]``'s kill point."""
+def _doomed_caller(doomed: Any, index: int, deaths: Any) -> Any:
+    """WS-02's template class whose processor dies at ``doomed[index]``'s kill point, the
+    moment (monotonic s) added to ``deaths`` first."""
     from ..core.fme.parameters import PROCESSOR
     from ..testing.templates import template_caller
 
@@ -75,6 +78,10 @@ def _doomed_caller(doomed: Any, index: int) -> Any:
     def fault(point: str) -> None:
         chosen = doomed[index]
         if chosen and KILL_POINTS[chosen - 1] == point:
+            with deaths.get_lock():   # shared memory: written before the kill, unlike a pipe
+                slots = deaths[:]
+                if 0.0 in slots:
+                    deaths[slots.index(0.0)] = time.monotonic()
             os.kill(os.getpid(), signal.SIGKILL)
 
     class Doomable(ws02):  # type: ignore[misc, valid-type]
@@ -97,12 +104,13 @@ def _worked(job: Any) -> bool:
 
 
 def _engine(db_url: str, index: int, idle_s: float, stop: Any, busy: Any,
-            doomed: Any, kicks: Any, ready: Any, busy_s: Any, since: Any) -> None:
+            doomed: Any, kicks: Any, ready: Any, busy_s: Any, since: Any,
+            deaths: Any) -> None:
     from ..testing import run_caller
 
     # The drill reports what happened; the engines' own log lines would only bury it.
     logging.getLogger("fme_ai_resilience").setLevel(logging.CRITICAL)
-    ws02 = _doomed_caller(doomed, index)
+    ws02 = _doomed_caller(doomed, index, deaths)
     macros = {"FAIR_DB": db_url}
     with ready.get_lock():
         ready.value += 1
@@ -132,6 +140,7 @@ class Engines:
         self.stop_event = self._ctx.Event()
         self.busy = self._ctx.Array("i", count)
         self.doomed = self._ctx.Array("i", count)
+        self.died_at = self._ctx.Array("d", _DEATHS)
         self.kicks = self._ctx.Value("i", 0)
         self.ready = self._ctx.Value("i", 0)
         self.busy_s = self._ctx.Array("d", count)
@@ -145,7 +154,7 @@ class Engines:
         proc = self._ctx.Process(target=_engine, name=f"fair-drill-engine-{index}",
                                  args=(self.db_url, index, self.idle_s, self.stop_event,
                                        self.busy, self.doomed, self.kicks, self.ready,
-                                       self.busy_s, self.since),
+                                       self.busy_s, self.since, self.died_at),
                                  daemon=True)
         proc.start()
         return proc
@@ -176,6 +185,11 @@ class Engines:
     def doom(self, index: int, point: str) -> None:
         """Engine ``index`` dies at ``point`` (one of :data:`KILL_POINTS`) of its next task."""
         self.doomed[index] = KILL_POINTS.index(point) + 1
+
+    def deaths(self) -> List[float]:
+        """When each engine killed so far died (monotonic s), in order."""
+        with self.died_at.get_lock():
+            return sorted(t for t in self.died_at[:] if t)
 
     def heal(self) -> None:
         """Restart any engine that died, as FME Flow restarts a crashed engine and its job

@@ -144,6 +144,8 @@ def figure_rows(report: DrillReport) -> List[Row]:
     count("facts", "photos created (facts)")
     count("submitted", "webhook deliveries")
     count("duplicate_analyses", "duplicate analyses", "= 0", judged=True)
+    if any(s.cut_by_kills for s in subjects):
+        count("cut_by_kills", "paid again: a killed engine's call cut", depth=1)
     count("conflicting_writes", "conflicting writes", "= 0", judged=True)
     count("duplicate_rows", "rows added twice", "= 0", judged=True)
     count("layer_edits", "layer edits")

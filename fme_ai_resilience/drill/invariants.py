@@ -7,7 +7,8 @@ however loaded; each can fail, and each has a test that plants a violation:
 
 * ``lost``: nothing lost (every fact analysed, or flagged for somebody to see);
 * ``analysed``: every fact that can be analysed is analysed;
-* ``duplicate_analyses``: no usable answer paid twice for the same photo's bytes;
+* ``duplicate_analyses``: no usable answer paid twice for the same photo's bytes (but for
+  those paid again after a killed engine's call was cut, counted apart as ``cut_by_kills``);
 * ``conflicting_writes``: no assessment overwritten with a different one;
 * ``duplicate_rows``: no related-table row added twice;
 * ``peak_concurrent_calls``: calls in flight at the Vision AI within the subject's
@@ -54,7 +55,9 @@ def checks(report: DrillReport, subject: SubjectResult) -> List[Check]:
     out = [Check("lost", f"nothing lost ({s.lost} lost)", s.lost == 0),
            Check("analysed", f"every photo that can be analysed is analysed ({s.analysed} "
                              f"of {s.analysable})", s.analysed == s.analysable),
-           Check("duplicate_analyses", f"no photo paid for twice ({s.duplicate_analyses})",
+           Check("duplicate_analyses", f"no photo paid for twice ({s.duplicate_analyses}"
+                 + (f"; {s.cut_by_kills} again after a kill cut its call" if s.cut_by_kills
+                    else "") + ")",
                  s.duplicate_analyses == 0),
            Check("conflicting_writes", f"no assessment overwritten with another "
                                        f"({s.conflicting_writes})", s.conflicting_writes == 0),

@@ -28,7 +28,14 @@ figure, and the time a fact became analysed gives its time to result.
 
 A fact whose every photo is gone from the layer is *unanalysable*: counted apart, never
 blamed on the subject. Costs and harms are counted at the stand-ins too: paid usable answers
-beyond one per photo's bytes, a filled assessment overwritten with a different one (a
+beyond one per photo's bytes (an answer paid again is counted apart, as *cut by a kill*, only
+when an engine died with an earlier one in flight or just in hand: the Vision AI saw its
+client close the connection before the answer was sent, within :data:`KILL_GRACE_S` after an
+engine's death, as a killed process closes every call it had open; or sent the answer between
+:data:`KEEP_S` before an engine's death and :data:`KILL_GRACE_S` after it (into the sockets a
+kill was closing) and the layer did not show it by then. An answer an
+engine had time to keep and lost is counted against it, and so is every call a living client
+gave up on), a filled assessment overwritten with a different one (a
 repeat with identical values changes nothing and is not counted, nor is a reviewer's
 verdict over the answer it reviews), related-table rows added twice (two rows naming one
 photo), rows written (on the layer and in the table), calls in flight at the Vision AI at
@@ -47,7 +54,8 @@ from ..core.ledger import LayerStatus, TaskOutcome
 from ..core.config.pipeline_settings import WritebackSettings
 from .standins import Message
 
-__all__ = ["Observed", "Figures", "judge", "replay", "Replay", "ANALYSED", "FLAGGED",
+__all__ = ["Observed", "Figures", "judge", "replay", "Replay", "ANALYSED", "FLAGGED", "KEEP_S",
+           "KILL_GRACE_S",
            "REVIEWED", "NOTIFIED", "LOST", "photo_key"]
 
 #: The layer's outcome values that mean analysed by the Vision AI (the write-back contract).
@@ -61,6 +69,13 @@ NOTIFIED, LOST = "notified", "lost"
 _DONE = ANALYSED + (REVIEWED,)
 _FIELDS = WritebackSettings()
 _SAME = 1e-6
+#: How soon after an engine's death (real s) the Vision AI sees its calls' connections close:
+#: the kernel closes them at once; this leaves room for a busy machine's scheduling.
+KILL_GRACE_S = 0.5
+#: The least time (real s) an engine needs to keep an answer it received (read and parse it,
+#: write it somewhere durable) on a busy machine: an answer sent less than this before the
+#: engine died was never its to keep.
+KEEP_S = 0.1
 
 Values = Mapping[str, Any]
 Answer = Tuple[str, float]
@@ -86,8 +101,10 @@ class Observed:
     ``verdicts``: per task key (:func:`photo_key`), the condition a reviewer gave from the
     review queue; ``vision_log``: ``(schedule s, sha or None, outcome)`` per call;
     ``outages``: ``(start, end, calls)`` in schedule seconds; ``messages``: what people were
-    told; ``peak_in_flight``: the most calls the Vision AI answered at once; ``started``: the
-    run's start (monotonic s); ``submitted``: per SHA-256, when the photo was first sent
+    told; ``peak_in_flight``: the most calls the Vision AI answered at once; ``left`` and
+    ``sent``: ``(monotonic s, sha, outcome)`` per answer whose client closed its connection
+    before it was sent, and per answer sent whole; ``deaths``: when an engine died (monotonic
+    s; a chaos kill); ``started``: the run's start (monotonic s); ``submitted``: per SHA-256, when the photo was first sent
     (monotonic s; default the start); ``time_scale``: real seconds per schedule second.
     """
 
@@ -102,6 +119,9 @@ class Observed:
     verdicts: Mapping[str, str] = field(default_factory=dict)
     outages: Sequence[Tuple[float, float, int]] = ()
     peak_in_flight: int = 0
+    left: Sequence[Tuple[float, str, str]] = ()
+    sent: Sequence[Tuple[float, str, str]] = ()
+    deaths: Sequence[float] = ()
     started: float = 0.0
     submitted: Mapping[str, float] = field(default_factory=dict)
     time_scale: float = 1.0
@@ -123,6 +143,7 @@ class Figures:
     notified: int
     lost: int
     duplicate_analyses: int
+    cut_by_kills: int
     conflicting_writes: int
     duplicate_rows: int
     layer_edits: int
@@ -318,6 +339,9 @@ def judge(seen: Observed) -> Figures:
         elif state != LOST:
             tally["flagged"] += 1
     usable = Counter(sha for _, sha, outcome in seen.vision_log if outcome == "ok")
+    again = {sha: n - 1 for sha, n in usable.items() if n > 1}
+    cut = _cut_by_kills(seen, done)
+    excused = {sha: min(n, cut[sha]) for sha, n in again.items()}
     calls = len(seen.vision_log)
     analysed = tally["analysed"]
     rows_per_photo = Counter((p[0].upper(), p[1].upper()) for p, _ in seen.table_rows.values())
@@ -327,7 +351,8 @@ def judge(seen: Observed) -> Figures:
         review=tally[TaskOutcome.REVIEW.value], reviewed=tally[REVIEWED],
         flagged=tally["flagged"], awaiting=tally[FLAGGED[0]], manual_review=tally[FLAGGED[1]],
         notified=tally[NOTIFIED], lost=tally[LOST],
-        duplicate_analyses=sum(n - 1 for n in usable.values() if n > 1),
+        duplicate_analyses=sum(n - excused[sha] for sha, n in again.items()),
+        cut_by_kills=sum(excused.values()),
         conflicting_writes=done.conflicts,
         duplicate_rows=sum(n - 1 for n in rows_per_photo.values()),
         layer_edits=sum(len(rows) for rows in seen.history.values())
@@ -339,6 +364,24 @@ def judge(seen: Observed) -> Figures:
         drain_s=_drain(seen, done), time_to_result_p50_s=_quantile(waited, 0.5),
         time_to_result_p95_s=_quantile(waited, 0.95),
         dead_by_cause=dict(Counter(m.cause for m in seen.messages if m.cause.strip())))
+
+
+def _cut_by_kills(seen: Observed, done: Replay) -> Counter:
+    """Per SHA-256, the usable answers an engine's death took from it: in flight (the
+    client left at the death), or sent within :data:`KEEP_S` before the death or into its
+    closing sockets (up to :data:`KILL_GRACE_S` after it), and not on the layer by then."""
+    def on_layer_by(sha: str, died: float) -> bool:
+        return done.states.get(sha) in _DONE and done.since[sha] <= died
+
+    cut: Counter = Counter()
+    for at, sha, outcome in seen.left:
+        if outcome == "ok" and any(0 <= at - died <= KILL_GRACE_S for died in seen.deaths):
+            cut[sha] += 1
+    for at, sha, outcome in seen.sent:
+        if outcome == "ok" and any(-KILL_GRACE_S <= died - at <= KEEP_S
+                                   and not on_layer_by(sha, died) for died in seen.deaths):
+            cut[sha] += 1
+    return cut
 
 
 def _quantile(values: Sequence[float], q: float) -> Optional[float]:

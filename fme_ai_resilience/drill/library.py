@@ -263,6 +263,7 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
             ws03.stop()
             busy_s = fleet.busy_seconds()
             fleet.stop()
+            world.deaths.extend(fleet.deaths())
         return LibraryRun(started, sampler.timeline, complete, fleet.killed, len(deliveries),
                           busy_s)
 

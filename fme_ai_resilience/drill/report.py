@@ -72,6 +72,7 @@ class SubjectResult:
     notified: int = 0
     lost: int = 0                          # neither: nobody knows
     duplicate_analyses: int = 0            # usable answers paid beyond one per photo's bytes
+    cut_by_kills: int = 0                  # ...paid again: a killed engine's calls cut short
     conflicting_writes: int = 0            # an assessment overwritten with a different one
     duplicate_rows: int = 0                # a related-table row added twice
     layer_edits: int = 0                   # rows the layer wrote (cost)

@@ -198,6 +198,7 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
         return SubjectResult(name=name, skipped=run.skipped, model=chosen.note)
     notes = [] if run.settled else ["still unsettled at the horizon, when the drill stopped "
                                     "watching"]
+    world.deaths.extend(run.deaths)
     if run.killed:
         notes.append(f"{run.killed} job(s) stopped by a kill at a stage boundary, "
                      f"{run.recovered} resubmitted by FME Flow's job recovery")

@@ -66,6 +66,8 @@ class World:
                                     retry_after_ms=True)
         self.mailbox = NotificationStandIn()
         self.last_plan: Optional[Plan] = None
+        #: When an engine process died in the run (monotonic s): the chaos kills, as seen.
+        self.deaths: List[float] = []
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -81,6 +83,7 @@ class World:
         start from zero (the layer keeps its features and writes). The start, monotonic s."""
         self.vision.reset()
         self.layer.restart_schedule()
+        self.deaths = []
         return time.monotonic()
 
     @property
@@ -189,6 +192,7 @@ class World:
             table_rows=layer["table_rows"], per_photo_rows=bool(self.table_url),
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
+            left=vision["left"], sent=vision["sent"], deaths=tuple(self.deaths),
             time_scale=self.time_scale)
 
     def nothing_owed(self, started: float) -> bool:

@@ -5,6 +5,7 @@ schedule time (its log), never how long the wall clock took.
 """
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import threading
@@ -405,6 +406,36 @@ def test_latency_outlasts_a_short_read_timeout_and_stop_cuts_it_short():
         vision.stop()
     assert vision.snapshot()["by_outcome"]["ok"] == 1
     assert standin_threads() == []
+
+
+def test_an_answer_whose_client_left_is_noted_at_once_and_one_sent_whole_too():
+    """A client that closes its connection while the model thinks (a process killed mid-call
+    closes every socket it held) is seen leaving at once, never at the answer's end; an
+    answer read whole is noted as sent; stop() cutting a wait short is neither."""
+    vision = VisionStandIn(FaultSchedule(latency_s=30.0)).start()
+    try:
+        with pytest.raises(requests.exceptions.ReadTimeout):
+            requests.post(vision.endpoint, data=PHOTOS[0], timeout=(2, 0.2),
+                          headers={"Content-Type": "application/octet-stream"})
+        deadline = time.monotonic() + 10
+        while not vision.snapshot()["left"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (left,) = vision.snapshot()["left"]
+        assert left[1:] == (hashlib.sha256(PHOTOS[0]).hexdigest(), "ok")
+        assert vision.snapshot()["sent"] == []
+        threading.Thread(target=post_image, args=(vision, PHOTOS[1]), daemon=True).start()
+        while vision.concurrency()["in_flight"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        vision.stop()
+    assert len(vision.snapshot()["left"]) == 1          # the stop is not a client leaving
+    fast = VisionStandIn().start()
+    try:
+        assert post_image(fast, PHOTOS[2]).status_code == 200
+    finally:
+        fast.stop()
+    (sent,) = fast.snapshot()["sent"]
+    assert sent[1:] == (hashlib.sha256(PHOTOS[2]).hexdigest(), "ok") and not fast.snapshot()["left"]
 
 
 def test_reset_zeroes_the_counters_and_replays_the_same_answers():

@@ -12,7 +12,7 @@ from fme_ai_resilience.cli import drill as drill_cli
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.drill.scenarios import ALL, SCENARIOS, plan_deliveries
 from fme_ai_resilience.drill.standins import FaultSchedule
-from fme_ai_resilience.drill.standins.vision import _Quota
+from fme_ai_resilience.drill.standins.vision_faults import Quota
 from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.core.config.settings import Settings
 
@@ -69,7 +69,7 @@ def test_a_per_minute_quota_says_to_retry_when_its_minute_ends():
     up to 60 s; the next minute holds 30 again."""
     f = SCENARIOS["quota"].faults
     assert f.burst == 30
-    quota = _Quota(f.burst, f.rate_window_s)
+    quota = Quota(f.burst, f.rate_window_s)
     assert all(quota.take(t * 0.1) is None for t in range(30))
     assert quota.take(3.0) == pytest.approx(57.0)
     assert quota.take(59.0) == pytest.approx(1.0)

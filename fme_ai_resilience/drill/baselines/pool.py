@@ -67,6 +67,7 @@ class BaselineRun:
     killed: int = 0
     recovered: int = 0
     settled: bool = True
+    deaths: Tuple[float, ...] = ()      # when a kill stopped a job (monotonic s)
 
 
 def _session(chosen: Baseline) -> requests.Session:
@@ -106,6 +107,7 @@ class _Pool:
         self.ran = 0
         self.killed = 0
         self.recovered = 0
+        self.deaths: List[float] = []
         self.armed: List[Optional[str]] = [None] * engines
         self.passes: List[Tuple[float, Pass]] = []
         self.crashed: List[BaseException] = []
@@ -130,6 +132,7 @@ class _Pool:
                 if self.armed[index] != point:
                     return
                 self.armed[index] = None
+                self.deaths.append(self.clock.monotonic())
             raise EngineKilled(point)
         return at
 
@@ -276,4 +279,4 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
                        jobs=pool.ran, sweeps=passes, started=pool.start,
                        peak_busy=own.peak_busy, peak_backlog=own.peak_backlog,
                        busy_s=own.busy_s, killed=pool.killed, recovered=pool.recovered,
-                       settled=settled)
+                       settled=settled, deaths=tuple(pool.deaths))

@@ -13,7 +13,9 @@ function of one :class:`Request` that returns one :class:`Reply`; the base does 
   ``time_scale=0.01`` an outage from 10 s to 40 s runs from 0.1 s to 0.4 s after start);
 - a reply may wait before it is sent (``delay_s``, real seconds, cut short by ``stop()``) and
   may send only the first bytes of its body and then close the connection (a truncated answer
-  whose ``Content-Length`` promised more).
+  whose ``Content-Length`` promised more); a client that closes its connection during the
+  wait is seen leaving (:meth:`StandInServer.client_left` hears of it, with the reply it
+  will never read), and :meth:`StandInServer.reply_sent` hears of every reply sent whole.
 
 Counters live in the subclasses, behind :attr:`StandInServer.lock`; each has ``snapshot()``
 (plain dicts and lists, copied) and ``reset()``. A handler that fails answers 500 with an
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import socket
 import socketserver
 import threading
@@ -47,6 +50,9 @@ THREAD_PREFIX = "standin-"
 #: The hosts a stand-in sends to (an image URL it fetches, a webhook receiver).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _JOIN_S = 5.0
+#: The longest a waiting reply goes without looking whether it is stopping (real s); a
+#: client leaving, and stop() shutting the connection down, wake it at once.
+_WATCH_S = 0.25
 _S = TypeVar("_S", bound="StandInServer")
 
 
@@ -87,6 +93,9 @@ class Reply:
     ``delay_s`` waits that many real seconds before answering. ``send_bytes`` sends only the
     first that many bytes of ``body`` (the ``Content-Length`` header still says
     ``len(body)``) and closes the connection; so does ``close``, after the whole body.
+    ``tag`` is the stand-in's own note on the call, handed back to
+    :meth:`StandInServer.client_left` if the client leaves during ``delay_s``, else to
+    :meth:`StandInServer.reply_sent`.
     """
 
     status: int
@@ -96,6 +105,7 @@ class Reply:
     delay_s: float = 0.0
     send_bytes: Optional[int] = None
     close: bool = False
+    tag: Any = None
 
     @classmethod
     def json(cls, status: int, obj: Any, headers: Tuple[Tuple[str, str], ...] = (),
@@ -218,8 +228,8 @@ class _Handler(BaseHTTPRequestHandler):
             reply = self._answer(owner)
         finally:
             owner._left()
-        if reply is not None:
-            self._send(reply)
+        if reply is not None and self._send(reply) and reply.send_bytes is None:
+            owner.reply_sent(reply)
 
     def _answer(self, owner: "StandInServer") -> Optional[Reply]:
         body = self._read_body()
@@ -237,12 +247,37 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("the %s stand-in failed on %s %s", owner.kind, self.command, parts.path)
             reply = Reply.json(500, {"error": {"code": 500, "message": f"stand-in failure: {exc}",
                                                "details": []}})
-        if reply.delay_s > 0 and owner.wait(reply.delay_s):
-            self.close_connection = True  # stopping: leave without an answer
+        if reply.delay_s > 0 and not self._wait(owner, reply):
+            self.close_connection = True  # stopping, or nobody left to answer
             return None
         return reply
 
-    def _send(self, reply: Reply) -> None:
+    def _wait(self, owner: "StandInServer", reply: Reply) -> bool:
+        """Wait ``reply.delay_s`` watching the connection: False when the stand-in stops
+        first or the client closes its end (a process killed mid-call closes every socket
+        it held), which :meth:`StandInServer.client_left` hears."""
+        until = time.monotonic() + reply.delay_s
+        watching = True
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                return True
+            if not watching:
+                return not owner.wait(left)
+            try:
+                readable, _, _ = select.select([self.connection], [], [], min(left, _WATCH_S))
+                gone = bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+            except (OSError, ValueError):
+                gone = True
+            if owner.wait(0):
+                return False
+            if gone:
+                owner.client_left(reply)
+                return False
+            watching = not readable   # bytes of a next request: the client is still there
+
+    def _send(self, reply: Reply) -> bool:
+        """Send ``reply``; False when the client was gone."""
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
@@ -259,6 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            return False
+        return True
 
 
 class StandInServer:
@@ -365,6 +402,13 @@ class StandInServer:
         if self.port == 0:
             raise StandInError(f"the {self.kind} stand-in has no port yet: start it first")
         return f"http://{HOST}:{self.port}"
+
+    def client_left(self, reply: Reply) -> None:
+        """A client closed its connection while ``reply`` waited to be sent; subclasses that
+        count what nobody received override this."""
+
+    def reply_sent(self, reply: Reply) -> None:
+        """``reply`` went out whole; subclasses that time their answers override this."""
 
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` real seconds unless stopped first; True when stopping cut it short."""
