@@ -28,11 +28,12 @@ def pytest_xdist_auto_num_workers(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """The slow tiers first, so the quick ones fill the workers' last minutes."""
+    """The ``long`` tests first, then the slow tiers, so the quick ones fill the workers'
+    last minutes."""
     def rank(item):
         parts = item.path.parts
         tier = next((p for p in parts[::-1] if p in TIERS), TIERS[-1])
-        return TIERS.index(tier)
+        return (item.get_closest_marker("long") is None, TIERS.index(tier))
     items.sort(key=rank)
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fme_ai_resilience.drill.invariants import targets
 from fme_ai_resilience.drill.table import (CHECKLIST_TITLE, SPEED_TITLE, excerpt,
                                            render_excerpt, render_report)
@@ -27,6 +29,7 @@ def _between(text, start, end):
     return text.split(start, 1)[1].split(end, 1)[0]
 
 
+@pytest.mark.long
 def test_a_small_run_writes_its_figures_between_the_markers(tmp_path):
     """The main job (shrunk) run as a command, twice more in a row, and a tiny storm and
     outage: --write puts the command's own excerpt into the README, the repeated runs and a

@@ -57,6 +57,7 @@ def watch(store, until, on_change, poll_s=0.01):
     return seen
 
 
+@pytest.mark.long
 def test_fleet_opens_probes_k_and_recovers(pg_url, fresh_store):
     """Zero calls while open, exactly k probes per half-open round, a late starter changes nothing."""
     k = POLICY["half_open_probes"]

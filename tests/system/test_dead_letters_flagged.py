@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 SCALE = 0.05
 
 
+@pytest.mark.long
 def test_a_photo_the_model_never_answers_in_schema_is_flagged_failed_and_told(tmp_path):
     """See the module docstring."""
     url = f"sqlite:///{tmp_path / 'l.db'}"

@@ -86,6 +86,7 @@ def test_the_storm_reuses_recreated_photos_and_tells_people_of_the_photos_gone()
     assert lib.ai_calls <= lib.facts * 1.6        # retries of 10 % flaky calls
 
 
+@pytest.mark.long
 def test_chaos_kills_engines_at_stage_boundaries_and_cuts_the_database(pg_url):
     """On PostgreSQL: engines SIGKILLed at random stage boundaries (between a write-back and
     its checkpoint too) and every connection cut; no second paid answer, no conflicting
@@ -123,6 +124,7 @@ def test_the_command_prints_the_json_report_with_its_keys_and_exits_on_its_targe
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.long
 def test_every_subject_meets_the_same_plan_and_is_judged_by_the_same_function(monkeypatch):
     """Each baseline runs the library's plan on its own fresh stand-ins: the same facts and
     deliveries, its own Vision AI calls (priced as the library's), its model and timeline; and
@@ -240,6 +242,7 @@ NEW_WEATHER_SIZE = {"slow": (6, 2, 0.025), "slowdown": (6, 2, 0.025),
                     "quota": (40, 2, 0.01)}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("scenario", NEW_WEATHER)
 def test_new_weather_runs_small_and_every_subject_is_judged_by_the_same_function(
         scenario, monkeypatch):

@@ -51,6 +51,7 @@ LATENCY_S = 2.0
 SLACK_S = 5.0
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + ROUNDS))
 def test_an_outage_after_a_busy_healthy_period_is_seen_in_a_handful_of_calls(tmp_path, seed):
     """See the module docstring: one randomised round."""

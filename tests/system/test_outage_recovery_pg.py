@@ -69,6 +69,7 @@ def run_cli(*args, timeout=120):
     return done.returncode, done.stdout, done.stderr
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + ROUNDS))
 def test_an_outage_with_a_killed_worker_analyses_every_photo_once(pg_ledger, pg_store_url, seed):
     """See the module docstring: one randomised round."""

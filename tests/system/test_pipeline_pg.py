@@ -42,6 +42,7 @@ def analysed_once_at_most(log):
     return answered
 
 
+@pytest.mark.long
 def test_two_hundred_submissions_under_faults_end_succeeded_or_dead_with_their_cause(
         pg_ledger_url):
     schedule = FaultSchedule(latency_s=0.02, error_rate=0.3, rate_limit_per_s=20.0,

@@ -106,6 +106,7 @@ def test_a_service_slower_than_the_default_time_to_first_byte_gets_every_photo_a
     assert vision["by_outcome"]["ok"] >= 8
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_service_that_slows_down_gradually_and_recovers_loses_nothing(tmp_path, seed):
     """Two seconds, then slower over five minutes to 30 s (past the default time to first
