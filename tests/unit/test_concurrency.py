@@ -88,6 +88,19 @@ def test_the_wait_follows_slow_answers_and_comes_back_down_when_they_are_fast():
     assert state.ttfb_s is None
 
 
+def test_a_timeouts_lesson_outlasts_a_few_fast_answers_for_other_photos():
+    """A photo the model is slow on timed out: the fast answers other photos get meanwhile
+    do not bring the fleet's wait back under what that call was given (the next slow photo
+    would time out and be paid again), yet some dozens of them do."""
+    state = step(LimitState(), Signal.TIMEOUT, BASE, 1, ttfb=BASE)
+    for _ in range(10):
+        state = step(state, Signal.ANSWER, 2.0, 1)
+    assert state.ttfb_s is not None and state.ttfb_s >= 1.5 * BASE
+    for _ in range(150):
+        state = step(state, Signal.ANSWER, 2.0, 1)
+    assert state.ttfb_s is None
+
+
 def test_a_calls_wait_is_the_fleets_or_the_photos_never_past_the_deadline():
     """The next call waits the fleet's limit (at least the configured one), or longer for a
     photo whose last call ran out, but what it waits past the configured one never passes

@@ -156,6 +156,9 @@ def observe(settings: ConcurrencySettings, state: LimitState, sample: Sample, *,
     if signal is Signal.TIMEOUT:
         limit *= BACKOFF
         ttfb = min(cap, max(ttfb, 2.0 * sample.ttfb_limit_s))
+        # The call took at least its limit: the slowest recent answer is at least that slow,
+        # so a few fast answers for other photos do not bring the limit back under it.
+        peak = max(peak or 0.0, sample.ttfb_limit_s)
     elif signal is Signal.DROP:
         limit *= BACKOFF
     elif signal is Signal.ANSWER:
