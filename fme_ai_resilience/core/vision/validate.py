@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-import jsonschema
-
 from ..checks import finite_number
 from ..config.fields import check_field, is_number, name_fields, ratio_fields
 from ..errors import ConfigurationError
@@ -158,6 +156,10 @@ def schema_errors(value: Any, schema: Mapping[str, Any] = ASSESSMENT_SCHEMA) -> 
     levels, or one the validator cannot describe, is a single violation saying so. Each
     message is cut at :data:`SCHEMA_MESSAGE_LIMIT` characters.
     """
+    # jsonschema costs ~45 ms to import: loaded on the first answer checked, never by the
+    # settings (which hold ValidationSettings) that every command and PythonCaller loads.
+    import jsonschema
+
     if deeper_than(value, SCHEMA_MAX_DEPTH):
         return [f"(root): nested deeper than {SCHEMA_MAX_DEPTH} levels"]
     validator = jsonschema.Draft202012Validator(schema)
