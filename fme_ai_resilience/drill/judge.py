@@ -33,10 +33,10 @@ when an engine died with an earlier one in flight or just in hand: the Vision AI
 client close the connection before the answer was sent, within :data:`KILL_GRACE_S` after an
 engine's death, as a killed process closes every call it had open; or sent the answer between
 :data:`KEEP_S` before an engine's death and :data:`KILL_GRACE_S` after it (into the sockets a
-kill was closing) and the layer did not show it by then. An answer an
-engine had time to keep and lost is counted against it, and so is every call a living client
-gave up on), a filled assessment overwritten with a different one (a
-repeat with identical values changes nothing and is not counted, nor is a reviewer's
+kill was closing) and the layer did not show it by then. An answer an engine had time to keep
+and lost is counted against it, and so is every call a living client gave up on), a filled
+assessment overwritten with a different one (a repeat with identical values changes nothing
+and is not counted, nor is a reviewer's
 verdict over the answer it reviews), related-table rows added twice (two rows naming one
 photo), rows written (on the layer and in the table), calls in flight at the Vision AI at
 once, calls into an outage and the lag from the service's return to its first usable answer;
@@ -54,9 +54,8 @@ from ..core.ledger import LayerStatus, TaskOutcome
 from ..core.config.pipeline_settings import WritebackSettings
 from .standins import Message
 
-__all__ = ["Observed", "Figures", "judge", "replay", "Replay", "ANALYSED", "FLAGGED", "KEEP_S",
-           "KILL_GRACE_S",
-           "REVIEWED", "NOTIFIED", "LOST", "photo_key"]
+__all__ = ["Observed", "Figures", "judge", "replay", "Replay", "ANALYSED", "FLAGGED",
+           "REVIEWED", "NOTIFIED", "LOST", "KEEP_S", "KILL_GRACE_S", "photo_key"]
 
 #: The layer's outcome values that mean analysed by the Vision AI (the write-back contract).
 ANALYSED = tuple(s.value for s in LayerStatus if s.analysed)
@@ -104,8 +103,9 @@ class Observed:
     told; ``peak_in_flight``: the most calls the Vision AI answered at once; ``left`` and
     ``sent``: ``(monotonic s, sha, outcome)`` per answer whose client closed its connection
     before it was sent, and per answer sent whole; ``deaths``: when an engine died (monotonic
-    s; a chaos kill); ``started``: the run's start (monotonic s); ``submitted``: per SHA-256, when the photo was first sent
-    (monotonic s; default the start); ``time_scale``: real seconds per schedule second.
+    s; a chaos kill); ``started``: the run's start (monotonic s); ``submitted``: per SHA-256,
+    when the photo was first sent (monotonic s; default the start); ``time_scale``: real
+    seconds per schedule second.
     """
 
     photos: Mapping[str, Sequence[Tuple[str, str, bool]]]
