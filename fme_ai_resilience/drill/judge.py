@@ -36,11 +36,11 @@ engine's death, as a killed process closes every call it had open; or sent the a
 kill was closing) and the layer did not show it by then. An answer an engine had time to keep
 and lost is counted against it, and so is every call a living client gave up on), a filled
 assessment overwritten with a different one (a repeat with identical values changes nothing
-and is not counted, nor is a reviewer's
-verdict over the answer it reviews), related-table rows added twice (two rows naming one
-photo), rows written (on the layer and in the table), calls in flight at the Vision AI at
-once, calls into an outage and the lag from the service's return to its first usable answer;
-and the drain: the start to the moment the last photo reached the state it ends in.
+and is not counted, nor is a reviewer's verdict over the answer it reviews), related-table
+rows added twice (two rows naming one photo), rows written (on the layer and in the table),
+calls in flight at the Vision AI at once, calls into an outage and the lag from the service's
+return to its first usable answer; and the drain: the start to the moment the last photo
+reached the state it ends in.
 """
 from __future__ import annotations
 
