@@ -22,8 +22,9 @@ ROOT = REPO
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
-                    str(ROOT)], check=True, capture_output=True)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(out), str(ROOT)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]     # pip says why
     return next(out.glob("fme_ai_resilience-*.whl"))
 
 
