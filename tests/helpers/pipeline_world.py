@@ -167,5 +167,9 @@ def wait_until_settled(store, keys: Sequence[str], *, timeout_s: float,
     circuits = {name: (state.state.value, state.mode.value, state.open_until)
                 for name, state in store.breaker_list().items()}
     calls = {name: store.recent_calls(name, 6) for name in circuits}
+    limits = {name: store.limit_read(name, Settings().concurrency, now=time.time())
+              for name in circuits}
+    tails = [output_of(proc)[1][-600:] for proc in procs]
     raise AssertionError(f"{len(left)} task(s) not settled at {time.time():.0f}: {shown}; "
-                         f"circuits {circuits}; latest calls {calls}")
+                         f"circuits {circuits}; latest calls {calls}; fleet limits (state, "
+                         f"calls in flight) {limits}; the processes' last words {tails}")
