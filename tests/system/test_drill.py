@@ -17,7 +17,7 @@ from fme_ai_resilience.drill.figures import STATE_LABELS
 from fme_ai_resilience.drill.run import BASELINE_NAMES, run_drill
 from fme_ai_resilience.drill.table import CHECKLIST_TITLE, SPEED_TITLE
 
-from helpers.judge_spy import spy_on_judge
+from helpers.judge_spy import repeats_told, spy_on_judge
 from helpers import DATA
 
 
@@ -87,12 +87,13 @@ def test_the_storm_reuses_recreated_photos_and_tells_people_of_the_photos_gone()
 
 
 @pytest.mark.long
-def test_chaos_kills_engines_at_stage_boundaries_and_cuts_the_database(pg_url):
+def test_chaos_kills_engines_at_stage_boundaries_and_cuts_the_database(pg_url, monkeypatch):
     """On PostgreSQL: engines SIGKILLed at random stage boundaries (between a write-back and
     its checkpoint too) and every connection cut; no second paid answer, no conflicting
     write, no row added twice, nothing lost."""
+    seen, _ = spy_on_judge(monkeypatch)
     report = run_drill("chaos", db_url=pg_url, **SMALL)
-    assert not failed(report), report.library.as_dict()
+    assert not failed(report), (report.library.as_dict(), repeats_told(seen[0]))
     assert any("SIGKILL" in n for n in report.library.notes)
 
 
