@@ -29,12 +29,12 @@ figure, and the time a fact became analysed gives its time to result.
 A fact whose every photo is gone from the layer is *unanalysable*: counted apart, never
 blamed on the subject. Costs and harms are counted at the stand-ins too: paid usable answers
 beyond one per photo's bytes (an answer paid again is counted apart, as *cut by a kill*, only
-when an engine died with an earlier one in flight or just in hand: the Vision AI saw its
-client close the connection before the answer was sent, within :data:`KILL_GRACE_S` after an
-engine's death, as a killed process closes every call it had open; or sent the answer between
-:data:`KEEP_S` before an engine's death and :data:`KILL_GRACE_S` after it (into the sockets a
-kill was closing) and the layer did not show it by then. An answer an engine had time to keep
-and lost is counted against it, and so is every call a living client gave up on), a filled
+when an engine died with an earlier one in flight or in hand: the Vision AI saw a client
+close the connection the answer was waiting on, or had gone out whole on, within
+:data:`KILL_GRACE_S` after an engine's death (a killed process closes every socket it held;
+a living one keeps its connections for its next calls), and the layer did not show the photo
+by the death. An answer whose client kept its connection, or closed it with no death near,
+is counted against the subject, and so is every call a living client gave up on), a filled
 assessment overwritten with a different one (a repeat with identical values changes nothing
 and is not counted, nor is a reviewer's verdict over the answer it reviews), related-table
 rows added twice (two rows naming one photo), rows written (on the layer and in the table),
@@ -55,7 +55,7 @@ from ..core.config.pipeline_settings import WritebackSettings
 from .standins import Message
 
 __all__ = ["Observed", "Figures", "judge", "replay", "Replay", "ANALYSED", "FLAGGED",
-           "REVIEWED", "NOTIFIED", "LOST", "KEEP_S", "KILL_GRACE_S", "photo_key"]
+           "REVIEWED", "NOTIFIED", "LOST", "KILL_GRACE_S", "photo_key"]
 
 #: The layer's outcome values that mean analysed by the Vision AI (the write-back contract).
 ANALYSED = tuple(s.value for s in LayerStatus if s.analysed)
@@ -71,10 +71,6 @@ _SAME = 1e-6
 #: How soon after an engine's death (real s) the Vision AI sees its calls' connections close:
 #: the kernel closes them at once; this leaves room for a busy machine's scheduling.
 KILL_GRACE_S = 0.5
-#: The least time (real s) an engine needs to keep an answer it received (read and parse it,
-#: write it somewhere durable) on a busy machine: an answer sent less than this before the
-#: engine died was never its to keep.
-KEEP_S = 0.1
 
 Values = Mapping[str, Any]
 Answer = Tuple[str, float]
@@ -101,8 +97,9 @@ class Observed:
     review queue; ``vision_log``: ``(schedule s, sha or None, outcome)`` per call;
     ``outages``: ``(start, end, calls)`` in schedule seconds; ``messages``: what people were
     told; ``peak_in_flight``: the most calls the Vision AI answered at once; ``left`` and
-    ``sent``: ``(monotonic s, sha, outcome)`` per answer whose client closed its connection
-    before it was sent, and per answer sent whole; ``deaths``: when an engine died (monotonic
+    ``closed``: ``(monotonic s, sha, outcome)`` per answer whose client closed its connection
+    before it was sent, and per answer sent whole on a connection its client closed
+    afterwards (at the close); ``deaths``: when an engine died (monotonic
     s; a chaos kill); ``started``: the run's start (monotonic s); ``submitted``: per SHA-256,
     when the photo was first sent (monotonic s; default the start); ``time_scale``: real
     seconds per schedule second.
@@ -120,7 +117,7 @@ class Observed:
     outages: Sequence[Tuple[float, float, int]] = ()
     peak_in_flight: int = 0
     left: Sequence[Tuple[float, str, str]] = ()
-    sent: Sequence[Tuple[float, str, str]] = ()
+    closed: Sequence[Tuple[float, str, str]] = ()
     deaths: Sequence[float] = ()
     started: float = 0.0
     submitted: Mapping[str, float] = field(default_factory=dict)
@@ -367,19 +364,16 @@ def judge(seen: Observed) -> Figures:
 
 
 def _cut_by_kills(seen: Observed, done: Replay) -> Counter:
-    """Per SHA-256, the usable answers an engine's death took from it: in flight (the
-    client left at the death), or sent within :data:`KEEP_S` before the death or into its
-    closing sockets (up to :data:`KILL_GRACE_S` after it), and not on the layer by then."""
+    """Per SHA-256, the usable answers an engine's death took from it: their clients closed
+    the connection (the answer waiting on it, or gone out whole on it) within
+    :data:`KILL_GRACE_S` after the death, and the layer did not show the photo by then."""
     def on_layer_by(sha: str, died: float) -> bool:
         return done.states.get(sha) in _DONE and done.since[sha] <= died
 
     cut: Counter = Counter()
-    for at, sha, outcome in seen.left:
-        if outcome == "ok" and any(0 <= at - died <= KILL_GRACE_S for died in seen.deaths):
-            cut[sha] += 1
-    for at, sha, outcome in seen.sent:
-        if outcome == "ok" and any(-KILL_GRACE_S <= died - at <= KEEP_S
-                                   and not on_layer_by(sha, died) for died in seen.deaths):
+    for at, sha, outcome in list(seen.left) + list(seen.closed):
+        if outcome == "ok" and any(0 <= at - died <= KILL_GRACE_S and not on_layer_by(sha, died)
+                                   for died in seen.deaths):
             cut[sha] += 1
     return cut
 

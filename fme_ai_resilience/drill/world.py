@@ -192,7 +192,7 @@ class World:
             table_rows=layer["table_rows"], per_photo_rows=bool(self.table_url),
             outages=[(w["start_s"], w["end_s"], w["calls"]) for w in vision["outages"]],
             peak_in_flight=vision["peak_in_flight"], started=started,
-            left=vision["left"], sent=vision["sent"], deaths=tuple(self.deaths),
+            left=vision["left"], closed=vision["closed"], deaths=tuple(self.deaths),
             time_scale=self.time_scale)
 
     def nothing_owed(self, started: float) -> bool:

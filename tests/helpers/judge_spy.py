@@ -21,8 +21,9 @@ def spy_on_judge(monkeypatch: Any) -> Tuple[List[Any], Callable[[Any], Any]]:
 
 def repeats_told(observed: Any) -> str:
     """Each photo the Vision AI answered usably more than once, on the run's clock (seconds
-    from its start): when each answer was scheduled, sent whole or left by its client, when
-    the layer showed the photo done, and when engines died; for a failure message."""
+    from its start): when each answer was scheduled, when its client closed the connection
+    after or before it, when the layer showed the photo done, and when engines died; for a
+    failure message."""
     from fme_ai_resilience.drill.judge import replay
 
     done = replay(observed)
@@ -35,10 +36,11 @@ def repeats_told(observed: Any) -> str:
     for sha, times in usable.items():
         if len(times) < 2:
             continue
-        sent = [round(at - start, 3) for at, s, _ in observed.sent if s == sha]
+        closed = [round(at - start, 3) for at, s, _ in observed.closed if s == sha]
         left = [round(at - start, 3) for at, s, _ in observed.left if s == sha]
         since = done.since.get(sha)
-        lines.append(f"{sha[:12]}: scheduled at {times} (schedule s), sent {sent}, left {left}, "
+        lines.append(f"{sha[:12]}: scheduled at {times} (schedule s), its client closed the "
+                     f"connection at {closed} after the answer, {left} before it, "
                      f"on the layer from {None if since is None else round(since - start, 3)}")
     deaths = [round(at - start, 3) for at in observed.deaths]
     return "; ".join(lines + [f"engines died at {deaths}"])

@@ -447,6 +447,36 @@ def test_an_answer_whose_client_left_is_noted_at_once_and_one_sent_whole_too():
     assert sent[1:] == (hashlib.sha256(PHOTOS[2]).hexdigest(), "ok") and not fast.snapshot()["left"]
 
 
+def test_answers_are_noted_when_the_client_closes_their_connection_never_at_a_stop():
+    """A client that keeps its connection (a living engine) leaves its answers unmarked; when
+    it closes it (a killed process closes every socket it held), every answer that went out
+    whole on it is noted, at the close; stop() ending a kept connection is not a client's."""
+    headers = {"Content-Type": "application/octet-stream"}
+    vision = VisionStandIn().start()
+    kept = requests.Session()
+    try:
+        with requests.Session() as engine:
+            for photo in PHOTOS[:2]:
+                assert engine.post(vision.endpoint, data=photo, headers=headers,
+                                   timeout=5).status_code == 200
+            time.sleep(0.3)
+            assert vision.snapshot()["closed"] == [] and len(vision.snapshot()["sent"]) == 2
+            closing = time.monotonic()
+        deadline = time.monotonic() + 10
+        while len(vision.snapshot()["closed"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        closed = vision.snapshot()["closed"]
+        assert sorted(sha for _, sha, _ in closed) == sorted(
+            hashlib.sha256(p).hexdigest() for p in PHOTOS[:2])
+        assert all(at >= closing and outcome == "ok" for at, _, outcome in closed)
+        assert kept.post(vision.endpoint, data=PHOTOS[2], headers=headers,
+                         timeout=5).status_code == 200
+    finally:
+        vision.stop()
+        kept.close()
+    assert len(vision.snapshot()["closed"]) == 2
+
+
 def test_reset_zeroes_the_counters_and_replays_the_same_answers():
     """After reset() the counters are empty and the same calls get the same faults again."""
     with VisionStandIn(FaultSchedule(error_rate=0.5), seed=3) as vision:

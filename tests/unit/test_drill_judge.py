@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from fme_ai_resilience.drill.invariants import checks, targets
-from fme_ai_resilience.drill.judge import (KEEP_S, KILL_GRACE_S, Observed, judge, photo_key,
+from fme_ai_resilience.drill.judge import (KILL_GRACE_S, Observed, judge, photo_key,
                                             replay)
 from fme_ai_resilience.drill.report import DrillReport, SubjectResult
 from fme_ai_resilience.drill.standins import Message
@@ -229,27 +229,26 @@ def test_usable_answers_paid_twice_and_calls_past_the_concurrency_fail():
 
 
 def test_an_answer_paid_again_is_excused_only_when_an_engines_death_took_the_first():
-    """A second usable answer for the same bytes is counted apart (cut by a kill) when the
-    first was in flight at an engine's death (its client left at once), or just in hand or
-    sent into the dying engine's sockets (from KEEP_S before the death to KILL_GRACE_S after
-    it) and not yet on the layer; never otherwise."""
+    """A second usable answer for the same bytes is counted apart (cut by a kill) when its
+    client closed the connection the first waited on, or went out whole on, within
+    KILL_GRACE_S after an engine's death (a killed process closes every socket it held) and
+    the layer did not show the photo by then; never otherwise."""
     again = honest().vision_log + [(0.4, "sa", "ok")]
 
     def figures(**kw):
         f = judge(dataclasses.replace(honest(), vision_log=again, **kw))
         return f.duplicate_analyses, f.cut_by_kills
 
+    for seen in ("left", "closed"):
+        cut = {seen: [(0.62, "sa", "ok")]}
+        assert figures(deaths=(0.6,), **cut) == (0, 1)
+        assert figures(**cut) == (1, 0)                                    # nobody died
+        assert figures(deaths=(0.6 - KILL_GRACE_S - 0.01,), **cut) == (1, 0)  # closed later
+        assert figures(deaths=(0.63,), **cut) == (1, 0)                   # closed before it
+        assert figures(deaths=(0.6,), **{seen: [(0.62, "sa", "drift")]}) == (1, 0)
+    # the layer showed the photo (at 1.0) before the death: the death took nothing of it
+    assert figures(closed=[(1.06, "sa", "ok")], deaths=(1.05,)) == (1, 0)
     left = [(0.62, "sa", "ok")]
-    assert figures(left=left, deaths=(0.6,)) == (0, 1)
-    assert figures(left=left) == (1, 0)                                   # nobody died
-    assert figures(left=left, deaths=(0.6 - KILL_GRACE_S - 0.01,)) == (1, 0)  # gave up later
-    assert figures(left=[(0.62, "sa", "drift")], deaths=(0.6,)) == (1, 0)  # not a usable one
-    sent = [(0.9, "sa", "ok")]
-    assert figures(sent=sent, deaths=(0.95,)) == (0, 1)
-    assert figures(sent=sent, deaths=(0.9 + KEEP_S + 0.01,)) == (1, 0)   # time to keep it
-    assert figures(sent=sent, deaths=(0.88,)) == (0, 1)                  # to a closing socket
-    assert figures(sent=sent, deaths=(0.9 - KILL_GRACE_S - 0.01,)) == (1, 0)
-    assert figures(sent=[(0.99, "sa", "ok")], deaths=(1.05,)) == (1, 0)  # the layer had it
     assert "duplicate_analyses" not in failing(dataclasses.replace(
         honest(), vision_log=again, left=left, deaths=(0.6,)))
     twice = again + [(0.7, "sa", "ok")]                                   # one excused of two

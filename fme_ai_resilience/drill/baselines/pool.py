@@ -138,7 +138,8 @@ class _Pool:
 
     def _engine(self, index: int) -> None:
         rng = random.Random(f"{self.name}:{self.seed}:{index}")
-        with _session(self.chosen) as session:
+        session = _session(self.chosen)
+        try:
             while True:
                 item = self.jobs.get()
                 if item is None:
@@ -147,7 +148,11 @@ class _Pool:
                 try:
                     self._run(item, index, rng=rng, session=session)
                 except EngineKilled:
-                    # FME Flow's job recovery: the job whose engine died is resubmitted.
+                    # The engine's process died: its sockets closed with it (the Vision AI
+                    # sees its client close them), and FME Flow's job recovery resubmits
+                    # the job.
+                    session.close()
+                    session = _session(self.chosen)
                     with self.lock:
                         self.killed += 1
                     if item.recoveries < JOB_RECOVERIES:
@@ -164,6 +169,8 @@ class _Pool:
                         self.outstanding -= 1
                         self.ran += 1
                         self.lock.notify_all()
+        finally:
+            session.close()
 
     def _run(self, item: _Item, index: int, *, rng: random.Random,
              session: requests.Session) -> None:

@@ -46,7 +46,6 @@ import uuid
 from collections import Counter
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ...core.text.caseless import get_ignoring_case
 from ...core.checks import count, name
 from ...core.clock import Clock, SystemClock
 from ...core.errors import ConfigurationError

@@ -15,7 +15,10 @@ function of one :class:`Request` that returns one :class:`Reply`; the base does 
   may send only the first bytes of its body and then close the connection (a truncated answer
   whose ``Content-Length`` promised more); a client that closes its connection during the
   wait is seen leaving (:meth:`StandInServer.client_left` hears of it, with the reply it
-  will never read), and :meth:`StandInServer.reply_sent` hears of every reply sent whole.
+  will never read), :meth:`StandInServer.reply_sent` hears of every reply sent whole, and
+  :meth:`StandInServer.client_closed` of the replies sent whole on a connection whose
+  client then closed it (a process that dies closes every socket it held; a living client
+  keeps its connections for its next calls).
 
 Counters live in the subclasses, behind :attr:`StandInServer.lock`; each has ``snapshot()``
 (plain dicts and lists, copied) and ``reset()``. A handler that fails answers 500 with an
@@ -32,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from ...core.checks import count, finite
@@ -187,6 +190,22 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: _Server
 
+    def handle(self) -> None:
+        """Serve the connection's requests, then tell the stand-in which replies went out
+        whole on it if its client is the one that closed it."""
+        self._sent_whole: List[Reply] = []
+        self._client_gone = False
+        try:
+            super().handle()
+        except ConnectionResetError:
+            self._client_gone = True
+        # An empty request line: the client closed the connection (a timeout, or the stand-in
+        # closing it after a reply, leaves the last request line in place).
+        gone = self._client_gone or getattr(self, "raw_requestline", None) == b""
+        owner = self.server.owner
+        if gone and self._sent_whole and not owner.wait(0):
+            owner.client_closed(tuple(self._sent_whole))
+
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._dispatch()
 
@@ -230,6 +249,8 @@ class _Handler(BaseHTTPRequestHandler):
             owner._left()
         if reply is not None and self._send(reply) and reply.send_bytes is None:
             owner.reply_sent(reply)
+            if reply.tag is not None:
+                self._sent_whole.append(reply)
 
     def _answer(self, owner: "StandInServer") -> Optional[Reply]:
         body = self._read_body()
@@ -272,6 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
             if owner.wait(0):
                 return False
             if gone:
+                self._client_gone = True
                 owner.client_left(reply)
                 return False
             watching = not readable   # bytes of a next request: the client is still there
@@ -293,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+            self.close_connection = self._client_gone = True
             return False
         return True
 
@@ -409,6 +431,11 @@ class StandInServer:
 
     def reply_sent(self, reply: Reply) -> None:
         """``reply`` went out whole; subclasses that time their answers override this."""
+
+    def client_closed(self, replies: Tuple[Reply, ...]) -> None:
+        """A client closed the connection on which ``replies`` (those with a ``tag``) went
+        out whole, not while the stand-in was stopping; subclasses that follow where their
+        answers went override this."""
 
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` real seconds unless stopped first; True when stopping cut it short."""

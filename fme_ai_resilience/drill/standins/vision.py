@@ -151,6 +151,7 @@ class VisionStandIn(StandInServer):
         self._log: List[Tuple[float, Optional[str], str]] = []
         self._unread: List[Tuple[float, str, str]] = []
         self._sent: List[Tuple[float, str, str]] = []
+        self._closed: List[Tuple[float, str, str]] = []
         schedule = self.schedule
         self._bucket: Optional[Union[RateBucket, Quota]] = None
         if schedule.rate_limit_per_s is not None and schedule.rate_window_s is not None:
@@ -170,9 +171,10 @@ class VisionStandIn(StandInServer):
         time-ordered ``(schedule_s, sha256 or None, outcome)`` of every call;
         ``peak_in_flight``, the most calls answered at once; ``answers``, per SHA-256, the
         ``(condition, confidence)`` of the usable answer (outcome ``ok``, in schema) given for
-        those bytes, for a photo that got one; ``left`` and ``sent``, the ``(monotonic s,
-        sha256, outcome)`` of every answer whose client closed its connection before it was
-        sent, and of every answer sent whole."""
+        those bytes, for a photo that got one; ``left``, ``sent`` and ``closed``, the
+        ``(monotonic s, sha256, outcome)`` of every answer whose client closed its connection
+        before it was sent, of every answer sent whole, and of every answer sent whole on a
+        connection its client closed afterwards (the time is the close's)."""
         with self.lock:
             return {
                 "peak_in_flight": self.concurrency()["peak_in_flight"],
@@ -186,6 +188,7 @@ class VisionStandIn(StandInServer):
                 "answers": dict(self._answers),
                 "left": list(self._unread),
                 "sent": list(self._sent),
+                "closed": list(self._closed),
             }
 
     def reset(self) -> None:
@@ -282,6 +285,12 @@ class VisionStandIn(StandInServer):
 
     def reply_sent(self, reply: Reply) -> None:
         self._note(self._sent, reply)
+
+    def client_closed(self, replies: Tuple[Reply, ...]) -> None:
+        """The client of these answers closed the connection they went out on: when it died,
+        they died with it unless it had kept them."""
+        for reply in replies:
+            self._note(self._closed, reply)
 
     def _note(self, into: List[Tuple[float, str, str]], reply: Reply) -> None:
         if reply.tag is not None:
