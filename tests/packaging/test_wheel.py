@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
-
-#: They build from the checkout: one worker builds at a time.
 
 from helpers import REPO
 
 
+#: They build from the checkout: one worker builds at a time.
 pytestmark = pytest.mark.xdist_group("build")
 
 ROOT = REPO
@@ -21,9 +20,15 @@ ROOT = REPO
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+    # From a clean copy, as `package stage` builds: setuptools builds in the tree's build/,
+    # which an earlier or interrupted build may have left behind.
+    source = tmp_path_factory.mktemp("source") / "checkout"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "venv", "build", "dist", "*.egg-info", "__pycache__",
+        ".pytest_cache", ".hypothesis", "*.fpkg", "fpkg-stage"))
     out = tmp_path_factory.mktemp("wheel")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                            str(out), str(ROOT)], capture_output=True, text=True)
+                            str(out), str(source)], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]     # pip says why
     return next(out.glob("fme_ai_resilience-*.whl"))
 
