@@ -110,6 +110,8 @@ DELETE FROM analysis_claim;
 DELETE FROM call_pace;
 DELETE FROM call_limit;
 DELETE FROM call_slot;
+DELETE FROM metric_counter;
+DELETE FROM metric_histogram;
 
 -- session_setup --
 -- Run once per connection. The in-progress partial indexes churn (every task passes through

@@ -644,3 +644,15 @@ DELETE FROM call_slot WHERE id = %(slot)s AND service = %(service)s
 -- slot_hold --
 -- A call the engine gave up on: in flight until the service could no longer be working on it
 UPDATE call_slot SET until = %(until)s WHERE id = %(slot)s AND service = %(service)s
+
+-- metric_counters --
+-- The monotonic counters the ledger's triggers keep, by name and labels (a JSON object)
+SELECT name, labels, n FROM metric_counter ORDER BY name, labels
+
+-- metric_histograms --
+-- The histograms the ledger's triggers keep: observations and their sum per bucket
+SELECT name, labels, le, n, total FROM metric_histogram ORDER BY name, labels, le
+
+-- metric_buckets --
+-- The histograms' bucket bounds (the last one +Inf)
+SELECT le FROM metric_bucket ORDER BY le

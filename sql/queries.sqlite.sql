@@ -30,6 +30,8 @@ DELETE FROM analysis_claim;
 DELETE FROM call_pace;
 DELETE FROM call_limit;
 DELETE FROM call_slot;
+DELETE FROM metric_counter;
+DELETE FROM metric_histogram;
 
 -- completed_since_rows --
 -- Tasks finished since a time: end-to-end times, whether the analysis was reused and whether

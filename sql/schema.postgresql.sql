@@ -285,6 +285,167 @@ CREATE INDEX IF NOT EXISTS ai_call_log_service_id_idx ON ai_call_log (service, i
 DELETE FROM resilience_config
 WHERE lower(name) IN ('breaker.slow_call_rate', 'breaker_slow_call_rate');
 
+-- migration_0009 --
+-- Monotonic metrics for /metrics, kept by the ledger in the same transaction as their event
+-- (triggers: no round trip), so a pruned call log or a requeued dead letter never makes a count
+-- go down. metric_counter counts events by name and labels (a JSON object); metric_histogram
+-- holds each histogram's observations per bucket (le: the bucket's upper bound, 'Infinity' for
+-- +Inf; total: the sum of the values it holds); metric_bucket lists the bounds. An existing
+-- ledger starts from what it holds: its finished tasks, registrations and the calls and
+-- anomalies not pruned yet.
+CREATE TABLE IF NOT EXISTS metric_counter (
+    name                 text NOT NULL,
+    labels               text NOT NULL,
+    n                    bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, labels)
+);
+CREATE TABLE IF NOT EXISTS metric_histogram (
+    name                 text NOT NULL,
+    labels               text NOT NULL,
+    le                   double precision NOT NULL,
+    n                    bigint NOT NULL DEFAULT 0,
+    total                double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, labels, le)
+);
+CREATE TABLE IF NOT EXISTS metric_bucket (
+    le                   double precision PRIMARY KEY
+);
+INSERT INTO metric_bucket (le) VALUES (0.05), (0.1), (0.25), (0.5), (1), (2.5), (5), (10),
+    (30), (60), (120), (300), (600), (1800), (3600), ('Infinity');
+CREATE OR REPLACE FUNCTION metric_count(m_name text, m_labels text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO metric_counter (name, labels, n) VALUES (m_name, m_labels, 1)
+    ON CONFLICT (name, labels) DO UPDATE SET n = metric_counter.n + 1
+$$;
+CREATE OR REPLACE FUNCTION metric_observe(m_name text, m_labels text, m_value double precision)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO metric_histogram (name, labels, le, n, total)
+    SELECT m_name, m_labels, min(b.le), 1, greatest(m_value, 0.0)
+    FROM metric_bucket AS b WHERE b.le >= greatest(m_value, 0.0)
+    ON CONFLICT (name, labels, le) DO UPDATE
+    SET n = metric_histogram.n + 1, total = metric_histogram.total + excluded.total
+$$;
+CREATE OR REPLACE FUNCTION metric_call() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM metric_count('ai_calls', json_build_object(
+        'service', NEW.service, 'outcome', coalesce(NEW.error_class, 'ok'))::text);
+    PERFORM metric_observe('ai_call_duration_seconds', json_build_object(
+        'service', NEW.service, 'phase', 'total')::text, NEW.duration_s);
+    IF NEW.connect_s IS NOT NULL THEN
+        PERFORM metric_observe('ai_call_duration_seconds', json_build_object(
+            'service', NEW.service, 'phase', 'connect')::text, NEW.connect_s);
+    END IF;
+    IF NEW.ttfb_s IS NOT NULL THEN
+        PERFORM metric_observe('ai_call_duration_seconds', json_build_object(
+            'service', NEW.service, 'phase', 'ttfb')::text, NEW.ttfb_s);
+    END IF;
+    IF NEW.body_s IS NOT NULL THEN
+        PERFORM metric_observe('ai_call_duration_seconds', json_build_object(
+            'service', NEW.service, 'phase', 'body')::text, NEW.body_s);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER metric_call AFTER INSERT ON ai_call_log
+FOR EACH ROW EXECUTE FUNCTION metric_call();
+CREATE OR REPLACE FUNCTION metric_anomaly() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM metric_count('format_anomalies', json_build_object()::text);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER metric_anomaly AFTER INSERT ON format_anomaly
+FOR EACH ROW EXECUTE FUNCTION metric_anomaly();
+-- A task finished (SUCCEEDED or DEAD), when it becomes so: a dead letter requeued and dead
+-- again counts twice (the counts are of events); the evidence of an invalid body is inserted
+-- DEAD. A registration that carries its webhook's arrival is an intake latency.
+CREATE OR REPLACE FUNCTION metric_task() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' AND NEW.received_at IS NOT NULL THEN
+        PERFORM metric_observe('intake_latency_seconds', json_build_object()::text,
+                               NEW.created_at - NEW.received_at);
+    END IF;
+    IF NEW.status NOT IN ('SUCCEEDED', 'DEAD') THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        IF OLD.status = NEW.status THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    PERFORM metric_count('tasks_completed', json_build_object('status', NEW.status, 'kind',
+            CASE WHEN NEW.status = 'DEAD' THEN 'dead_letter'
+                 WHEN NEW.outcome = 'SKIPPED' AND NEW.review_state IS NULL THEN 'expanded'
+                 WHEN NEW.outcome = 'SKIPPED' THEN 'skipped_by_policy'
+                 ELSE 'analysed' END)::text);
+    IF NEW.status = 'DEAD' THEN
+        PERFORM metric_count('dead_letters', json_build_object(
+            'cause', coalesce(NEW.failure_class, 'UNKNOWN'))::text);
+    ELSIF coalesce(NEW.outcome, '') <> 'SKIPPED' THEN
+        PERFORM metric_observe('end_to_end_seconds', json_build_object()::text,
+                               NEW.completed_at - NEW.created_at);
+        IF coalesce((NEW.result ->> 'reused')::boolean, false) THEN
+            PERFORM metric_count('reused_analyses', json_build_object()::text);
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER metric_task AFTER INSERT OR UPDATE OF status ON ai_task_registry
+FOR EACH ROW EXECUTE FUNCTION metric_task();
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'tasks_completed', json_build_object('status', status, 'kind',
+            CASE WHEN status = 'DEAD' THEN 'dead_letter'
+                 WHEN outcome = 'SKIPPED' AND review_state IS NULL THEN 'expanded'
+                 WHEN outcome = 'SKIPPED' THEN 'skipped_by_policy'
+                 ELSE 'analysed' END)::text, count(*)
+FROM ai_task_registry WHERE status IN ('SUCCEEDED', 'DEAD') GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'dead_letters', json_build_object('cause', coalesce(failure_class, 'UNKNOWN'))::text,
+       count(*)
+FROM ai_task_registry WHERE status = 'DEAD' GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'reused_analyses', json_build_object()::text, count(*) FROM ai_task_registry
+WHERE status = 'SUCCEEDED' AND coalesce(outcome, '') <> 'SKIPPED'
+  AND coalesce((result ->> 'reused')::boolean, false)
+HAVING count(*) > 0;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'ai_calls', json_build_object('service', service,
+                                     'outcome', coalesce(error_class, 'ok'))::text, count(*)
+FROM ai_call_log GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'format_anomalies', json_build_object()::text, count(*) FROM format_anomaly
+HAVING count(*) > 0;
+INSERT INTO metric_histogram (name, labels, le, n, total)
+SELECT name, labels, (SELECT min(b.le) FROM metric_bucket AS b WHERE b.le >= v) AS bound,
+       count(*), sum(v)
+FROM (SELECT 'intake_latency_seconds' AS name, json_build_object()::text AS labels,
+             greatest(created_at - received_at, 0.0) AS v
+      FROM ai_task_registry WHERE received_at IS NOT NULL
+      UNION ALL
+      SELECT 'end_to_end_seconds', json_build_object()::text,
+             greatest(completed_at - created_at, 0.0)
+      FROM ai_task_registry
+      WHERE status = 'SUCCEEDED' AND coalesce(outcome, '') <> 'SKIPPED'
+        AND completed_at IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds',
+             json_build_object('service', service, 'phase', 'total')::text,
+             greatest(duration_s, 0.0) FROM ai_call_log
+      UNION ALL
+      SELECT 'ai_call_duration_seconds',
+             json_build_object('service', service, 'phase', 'connect')::text,
+             greatest(connect_s, 0.0) FROM ai_call_log WHERE connect_s IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds',
+             json_build_object('service', service, 'phase', 'ttfb')::text,
+             greatest(ttfb_s, 0.0) FROM ai_call_log WHERE ttfb_s IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds',
+             json_build_object('service', service, 'phase', 'body')::text,
+             greatest(body_s, 0.0) FROM ai_call_log WHERE body_s IS NOT NULL) AS observed
+GROUP BY name, labels, bound;
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

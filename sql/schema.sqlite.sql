@@ -285,6 +285,167 @@ CREATE INDEX IF NOT EXISTS ai_call_log_service_id_idx ON ai_call_log (service, i
 DELETE FROM resilience_config
 WHERE lower(name) IN ('breaker.slow_call_rate', 'breaker_slow_call_rate');
 
+-- migration_0009 --
+-- Monotonic metrics for /metrics, kept by the ledger in the same transaction as their event
+-- (triggers: no round trip), so a pruned call log or a requeued dead letter never makes a count
+-- go down. metric_counter counts events by name and labels (a JSON object); metric_histogram
+-- holds each histogram's observations per bucket (le: the bucket's upper bound, 9e999 for
+-- +Inf; total: the sum of the values it holds); metric_bucket lists the bounds. An existing
+-- ledger starts from what it holds: its finished tasks, registrations and the calls and
+-- anomalies not pruned yet.
+CREATE TABLE IF NOT EXISTS metric_counter (
+    name                 TEXT NOT NULL,
+    labels               TEXT NOT NULL,
+    n                    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, labels)
+);
+CREATE TABLE IF NOT EXISTS metric_histogram (
+    name                 TEXT NOT NULL,
+    labels               TEXT NOT NULL,
+    le                   REAL NOT NULL,
+    n                    INTEGER NOT NULL DEFAULT 0,
+    total                REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, labels, le)
+);
+CREATE TABLE IF NOT EXISTS metric_bucket (
+    le                   REAL PRIMARY KEY
+);
+INSERT INTO metric_bucket (le) VALUES (0.05), (0.1), (0.25), (0.5), (1), (2.5), (5), (10),
+    (30), (60), (120), (300), (600), (1800), (3600), (9e999);
+CREATE TRIGGER metric_call AFTER INSERT ON ai_call_log
+BEGIN
+    INSERT INTO metric_counter (name, labels, n)
+    VALUES ('ai_calls', json_object('service', NEW.service,
+                                    'outcome', coalesce(NEW.error_class, 'ok')), 1)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_histogram (name, labels, le, n, total)
+    SELECT 'ai_call_duration_seconds', json_object('service', NEW.service, 'phase', p.phase),
+           (SELECT min(le) FROM metric_bucket WHERE le >= p.v), 1, p.v
+    FROM (SELECT 'total' AS phase, max(NEW.duration_s, 0.0) AS v
+          UNION ALL SELECT 'connect', max(NEW.connect_s, 0.0) WHERE NEW.connect_s IS NOT NULL
+          UNION ALL SELECT 'ttfb', max(NEW.ttfb_s, 0.0) WHERE NEW.ttfb_s IS NOT NULL
+          UNION ALL SELECT 'body', max(NEW.body_s, 0.0) WHERE NEW.body_s IS NOT NULL) AS p
+    WHERE true
+    ON CONFLICT (name, labels, le) DO UPDATE SET n = n + 1, total = total + excluded.total;
+END;
+CREATE TRIGGER metric_anomaly AFTER INSERT ON format_anomaly
+BEGIN
+    INSERT INTO metric_counter (name, labels, n) VALUES ('format_anomalies', json_object(), 1)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER metric_registered AFTER INSERT ON ai_task_registry
+WHEN NEW.received_at IS NOT NULL
+BEGIN
+    INSERT INTO metric_histogram (name, labels, le, n, total)
+    SELECT 'intake_latency_seconds', json_object(), min(le),
+           1, max(NEW.created_at - NEW.received_at, 0.0)
+    FROM metric_bucket WHERE le >= max(NEW.created_at - NEW.received_at, 0.0)
+    ON CONFLICT (name, labels, le) DO UPDATE SET n = n + 1, total = total + excluded.total;
+END;
+-- A task finished (SUCCEEDED or DEAD), when it becomes so: a dead letter requeued and dead
+-- again counts twice (the counts are of events); the evidence of an invalid body is inserted DEAD.
+CREATE TRIGGER metric_finished_insert AFTER INSERT ON ai_task_registry
+WHEN NEW.status IN ('SUCCEEDED', 'DEAD')
+BEGIN
+    INSERT INTO metric_counter (name, labels, n)
+    VALUES ('tasks_completed', json_object('status', NEW.status, 'kind',
+            CASE WHEN NEW.status = 'DEAD' THEN 'dead_letter'
+                 WHEN NEW.outcome = 'SKIPPED' AND NEW.review_state IS NULL THEN 'expanded'
+                 WHEN NEW.outcome = 'SKIPPED' THEN 'skipped_by_policy'
+                 ELSE 'analysed' END), 1)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_counter (name, labels, n)
+    SELECT 'dead_letters', json_object('cause', coalesce(NEW.failure_class, 'UNKNOWN')), 1
+    WHERE NEW.status = 'DEAD'
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_counter (name, labels, n)
+    SELECT 'reused_analyses', json_object(), 1
+    WHERE NEW.status = 'SUCCEEDED' AND coalesce(NEW.outcome, '') <> 'SKIPPED'
+      AND coalesce(json_extract(NEW.result, '$.reused'), 0)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_histogram (name, labels, le, n, total)
+    SELECT 'end_to_end_seconds', json_object(), le, 1,
+           max(NEW.completed_at - NEW.created_at, 0.0)
+    FROM metric_bucket
+    WHERE NEW.status = 'SUCCEEDED' AND coalesce(NEW.outcome, '') <> 'SKIPPED'
+      AND le >= max(NEW.completed_at - NEW.created_at, 0.0)
+    ORDER BY le LIMIT 1
+    ON CONFLICT (name, labels, le) DO UPDATE SET n = n + 1, total = total + excluded.total;
+END;
+CREATE TRIGGER metric_finished_update AFTER UPDATE OF status ON ai_task_registry
+WHEN NEW.status IN ('SUCCEEDED', 'DEAD') AND OLD.status <> NEW.status
+BEGIN
+    INSERT INTO metric_counter (name, labels, n)
+    VALUES ('tasks_completed', json_object('status', NEW.status, 'kind',
+            CASE WHEN NEW.status = 'DEAD' THEN 'dead_letter'
+                 WHEN NEW.outcome = 'SKIPPED' AND NEW.review_state IS NULL THEN 'expanded'
+                 WHEN NEW.outcome = 'SKIPPED' THEN 'skipped_by_policy'
+                 ELSE 'analysed' END), 1)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_counter (name, labels, n)
+    SELECT 'dead_letters', json_object('cause', coalesce(NEW.failure_class, 'UNKNOWN')), 1
+    WHERE NEW.status = 'DEAD'
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_counter (name, labels, n)
+    SELECT 'reused_analyses', json_object(), 1
+    WHERE NEW.status = 'SUCCEEDED' AND coalesce(NEW.outcome, '') <> 'SKIPPED'
+      AND coalesce(json_extract(NEW.result, '$.reused'), 0)
+    ON CONFLICT (name, labels) DO UPDATE SET n = n + 1;
+    INSERT INTO metric_histogram (name, labels, le, n, total)
+    SELECT 'end_to_end_seconds', json_object(), le, 1,
+           max(NEW.completed_at - NEW.created_at, 0.0)
+    FROM metric_bucket
+    WHERE NEW.status = 'SUCCEEDED' AND coalesce(NEW.outcome, '') <> 'SKIPPED'
+      AND le >= max(NEW.completed_at - NEW.created_at, 0.0)
+    ORDER BY le LIMIT 1
+    ON CONFLICT (name, labels, le) DO UPDATE SET n = n + 1, total = total + excluded.total;
+END;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'tasks_completed', json_object('status', status, 'kind',
+            CASE WHEN status = 'DEAD' THEN 'dead_letter'
+                 WHEN outcome = 'SKIPPED' AND review_state IS NULL THEN 'expanded'
+                 WHEN outcome = 'SKIPPED' THEN 'skipped_by_policy'
+                 ELSE 'analysed' END), count(*)
+FROM ai_task_registry WHERE status IN ('SUCCEEDED', 'DEAD') GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'dead_letters', json_object('cause', coalesce(failure_class, 'UNKNOWN')), count(*)
+FROM ai_task_registry WHERE status = 'DEAD' GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'reused_analyses', json_object(), count(*) FROM ai_task_registry
+WHERE status = 'SUCCEEDED' AND coalesce(outcome, '') <> 'SKIPPED'
+  AND coalesce(json_extract(result, '$.reused'), 0)
+HAVING count(*) > 0;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'ai_calls', json_object('service', service, 'outcome', coalesce(error_class, 'ok')),
+       count(*)
+FROM ai_call_log GROUP BY 2;
+INSERT INTO metric_counter (name, labels, n)
+SELECT 'format_anomalies', json_object(), count(*) FROM format_anomaly HAVING count(*) > 0;
+INSERT INTO metric_histogram (name, labels, le, n, total)
+SELECT name, labels, (SELECT min(b.le) FROM metric_bucket AS b WHERE b.le >= v) AS bound,
+       count(*), sum(v)
+FROM (SELECT 'intake_latency_seconds' AS name, json_object() AS labels,
+             max(created_at - received_at, 0.0) AS v
+      FROM ai_task_registry WHERE received_at IS NOT NULL
+      UNION ALL
+      SELECT 'end_to_end_seconds', json_object(), max(completed_at - created_at, 0.0)
+      FROM ai_task_registry
+      WHERE status = 'SUCCEEDED' AND coalesce(outcome, '') <> 'SKIPPED'
+        AND completed_at IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds', json_object('service', service, 'phase', 'total'),
+             max(duration_s, 0.0) FROM ai_call_log
+      UNION ALL
+      SELECT 'ai_call_duration_seconds', json_object('service', service, 'phase', 'connect'),
+             max(connect_s, 0.0) FROM ai_call_log WHERE connect_s IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds', json_object('service', service, 'phase', 'ttfb'),
+             max(ttfb_s, 0.0) FROM ai_call_log WHERE ttfb_s IS NOT NULL
+      UNION ALL
+      SELECT 'ai_call_duration_seconds', json_object('service', service, 'phase', 'body'),
+             max(body_s, 0.0) FROM ai_call_log WHERE body_s IS NOT NULL) AS observed
+GROUP BY name, labels, bound;
+
 -- schema_version --
 -- Created before any migration; one row per applied migration.
 CREATE TABLE IF NOT EXISTS schema_version (

@@ -89,15 +89,25 @@ def split_statements(script: str) -> List[str]:
     """The statements of a DDL script (each ends with ``;`` at the end of a line).
 
     For drivers that run one statement per call (sqlite3 ``execute``); the schema files keep
-    to that layout (no semicolons inside statements).
+    to that layout (no semicolons at the end of a line inside statements), except in the
+    bodies of a SQLite trigger (up to its ``END;`` line) and of a PostgreSQL ``$$``-quoted
+    function.
     """
     statements, current = [], []
+    quoted = body = False
     for line in script.splitlines():
         stripped = line.strip()
         if not current and (not stripped or stripped.startswith("--")):
             continue
         current.append(line)
-        if stripped.endswith(";"):
+        quoted ^= line.count("$$") % 2 == 1
+        if stripped.upper() == "BEGIN" and current[0].strip().upper().startswith("CREATE TRIGGER"):
+            body = True
+        if body:
+            if stripped.upper() != "END;":
+                continue
+            body = False
+        if stripped.endswith(";") and not quoted:
             statements.append("\n".join(current).rstrip().rstrip(";"))
             current = []
     if any(line.strip() and not line.strip().startswith("--") for line in current):

@@ -63,6 +63,20 @@ def test_split_statements_keeps_multi_line_statements_whole():
         "CREATE TABLE a (\n  x int\n)", "CREATE INDEX i ON a (x)", "SELECT 1"]
 
 
+def test_split_statements_keeps_trigger_and_function_bodies_whole():
+    """A SQLite trigger runs to its END; a PostgreSQL function to its closing $$."""
+    trigger = "CREATE TRIGGER t AFTER INSERT ON a\nBEGIN\n    INSERT INTO b VALUES (1);\n" \
+              "    INSERT INTO b VALUES (2);\nEND;\nSELECT 1;"
+    assert sqlfiles.split_statements(trigger) == [
+        "CREATE TRIGGER t AFTER INSERT ON a\nBEGIN\n    INSERT INTO b VALUES (1);\n"
+        "    INSERT INTO b VALUES (2);\nEND", "SELECT 1"]
+    function = "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n" \
+               "    RETURN NULL;\nEND\n$$;\nCREATE TRIGGER t AFTER INSERT ON a\n" \
+               "FOR EACH ROW EXECUTE FUNCTION f();"
+    assert [s.split()[1] for s in sqlfiles.split_statements(function)] == [
+        "FUNCTION", "TRIGGER"]
+
+
 def test_unknown_dialect_is_refused():
     """Only sqlite and postgresql exist."""
     with pytest.raises(ValueError):

@@ -1,8 +1,7 @@
-"""The golden signals, their alerts, and the Prometheus text at /metrics."""
+"""The golden signals over a window and their alerts (the /metrics text: test_metrics_text)."""
 from __future__ import annotations
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.core.errors import FailureClass
@@ -10,7 +9,7 @@ from fme_ai_resilience.core.intake.keys import trace_id_for
 from fme_ai_resilience.core.ledger import (CallRecord, CallSample, CompletionSample,
                                            FormatAnomaly, RegistrationSample, Status, TaskOutcome)
 from fme_ai_resilience.services.observe.signals import read_signals
-from fme_ai_resilience.core.observe.signals import AlertLevel, golden_signals, prometheus_text
+from fme_ai_resilience.core.observe.signals import AlertLevel, golden_signals
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
@@ -85,18 +84,6 @@ def test_credentials_refused_are_an_alert():
     assert signals(calls=[call(error="AUTH")]).level is AlertLevel.ALERT
     assert signals(completions=[done(0, Status.DEAD, FailureClass.AUTH)]).level \
         is AlertLevel.ALERT
-
-
-def test_the_prometheus_text_parses_with_the_reference_parser():
-    """/metrics is valid Prometheus exposition text, one family per signal."""
-    s = signals(calls=[call(), call(error="RATE_LIMITED")], completions=[done(30)], backlog=7)
-    families = {f.name: f for f in text_string_to_metric_families(prometheus_text(s))}
-    assert families["fair_backlog"].samples[0].value == 7
-    latency = {x.labels["kind"]: x.value for x in families["fair_latency_p95_seconds"].samples}
-    assert latency["end_to_end"] == 30
-    assert {x.labels["error_class"] for x in families["fair_ai_call_errors"].samples} == {
-        "RATE_LIMITED"}
-    assert families["fair_alert_level"].samples[0].value == 0
 
 
 def test_read_signals_reads_the_window_from_the_ledger(tmp_path):

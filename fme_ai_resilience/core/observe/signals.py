@@ -1,4 +1,4 @@
-"""The golden signals over a window, the alerts they raise, and their Prometheus text form.
+"""The golden signals over a window and the alerts they raise.
 
 Pure: :func:`golden_signals` takes what the ledger and the call log hold for the window
 (samples read by ``fme_ai_resilience.services.observe.signals``) and computes:
@@ -19,12 +19,15 @@ calls is an ALERT; an end-to-end P95 above ``alerts.e2e_p95_warning_ratio`` of t
 promise a WARN; a backlog above ``alerts.backlog_ratio`` of the watermark a WARN
 (backpressure); an AUTH dead letter or error in the window an ALERT (credentials); and the
 pages of :mod:`fme_ai_resilience.core.observe.alerts` (stall, dead letters, leases, review queue).
-``check`` turns the worst level into its exit code (0 ok, 1 warn, 2 alert). ``status``,
-``check`` and ``/metrics`` all show these same figures.
+``check`` turns the worst level into its exit code (0 ok, 1 warn, 2 alert). The windowed
+figures are ``status``'s and ``check``'s (the alerts use the window); the ledger's monotonic
+counts and histograms (:class:`~fme_ai_resilience.core.observe.totals.LedgerMetrics`, carried
+as ``metrics``) are what ``/metrics`` exports
+(:func:`fme_ai_resilience.core.observe.metrics.prometheus_text`), and ``status`` and
+``check --json`` show them too, under ``totals``.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -33,9 +36,10 @@ from ..resilience.calibrate import percentile
 from ..errors import ErrorClass, FailureClass
 from ..ledger import CallSample, CompletionSample, LedgerState, RegistrationSample, Status
 from .alerts import Alert, AlertLevel, ledger_alerts
+from .totals import LedgerMetrics
 from ..config.settings import Settings
 
-__all__ = ["AlertLevel", "Alert", "GoldenSignals", "golden_signals", "prometheus_text"]
+__all__ = ["AlertLevel", "Alert", "GoldenSignals", "golden_signals"]
 
 
 def _p95(values: Sequence[float]) -> Optional[float]:
@@ -72,6 +76,7 @@ class GoldenSignals:
     analysed: int = 0
     skipped: int = 0
     ledger: Optional[LedgerState] = None
+    metrics: Optional[LedgerMetrics] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "errors_by_class", MappingProxyType(dict(self.errors_by_class)))
@@ -136,6 +141,7 @@ class GoldenSignals:
                        for a in self.alerts],
             "samples_capped": self.samples_capped,
             "ledger": self.ledger_figures(),
+            "totals": None if self.metrics is None else self.metrics.as_dict(),
         }
 
 
@@ -152,9 +158,11 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
                    registrations: Sequence[RegistrationSample], backlog: int,
                    format_anomalies: int, now: float, window_s: Optional[float] = None,
                    sample_limit: Optional[int] = None,
-                   ledger: Optional[LedgerState] = None) -> GoldenSignals:
+                   ledger: Optional[LedgerState] = None,
+                   metrics: Optional[LedgerMetrics] = None) -> GoldenSignals:
     """The signals over the window ending at ``now`` (``alerts.window_s`` by default), with
-    the ledger's figures and pages when ``ledger`` is given."""
+    the ledger's figures and pages when ``ledger`` is given and its monotonic totals when
+    ``metrics`` is."""
     window = settings.alerts.window_s if window_s is None else window_s
     since = now - window
     minutes = window / 60.0
@@ -188,7 +196,7 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
         backlog=backlog, watermark=settings.intake.capacity.watermark,
         format_anomalies=format_anomalies, spend=len(ai) * settings.cost.per_call,
         currency=settings.cost.currency, samples_capped=capped, analysed=len(analysed),
-        skipped=len(succeeded) - len(analysed), ledger=ledger)
+        skipped=len(succeeded) - len(analysed), ledger=ledger, metrics=metrics)
     return _with_alerts(signals, settings)
 
 
@@ -219,78 +227,3 @@ def _with_alerts(s: GoldenSignals, settings: Settings) -> GoldenSignals:
         alerts += ledger_alerts(settings, s.ledger, dead_in_window=s.dead_by_cause,
                                 finished_in_window=s.completed)
     return replace(s, alerts=tuple(alerts))
-
-
-def _metric(lines: List[str], name: str, help_text: str,
-            values: Sequence[Tuple[str, Optional[float]]], kind: str = "gauge") -> None:
-    lines.append(f"# HELP {name} {help_text}")
-    lines.append(f"# TYPE {name} {kind}")
-    for labels, value in values:
-        shown = "NaN" if value is None or (isinstance(value, float) and math.isnan(value)) \
-            else repr(float(value))
-        lines.append(f"{name}{labels} {shown}")
-
-
-def _label(**labels: str) -> str:
-    inner = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return "{" + inner + "}" if inner else ""
-
-
-def _escape(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def prometheus_text(s: GoldenSignals) -> str:
-    """The signals in the Prometheus text exposition format (version 0.0.4), for ``/metrics``."""
-    lines: List[str] = []
-    _metric(lines, "fair_latency_p95_seconds", "P95 latency over the window, by kind",
-            [(_label(kind="intake"), s.intake_p95_s), (_label(kind="ai_call"), s.ai_call_p95_s),
-             (_label(kind="end_to_end"), s.end_to_end_p95_s)])
-    _metric(lines, "fair_webhooks_per_minute", "Survey123 registrations per minute",
-            [("", s.webhooks_per_min)])
-    _metric(lines, "fair_ai_calls_per_minute", "Vision AI calls per minute",
-            [("", s.ai_calls_per_min)])
-    _metric(lines, "fair_reused_analyses", "Analyses reused instead of paid for, in the window",
-            [("", s.reused_analyses)])
-    _metric(lines, "fair_completed_tasks", "Tasks finished in the window, by status",
-            [(_label(status="SUCCEEDED"), s.succeeded),
-             (_label(status="DEAD"), sum(s.dead_by_cause.values()))])
-    _metric(lines, "fair_ai_call_errors", "Vision AI calls that failed, by error class",
-            [(_label(error_class=k), v) for k, v in sorted(s.errors_by_class.items())])
-    _metric(lines, "fair_dead_letters", "Tasks that became dead letters in the window, by cause",
-            [(_label(cause=k), v) for k, v in sorted(s.dead_by_cause.items())])
-    _metric(lines, "fair_backlog", "Tasks registered and not finished", [("", s.backlog)])
-    _metric(lines, "fair_watermark", "The backlog the engines drain within the promise",
-            [("", s.watermark)])
-    _metric(lines, "fair_format_anomaly_rate", "Format anomalies per Vision AI call",
-            [("", s.anomaly_rate)])
-    _metric(lines, "fair_ai_spend", "What the window's AI calls cost",
-            [(_label(currency=s.currency), s.spend)])
-    _metric(lines, "fair_finished_tasks", "Tasks that succeeded in the window, analysed or "
-            "skipped by policy", [(_label(kind="analysed"), s.analysed),
-                                  (_label(kind="skipped_by_policy"), s.skipped)])
-    figures = s.ledger_figures()
-    if figures is not None:
-        _ledger_metrics(lines, figures)
-    _metric(lines, "fair_alert_level", "0 ok, 1 warn, 2 alert", [("", int(s.level))])
-    return "\n".join(lines) + "\n"
-
-
-def _ledger_metrics(lines: List[str], f: Mapping[str, Any]) -> None:
-    """The ledger's figures, the same ``status`` and ``check --json`` show."""
-    _metric(lines, "fair_photos", "Photos in the ledger by where they stand",
-            [(_label(state=k), f[k]) for k in ("analysed", "accepted", "review",
-                                                "awaiting_analysis", "held_back", "in_review",
-                                                "reviewed", "skipped_by_policy", "expanded")])
-    _metric(lines, "fair_dead_letters_total", "Dead letters in the ledger, by cause",
-            [(_label(cause=k), v) for k, v in sorted(f["dead_by_cause"].items())])
-    _metric(lines, "fair_due_tasks", "Tasks due now", [("", f["due"])])
-    _metric(lines, "fair_stalled_seconds", "How long due work has seen no task finish",
-            [("", f["stalled_for_s"])])
-    _metric(lines, "fair_oldest_due_age_seconds", "Age of the oldest due task",
-            [("", f["oldest_due_age_s"])])
-    _metric(lines, "fair_expired_leases", "Leases nobody renewed (a processor stopped)",
-            [("", f["expired_leases"])])
-    _metric(lines, "fair_review_queue", "Photos waiting for a person", [("", f["review_queue"])])
-    _metric(lines, "fair_review_oldest_age_seconds", "How long the oldest photo in review has "
-            "waited", [("", f["review_oldest_age_s"])])

@@ -108,13 +108,16 @@ FlowHealthSource = Union[None, Any, Callable[[], Any]]
 
 def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
            settings: Optional[Settings] = None, *, store: Store, now: float,
-           flow_health: FlowHealthSource = None) -> IntakeAnswer:
+           flow_health: FlowHealthSource = None,
+           received_at: Optional[float] = None) -> IntakeAnswer:
     """Parse, register and answer one webhook delivery (see the module docstring's table).
 
     ``store`` is a :class:`~fme_ai_resilience.store.Store`; ``now`` the epoch seconds of the
     injected clock; ``flow_health`` a ``FlowHealth`` (or a callable returning one, such as
-    ``FlowClient.health``) or None to skip the engine check. Raises only what the store raises
-    beyond :class:`StoreUnavailable` (a 503).
+    ``FlowClient.health``) or None to skip the engine check; ``received_at`` when the delivery
+    arrived (epoch seconds, ``now`` by default), recorded with each registration: the intake
+    latency is from there to the registration. Raises only what the store raises beyond
+    :class:`StoreUnavailable` (a 503).
     """
     settings = settings or Settings()
     intake = settings.intake
@@ -143,7 +146,8 @@ def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
     try:
         _register_whole(submissions, ceiling, mode, park_ceiling,
                         park_ceiling + intake.max_attachments, registrations,
-                        settings.degrade, store=store, now=now)
+                        settings.degrade, store=store, now=now,
+                        received_at=now if received_at is None else received_at)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
         # Nothing can be recorded: the log line is what reconciliation has to go on.
@@ -163,19 +167,21 @@ decide = receive
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
                     park_ceiling: int, hard_ceiling: int, out: List[Registration],
-                    degrade: DegradeSettings, *, store: Store, now: float) -> None:
+                    degrade: DegradeSettings, *, store: Store, now: float,
+                    received_at: float) -> None:
     """Register every photo (a critical asset type's with the claim priority that puts it
     first); if the body is partly in the ledger, store the refused rest parked, up to
     ``hard_ceiling`` unfinished tasks."""
     priority = [priority_of(degrade, sub.asset_type) for sub in submissions]
     for sub, first in zip(submissions, priority):
-        out.append(store.register(sub, ceiling, mode, park_ceiling, now=now, priority=first))
+        out.append(store.register(sub, ceiling, mode, park_ceiling, now=now, priority=first,
+                                  received_at=received_at))
     refused = [i for i, r in enumerate(out) if r.outcome is RegisterOutcome.OVER_BACKLOG]
     if not refused or len(refused) == len(out):
         return
     for i in refused:
         out[i] = store.register(submissions[i], 0, OverloadMode.PARK, hard_ceiling, now=now,
-                                priority=priority[i])
+                                priority=priority[i], received_at=received_at)
     left = sum(1 for i in refused if out[i].outcome is RegisterOutcome.OVER_BACKLOG)
     log.warning("intake: %d photo(s) of %s over the ceiling parked with the rest of their "
                 "submission%s", len(refused) - left, submissions[0].feature_global_id,
