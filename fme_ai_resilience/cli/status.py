@@ -9,7 +9,6 @@ keep (refusals past their bound, invalid bodies past the dead-letter bounds).
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any, Dict, List, Optional
 
 from ..core.clock import Clock, SystemClock
@@ -18,7 +17,8 @@ from ..core.observe.alerts import human_age as _age
 from ..services.observe.signals import read_signals
 from ..store import SqlStore, display_url
 from ..core.config.settings import Settings
-from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args, settings_for
+from .common import (EXIT_OK, add_db_option, command, exit_codes, json_text, open_from_args,
+                     settings_for)
 
 __all__ = ["add_parser", "ledger_status", "render"]
 
@@ -115,6 +115,24 @@ def _render_signals(s: Dict[str, Any]) -> List[str]:
              f"({s['format_anomalies']['rate']:.0%} of AI calls)",
              f"  AI spend            {s['spend']['amount']:.2f} {s['spend']['currency']}"]
     lines += [f"  ! {a['level']}: {a['message']}" for a in s["alerts"]]
+    if s.get("totals"):
+        lines += _render_totals(s["totals"])
+    return lines
+
+
+def _render_totals(t: Dict[str, Any]) -> List[str]:
+    """The ledger's monotonic counts and histograms, the figures ``/metrics`` exports."""
+    lines = ["Totals since the ledger was created (what /metrics exports)"]
+    for name, rows in t["counters"].items():
+        for row in rows:
+            labels = ", ".join(f"{k}={v}" for k, v in sorted(row["labels"].items()))
+            lines.append(f"  {name:<22}{row['value']:>10}   {labels}".rstrip())
+    for name, rows in t["histograms"].items():
+        for row in rows:
+            labels = ", ".join(f"{k}={v}" for k, v in sorted(row["labels"].items()))
+            mean = row["sum"] / row["count"] if row["count"] else None
+            lines.append(f"  {name:<30}{row['count']:>8} observed, mean "
+                         f"{'n/a' if mean is None else f'{mean:.2f} s'}   {labels}".rstrip())
     return lines
 
 
@@ -124,7 +142,7 @@ def _status(args: argparse.Namespace) -> int:
         report = ledger_status(store=store, clock=SystemClock(),
                                settings=settings_for(store=store))
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report))
     else:
         print(render(display_url(args.db), report))
     return EXIT_OK

@@ -2,7 +2,8 @@
 
 ``make_app(store=store)`` answers ``POST`` (any path but the health path) with the answer of
 :func:`fme_ai_resilience.services.intake.webhook.decide`, ``GET /healthz`` with whether the ledger
-is reachable, and ``GET /metrics`` with the golden signals in the Prometheus text format. Before
+is reachable, and ``GET /metrics`` with the ledger's counters, histograms and levels and the
+gateway's own request metrics in the Prometheus text format. Before
 the body reaches the parser it checks, in order: the method (405 with ``Allow``), the content
 type (415 unless JSON), the length (413 over the limit, reading at most limit + 1 bytes; 411
 without a length), and, when configured, a shared-secret header or a Standard Webhooks
@@ -23,6 +24,7 @@ import re
 from http import HTTPStatus
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
+from .. import __version__
 from ..core.checks import finite
 from ..core.clock import Clock, SystemClock
 from ..core.errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
@@ -32,7 +34,8 @@ from ..services.intake.webhook import receive, ledger_retry_after_s
 from ..services.config.settings import LiveSettings
 from ..services.observe.signals import read_signals
 from ..core.config.settings import Settings
-from ..core.observe.signals import prometheus_text
+from ..core.observe.metrics import prometheus_text
+from .metrics import RequestMetrics
 from ..store import Store
 
 __all__ = ["make_app", "sign", "DEFAULT_SECRET_HEADER"]
@@ -85,8 +88,11 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
     gateway = _Gateway(settings or Settings(), flow_health, shared_secret, secret_header,
                        _signing_key(signing_secret), signature_tolerance_s, health_path,
                        store=store, clock=clock or SystemClock())
-    if monitor_token is not None and not monitor_token:
-        raise ConfigurationError("monitor_token", "", "must not be empty")
+    if monitor_token is not None and not (
+            monitor_token and all("!" <= c <= "~" for c in monitor_token)):
+        raise ConfigurationError("monitor_token", "[REDACTED]", "must be printable ASCII "
+                                 "without spaces, and not empty (a Bearer token a request "
+                                 "can present)")
     gateway.monitor_token = monitor_token.encode("utf-8") if monitor_token else None
     return gateway
 
@@ -119,6 +125,7 @@ class _Gateway:
         self.health_path = health_path
         self.metrics_path = "/metrics"
         self.monitor_token: Optional[bytes] = None
+        self.requests = RequestMetrics()
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
@@ -126,23 +133,45 @@ class _Gateway:
                 f"signature={'yes' if self._signing_key else 'no'}>")
 
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
+        """Answer one request and count it (handler, code, duration; a webhook's answer)."""
+        started = self.clock.monotonic()
+        arrived = self.clock.now()   # the webhook's arrival: intake latency starts here
+        seen: Dict[str, Any] = {"handler": "webhook", "code": 500}
+
+        def recording(status: str, headers: List[Tuple[str, str]], *rest: Any) -> Any:
+            seen["code"] = int(status.split(" ", 1)[0])
+            return start_response(status, headers, *rest)
+
+        try:
+            return self._route(environ, recording, arrived, seen)
+        finally:
+            self.requests.observe(seen["handler"], seen["code"],
+                                  self.clock.monotonic() - started, seen.get("answer"))
+
+    def _route(self, environ: Dict[str, Any], start_response: StartResponse, arrived: float,
+               seen: Dict[str, Any]) -> List[bytes]:
         method = environ.get("REQUEST_METHOD", "GET").upper()
         path = environ.get("PATH_INFO", "") or "/"
         if path == self.metrics_path and method in ("GET", "HEAD") and self._monitoring(environ):
+            seen["handler"] = "metrics"
             return self._metrics(method, start_response)
         try:
             if path == self.metrics_path and method in ("GET", "HEAD"):
+                seen["handler"] = "metrics"
                 status, headers, body = _unauthorized("the metrics need the monitor token "
                                                       "(Authorization: Bearer)")
             elif path == self.health_path:
+                seen["handler"] = "health"
                 status, headers, body = self._health(method, self._monitoring(environ,
                                                                               detail=True))
             else:
-                status, headers, body = self._webhook(method, environ)
+                status, headers, body = self._webhook(method, environ, arrived)
         except Exception as exc:  # the gateway must answer even when something breaks
             log.error("gateway: %s %s failed: %s: %s", method, printable(path),
                       type(exc).__name__, printable(redact_text(str(exc))))
             status, headers, body = 500, {}, {"status": "error", "reason": "internal error"}
+        if seen["handler"] == "webhook":
+            seen["answer"] = str(body.get("status", status))
         payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
         out = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
         out.extend(headers.items())
@@ -161,14 +190,20 @@ class _Gateway:
 
     # -- routes -------------------------------------------------------------------------------
     def _metrics(self, method: str, start_response: StartResponse) -> List[bytes]:
-        """The golden signals in the Prometheus text format (503 while the ledger is down)."""
+        """The ledger's metrics and the gateway's own in the Prometheus text format; while the
+        ledger is unreachable, the gateway's own with ``fair_ledger_up 0`` (still 200: the
+        gateway is up, and Prometheus keeps scraping what it can)."""
+        settings = self._settings_now()
         try:
-            text = prometheus_text(read_signals(self._settings_now(), store=self.store,
-                                                now=self.clock.now()))
-            status = 200
+            signals = read_signals(settings, store=self.store, now=self.clock.now())
         except StoreError as exc:
-            log.warning("gateway: metrics: ledger unreachable: %s", redact_text(str(exc)))
-            text, status = "# the ledger is unreachable\n", 503
+            log.warning("gateway: metrics: ledger unreachable: %s",
+                        printable(redact_text(str(exc))))
+            signals = None
+        text = prometheus_text(settings, signals=signals,
+                               ledger=None if signals is None else signals.metrics,
+                               gateway=self.requests.snapshot(), version=__version__)
+        status = 200
         payload = text.encode("utf-8")
         start_response(f"{status} {HTTPStatus(status).phrase}",
                        [("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
@@ -205,7 +240,7 @@ class _Gateway:
                 body["flow"] = {"reachable": False, "error": type(exc).__name__}
         return (200 if body["ledger"] == "reachable" else 503), headers, body
 
-    def _webhook(self, method: str, environ: Dict[str, Any]) -> Answer:
+    def _webhook(self, method: str, environ: Dict[str, Any], arrived: float) -> Answer:
         if method != "POST":
             return 405, {"Allow": "POST"}, {"status": "method_not_allowed"}
         if not _is_json(environ.get("CONTENT_TYPE", "")):
@@ -225,7 +260,7 @@ class _Gateway:
                 return _unauthorized(problem)
         headers = _request_headers(environ)
         answer = receive(raw, headers, settings, store=self.store, now=self.clock.now(),
-                        flow_health=self.flow_health)
+                        flow_health=self.flow_health, received_at=arrived)
         return answer.status_code, dict(answer.headers), dict(answer.body)
 
     def _signature_problem(self, environ: Dict[str, Any], raw: bytes) -> Optional[str]:

@@ -143,22 +143,26 @@ def test_status_check_and_metrics_agree_on_every_figure(db, capsys):
     photos = {s.labels["state"]: s.value for s in families["fair_photos"].samples}
     assert photos["analysed"] == check["ledger"]["analysed"] == 1
     assert photos["awaiting_analysis"] == check["ledger"]["awaiting_analysis"] == 4
-    dead = {s.labels["cause"]: s.value for s in families["fair_dead_letters_total"].samples}
+    dead = {s.labels["cause"]: s.value for s in families["fair_dead_letters_in_ledger"].samples}
     assert dead == check["ledger"]["dead_by_cause"] == {"AUTH": 1}
+    counted = {s.labels["cause"]: s.value for s in families["fair_dead_letters"].samples}
+    assert families["fair_dead_letters"].type == "counter"
+    assert counted == {r["labels"]["cause"]: r["value"]
+                       for r in check["totals"]["counters"]["dead_letters"]} == {"AUTH": 1}
     assert [a["signal"] for a in status["alerts"]] == [a["signal"] for a in check["alerts"]]
     assert status["level"] == check["level"] == "ALERT"
     assert families["fair_alert_level"].samples[0].value == 2
 
 
 def test_junk_bodies_only_warn_and_never_count_as_dead_tasks(db, capsys):
-    """Invalid bodies kept as evidence: a WARN for the new cause, no dead-letter rate ALERT."""
+    """Five invalid bodies kept as evidence: a WARN for junk deliveries, no dead-letter ALERT."""
     now = time.time()
     with open_store(db) as store:
         for i in range(5):
             store.record_dead_letter(f"body:{i}", {"raw": "junk"}, FailureClass.INVALID_PAYLOAD,
                                      "not JSON", now=now - 30)
     code, out = _check(capsys, db)
-    assert code == 1 and "a new dead-letter cause: INVALID_PAYLOAD" in out
+    assert code == 1 and "5 deliveries kept as evidence (INVALID_PAYLOAD)" in out
     assert "are dead letters" not in out
 
 

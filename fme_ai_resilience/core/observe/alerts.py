@@ -10,8 +10,11 @@ dead letters and raises:
   claimed first), and the oldest due task was registered longer than the latency promise ago;
 * dead letters (ALERT): more than ``alerts.dead_letter_ratio`` of the window's finished tasks
   (the evidence of bodies that never became tasks left out of both), or a cause seen for the
-  first time (every dead letter of that cause is in the window; a cause of evidence only
-  warns);
+  first time (every dead letter of that cause is in the window);
+* junk deliveries (WARN): :data:`JUNK_WARN_COUNT` or more bodies of one evidence cause
+  (INVALID_PAYLOAD, UNKNOWN_SERVICE) in the window, a sender posting junk again and again;
+  fewer are counted (``status``, ``/metrics``) and never page, so one stray POST does not hold
+  ``check`` at WARN for the whole window;
 * a processor that stopped renewing (WARN, ALERT past the latency promise): leases expired
   and not renewed, which the compensator's reaper hands back;
 * the review queue (WARN): its oldest photo waiting longer than ``alerts.review_age_s``.
@@ -26,7 +29,11 @@ from ..errors import FailureClass
 from ..ledger import LedgerState
 from ..config.settings import Settings
 
-__all__ = ["AlertLevel", "Alert", "ledger_alerts", "human_age"]
+__all__ = ["AlertLevel", "Alert", "ledger_alerts", "human_age", "JUNK_WARN_COUNT"]
+
+#: Bodies of one evidence cause in the window from which ``check`` warns (and the shipped
+#: Prometheus rule FairJunkDeliveries fires): a pattern, not a stray POST.
+JUNK_WARN_COUNT = 5
 
 
 def human_age(seconds: Optional[float]) -> str:
@@ -114,9 +121,13 @@ def _dead_letter_alerts(settings: Settings, ledger: LedgerState, dead: Mapping[s
                             f"letters ({causes}; over alerts.dead_letter_ratio={ratio:g}): "
                             f"run `dlq list`"))
     for cause, n in sorted(dead.items()):
-        if n and ledger.outcomes.dead.get(cause, 0) <= n:
-            alerts.append(Alert(AlertLevel.WARN if cause in evidence else AlertLevel.ALERT,
-                                "new_dead_letter_cause",
+        if cause in evidence:
+            if n >= JUNK_WARN_COUNT:
+                alerts.append(Alert(AlertLevel.WARN, "junk_deliveries",
+                                    f"{n} deliveries kept as evidence ({cause}) in the window: "
+                                    f"a sender posts junk: run `dlq list --cause {cause}`"))
+        elif n and ledger.outcomes.dead.get(cause, 0) <= n:
+            alerts.append(Alert(AlertLevel.ALERT, "new_dead_letter_cause",
                                 f"a new dead-letter cause: {cause} ({n} in the window, none "
                                 f"before): run `dlq list --cause {cause}`"))
     return alerts
