@@ -5,6 +5,9 @@ import fmeobjects
 from fme_ai_resilience.fme import ProcessorCaller
 from fme_ai_resilience.testing import FakeFeature, Fault, run_caller
 
+#: The feature service my surveys write to: its host is where WS-02 downloads photos from.
+SERVICE = "https://services.example.com/arcgis/rest/services/inspection/FeatureServer"
+
 
 class ReviewRouter:
     """My PythonCaller after WS-02's: flags uncertain conclusions for a person to look at.
@@ -64,7 +67,8 @@ def test_nothing_due_means_nothing_to_route(fair_db, fake_clock, fake_vision):
     """An empty ledger: WS-02 calls no Vision AI and emits nothing for my router."""
     fake_vision.script(Fault(429, retry_after=30))
     run = run_caller(ProcessorCaller, [{}], {"FAIR_DB": fair_db,
-                                             "FAIR_VISION_ENDPOINT": fake_vision.endpoint},
+                                             "FAIR_VISION_ENDPOINT": fake_vision.endpoint,
+                                             "FAIR_INTAKE_FEATURE_SERVICES": SERVICE},
                      clock=fake_clock)
     assert run.output == run.rejected == [] and fake_vision.calls == []
     assert run_caller(ReviewRouter, run.output, {}).output == []

@@ -90,17 +90,23 @@ class FormatError(ResilienceError):
 
 
 class UnsafeURL(ResilienceError):
-    """The URL is refused by the download policy."""
+    """The URL is refused by the download policy.
+
+    ``error_class`` is UNSAFE_URL, the request's fault (a BAD_REQUEST dead letter), or with
+    ``configuration=True`` CONFIGURATION, the deployment's: a policy that admits no host at
+    all refuses every photo whatever the request names (docs/pipeline.md, "Whose fault").
+    """
 
     retry_after_s: Optional[float] = None
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, configuration: bool = False) -> None:
         self.reason = reason
+        self.configuration = configuration
         super().__init__(f"unsafe URL: {reason}")
 
     @property
     def error_class(self) -> ErrorClass:
-        return ErrorClass.UNSAFE_URL
+        return ErrorClass.CONFIGURATION if self.configuration else ErrorClass.UNSAFE_URL
 
 
 class DownloadError(ResilienceError):
@@ -205,7 +211,8 @@ class ErrorClass(str, enum.Enum):
     NOT_FOUND = "NOT_FOUND"
     BAD_FORMAT = "BAD_FORMAT"
     #: The deployment's setup refused it: a write-back field that does not exist, a URL that
-    #: is no layer, no permission to edit. Fixed by a person, never by retrying.
+    #: is no layer, no permission to edit, no photo host configured at all. Fixed by a
+    #: person, never by retrying.
     CONFIGURATION = "CONFIGURATION"
     UNSAFE_URL = "UNSAFE_URL"
     CIRCUIT_OPEN = "CIRCUIT_OPEN"
@@ -221,8 +228,9 @@ class FailureClass(str, enum.Enum):
     AUTH = "AUTH"
     NOT_FOUND = "NOT_FOUND"
     FORMAT = "FORMAT"
-    #: The write-back was refused for the deployment's setup (fields, layer, permission); the
-    #: paid analysis is kept, and the task is requeued once the setup is fixed.
+    #: The deployment's setup stopped the task: a write-back refused for it (fields, layer,
+    #: permission), no photo host or layer configured at all; a paid analysis is kept, and
+    #: the task is requeued once the setup is fixed.
     CONFIGURATION = "CONFIGURATION"
     BUDGET = "BUDGET"
 

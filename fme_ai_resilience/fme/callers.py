@@ -21,7 +21,8 @@ output features work). A workspace's script only subclasses one::
 * :class:`CompensatorCaller` runs one compensation pass per input feature and emits its
   report, then one feature per notification (for an Emailer).
 
-``<Rejected>`` is only for what no retry can fix: a configuration that cannot work, a body
+``<Rejected>`` is only for what no retry can fix: a configuration that cannot work (a bad
+value, or no photo host or layer at all, checked before the first feature is handled), a body
 that is invalid or names a feature service the deployment does not serve (both kept as dead
 letters), and a task's dead letter whose cause the compensator never requeues by itself.
 Everything retryable is parked in the ledger and leaves through the normal port with its
@@ -36,6 +37,7 @@ import os
 import socket
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..core.config.readiness import require_workable
 from ..core.errors import ConfigurationError, ResilienceError, StoreError
 from .caller_base import (ATTRIBUTES, CONCLUSION_ATTRIBUTES, CONFIGURATION_CODE, REJECTED_TAG,
                        CallerBase, fme_time, injected, is_null)
@@ -71,6 +73,10 @@ class IntakeCaller(CallerBase):
     body_attribute = "message"
     headers_attribute = "webhook.headers"
     _warned_token = False
+
+    def _configure(self, settings: Settings, *, store: SqlStore) -> None:
+        # a deployment that could only bury every photo registers none (docs/fme-flow.md)
+        require_workable(settings, writes=False)
 
     def _given(self, feature: Any, attribute: str, parameter: str) -> str:
         value = feature.getAttribute(attribute)
@@ -114,9 +120,10 @@ class IntakeCaller(CallerBase):
                       for k, v in headers.items()}
 
     def _handle(self, feature: Any) -> None:
+        arrived = self.clock.now()   # the delivery reached the workspace: intake latency
         body, headers = self._webhook(feature)
         answer = receive(body, headers, self._settings, store=self._ledger(),
-                        now=self.clock.now())
+                        now=self.clock.now(), received_at=arrived)
         state = str(answer.body.get("status", ""))
         if answer.status_code in (400, 422):
             key, reason = str(answer.body.get("dead_letter")), str(answer.body.get("reason"))

@@ -17,6 +17,7 @@ import requests
 
 from ..core.clock import Clock, SystemClock
 from ..core.errors import ConfigurationError
+from ..core.config.readiness import require_workable
 from ..core.config.settings import Settings
 from ..store.base import Store
 from .compensation.compensator import Compensator
@@ -61,7 +62,8 @@ def layers_for(settings: Settings, *, store: Store, token: Optional[TokenProvide
                clock: Optional[Clock] = None) -> Layers:
     """The feature layers of one process: one token, one session, every call logged."""
     return Layers(trusted=trusted_layers(settings), token=token, session=session, clock=clock,
-                  on_call=store.record_call, timeout_s=settings.arcgis.request_timeout_s)
+                  on_call=store.record_call, timeout_s=settings.arcgis.request_timeout_s,
+                  no_services=not settings.intake.feature_services)
 
 
 def _sink(settings: Settings, layers: Layers, sink: Optional[Sink]) -> Sink:
@@ -97,7 +99,10 @@ def build_processor(settings: Settings, *, store: Store, sink: Optional[Sink] = 
     """The WS-02 processor the settings describe.
 
     ``sink`` overrides ``writeback.sink`` (the FME adapter passes its collecting sink);
-    ``token`` overrides the provider the ``arcgis.*`` settings name.
+    ``token`` overrides the provider the ``arcgis.*`` settings name. Raises
+    ConfigurationError naming the setting for settings that cannot work: no Vision AI
+    endpoint, no photo host, no layer for the ``feature_layer`` sink (``require_workable``
+    of :mod:`fme_ai_resilience.core.config.readiness`).
     """
     clock = clock or SystemClock()
     session = session_for(session=session, clock=clock)
@@ -105,6 +110,7 @@ def build_processor(settings: Settings, *, store: Store, sink: Optional[Sink] = 
                                                                           session=session)
     layers = layers_for(settings, store=store, token=provider, session=session, clock=clock)
     primary, fallback = vision_routes(settings, session=session, clock=clock, rng=rng)
+    require_workable(settings, sink=None if sink is None else getattr(sink, "name", "custom"))
     return Processor(settings, primary, _sink(settings, layers, sink), store=store,
                      fallback=fallback,
                      token=None if provider is None else (lambda now: provider.token(now=now)),

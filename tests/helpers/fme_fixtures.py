@@ -36,7 +36,9 @@ def body(photo: str = PHOTO, feature: str = "{5C1E0A2B-9D3F-4E61-8A7B-0F2C3D4E5A
 
 
 def intake_macros(db: str, **extra: str) -> Dict[str, str]:
-    return {"FAIR_DB": db, **extra}
+    """WS-01's parameters: the ledger and the feature service the test bodies name (without
+    a photo host the intake caller registers nothing)."""
+    return {"FAIR_DB": db, "FAIR_INTAKE_FEATURE_SERVICES": SERVICE, **extra}
 
 
 def processor_macros(db: str, vision: str, **extra: str) -> Dict[str, str]:

@@ -66,15 +66,21 @@ def exchange(port: int, head: bytes, body: bytes = b"") -> bytes:
                     return data
 
 
+#: A photo host for the gateway's settings: serve refuses to start with none configured, and
+#: intake itself never reads it (the processor does), so no delivery is answered differently.
+PHOTO_HOSTS = {"FAIR_DOWNLOAD_ALLOWED_HOSTS": "photos.example.com"}
+
+
 class Served:
-    """A ``serve`` process; its output lines are collected as they come."""
+    """A ``serve`` process; its output lines are collected as they come. Its environment
+    has :data:`PHOTO_HOSTS` unless ``env`` says otherwise."""
 
     def __init__(self, args: Sequence[str], env: Optional[Dict[str, str]] = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "fme_ai_resilience", "serve", "--host", "127.0.0.1",
              "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})))
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **PHOTO_HOSTS, **(env or {})})
         self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
         self.seen: List[str] = []
         threading.Thread(target=self._read, daemon=True).start()

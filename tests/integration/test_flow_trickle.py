@@ -41,7 +41,8 @@ def test_ten_webhooks_are_answered_while_flow_trickles(serve, tmp_path, monkeypa
     args = build_parser().parse_args([
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
         "--port", "0", "--flow-url", flow.url, "--flow-token-env", "FAIR_TEST_FLOW_TOKEN",
-        "--monitor-token-env", "FAIR_TEST_MONITOR_TOKEN"])
+        "--monitor-token-env", "FAIR_TEST_MONITOR_TOKEN",
+        "--set", "download.allowed_hosts=photos.example.com"])
     server, store = build_server(args)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -34,7 +34,8 @@ def test_serve_answers_webhooks_on_loopback(tmp_path, monkeypatch):
     monkeypatch.setenv("INTAKE_SHARED_SECRET", "s3cret-value")
     args = build_parser().parse_args([
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
-        "--port", "0", "--secret-env", "INTAKE_SHARED_SECRET", "--overload-mode", "reject"])
+        "--port", "0", "--secret-env", "INTAKE_SHARED_SECRET", "--overload-mode", "reject",
+        "--set", "download.allowed_hosts=photos.example.com"])
     server, store = build_server(args)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()
@@ -58,7 +59,7 @@ def test_a_malformed_request_line_is_answered_400_and_logged_without_the_token(
     caplog.set_level(logging.INFO)
     args = build_parser().parse_args([
         "serve", "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--host", "127.0.0.1",
-        "--port", "0"])
+        "--port", "0", "--set", "download.allowed_hosts=photos.example.com"])
     server, store = build_server(args)
     thread = threading.Thread(target=server.serve, daemon=True)
     thread.start()

@@ -40,7 +40,8 @@ def test_serve_names_its_ledger_before_anything_else(tmp_path, capsys):
 
     path = tmp_path / "ledger.db"
     server, store = build_server(build_parser().parse_args(
-        ["serve", "--db", f"sqlite:///{path}", "--port", "0"]))
+        ["serve", "--db", f"sqlite:///{path}", "--port", "0",
+         "--set", "download.allowed_hosts=photos.example.com"]))
     server.close()
     store.close()
     assert capsys.readouterr().err.splitlines()[0] == f"ledger: sqlite file={path}"

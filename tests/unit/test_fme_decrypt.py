@@ -12,7 +12,7 @@ from fme_ai_resilience.testing import FakeFeature, fme_encrypt, run_caller
 #: Webhook bodies that start with ``fme_decrypt(`` and end with ``)`` but carry more FME
 #: function text (``@Tcl2`` runs Tcl, hence commands, on the engine).
 
-from helpers.fme_fixtures import body
+from helpers.fme_fixtures import SERVICE, body
 
 
 INJECTIONS = (
@@ -44,7 +44,8 @@ def test_a_webhook_body_never_reaches_fmes_function_evaluator(value, fair_db, fa
         return real(self, text)
 
     monkeypatch.setattr(FakeFeature, "performFunction", spy)
-    run = run_caller(IntakeCaller, [{}], {"FAIR_DB": fair_db, "FAIR_WEBHOOK_BODY": value},
+    run = run_caller(IntakeCaller, [{}], {"FAIR_DB": fair_db, "FAIR_WEBHOOK_BODY": value,
+                                          "FAIR_INTAKE_FEATURE_SERVICES": SERVICE},
                      clock=fake_clock)
     assert evaluated == []
     (out,) = run.rejected
@@ -55,6 +56,7 @@ def test_a_real_cipher_is_still_decrypted(fair_db, fake_clock):
     """The strict shape keeps what FME writes working: an encrypted body is decrypted and
     registered."""
     run = run_caller(IntakeCaller, [{}], {"FAIR_DB": fair_db,
+                                          "FAIR_INTAKE_FEATURE_SERVICES": SERVICE,
                                           "FAIR_WEBHOOK_BODY": fme_encrypt(body())},
                      clock=fake_clock)
     assert run.rejected == [] and run.output[0].getAttribute("fair_status") == "PENDING"

@@ -195,13 +195,15 @@ def test_the_native_transformer_reads_its_parameters_off_the_feature(fair_db, fa
     from fme_ai_resilience.fme.transformers import IntakeTransformer
 
     feature = {"___XF_FAIR_DB": fair_db, "___XF_FAIR_WEBHOOK_BODY": body(),
-               "___XF_FAIR_WEBHOOK_HEADERS": HEADERS, "___XF_FAIR_INTAKE_ENGINES": ""}
+               "___XF_FAIR_WEBHOOK_HEADERS": HEADERS, "___XF_FAIR_INTAKE_ENGINES": "",
+               "___XF_FAIR_INTAKE_FEATURE_SERVICES": SERVICE}
     run = run_caller(IntakeTransformer, [feature], {}, clock=fake_clock)
     (out,) = run.output
     assert out.as_dict() == registration()
     assert not [n for n in out.getAllAttributeNames() if n.startswith("___XF_")]
     bad = run_caller(IntakeTransformer, [{"___XF_FAIR_DB": fair_db,
-                                          "___XF_FAIR_WEBHOOK_BODY": "{not json"}], {},
+                                          "___XF_FAIR_WEBHOOK_BODY": "{not json",
+                                          "___XF_FAIR_INTAKE_FEATURE_SERVICES": SERVICE}], {},
                      clock=fake_clock)
     assert bad.rejected == [] and [f.getAttribute("fme_rejection_code")
                                    for f in bad.output] == ["INVALID_PAYLOAD"]

@@ -24,6 +24,7 @@ from helpers.forward_proxy import EchoServer, ForwardProxy
 
 
 URL = "https://vision.example.com/analyze"
+SERVICE = "https://services.example.com/arcgis/rest/services/inspection/FeatureServer"
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +160,8 @@ def test_the_choice_is_made_once(monkeypatch):
 
 def test_build_processor_uses_fmes_session_inside_fme(tmp_path, fake_fmetools):
     """The processor's Vision AI client, layers and token provider share FME's session."""
-    settings = Settings.from_mapping({"vision.endpoint": URL})
+    settings = Settings.from_mapping({"vision.endpoint": URL,
+                                      "intake.feature_services": SERVICE})
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True, create=True) as store:
         processor = build_processor(settings, store=store)
     session = processor.routes[Model.PRIMARY].client.session
@@ -169,7 +171,8 @@ def test_build_processor_uses_fmes_session_inside_fme(tmp_path, fake_fmetools):
 
 def test_build_processor_outside_fme_uses_the_librarys_session(tmp_path):
     """Outside FME build_processor's session is the library's own, never a bare Session."""
-    settings = Settings.from_mapping({"vision.endpoint": URL})
+    settings = Settings.from_mapping({"vision.endpoint": URL,
+                                      "intake.feature_services": SERVICE})
     with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True, create=True) as store:
         processor = build_processor(settings, store=store)
     session = processor.routes[Model.PRIMARY].client.session

@@ -277,7 +277,7 @@ def test_ws02_runs_through_to_a_written_assessment_with_the_kits_photo_host(
 
     url = photo_host.add("hydrant.jpg")
     intake = run_caller(IntakeCaller, [{"message": body(photo=url)}], {"FAIR_DB": fair_db},
-                        clock=fake_clock)
+                        clock=fake_clock, photo_host=photo_host)
     key = intake.output[0].getAttribute("fair_key")
     run = run_caller(ProcessorCaller, [{}], {
         "FAIR_DB": fair_db, "FAIR_VISION_ENDPOINT": fake_vision.endpoint,

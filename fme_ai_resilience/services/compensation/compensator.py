@@ -9,7 +9,8 @@ several places at once, and again after a crash):
    automatically, the n-th time after ``requeue_backoff_s x 2**(n-1)``, up to
    ``requeue_budget`` times per task; ``FORMAT`` only when asked (after the schema is fixed);
    ``NOT_FOUND`` never: a notification instead, for FME's Emailer; ``CONFIGURATION`` (a
-   write-back the layer refused for the deployment's setup) only when asked, after the fix,
+   write-back the layer refused for the deployment's setup, no photo host or layer
+   configured) only when asked, after the fix,
    with a notification saying what to fix (its paid analysis is kept); every other dead
    letter a person must look at (``FORMAT``, ``AUTH``, ``BAD_REQUEST``, and ``BUDGET`` once
    its requeues are spent) is told too, with its cause: nothing is ever silently gone;
@@ -44,7 +45,8 @@ log = logging.getLogger("fme_ai_resilience.compensator")
 
 #: The notification kind of a photo the layer no longer has.
 NOT_FOUND_KIND = "photo-not-found"
-#: The notification kind of a write-back the layer refused for the deployment's setup.
+#: The notification kind of a task the deployment's setup stopped (a refused write-back, no
+#: photo host or layer configured); the name is kept from when only write-backs were.
 CONFIGURATION_KIND = "writeback-configuration"
 #: The notification kind of any other dead letter a person must look at.
 FAILED_KIND = "analysis-failed"
@@ -185,11 +187,12 @@ class Compensator:
     def _notify_configuration(self) -> int:
         return self._notify(
             FailureClass.CONFIGURATION, CONFIGURATION_KIND,
-            "AI write-back refused by the layer's setup",
-            "was analysed, but the layer refused its write-back for the deployment's setup: "
-            "{error}. The Vision AI's answer is kept: once the layer or the writeback.* "
-            "settings are fixed, run `fme-ai-resilience dlq requeue --cause CONFIGURATION` "
-            "and the photo is written back, not analysed again.")
+            "AI task stopped by the deployment's setup",
+            "was stopped by the deployment's setup (a write-back the layer refused, or no "
+            "photo host or layer configured): {error}. Once the layer or the settings are "
+            "fixed, run `fme-ai-resilience dlq requeue --cause CONFIGURATION`; a Vision AI "
+            "answer already paid for is kept, and that photo is written back, not analysed "
+            "again.")
 
     def _notify_failed(self) -> int:
         """Every other dead letter of a photo a person must look at, with its cause (the

@@ -355,8 +355,8 @@ class TaskRun:
         """A webhook without a photo list: list the feature's photos, one task each."""
         p, task = self.p, self.task
         lister = p.lister
-        if lister is None:
-            return Dead(FailureClass.BAD_REQUEST,
+        if lister is None:   # the processor's setup, not the webhook, lacks it
+            return Dead(FailureClass.CONFIGURATION,
                         "the webhook carried no photo list and no layer lister is set")
         listed = self._stage("photo list", lambda: list(lister(task)))
         if isinstance(listed, ENDS):

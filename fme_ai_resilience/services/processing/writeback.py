@@ -66,14 +66,18 @@ class Layers:
     A layer URL may come from a webhook body, which anyone can send: ``trusted(url)`` says
     whether the deployment configured it (:func:`trusted_layers`), and an untrusted URL is
     refused before any request, so the token never goes where the configuration did not say.
+    The refusal is BAD_REQUEST (the request named a layer the deployment does not serve), or
+    CONFIGURATION with ``no_services`` (no feature service configured: no submission's layer
+    could be trusted, the deployment's fault).
     """
 
     def __init__(self, *, trusted: Callable[[str], bool],
                  token: Optional[TokenProvider] = None,
                  session: Optional[requests.Session] = None, clock: Optional[Clock] = None,
                  on_call: Optional[Callable[[CallRecord], None]] = None,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, no_services: bool = False) -> None:
         self._trusted = trusted
+        self._refusal = ErrorClass.CONFIGURATION if no_services else ErrorClass.BAD_REQUEST
         self._token = token
         self._clock = clock or SystemClock()
         self._session = session_for(session=session, clock=self._clock)
@@ -86,10 +90,10 @@ class Layers:
         return f"Layers({sorted(self._layers)})"
 
     def get(self, url: str) -> FeatureLayer:
-        """The layer at ``url`` (one client per URL); raises ArcGISError (BAD_REQUEST) for a
-        layer the configuration does not name."""
+        """The layer at ``url`` (one client per URL); raises ArcGISError (BAD_REQUEST, or
+        CONFIGURATION with ``no_services``) for a layer the configuration does not name."""
         if not self._trusted(url):
-            raise ArcGISError(ErrorClass.BAD_REQUEST, f"layer {redact_url(url)} belongs to no "
+            raise ArcGISError(self._refusal, f"layer {redact_url(url)} belongs to no "
                               "configured feature service (intake.feature_services, "
                               "writeback.layer_url, writeback.table_url): nothing is sent there",
                               operation="layer")

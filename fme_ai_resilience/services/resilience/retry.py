@@ -39,7 +39,7 @@ def classify_exception(exc: BaseException) -> Optional[ErrorClass]:
     if isinstance(exc, FormatError):
         return ErrorClass.BAD_FORMAT
     if isinstance(exc, UnsafeURL):
-        return ErrorClass.UNSAFE_URL
+        return exc.error_class   # UNSAFE_URL, or CONFIGURATION for a policy admitting nothing
     found = _classify_http_library(exc)
     if found is not None:
         return found

@@ -13,7 +13,9 @@ deployment serves and the configured photo hosts), never from the body. Before a
   most in all) or a canonical IP literal; no non-canonical numeric host (``2130706433``,
   ``0x7f.1``);
 - the host is on the allow-list (an entry ``.example.com`` also admits its subdomains), on port
-  443 (80 for plain http) unless an entry ``host:port`` names another port for it;
+  443 (80 for plain http) unless an entry ``host:port`` names another port for it; an empty
+  allow-list refuses every URL as the deployment's fault (CONFIGURATION), a URL outside a
+  non-empty one is the request's (UNSAFE_URL);
 - every address the host resolves to is public (:func:`address_problem`), unless the host is
   listed in ``allow_private_hosts`` (an on-premises ArcGIS Enterprise, a loopback test server).
 
@@ -328,12 +330,20 @@ def _readings(url: str) -> Sequence[Tuple[str, str, Optional[int], bool]]:
 def approve_url(url: str, policy: DownloadPolicy, secrets: Sequence[str] = ()) -> ApprovedURL:
     """The host, port and approved addresses of ``url`` if the policy allows fetching it.
 
-    Raises UnsafeURL when it does not, and DownloadError (CONNECT_TIMEOUT or CONNECTION_ERROR)
-    when the host cannot be looked up within ``policy.connect_s``. ``secrets`` (the portal
-    token) are redacted from the URL wherever a message shows it.
+    Raises UnsafeURL when it does not (its class CONFIGURATION when the policy admits no host
+    at all, whatever the URL: the deployment's fault, not the request's), and DownloadError
+    (CONNECT_TIMEOUT or CONNECTION_ERROR) when the host cannot be looked up within
+    ``policy.connect_s``. ``secrets`` (the portal token) are redacted from the URL wherever a
+    message shows it.
     """
     text = str(url)
     shown = redact_url(text, secrets)
+    if not policy.allowed_hosts:
+        # No URL could pass: the deployment's setup refuses it, not the request (the same
+        # refusal for every URL, checked before anything the URL says).
+        raise UnsafeURL(f"{shown}: the allow-list is empty (intake.feature_services and "
+                        "download.allowed_hosts name no host): the deployment refuses every "
+                        "photo", configuration=True)
     if _UNSAFE_TEXT.search(text):
         raise UnsafeURL(f"{shown}: a space, control character or backslash in the URL")
     try:
