@@ -5,7 +5,8 @@ The server is waitress (:mod:`.httpserver`): many connections at once, a listen 
 (no new connection, every request in flight answered, exit 0). Secrets never go on the command
 line (other users can read it): the shared secret, the Standard Webhooks signing secret and the
 FME Flow token are read from environment variables whose *names* the options give. Settings
-come from ``FAIR_*`` environment variables, then ``--set group.field=value``.
+come from ``FAIR_*`` environment variables, then ``--set group.field=value``. Settings that
+cannot work (no photo host at all: docs/configuration.md) stop it at start, exit 2.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..gateway.app import DEFAULT_SECRET_HEADER, make_app
 from ..core.text.redact import redact_url
 from ..services.flow.client import FlowClient
 from ..services.config.settings import LiveSettings
+from ..core.config.readiness import require_workable
 from ..core.config.settings import Settings
 from .common import (EXIT_FAILED, EXIT_OK, add_db_option, announce, command, exit_codes,
                      number, port, setting_default, settings_from_args, whole)
@@ -90,6 +92,12 @@ def add_parser(subparsers: Any) -> None:
                    default=5.0, metavar="S",
                    help="close a connection that has sent nothing at all after S seconds, so "
                         "a flood of idle connections cannot keep a webhook out (default: 5)")
+    p.add_argument("--header-timeout-seconds", type=number(above=0, maximum=DAY_S),
+                   default=5.0, metavar="S",
+                   help="answer 408 and close a connection whose request line and headers "
+                        "have not arrived in full S seconds after it opened (a later request "
+                        "on a kept-alive connection: after its first byte), however it sends "
+                        "them (default: 5)")
     p.add_argument("--monitor-token-env", default=None, metavar="VAR",
                    help="require Authorization: Bearer ${VAR} for /metrics and the detail of "
                         "/healthz (default: none; then /metrics is open only without "
@@ -120,6 +128,18 @@ def _env(name: Optional[str], what: str) -> Optional[str]:
     return value
 
 
+def _bearer(name: Optional[str]) -> Optional[str]:
+    """The monitor token in ``$name``: refused when a request could never present it (blank,
+    holding whitespace, or a character outside printable ASCII, which no HTTP header
+    carries as written)."""
+    value = _env(name, "--monitor-token-env")
+    if value is not None and not all("!" <= c <= "~" for c in value):
+        raise ConfigurationError("--monitor-token-env", name, f"environment variable {name} "
+                                 "must be printable ASCII without spaces: a Bearer token no "
+                                 "request could present otherwise")
+    return value
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     return settings_from_args(args.values, {"intake.overload_mode": args.overload_mode})
 
@@ -132,6 +152,7 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
     flow = None
     if args.flow_url:
         flow = FlowClient(args.flow_url, _env(args.flow_token_env, "--flow-token-env") or "")
+    monitor_token = _bearer(args.monitor_token_env)   # refused before the ledger is opened
     store = open_store(args.db, settings=settings.database)
     try:
         _check_schema(store=store)  # the first read: an unreachable ledger stops serve here
@@ -141,12 +162,15 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
                        signing_secret=_env(args.signing_secret_env, "--signing-secret-env"),
-                       monitor_token=_env(args.monitor_token_env, "--monitor-token-env"))
+                       monitor_token=monitor_token)
+        # a deployment that could only bury every photo accepts no webhook (exit 2)
+        require_workable(live.get(), writes=False)
         server = GatewayServer(
             app, args.host, args.port, threads=args.threads, backlog=args.backlog,
             connection_limit=args.connection_limit, idle_timeout_s=args.idle_timeout_seconds,
             read_timeout_s=args.read_timeout_seconds,
             silent_timeout_s=args.silent_timeout_seconds,
+            header_timeout_s=args.header_timeout_seconds,
             shutdown_timeout_s=args.shutdown_timeout_seconds,
             # room above the gateway's own limit, so the gateway answers a 413 itself
             max_request_bytes=2 * live.get().intake.max_body_bytes)

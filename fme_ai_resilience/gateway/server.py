@@ -5,10 +5,16 @@ every connection and hands each request, once it is complete, to a pool of worke
 an idle or trickling client holds a socket, never a worker. :class:`GatewayServer` adds:
 
 * a listen backlog (2048 by default) so a burst waits in the kernel instead of being refused;
-* per-connection deadlines: a connection that sends nothing at all is closed after
-  ``silent_timeout_s`` (5 s), one with no request in progress after ``idle_timeout_s``; a request not received in full within ``read_timeout_s`` of its first
-  byte is answered 408 and its connection closed, so a trickling client cannot keep a
-  connection slot for ever;
+* per-connection deadlines, so no client can keep a connection slot for long whatever it
+  sends: a connection that sends nothing at all is closed after ``silent_timeout_s`` (5 s);
+  the request line and headers must arrive in full within ``header_timeout_s`` (5 s) of the
+  connection opening (a later request on a kept-alive connection: of its first byte), or the
+  request is answered 408 and its connection closed, one byte or a header line at a time
+  alike; a request not received in full within ``read_timeout_s`` of its first byte is
+  answered 408 likewise, and while the server is at its ``connection_limit`` already
+  ``header_timeout_s`` after it; a connection with no request in progress is closed after
+  ``idle_timeout_s``, and at once (a second after its last answer) while the server is at its
+  ``connection_limit``, so kept-alive connections give their slots to new ones;
 * :meth:`GatewayServer.stop` (``serve`` calls it on SIGTERM and Ctrl-C): accept what already
   waits in the backlog, close the listening socket, finish every request being received or
   processed and send its answer, then close (bounded by ``shutdown_timeout_s``; a second stop
@@ -84,12 +90,19 @@ class _JsonErrorTask(ErrorTask):
 
 
 class _Channel(HTTPChannel):
-    """A connection that remembers when the request it is receiving began (monotonic s), and
+    """A connection that remembers when it opened and when the request it is receiving began
+    (monotonic s), whether a request of its own was served and when it was last answered, and
     answers the server's own refusals in JSON."""
 
     error_task_class = _JsonErrorTask
     reading_since: Optional[float] = None
     spoke = False
+    served = False
+    answered_at = 0.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.opened_at = time.monotonic()
+        super().__init__(*args, **kwargs)
 
     def received(self, data: bytes) -> bool:
         if data:
@@ -102,39 +115,78 @@ class _Channel(HTTPChannel):
             self.reading_since = time.monotonic()
         return result
 
+    def service(self) -> None:  # on a worker thread: one request received in full
+        self.served = True
+        try:
+            super().service()
+        finally:
+            self.answered_at = time.monotonic()
+
+    def head_deadline_from(self) -> Optional[float]:
+        """Since when (monotonic s) the request head this connection owes has been awaited,
+        or None when none is owed against a deadline: from the opening until its first
+        request is served, from a later request's first byte, never while a head is complete
+        (the body's own deadline runs) or while nothing is in progress after an answer."""
+        request = self.request
+        if request is not None and request.headers_finished:
+            return None
+        if not self.served:
+            return self.opened_at
+        return self.reading_since if request is not None else None
+
 
 class _Server(TcpWSGIServer):
-    """waitress's TCP server, whose periodic maintenance also enforces the read deadline."""
+    """waitress's TCP server, whose periodic maintenance also enforces the connection
+    deadlines of the module docstring."""
 
     channel_class = _Channel
     read_timeout_s = 60.0
+    header_timeout_s = 5.0
     silent_timeout_s = 5.0
 
     def maintenance(self, wall_time: float) -> None:  # waitress passes time.time()
         super().maintenance(wall_time)  # closes connections idle past channel_timeout
-        # a connection that has sent nothing since it opened holds a slot for nobody: closed
-        # within silent_timeout_s (+ the 1 s maintenance tick), so a flood of them cannot keep
-        # a real webhook out past its sender's timeout
-        silent_cutoff = wall_time - self.silent_timeout_s
+        now = time.monotonic()
+        full = self.in_connection_overflow or len(self._map) >= self.adj.connection_limit
         for channel in list(self.active_channels.values()):
-            if (not getattr(channel, "spoke", True) and not channel.requests
-                    and channel.creation_time < silent_cutoff):
-                channel.will_close = True
-        cutoff = time.monotonic() - self.read_timeout_s
-        for channel in list(self.active_channels.values()):
-            since = getattr(channel, "reading_since", None)
-            if (since is None or since > cutoff or channel.requests or channel.will_close
-                    or channel.close_when_flushed):
+            if (channel.requests or channel.will_close or channel.close_when_flushed
+                    or not isinstance(channel, _Channel)):
                 continue
-            channel.reading_since = None
-            log.warning("gateway: %s sent no complete request within %gs; answered 408 and "
-                        "closed", channel.addr[0] if channel.addr else "-", self.read_timeout_s)
-            try:
-                channel.write_soon(_TIMEOUT_ANSWER)
-            except ClientDisconnected:
-                channel.will_close = True
+            if not channel.spoke:
+                # a connection that has sent nothing holds a slot for nobody: closed within
+                # silent_timeout_s (+ the 1 s maintenance tick)
+                if now - channel.opened_at > min(self.silent_timeout_s, self.header_timeout_s):
+                    channel.will_close = True
                 continue
-            channel.close_when_flushed = True
+            head_since, since = channel.head_deadline_from(), channel.reading_since
+            if head_since is not None and now - head_since > self.header_timeout_s:
+                self._time_out(channel, "no complete request head", self.header_timeout_s)
+            elif since is not None and now - since > self.read_timeout_s:
+                self._time_out(channel, "no complete request", self.read_timeout_s)
+            elif full and since is not None and now - since > self.header_timeout_s:
+                # while others wait for a slot, a body may take as long as a head does
+                self._time_out(channel, "no complete request", self.header_timeout_s,
+                               " while the server was full")
+            if head_since is not None or since is not None:
+                continue
+            # kept alive with nothing in progress: its slot goes to a new connection when the
+            # server is full (a second after its answer, which the client may still be reading)
+            if full and not channel.total_outbufs_len \
+                    and now - channel.answered_at > _IDLE_GRACE_S:
+                channel.will_close = True
+
+    @staticmethod
+    def _time_out(channel: _Channel, what: str, limit_s: float, why: str = "") -> None:
+        """Answer 408 on ``channel`` and close it once the answer is out."""
+        channel.reading_since = None
+        log.warning("gateway: %s sent %s within %gs%s; answered 408 and closed",
+                    channel.addr[0] if channel.addr else "-", what, limit_s, why)
+        try:
+            channel.write_soon(_TIMEOUT_ANSWER)
+        except ClientDisconnected:
+            channel.will_close = True
+            return
+        channel.close_when_flushed = True
 
 
 class GatewayServer:
@@ -149,7 +201,8 @@ class GatewayServer:
     def __init__(self, app: WSGIApp, host: str = "127.0.0.1", port: int = 8080, *,
                  threads: int = 8, backlog: int = DEFAULT_BACKLOG, connection_limit: int = 500,
                  idle_timeout_s: float = 30.0, read_timeout_s: float = 60.0,
-                 silent_timeout_s: float = 5.0, shutdown_timeout_s: float = 20.0,
+                 silent_timeout_s: float = 5.0, header_timeout_s: float = 5.0,
+                 shutdown_timeout_s: float = 20.0,
                  max_request_bytes: int = 4 * 1024 * 1024) -> None:
         count("threads", threads, minimum=1, maximum=1000)
         count("backlog", backlog, minimum=1)
@@ -159,6 +212,7 @@ class GatewayServer:
         self.idle_timeout_s = finite("idle_timeout_s", idle_timeout_s, above=0)
         self.read_timeout_s = finite("read_timeout_s", read_timeout_s, above=0)
         self.silent_timeout_s = finite("silent_timeout_s", silent_timeout_s, above=0)
+        self.header_timeout_s = finite("header_timeout_s", header_timeout_s, above=0)
         self.shutdown_timeout_s = finite("shutdown_timeout_s", shutdown_timeout_s, minimum=0)
         # poll() has no descriptor ceiling; Windows has only select() (up to 512 sockets).
         self._poll = os.name != "nt"
@@ -176,6 +230,7 @@ class GatewayServer:
                                  dispatcher=self._dispatcher, adj=adj, sockinfo=sockinfo)
                 server.read_timeout_s = self.read_timeout_s
                 server.silent_timeout_s = self.silent_timeout_s
+                server.header_timeout_s = self.header_timeout_s
                 self._servers.append(server)
         except BaseException:
             wasyncore.close_all(self._map)

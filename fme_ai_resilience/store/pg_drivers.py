@@ -12,18 +12,33 @@ pg8000 reads the URL here: user, password, host, port and database, and the quer
 ``password``, ``connect_timeout``, ``application_name`` and ``sslmode`` (``require``
 encrypts, ``verify-ca`` and ``verify-full`` also check the server's certificate; anything
 else, as libpq's default ``prefer`` cannot be had, connects without TLS). libpq's keepalive parameters are accepted
-and read as "keepalives on", which pg8000 always is. pg8000 has one socket timeout for the
-connect and every later read: the store sets it to the larger of the connect timeout and the
-statement timeout (plus a margin), since the server's ``statement_timeout`` bounds a
-statement first. pg8000 takes ``%(name)s`` parameters through its module-wide
-``paramstyle``, which the store sets to ``pyformat`` (the only style it accepts as well).
+and read as "keepalives on", which pg8000 always is. pg8000 takes ``%(name)s`` parameters
+through its module-wide ``paramstyle``, which the store sets to ``pyformat`` (the only style
+it accepts as well).
+
+A server that stops answering (a hung proxy, a stalled network path: the socket stays open
+and every byte is acknowledged, so neither TCP keepalives nor libpq's timeouts notice) is a
+bounded wait on both drivers: every wait for the server's answer ends after
+``read_timeout_s`` (the store passes its statement timeout plus a margin, since the server's
+``statement_timeout`` cancels a statement first), the connection is closed, and the error
+is one :meth:`Driver.timed_out` recognises, never run again. pg8000 gets it as its socket
+timeout (its timeouts, raw socket errors, become its ``InterfaceError``); psycopg2, which has
+no such bound, waits through a wait callback (:func:`psycopg2.extensions.set_wait_callback`,
+installed once per process unless another one is) that polls the connection with that
+deadline, the connect's with ``connect_timeout``. Other psycopg2 connections in the process
+wait as before, without a deadline.
 """
 from __future__ import annotations
 
 import abc
 import importlib
+import logging
+import select
+import socket
 import ssl
 import struct
+import threading
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -31,6 +46,8 @@ from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from ..core.text.redact import redact_url
 
 __all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
+
+log = logging.getLogger(__name__)
 
 PSYCOPG2 = "psycopg2"
 PG8000 = "pg8000"
@@ -45,8 +62,6 @@ _CONDITIONS = {"55P03": "LockNotAvailable", "57014": "QueryCanceled",
                "53300": "TooManyConnections"}
 #: JSON column types come back as text from either driver (the shared code decodes them).
 _JSON_OIDS = (114, 3802)
-#: What a pg8000 socket read may take beyond the server's statement timeout.
-_READ_MARGIN_S = 10.0
 _PG8000_PARAMS = frozenset({"host", "port", "dbname", "user", "password", "connect_timeout",
                             "application_name", "sslmode", "keepalives", "keepalives_idle",
                             "keepalives_interval", "keepalives_count"})
@@ -80,8 +95,26 @@ class Driver(abc.ABC):
     errors: Mapping[type, Type[StoreError]] = {}
 
     @abc.abstractmethod
-    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
-        """A connection to ``url`` (``options``: libpq's keyword parameters)."""
+    def connect(self, url: str, options: Mapping[str, Any], *,
+                read_timeout_s: Optional[float]) -> Any:
+        """A connection to ``url`` (``options``: libpq's keyword parameters) on which every
+        wait for the server's answer ends after ``read_timeout_s`` seconds."""
+
+    @abc.abstractmethod
+    def bound(self, conn: Any, read_timeout_s: Optional[float]) -> None:
+        """Change how long ``conn`` waits for an answer (None: without a deadline)."""
+
+    def timed_out(self, exc: BaseException) -> bool:
+        """The server did not answer within the connection's bound (the connection is
+        closed): nothing says whether the work took effect, and running it again would only
+        wait as long once more."""
+        seen = 0
+        cause: Optional[BaseException] = exc
+        while cause is not None and seen < 10:
+            if isinstance(cause, socket.timeout):
+                return True
+            cause, seen = cause.__cause__ or cause.__context__, seen + 1
+        return False
 
     @abc.abstractmethod
     def target(self, url: str) -> Dict[str, str]:
@@ -97,7 +130,7 @@ class Driver(abc.ABC):
 
     def describe(self, exc: BaseException) -> str:
         """``exc`` in one line: its name and the server's first line."""
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = (str(exc)[:4096].strip().splitlines() or [""])[0]
         return f"{type(exc).__name__}: {first}"
 
     @abc.abstractmethod
@@ -116,7 +149,8 @@ class _Psycopg2(Driver):
         self.Error, self.OperationalError = module.Error, module.OperationalError
         self.InterfaceError = module.InterfaceError
         ext = psycopg2.extensions
-        self._extras = psycopg2.extras
+        self._ext, self._extras = ext, psycopg2.extras
+        self._bounded = _bounded_connection_class(ext, module.OperationalError)
         self._parse_dsn = ext.parse_dsn
         self.errors = {
             module.Warning: StoreError, module.Error: StoreError,
@@ -127,10 +161,24 @@ class _Psycopg2(Driver):
             ext.QueryCanceledError: StoreError, ext.TransactionRollbackError: StoreError,
         }
 
-    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
-        conn = self.module.connect(libpq_url(url), **options)
+    def connect(self, url: str, options: Mapping[str, Any], *,
+                read_timeout_s: Optional[float]) -> Any:
+        _install_wait_callback(self._ext)
+        connect_s = options.get("connect_timeout") or self._parse_dsn(
+            libpq_url(url)).get("connect_timeout")
+        # libpq: 0 waits as long as the system lets it
+        _CONNECTING.timeout_s = float(connect_s) if connect_s and float(connect_s) else None
+        try:
+            conn = self.module.connect(libpq_url(url), connection_factory=self._bounded,
+                                       **options)
+        finally:
+            _CONNECTING.timeout_s = None
+        conn.fair_wait_s = read_timeout_s
         self._extras.register_default_jsonb(conn, loads=lambda text: text)
         return conn
+
+    def bound(self, conn: Any, read_timeout_s: Optional[float]) -> None:
+        conn.fair_wait_s = read_timeout_s
 
     def target(self, url: str) -> Dict[str, str]:
         params = self._parse_dsn(libpq_url(url))
@@ -146,12 +194,122 @@ class _Psycopg2(Driver):
         return isinstance(exc, self.OperationalError) and self.code(exc) is None
 
 
+#: The connect timeout of the psycopg2 connection this thread is opening (libpq ignores its
+#: own ``connect_timeout`` once a wait callback polls the connection).
+_CONNECTING = threading.local()
+
+
+def _no_answer(what: str, seconds: float, error: Type[BaseException]) -> BaseException:
+    """The driver's ``error`` for a server that did not answer in time, caused by a
+    :class:`socket.timeout` (what :meth:`Driver.timed_out` recognises)."""
+    exc = error(f"{what}: no answer from the server within {seconds:g} s")
+    exc.__cause__ = socket.timeout(f"no answer within {seconds:g} s")
+    return exc
+
+
+def _bounded_connection_class(ext: Any, error: Type[BaseException]) -> type:
+    """psycopg2's connection class with a deadline the wait callback reads: ``fair_wait_s``
+    (None: wait without one); while connecting, the thread's connect timeout."""
+
+    class BoundedConnection(ext.connection):  # type: ignore[misc, name-defined]
+        fair_error = error
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.fair_wait_s = getattr(_CONNECTING, "timeout_s", None)
+            self.fair_connecting = True
+            super().__init__(*args, **kwargs)
+            self.fair_connecting = False
+
+    return BoundedConnection
+
+
+def _wait_with_deadline(conn: Any) -> None:
+    """psycopg2's wait callback: poll ``conn`` until its operation completes, as psycopg2's
+    own ``wait_select`` does, but for the store's connections only until their deadline,
+    when it raises (psycopg2 then closes the connection)."""
+    import psycopg2
+    import psycopg2.extensions as ext
+
+    error = getattr(conn, "fair_error", psycopg2.OperationalError)
+    limit = getattr(conn, "fair_wait_s", None)
+    deadline = None if limit is None else time.monotonic() + limit
+    fileno = conn.fileno()
+    while True:
+        state = conn.poll()
+        if state == ext.POLL_OK:
+            return
+        if state not in (ext.POLL_READ, ext.POLL_WRITE):
+            raise error(f"unexpected state from poll: {state}")  # pragma: no cover
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0 or not _ready(fileno, state == ext.POLL_READ, left):
+            what = "connect" if getattr(conn, "fair_connecting", False) else "statement"
+            raise _no_answer(what, limit or 0.0, error)
+
+
+def _ready(fileno: int, read: bool, timeout_s: Optional[float]) -> bool:
+    """Whether ``fileno`` became readable (``read``) or writable within ``timeout_s``
+    (None: for ever). poll() where there is one: select() cannot watch a descriptor numbered
+    1024 or above, which a server with hundreds of connections gives out."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fileno, select.POLLIN if read else select.POLLOUT)
+        return bool(poller.poll(None if timeout_s is None else max(0, timeout_s) * 1000))
+    watched = [fileno]
+    ready = select.select(watched if read else [], [] if read else watched, [], timeout_s)
+    return bool(ready[0] or ready[1])
+
+
+_CALLBACK_LOCK = threading.Lock()
+#: A wait callback found installed in the store's place (logged once).
+_FOREIGN_CALLBACK: List[Any] = []
+
+
+def _install_wait_callback(ext: Any) -> None:
+    """Have psycopg2 wait through :func:`_wait_with_deadline`, unless the process already
+    waits through a callback of its own (gevent's, say): then the store's statements have no
+    client-side bound, and the log says so once."""
+    with _CALLBACK_LOCK:
+        current = ext.get_wait_callback()
+        if current is None:
+            ext.set_wait_callback(_wait_with_deadline)
+        elif current is not _wait_with_deadline and not _FOREIGN_CALLBACK:
+            _FOREIGN_CALLBACK.append(current)
+            log.warning("psycopg2 waits through another wait callback (%r): a ledger that "
+                        "stops answering is waited for without a deadline", current)
+
+
 class _Pg8000Connection:
     """A pg8000 connection with what the store uses of psycopg2's: ``closed``, ``fileno()``,
-    ``autocommit`` and cursors usable as context managers."""
+    ``autocommit`` and cursors usable as context managers; a socket error or timeout on it
+    closes it and is pg8000's ``InterfaceError``."""
 
-    def __init__(self, raw: Any) -> None:
+    read_timeout_s: Optional[float] = None
+
+    def __init__(self, raw: Any, interface_error: Type[BaseException]) -> None:
         self.raw = raw
+        self.interface_error = interface_error
+
+    def bound(self, read_timeout_s: Optional[float]) -> None:
+        self.read_timeout_s = read_timeout_s
+        self.raw._usock.settimeout(read_timeout_s)
+
+    def failed(self, exc: BaseException) -> None:
+        """Close the connection after ``exc`` (a socket error or timeout mid-exchange leaves
+        its stream at an unknown point; pg8000 cannot read a timed-out socket again);
+        raise it as pg8000's ``InterfaceError``."""
+        usock = getattr(self.raw, "_usock", None)
+        if usock is not None:
+            try:
+                usock.close()
+            except OSError:
+                pass
+        self.raw._sock = self.raw._usock = None
+        if isinstance(exc, self.interface_error):
+            raise exc
+        if isinstance(exc, socket.timeout):
+            raise _no_answer("statement", self.read_timeout_s or 0.0,
+                             self.interface_error) from exc
+        raise self.interface_error(f"network error ({type(exc).__name__})") from exc
 
     @property
     def closed(self) -> bool:
@@ -173,7 +331,7 @@ class _Pg8000Connection:
         return int(struct.unpack("!i", bytes(self.raw._backend_key_data[:4]))[0])
 
     def cursor(self) -> "_Pg8000Cursor":
-        return _Pg8000Cursor(self.raw.cursor())
+        return _Pg8000Cursor(self.raw.cursor(), self)
 
     def close(self) -> None:
         if not self.closed:
@@ -181,17 +339,25 @@ class _Pg8000Connection:
 
 
 class _Pg8000Cursor:
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, conn: _Pg8000Connection) -> None:
         self.raw = raw
+        self.conn = conn
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)
 
     def execute(self, sql: str, params: Any = None) -> None:
-        if params:
-            self.raw.execute(sql, params)
-        else:
-            self.raw.execute(sql)
+        try:
+            if params:
+                self.raw.execute(sql, params)
+            else:
+                self.raw.execute(sql)
+        except OSError as exc:  # raised past pg8000's wrapping, on its first read
+            self.conn.failed(exc)
+        except self.conn.interface_error as exc:
+            if isinstance(exc.__cause__, OSError):   # a network error mid-exchange
+                self.conn.failed(exc)
+            raise
 
     def __enter__(self) -> "_Pg8000Cursor":
         return self
@@ -222,9 +388,12 @@ class _Pg8000(Driver):
                 "DataError", "ArrayContentNotSupportedError") if hasattr(dbapi, name)},
         }
 
-    def connect(self, url: str, options: Mapping[str, Any], *, read_timeout_s: float) -> Any:
+    def connect(self, url: str, options: Mapping[str, Any], *,
+                read_timeout_s: Optional[float]) -> Any:
         params = self._params(url)
-        connect_s = float(params.get("connect_timeout") or options.get("connect_timeout", 10))
+        # as for libpq, 0 waits as long as the system lets it
+        connect_s = float(params.get("connect_timeout") or options.get("connect_timeout", 10)) \
+            or None
         context = _ssl_context(params.get("sslmode", ""))
         host, port = params["host"], int(params.get("port") or 5432)
         # A host that is a path is libpq's Unix socket directory.
@@ -233,7 +402,7 @@ class _Pg8000(Driver):
         try:
             raw = self.module.connect(
                 user=params.get("user") or "postgres", password=params.get("password"),
-                **where, database=params["dbname"], timeout=max(connect_s, read_timeout_s),
+                **where, database=params["dbname"], timeout=connect_s,
                 tcp_keepalive=True, ssl_context=context,
                 application_name=params.get("application_name")
                 or options.get("application_name"))
@@ -242,7 +411,12 @@ class _Pg8000(Driver):
                                    f"({type(exc).__name__})") from None
         for oid in _JSON_OIDS:
             raw.register_in_adapter(oid, str)
-        return _Pg8000Connection(raw)
+        conn = _Pg8000Connection(raw, self.InterfaceError)
+        conn.bound(read_timeout_s)
+        return conn
+
+    def bound(self, conn: Any, read_timeout_s: Optional[float]) -> None:
+        conn.bound(read_timeout_s)
 
     def _params(self, url: str) -> Dict[str, str]:
         shown = redact_url(url)
@@ -287,7 +461,7 @@ class _Pg8000(Driver):
             return super().describe(exc)
         code = str(detail.get("C", ""))
         name = _CONDITIONS.get(code, type(exc).__name__)
-        return f"{name}: {detail.get('M', '')} (SQLSTATE {code})"
+        return f"{name}: {str(detail.get('M', ''))[:4096]} (SQLSTATE {code[:5]})"
 
     def closed(self, conn: Any) -> bool:
         return bool(conn.closed)

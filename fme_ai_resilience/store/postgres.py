@@ -11,12 +11,14 @@ Every driver error leaves as :class:`StoreError` or :class:`StoreUnavailable`.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import select
 import threading
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple, Type
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set,
+                    Tuple, Type)
 
 from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from ..core.text.redact import redact_url
@@ -31,7 +33,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg2 = None
 
 __all__ = ["PostgresStore", "PREPARED", "DRIVER_ERRORS", "translate_error", "Prepared",
-           "prepared_forms"]
+           "prepared_forms", "ANSWER_MARGIN_S"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ _PYFORMAT = re.compile(r"%\((\w+)\)s")
 #: statement_timeout (57014) or lock_timeout (55P03): the work waits behind someone else's.
 _UNAVAILABLE_CODES = ("08", "53", "57P01", "57P02", "57P03", "57014", "55P03")
 _RETRIES = 3
+#: How long past the session's statement_timeout the store still waits for an answer (the
+#: server cancels a statement at its timeout; the answer then crosses the network).
+ANSWER_MARGIN_S = 2.0
 
 
 def _psycopg2_errors() -> Mapping[type, Type[StoreError]]:
@@ -83,6 +88,11 @@ class PostgresStore(SqlStore):
     connection: connect timeout, ``statement_timeout``, ``lock_timeout`` and TCP keepalives; a
     statement cancelled by either limit is StoreUnavailable. ``connect_timeout_s`` overrides the
     setting. Parameters written in the URL (``?connect_timeout=``, ``?keepalives_idle=``) win.
+
+    A server that stops answering is waited for at most ``statement_timeout_s`` +
+    :data:`ANSWER_MARGIN_S` per statement, with either driver (migrations excepted), and an
+    operation waits as long at most for another thread's operation on the shared connection:
+    then it is StoreUnavailable, never run again (whether a write took effect is unknown).
     """
 
     dialect = "postgresql"
@@ -99,6 +109,8 @@ class PostgresStore(SqlStore):
                                   else connect_timeout_s)
         self.application_name = application_name
         self._lock = threading.RLock()
+        #: The bound on every wait for the server's answer (None while a migration runs).
+        self._wait_s: Optional[float] = self.settings.statement_timeout_s + ANSWER_MARGIN_S
         self._conn: Optional[Any] = None
         self._cursor: Optional[Any] = None  # the connection's cursor for one-statement work
         self._pid: Optional[int] = None
@@ -136,9 +148,8 @@ class PostgresStore(SqlStore):
         options: Dict[str, Any] = {
             name: value if isinstance(value, str) else max(1, int(round(value)))
             for name, value in wanted.items() if name not in self.url}
-        read_s = limits.statement_timeout_s + limits.lock_timeout_s
         try:
-            conn = driver.connect(self.url, options, read_timeout_s=read_s)
+            conn = driver.connect(self.url, options, read_timeout_s=self._wait_s)
         except (driver.Error, ValueError) as exc:  # ValueError: a NUL in the URL
             raise translate_error(exc, driver) from exc
         try:
@@ -170,6 +181,33 @@ class PostgresStore(SqlStore):
             if self._conn is not None:
                 self._drop(self._conn)
 
+    def init_schema(self, *, now: float) -> List[int]:
+        """As :meth:`SqlStore.init_schema`; a migration may build an index over a large table,
+        so the store waits for its answer without a deadline."""
+        with self._held():
+            self._wait_s = None
+            try:
+                if self._conn is not None and not self._driver.closed(self._conn):
+                    self._driver.bound(self._conn, None)
+                return super().init_schema(now=now)
+            finally:
+                self._wait_s = self.settings.statement_timeout_s + ANSWER_MARGIN_S
+                if self._conn is not None and not self._driver.closed(self._conn):
+                    self._driver.bound(self._conn, self._wait_s)
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """The connection's lock, waited for as long as one statement may wait for the server:
+        past that, the operation holding it is waiting on a server that does not answer."""
+        wait_s = self._wait_s
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise StoreUnavailable(f"the ledger did not answer another operation within "
+                                   f"{wait_s:g} s")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
     def _live_connection(self) -> Any:
         """The connection, replaced first if it is gone or the server has hung up on it.
 
@@ -189,7 +227,7 @@ class PostgresStore(SqlStore):
         """One statement, its own transaction (autocommit): one round trip on the live
         connection, run again after a failure only when nothing can have taken effect, or
         when running it twice is the same as once (``idempotent``: a fenced checkpoint)."""
-        with self._lock:
+        with self._held():
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
                 try:
@@ -200,8 +238,8 @@ class PostgresStore(SqlStore):
                     # A lost write may have committed: only reads, idempotent writes, and
                     # statements the server rolled back (deadlock, serialisation failure), are
                     # run again.
-                    if attempt < _RETRIES and (self._rolled_back(exc) or (
-                            lost and (idempotent or not write))):
+                    if attempt < _RETRIES and not self._driver.timed_out(exc) and (
+                            self._rolled_back(exc) or (lost and (idempotent or not write))):
                         log.info("retrying ledger query %s after %s", name, type(exc).__name__)
                         continue
                     raise translate_error(exc, self._driver) from exc
@@ -217,7 +255,7 @@ class PostgresStore(SqlStore):
 
     def _transact(self, fn: Callable[[Tx], T], write: bool = True) -> T:
         """Several statements inside an explicit ``BEGIN ... COMMIT``."""
-        with self._lock:
+        with self._held():
             for attempt in range(1, _RETRIES + 1):
                 conn = self._live_connection()
                 try:
@@ -228,7 +266,8 @@ class PostgresStore(SqlStore):
                     lost = self._driver.closed(conn) or self._driver.lost(exc)
                     self._abandon(conn, in_transaction=True)
                     # Nothing was committed: the server rolls back a transaction it loses.
-                    if attempt < _RETRIES and (self._rolled_back(exc) or lost):
+                    if attempt < _RETRIES and not self._driver.timed_out(exc) and (
+                            self._rolled_back(exc) or lost):
                         log.info("retrying a ledger transaction after %s", type(exc).__name__)
                         continue
                     raise translate_error(exc, self._driver) from exc
@@ -292,6 +331,27 @@ def _ms(seconds: float) -> str:
     return str(max(1, int(round(seconds * 1000))))
 
 
+#: The whole-number connection parameters a URL may carry, and their bounds (libpq's
+#: ``connect_timeout`` in seconds: 0 waits as long as the system lets it).
+_NUMBERS = {"port": (1, 65535), "connect_timeout": (0, 86400)}
+
+
+def _check_numbers(params: Mapping[str, str], shown: str, *, lists: bool) -> None:
+    """Raise ConfigurationError naming the parameter when a port or connect timeout in the URL
+    is no whole number of ASCII digits within its bounds (``?connect_timeout=inf``,
+    ``?port=abc``): the same for both drivers, before either tries to connect. With ``lists``
+    (libpq's several hosts) a port may be a comma-separated list of them."""
+    for name, (low, high) in _NUMBERS.items():
+        value = params.get(name)
+        if value is None:
+            continue
+        texts = str(value).split(",") if lists and name == "port" else [str(value)]
+        if not all(t.strip().isascii() and t.strip().isdigit() and len(t.strip()) <= 6
+                   and low <= int(t.strip()) <= high for t in texts):
+            raise ConfigurationError("store URL", shown, f"has {name}={str(value)[:20]!r}: "
+                                     f"write a whole number from {low} to {high}")
+
+
 def _target_of(url: str, driver: Driver) -> Dict[str, str]:
     """Host, port, database and user a URL names, read as libpq reads it (query parameters
     such as ``?host=`` included). Raises ConfigurationError when the URL does not parse or
@@ -308,6 +368,7 @@ def _target_of(url: str, driver: Driver) -> Dict[str, str]:
     if not params.get("dbname"):
         raise ConfigurationError("store URL", shown, "names no database: write "
                                  "postgresql://user@host:5432/DATABASE")
+    _check_numbers(params, shown, lists=driver.name == "psycopg2")
     host = params.get("host") or params.get("hostaddr")
     if not host:
         raise ConfigurationError("store URL", shown, "names no host: write "

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from typing import Callable, List, Optional, Tuple, Union
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from helpers.loopback import Loopback, read_head
 
@@ -157,12 +157,17 @@ class Front(Loopback):
 
 class TcpProxy:
     """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host, port): :meth:`cut` drops every
-    connection and refuses new ones (accepted, then closed at once) until :meth:`restore`."""
+    connection and refuses new ones (accepted, then closed at once) until :meth:`restore`;
+    :meth:`freeze` stops forwarding in both directions without closing anything (the kernel
+    still accepts and acknowledges every byte), as a hung proxy, a stalled network path or a
+    frozen virtual machine looks to a client, until :meth:`thaw`."""
 
     def __init__(self, upstream: Tuple[str, int]) -> None:
         self.upstream = upstream
         self.stop = threading.Event()
         self.down = threading.Event()
+        self.running = threading.Event()   # clear: frozen
+        self.running.set()
         self._lock = threading.Lock()
         self._open: List[socket.socket] = []
         self.sock = socket.socket()
@@ -188,6 +193,34 @@ class TcpProxy:
     def restore(self) -> None:
         self.down.clear()
 
+    def freeze(self) -> None:
+        """Hold every byte from now on, both ways (new connections wait in the listen
+        backlog, unanswered)."""
+        self.running.clear()
+
+    def thaw(self) -> None:
+        self.running.set()
+
+    def url(self, url: str) -> str:
+        """``url`` (a PostgreSQL URL) pointed at this proxy."""
+        parts = urlsplit(url)
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = (auth + "@" if auth else "") + f"127.0.0.1:{self.port}"
+        return urlunsplit(parts._replace(netloc=netloc))
+
+    def __enter__(self) -> "TcpProxy":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _held(self) -> bool:
+        """Wait while frozen; False once the proxy closes."""
+        while not self.running.wait(0.1):
+            if self.stop.is_set():
+                return False
+        return not self.stop.is_set()
+
     def close(self) -> None:
         self.stop.set()
         self.cut()
@@ -195,7 +228,7 @@ class TcpProxy:
         self.sock.close()
 
     def _accept(self) -> None:
-        while not self.stop.is_set():
+        while self._held():
             try:
                 conn, _ = self.sock.accept()
             except OSError:
@@ -218,7 +251,7 @@ class TcpProxy:
             source.settimeout(None)
             while True:
                 data = source.recv(65536)
-                if not data:
+                if not data or not self._held():
                     break
                 sink.sendall(data)
         except OSError:
