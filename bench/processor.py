@@ -51,44 +51,48 @@ class _Count:
 
 
 def _count_statements() -> None:
-    """Wrap the drivers' connect so every statement the store sends is counted."""
+    """Count every statement the store sends, whichever driver sends it: SQLite's trace
+    callback; for PostgreSQL, a counting cursor on each connection the store's driver opens
+    (psycopg2: the connection's cursor factory; pg8000: the store's cursor wrapper)."""
     import sqlite3
 
-    from fme_ai_resilience.store import postgres, sqlite as sqlite_store
+    from fme_ai_resilience.store import pg_drivers, sqlite as sqlite_store
+
+    def counted() -> None:
+        _Count.statements += 1
 
     connect = sqlite3.connect
 
     def counted_sqlite(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = connect(*args, **kwargs)
-        conn.set_trace_callback(lambda _sql: setattr(_Count, "statements",
-                                                     _Count.statements + 1))
+        conn.set_trace_callback(lambda _sql: counted())
         return conn
     sqlite_store.sqlite3.connect = counted_sqlite   # type: ignore[attr-defined]
 
-    psycopg2 = postgres.psycopg2
-    if psycopg2 is None:
+    pg8000_execute = pg_drivers._Pg8000Cursor.execute
+
+    def pg8000_counted(self: Any, sql: str, params: Any = None) -> None:
+        counted()
+        return pg8000_execute(self, sql, params)
+    pg_drivers._Pg8000Cursor.execute = pg8000_counted   # type: ignore[method-assign]
+
+    try:
+        import psycopg2.extensions
+    except ImportError:
         return
 
     class Cursor(psycopg2.extensions.cursor):
         def execute(self, query: Any, vars: Any = None) -> Any:   # noqa: A002 - driver's name
-            _Count.statements += 1
+            counted()
             return super().execute(query, vars)
 
-    pg_connect = psycopg2.connect
+    psycopg2_connect = pg_drivers._Psycopg2.connect
 
-    def counted_pg(*args: Any, **kwargs: Any) -> Any:
-        return pg_connect(*args, cursor_factory=Cursor, **kwargs)
-    postgres.psycopg2 = _Patched(psycopg2, counted_pg)
-
-
-class _Patched:
-    """psycopg2 with ``connect`` replaced, everything else as it is."""
-
-    def __init__(self, module: Any, connect: Any) -> None:
-        self._module, self.connect = module, connect
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._module, name)
+    def psycopg2_counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        conn = psycopg2_connect(self, *args, **kwargs)
+        conn.cursor_factory = Cursor
+        return conn
+    pg_drivers._Psycopg2.connect = psycopg2_counted   # type: ignore[method-assign]
 
 
 # -- the engines ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ COMMANDS = (
     "degrade",
     "process",
     "compensate",
+    "notifications",
     "dlq",
     "review",
     "check",

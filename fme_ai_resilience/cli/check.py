@@ -8,7 +8,6 @@ itself cannot run (no ledger, a bad setting: as a monitor should see it).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -17,7 +16,7 @@ from ..core.errors import ResilienceError, StoreError
 from ..services.observe.signals import read_signals
 from .common import (EXIT_USAGE, add_db_option, ledger, ledger_error, number,
                      setting_default)
-from .common import DAY_S
+from .common import DAY_S, json_text
 
 __all__ = ["add_parser"]
 
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ALERT: the check cannot run: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps(signals.as_dict(), indent=2))
+        print(json_text(signals.as_dict()))
     else:
         print(signals.summary())
     return int(signals.level)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..core.checks import ascii_name, count, finite, read_count, read_number
 from ..core.errors import ConfigurationError, ResilienceError, StoreError, StoreUnavailable
@@ -31,7 +33,8 @@ from ..core.config.settings import Settings
 from ..store import SqlStore, display_url, open_store
 
 __all__ = ["DAY_S", "service_name", "EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "DB_ENV", "DB_FORMS", "OptionError",
-           "add_db_option", "announce", "check_db_url", "command", "exit_codes", "ledger",
+           "add_db_option", "announce", "check_db_url", "command", "configured_secrets",
+           "exit_codes", "json_text", "ledger",
            "ledger_error", "number", "open_from_args", "parse_values", "port", "setting_default",
            "settings_for", "settings_from_args", "whole"]
 
@@ -121,6 +124,20 @@ def add_db_option(parser: argparse.ArgumentParser) -> None:
                         help=f"the ledger: {DB_FORMS} (default: ${DB_ENV})")
 
 
+def json_text(value: Any, indent: Optional[int] = 2) -> str:
+    """``value`` as strict JSON for a command to print: a float that is not finite (no setting
+    should let one arise) becomes null, never ``Infinity`` or ``NaN``, which JSON lacks."""
+    def finite_only(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, Mapping):
+            return {k: finite_only(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite_only(x) for x in v]
+        return v
+    return json.dumps(finite_only(value), indent=indent, allow_nan=False, default=str)
+
+
 def check_db_url(url: Optional[str]) -> str:
     """``url`` when it has one of the forms of :data:`DB_FORMS`; raises
     :class:`ConfigurationError` naming ``--db`` and the forms otherwise."""
@@ -185,6 +202,26 @@ def settings_from_args(items: Sequence[str], explicit: Mapping[str, Any]) -> Set
 def settings_for(*, store: SqlStore) -> Settings:
     """Settings from ``FAIR_*`` variables, then the run-time ``resilience_config`` table."""
     return Settings.from_env(os.environ).with_values(store.get_config())
+
+
+#: Environment variables holding a secret the product may meet although no setting names it
+#: (the AWS credential of a Rekognition signer).
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def configured_secrets(settings: Settings, db: Optional[str] = None) -> Tuple[str, ...]:
+    """Every secret this process was configured with: the secret settings' values, the
+    password of the ledger URL ``db`` (as written and decoded) and the :data:`SECRET_ENV`
+    variables; scrubbed from whatever a command stores or prints."""
+    found = list(settings.secret_values())
+    try:
+        password = urlsplit(db).password if db else None
+    except ValueError:
+        password = None
+    if password:
+        found += [password, unquote(password)]
+    found += [os.environ.get(name, "") for name in SECRET_ENV]
+    return tuple(dict.fromkeys(v for v in found if v and v.strip()))
 
 
 def open_from_args(args: argparse.Namespace, *, create: bool = False) -> SqlStore:

@@ -17,8 +17,9 @@ from ..core.config.fields import MAX_COUNT
 from ..core.clock import SystemClock
 from ..core.errors import ConfigurationError, FailureClass
 from ..core.ledger import Status, TaskRecord
-from ..core.text.redact import redact_mapping
-from .common import EXIT_FAILED, EXIT_OK, add_db_option, command, exit_codes, ledger, whole
+from ..core.text.redact import redact_mapping, scrub_secrets
+from .common import (EXIT_FAILED, EXIT_OK, add_db_option, command, configured_secrets,
+                     exit_codes, ledger, whole)
 
 __all__ = ["add_parser", "describe"]
 
@@ -40,10 +41,11 @@ def describe(record: TaskRecord, *, full: bool = False) -> Dict[str, Any]:
 
 @command
 def run_list(args: argparse.Namespace) -> int:
-    with ledger(args) as (store, _):
+    with ledger(args) as (store, settings):
         cause = FailureClass(args.cause) if args.cause else None
         rows = [describe(r) for r in store.dead_letter_records(cause, limit=args.limit,
                                                                offset=args.offset)]
+        rows = scrub_secrets(rows, configured_secrets(settings, args.db))
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -57,13 +59,15 @@ def run_list(args: argparse.Namespace) -> int:
 
 @command
 def run_show(args: argparse.Namespace) -> int:
-    with ledger(args) as (store, _):
+    with ledger(args) as (store, settings):
         record = store.get(args.key)
+        secrets = configured_secrets(settings, args.db)
     if record is None or record.status is not Status.DEAD:
         state = "no such task" if record is None else f"is {record.status.value}, not DEAD"
         print(f"error: {args.key}: {state}", file=sys.stderr)
         return EXIT_FAILED
-    print(json.dumps(describe(record, full=True), indent=2, default=str))
+    shown = json.loads(json.dumps(describe(record, full=True), default=str))
+    print(json.dumps(scrub_secrets(shown, secrets), indent=2))
     return EXIT_OK
 
 

@@ -38,6 +38,7 @@ from ..drill.table import render_report
 from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from ..store import open_store
 from .common import DB_FORMS, EXIT_FAILED, EXIT_OK, announce, command, exit_codes, number, whole
+from .files import write_file
 
 __all__ = ["add_parser", "verdicts", "THROWAWAY_DEFAULT", "PROGRESS_EVERY_S", "scenarios"]
 
@@ -169,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         display.end()
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as page:
-            page.write(render_pages(reports))
+        write_file(args.html, render_pages(reports))
     _print(reports, args.json)
     return EXIT_OK if all(c.met for r in reports for c in targets(r)) else EXIT_FAILED
 

@@ -1,15 +1,20 @@
 """How a long-running command logs: plain text, or one JSON object per line with the
-``trace_id`` of the task being worked on (``--log-format json``, or ``$FAIR_LOG_FORMAT``);
-and how every other command shows the library's warnings (:func:`show_warnings`)."""
+``trace_id`` of the task being worked on (``--log-format json``, or ``$FAIR_LOG_FORMAT``),
+every line without the secrets the command is configured with; and how every other command
+shows the library's warnings (:func:`show_warnings`)."""
 from __future__ import annotations
 
 import argparse
 import logging
 import os
 import sys
+from typing import Sequence
 
+from ..core.config.settings import Settings
 from ..core.errors import ConfigurationError
+from ..core.text.redact import scrub_secrets
 from ..services.observe.logs import JsonLogFormatter
+from .common import configured_secrets
 
 __all__ = ["add_log_option", "setup_logging", "show_warnings", "LOG_ENV", "FORMATS"]
 
@@ -36,9 +41,33 @@ def setup_logging(args: argparse.Namespace) -> None:
     if root.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter() if chosen == "json" else logging.Formatter(_TEXT))
+    handler.setFormatter(_Scrubbed(
+        JsonLogFormatter() if chosen == "json" else logging.Formatter(_TEXT), _secrets(args)))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+
+
+class _Scrubbed(logging.Formatter):
+    """Lines of ``inner`` without any of ``secrets``, in any encoding (the last line of
+    defence: each component already scrubs the secrets it knows)."""
+
+    def __init__(self, inner: logging.Formatter, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self.inner, self.secrets = inner, tuple(secrets)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub_secrets(self.inner.format(record), self.secrets)
+
+
+def _secrets(args: argparse.Namespace) -> Sequence[str]:
+    """The secrets the command is configured with (those of its ``FAIR_*`` settings, its
+    ledger URL's password, the AWS credential); without the settings when they do not load
+    (the command itself says why)."""
+    try:
+        settings = Settings.from_env(os.environ)
+    except ConfigurationError:
+        settings = Settings()
+    return configured_secrets(settings, getattr(args, "db", None))
 
 
 class _Warnings(logging.Handler):

@@ -20,6 +20,7 @@ requirements).
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import json
 import re
@@ -38,6 +39,7 @@ from ..fme.caller_base import WORKSPACE_ATTRIBUTES
 from ..core.fme.fmw_sample import render_sample
 from ..core.fme.fmxj import fmxj
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
+from .files import copy_file
 
 __all__ = ["add_parser", "build_package", "stage_package", "PackageError"]
 
@@ -275,16 +277,32 @@ def build_package(out: Path, *, source: Optional[str] = None,
         if len(built) != 1 or built[0].name != fpkg.fpkg_filename(__version__):
             raise PackageError(f"fme-packager pack wrote {[b.name for b in built]}")
         out.mkdir(parents=True, exist_ok=True)
-        target = out / built[0].name
-        shutil.copy(built[0], target.with_suffix(".fpkg.part"))
-        target.with_suffix(".fpkg.part").replace(target)
-    return target
+        return copy_file(built[0], out)   # atomically, following no link planted in out
 
 
 def _usage(args: argparse.Namespace) -> Optional[str]:
     if args.wheelhouse is not None and not Path(args.wheelhouse).is_dir():
         return f"--wheelhouse {args.wheelhouse} is not a directory"
+    out = Path(args.out)
+    if args.package_command == "build" and out.exists() and not out.is_dir():
+        return f"--out {args.out} is not a directory: build writes the .fpkg into one"
+    if args.package_command == "build" and (out / fpkg.fpkg_filename(__version__)).is_dir():
+        return f"--out {args.out} holds a directory named {fpkg.fpkg_filename(__version__)}"
     return None
+
+
+#: Why a path cannot be written that is the user's to fix (exit 2); any other OSError (a full
+#: disk) is a failure of the build (exit 1).
+_PATH_ERRORS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES,
+                          errno.EPERM, errno.EEXIST, errno.EROFS, errno.ELOOP,
+                          errno.ENAMETOOLONG})
+
+
+def _path_error(exc: OSError) -> int:
+    """Say why a path could not be written, in one line; the exit code it deserves."""
+    where = f": {exc.filename}" if exc.filename else ""
+    print(f"error: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+    return EXIT_USAGE if exc.errno in _PATH_ERRORS else EXIT_FAILED
 
 
 @command
@@ -298,6 +316,8 @@ def run_build(args: argparse.Namespace) -> int:
     except PackageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as exc:
+        return _path_error(exc)
     print(target)
     return EXIT_OK
 
@@ -314,5 +334,7 @@ def run_stage(args: argparse.Namespace) -> int:
     except PackageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as exc:
+        return _path_error(exc)
     print(target)
     return EXIT_OK

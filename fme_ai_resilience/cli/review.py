@@ -16,10 +16,11 @@ from typing import Any, Dict
 
 from ..core.clock import SystemClock
 from ..core.ledger import ReviewItem, ReviewState
-from ..core.text.redact import redact_mapping
+from ..core.text.redact import redact_mapping, scrub_secrets
 from ..services.pipeline import build_sink
 from ..services.processing.review import ReviewRefused, resolve
-from .common import EXIT_OK, add_db_option, command, exit_codes, ledger, whole
+from .common import (EXIT_OK, add_db_option, command, configured_secrets, exit_codes, ledger,
+                     whole)
 
 __all__ = ["add_parser", "describe", "MAX_LISTED"]
 
@@ -50,10 +51,12 @@ def describe(item: ReviewItem, *, full: bool = False, now: float) -> Dict[str, A
 def run_list(args: argparse.Namespace) -> int:
     now = SystemClock().now()
     state = ReviewState.RESOLVED if args.resolved else ReviewState.OPEN
-    with ledger(args) as (store, _):
+    with ledger(args) as (store, settings):
         rows = [describe(i, now=now) for i in store.review_items(state, limit=args.limit,
                                                                  offset=args.offset)]
         waiting = store.review_stats()[0] if state is ReviewState.OPEN else None
+        # a verdict kept before its secrets were scrubbed on the way in is scrubbed on the way out
+        rows = scrub_secrets(rows, configured_secrets(settings, args.db))
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -72,12 +75,13 @@ def run_list(args: argparse.Namespace) -> int:
 
 @command
 def run_show(args: argparse.Namespace) -> int:
-    with ledger(args) as (store, _):
+    with ledger(args) as (store, settings):
         item = store.review_item(args.key)
     if item is None:
         raise ReviewRefused(f"{args.key}: not in the review queue")
-    print(json.dumps(describe(item, full=True, now=SystemClock().now()), indent=2,
-                     default=str))
+    shown = json.loads(json.dumps(describe(item, full=True, now=SystemClock().now()),
+                                  default=str))
+    print(json.dumps(scrub_secrets(shown, configured_secrets(settings, args.db)), indent=2))
     return EXIT_OK
 
 
@@ -87,7 +91,8 @@ def run_resolve(args: argparse.Namespace) -> int:
     with ledger(args) as (store, settings):
         sink = build_sink(settings, store=store, clock=clock)
         done = resolve(args.key, args.condition, args.reviewer, args.note or "", settings,
-                       sink, store=store, now=clock.now())
+                       sink, store=store, now=clock.now(),
+                       secrets=configured_secrets(settings, args.db))
     v = done.verdict
     print(f"{done.key}: {v.condition} by {v.reviewer} {done.done.value} "
           f"(written back through the {sink.name} sink)")

@@ -25,6 +25,7 @@ from ..core.fme.fmw_check import Problem, check_workspace
 from ..core.fme.fmw_v4 import FME_RELEASES, V4_FOLDER, render_workspace_v4
 from ..core.fme.parameters import WORKSPACES, parameters_for
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command, exit_codes
+from .files import write_file
 
 __all__ = ["add_parser", "render_template", "check_file"]
 
@@ -109,8 +110,7 @@ def run_build(args: argparse.Namespace) -> int:
         if target.is_file() and _read(target) == text:
             print(f"{target}: unchanged")
             continue
-        with open(target, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        write_file(target, text)
         print(f"{target}: written")
     return EXIT_OK
 

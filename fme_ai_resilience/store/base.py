@@ -12,6 +12,7 @@ from typing import (Any, Callable, Dict, Iterable, List, Mapping, Optional, Prot
 from ..core.resilience.breaker import BreakerState
 from ..core.resilience.concurrency import ConcurrencySettings, LimitState
 from ..core.resilience.degrade import LadderState
+from ..core.observe.totals import LedgerMetrics
 from ..core.errors import ErrorClass, FailureClass
 from ..core.ledger import (AssetRow, CallRecord, CallSample, CompletionSample, Notification,
                            PruneResult, RegistrationSample, CallWindow, InvalidBodyKept,
@@ -173,6 +174,10 @@ class Store(Protocol):
         """The ledger's work at ``now`` for the signals that page: the honest counts, due
         work and the last progress, leases nobody renewed, the review queue."""
 
+    def ledger_metrics(self, *, now: float) -> LedgerMetrics:
+        """Every counter and histogram the ledger keeps (monotonic: kept by triggers in the
+        event's transaction), its circuits and its ladder, observed at ``now``; writes nothing."""
+
     def review_stats(self) -> Tuple[int, Optional[float]]:
         """The review queue's size and when its oldest photo entered it (None: empty)."""
 
@@ -183,12 +188,14 @@ class Store(Protocol):
     def review_item(self, key: str) -> Optional[ReviewItem]:
         """One photo of the review queue (open or resolved), or None."""
 
-    def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float) -> bool:
-        """Record a reviewer's verdict on an open photo, once; False when it is not open."""
+    def resolve_review(self, key: str, verdict: ReviewVerdict, *, now: float,
+                       write_s: float = ...) -> bool:
+        """Record a reviewer's verdict on an open photo, once, holding its write-back for
+        ``write_s``; False when it is not open."""
 
-    def claim_review_write(self, key: str, *, now: float) -> bool:
-        """Take over the write-back of a recorded verdict not written yet; False while
-        another process holds it."""
+    def claim_review_write(self, key: str, *, now: float, write_s: float = ...) -> bool:
+        """Take over the write-back of a recorded verdict not written yet for ``write_s``;
+        False while another process holds it."""
 
     def release_review_write(self, key: str) -> None:
         """Give up the write-back of a verdict that could not be written."""

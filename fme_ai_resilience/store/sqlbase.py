@@ -14,6 +14,7 @@ UnicodeError / OverflowError a driver raises for a value it cannot bind becomes
 from __future__ import annotations
 
 import abc
+import re
 from typing import (
     Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Type, TypeVar,
 )
@@ -31,6 +32,7 @@ from . import sqlfiles
 from .breaker_ladder import BreakerLadderOps
 from .call_limits import CallLimitOps
 from .intake_records import IntakeRecordOps
+from .metric_rows import MetricRowOps
 from .pipeline_rows import PipelineRowOps
 from .review_rows import ReviewRowOps, asset_params, review_state as _review
 from .rows import (
@@ -94,6 +96,12 @@ class Tx:
             self.cursor.execute(statement)
 
 
+#: The most characters of a driver's error message kept (in exceptions, logs, a command's
+#: error line): a hostile or broken server may send megabytes.
+MAX_DETAIL = 2000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
               unavailable: Callable[[BaseException], bool],
               describe: Optional[Callable[[BaseException], str]] = None) -> StoreError:
@@ -111,8 +119,12 @@ def translate(exc: BaseException, table: Mapping[type, Type[StoreError]],
             break
     if target is StoreError and unavailable(exc):
         target = StoreUnavailable
-    first = (str(exc).strip().splitlines() or [""])[0]
-    detail = redact_text(describe(exc) if describe else f"{type(exc).__name__}: {first}")
+    first = (str(exc)[:2 * MAX_DETAIL].strip().splitlines() or [""])[0]
+    detail = describe(exc) if describe else f"{type(exc).__name__}: {first}"
+    # a server's message is the server's to size: cut before it is scrubbed, and after
+    detail = _CONTROL.sub("?", redact_text(detail[:2 * MAX_DETAIL]))   # no terminal escapes
+    if len(detail) > MAX_DETAIL:
+        detail = detail[:MAX_DETAIL - 1] + "…"
     if getattr(exc, "pgcode", None) == _UNDEFINED_TABLE or "no such table" in first.lower():
         return SchemaMissing(f"{SCHEMA_MISSING} (`fme-ai-resilience db init --db URL`): {detail}")
     return target(detail)
@@ -132,8 +144,8 @@ def status_of_new_task(backlog: int, ceiling: int, park: bool,
     return None
 
 
-class SqlStore(BreakerLadderOps, CallLimitOps, IntakeRecordOps, PipelineRowOps, ReviewRowOps,
-               abc.ABC):
+class SqlStore(BreakerLadderOps, CallLimitOps, IntakeRecordOps, MetricRowOps, PipelineRowOps,
+               ReviewRowOps, abc.ABC):
     """Every ledger operation, for any backend that supplies the primitives below."""
 
     dialect: str = ""

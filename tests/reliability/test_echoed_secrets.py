@@ -15,6 +15,7 @@ from fme_ai_resilience.cli import main
 
 from helpers.hostile import Front
 from helpers.one_task import OneTask
+from helpers.review_queue import review_queue
 
 
 TOKEN = "tok/En+9931=abc"          # a slash and a plus: JSON- and URL-escaped forms differ
@@ -94,3 +95,167 @@ def test_a_vision_key_echoed_escaped_in_a_drifted_answer_is_kept_nowhere(world, 
     shown = capsys.readouterr().out
     assert "drifted" in ledger_text(world)
     assert leaks(VISION_KEY, logs, shown, ledger_text(world)) == []
+
+
+# -- configured secrets typed into a review note -------------------------------------------
+
+CONFIGURED = {"FAIR_VISION_KEY": "ATTACK-vk-5521/zq", "FAIR_ARCGIS_TOKEN": "arc+Tok/7741-x",
+              "AWS_SECRET_ACCESS_KEY": "wJal7rXUtnF/EMI+K7MDENGbPx"}
+
+
+def pasted(*secrets):
+    """A note quoting each secret raw, JSON-escaped (the first characters only), URL-encoded
+    and base64-encoded."""
+    import base64
+
+    out = []
+    for secret in secrets:
+        head = "".join(f"\\u{ord(c):04x}" for c in secret[:3])
+        out += [secret, head + secret[3:], quote(secret, safe=""),
+                base64.b64encode(secret.encode()).decode()]
+    return "seen: " + " | ".join(out)
+
+
+def stored_and_shown(db, db_text, capsys, note):
+    """Resolve ``b1`` with ``note`` through the CLI; what the ledger keeps and ``review show``
+    and ``review list --resolved --json`` print."""
+    assert main(["review", "resolve", "b1", "--db", db, "--condition", "fair",
+                 "--reviewer", "inspector 7", "--note", note]) == 0
+    assert main(["review", "show", "b1", "--db", db]) == 0
+    assert main(["review", "list", "--resolved", "--json", "--db", db]) == 0
+    out = capsys.readouterr()
+    return db_text(), out.out + out.err
+
+
+def test_configured_secrets_typed_into_a_review_note_are_kept_nowhere(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Guarantee: the Vision key, the ArcGIS token and the AWS secret this process is configured
+    with, typed into a review note raw, partly JSON-escaped, URL- or base64-encoded, reach
+    neither the ledger nor ``review show``/``review list``; the rest of the note is kept."""
+    for name, value in CONFIGURED.items():
+        monkeypatch.setenv(name, value)
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    review_queue(db)
+    kept, shown = stored_and_shown(
+        db, lambda: b"".join(p.read_bytes() for p in tmp_path.glob("l.db*")).decode("latin-1"),
+        capsys, "rust on the left leg; " + pasted(*CONFIGURED.values()))
+    assert "rust on the left leg" in kept and "rust on the left leg" in shown
+    for secret in CONFIGURED.values():
+        assert leaks(secret, kept, shown) == [] and secret[3:] not in kept + shown
+
+
+def test_a_stored_note_holding_a_configured_secret_is_not_printed(tmp_path, monkeypatch,
+                                                                  capsys):
+    """Guarantee: a verdict note already in the ledger that holds a configured secret (kept
+    before it was scrubbed on the way in) is printed by ``review show`` and ``review list``
+    without it."""
+    from fme_ai_resilience.core.ledger import ReviewVerdict
+    from fme_ai_resilience.store import open_store
+
+    monkeypatch.setenv("FAIR_VISION_KEY", CONFIGURED["FAIR_VISION_KEY"])
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    review_queue(db)
+    with open_store(db) as store:
+        assert store.resolve_review("b1", ReviewVerdict(
+            condition="fair", reviewer="x", resolved_at=1.0,
+            note="old note " + CONFIGURED["FAIR_VISION_KEY"]), now=1.0)
+    assert main(["review", "show", "b1", "--db", db]) == 0
+    assert main(["review", "list", "--resolved", "--json", "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "old note" in shown and CONFIGURED["FAIR_VISION_KEY"] not in shown
+
+
+def test_a_stored_dead_letter_error_holding_a_configured_secret_is_not_printed(
+        tmp_path, monkeypatch, capsys):
+    """Guarantee: a dead letter whose ``last_error`` holds a configured secret (kept before it
+    was scrubbed on the way in) is printed by ``dlq show`` and ``dlq list`` without it."""
+    import time
+
+    from fme_ai_resilience.core.errors import FailureClass
+    from fme_ai_resilience.store import open_store
+    from helpers.processing import register, submission
+
+    secret = CONFIGURED["AWS_SECRET_ACCESS_KEY"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    now = time.time()
+    with open_store(db, init_schema=True) as store:
+        register(store, submission("d1"), now=now)
+        task = store.claim("t", 1, 60, now=now)[0]
+        assert store.bury("d1", task.lease_token, FailureClass.AUTH,
+                          f"old error quoting {quote(secret, safe='')}", now=now)
+    assert main(["dlq", "show", "d1", "--db", db]) == 0
+    assert main(["dlq", "list", "--json", "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert "old error quoting" in shown and leaks(secret, shown) == []
+
+
+def test_the_ledger_password_typed_into_a_review_note_is_kept_nowhere(pg_ledger_url,
+                                                                      monkeypatch, capsys):
+    """Guarantee: the password of the ledger URL the command runs with (``--db``), typed into a
+    review note alone or inside the URL, reaches neither the ledger nor ``review show``."""
+    from helpers.postgres import pg_run
+
+    password = "Pw-7731/ledger+x"
+    db = pg_ledger_url.replace("://postgres@", f"://postgres:{quote(password, safe='')}@", 1)
+    assert db != pg_ledger_url
+    review_queue(db)
+
+    def kept():
+        rows = pg_run(pg_ledger_url, "SELECT CAST(review_verdict AS text) FROM ai_task_registry")
+        return json.dumps([list(r) for r in rows])
+
+    stored, shown = stored_and_shown(db, kept, capsys,
+                                     f"tried {db} then {pasted(password)}")
+    assert "tried postgresql://postgres:" in shown
+    assert leaks(password, stored, shown) == [] and password[3:] not in stored + shown
+
+
+def test_a_vision_key_echoed_partly_escaped_in_a_drifted_answer_is_kept_nowhere(world, capsys):
+    """Guarantee: a Vision AI key echoed with only some characters JSON-escaped
+    (``\\u0041\\u0054\\u0054ACK-...``), percent-encoded or double-escaped in an answer that
+    fails its schema is kept, decodable, neither in format_anomaly.excerpt nor the logs nor
+    ``dlq show``."""
+    key = "ATTACK-vk/4410+zz"
+    echoes = ["".join(f"\\u{ord(c):04X}" for c in key[:3]) + key[3:],
+              key[:7] + "".join(f"%{b:02x}" for b in key[7:].encode()),
+              "\\\\u0041" + key[1:].replace("/", "\\/")]
+    answer = '{"unexpected": "' + " ".join(echoes) + '", "note": "drifted"}'
+    with Front(lambda method, path: answer.encode()) as vision:
+        key_ = world.register(world.layer.url, {"vision.endpoint": vision.url + "/analyze",
+                                                "retry.task_attempts": "1"})
+        logs = process_json_logs(world, env_with(FAIR_VISION_KEY=key))
+    assert vision.seen, "the Vision AI saw no call"
+    assert main(["dlq", "show", key_, "--db", world.db]) in (0, 1)
+    shown = capsys.readouterr().out
+    kept = ledger_text(world)
+    assert "drifted" in kept
+    for text in (logs, shown, kept):   # no stretch of any echo survives
+        assert [part for part in ("ACK-vk", "4410", "%2b%7a%7a") if part in text] == []
+
+
+LOGGING_CHILD = """
+import argparse, logging, sys
+from fme_ai_resilience.cli.logs import setup_logging
+setup_logging(argparse.Namespace(log_format=sys.argv[1], db=sys.argv[2]))
+log = logging.getLogger("fme_ai_resilience.test")
+for secret in sys.argv[3:]:
+    log.warning("quoting %s and %r", secret, {"seen": secret.encode().hex() + secret})
+"""
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_long_running_commands_log_lines_hold_no_configured_secret(log_format):
+    """Guarantee: whatever a component logs, the log lines of ``process``, ``compensate`` and
+    ``serve`` (text or JSON) hold none of the secrets the command is configured with (its
+    settings', its ledger URL's password, the AWS credential)."""
+    password = "Pw-5514/log+x"
+    db = f"postgresql://fair:{quote(password, safe='')}@127.0.0.1:5432/ledger"
+    env = env_with(**CONFIGURED)
+    done = subprocess.run([sys.executable, "-c", LOGGING_CHILD, log_format, db,
+                           *CONFIGURED.values(), password],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("quoting") == len(CONFIGURED) + 1
+    for secret in (*CONFIGURED.values(), password):
+        assert leaks(secret, done.stderr) == [], done.stderr

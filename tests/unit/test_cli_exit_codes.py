@@ -70,7 +70,8 @@ def test_every_ledger_command_is_covered():
         "db init", "db upgrade", "status", "serve", "breaker show", "breaker open",
         "breaker close", "breaker disable", "breaker reset", "breaker calibrate",
         "degrade show", "degrade set", "degrade auto", "dlq list", "dlq show", "dlq requeue",
-        "review list", "review show", "review resolve",
+        "review list", "review show", "review resolve", "notifications list",
+        "notifications take",
         "check", "process", "compensate", "reconcile", "drill"}
 
 

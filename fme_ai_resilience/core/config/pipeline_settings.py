@@ -16,11 +16,13 @@ from ..checks import count, finite
 from ..errors import ConfigurationError
 
 __all__ = ["VisionSettings", "ArcGISSettings", "WritebackSettings", "CompensationSettings",
-           "CostSettings", "SECRET_SETTINGS", "PROVIDER_NAMES", "SINKS"]
+           "CostSettings", "SECRET_SETTINGS", "PROVIDER_NAMES", "SINKS", "MAX_COST_PER_CALL"]
 
 #: The settings whose values are secrets: shown as ``[REDACTED]`` wherever settings are shown.
 SECRET_SETTINGS = frozenset({"vision.key", "arcgis.token", "arcgis.client_secret",
                              "arcgis.password", "download.host_headers"})
+#: The most one Vision AI call may cost (``cost.per_call``), in any currency.
+MAX_COST_PER_CALL = 1_000_000.0
 #: The Vision AI providers the client speaks (``fme_ai_resilience.services.vision.PROVIDERS``).
 PROVIDER_NAMES = ("azure-v4", "google", "rekognition", "openai", "generic")
 #: Where the processor writes a conclusion.
@@ -185,10 +187,12 @@ class CompensationSettings:
 
 @dataclass(frozen=True)
 class CostSettings:
-    """What one Vision AI call costs (``per_call``, in ``currency``), for the spend signal."""
+    """What one Vision AI call costs (``per_call``, in ``currency``, at most
+    :data:`MAX_COST_PER_CALL`: more is a typo, and the spend must stay a finite number), for
+    the spend signal."""
 
     per_call: float = 0.0
     currency: str = "USD"
 
     def __post_init__(self) -> None:
-        finite("cost.per_call", self.per_call, minimum=0)
+        finite("cost.per_call", self.per_call, minimum=0, maximum=MAX_COST_PER_CALL)

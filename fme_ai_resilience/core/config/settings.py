@@ -284,6 +284,16 @@ class Settings:
                 out[name] = value
         return out
 
+    def secret_values(self) -> Tuple[str, ...]:
+        """The values of the secret settings that are set (each header value of
+        ``download.host_headers`` too), for scrubbing wherever text is stored or shown."""
+        flat = self.as_flat_dict(reveal_secrets=True)
+        found = [flat[name] for name in sorted(SECRET_SETTINGS) if flat.get(name)]
+        for headers in self.download.headers_by_host().values():
+            for value in headers.values():   # "Bearer abc": the credential alone too
+                found += [value, value.split()[-1] if value.split() else ""]
+        return tuple(dict.fromkeys(v for v in found if isinstance(v, str) and v.strip()))
+
 
 def _groups() -> Dict[str, type]:
     hints = typing.get_type_hints(Settings)

@@ -18,6 +18,8 @@ Everything here is pure and total: any input is returned redacted, nothing raise
 """
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import re
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
@@ -51,7 +53,8 @@ _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
     # key=value / key: value / "key": "value" for secret-looking keys
     (re.compile(
         r"(?i)([\"']?\b(?:access_token|refresh_token|token|api[_-]?key|apikey|password|"
-        r"secret|client_secret|subscription-key|signature)\b[\"']?\s*[=:]\s*[\"']?)"
+        r"secret|client_secret|subscription-key|signature|(?:aws_?)?secret_?access_?key|"
+        r"(?:aws_?)?session_?token)\b[\"']?\s*[=:]\s*[\"']?)"
         r"(?!\[REDACTED\])[^\s\"',;&}]+"),
      r"\1" + REDACTED),
     # a raw credential after an Authorization header name (schemes are handled above; an AWS
@@ -63,6 +66,10 @@ _TEXT_PATTERNS: Tuple[Tuple["re.Pattern[str]", str], ...] = (
     (re.compile(r"(?i)([?&](?:key|sig|x-amz-signature|x-amz-security-token|x-goog-signature)=)"
                 r"(?!\[REDACTED\])[^&\s\"'#]+"),
      r"\1" + REDACTED),
+    # the password of a URL quoted in free text (a ledger URL: postgresql://user:pw@host/db)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,30}://[^\s/?#@:\"'<>]*:)(?!\[REDACTED\]@)"
+                r"[^\s/?#@\"'<>]+@"),
+     r"\1" + REDACTED + "@"),
     # API keys recognisable by shape: OpenAI-style sk-..., Google AIza...
     (re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,})"), REDACTED),
 )
@@ -79,7 +86,9 @@ _NORMALISED = frozenset(k.replace("_", "-") for k in SECRET_KEYS)
 def secret_forms(secret: str) -> Tuple[str, ...]:
     """``secret`` and the forms an answer may echo it in: JSON-escaped (as ``json.dumps``
     writes it, with ``\\/`` for ``/``, and every character as ``\\uXXXX``), and URL-encoded
-    (``%XX``, ``+`` for a space); the longest first, so no form is left half replaced."""
+    (``%XX``, ``+`` for a space); the longest first, so no form is left half replaced.
+
+    :func:`secret_pattern` matches these and every mixture of them."""
     forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
              quote(secret, safe=""), quote_plus(secret, safe=""),
              "".join(f"\\u{ord(c):04x}" for c in secret),
@@ -88,12 +97,57 @@ def secret_forms(secret: str) -> Tuple[str, ...]:
     return tuple(sorted(forms, key=len, reverse=True))
 
 
-def _replace_secrets(text: str, secrets: Iterable[Optional[str]]) -> str:
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            for form in secret_forms(secret):
-                if form in text:
-                    text = text.replace(form, REDACTED)
+def _hex(number: int, width: int = 1) -> str:
+    """``number`` in hex digits as a pattern matching either case."""
+    return "".join(f"[{d.lower()}{d.upper()}]" if d.isalpha() else d
+                   for d in format(number, f"0{width}x"))
+
+
+_JSON_SHORT = {'"': '"', "\\": "\\\\", "/": "/", "\b": "b", "\f": "f", "\n": "n",
+               "\r": "r", "\t": "t"}
+
+
+def _char_pattern(char: str) -> str:
+    """Every way one character of a secret may be written: as itself, JSON-escaped (``\\u``
+    in either case, a short escape, a surrogate pair; under any number of backslashes, as JSON
+    inside JSON writes it), URL-encoded (its UTF-8 bytes as ``%XX``, ``+`` for a space) or as
+    an HTML character reference."""
+    code = ord(char)
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10),
+                                             0xDC00 + ((code - 0x10000) & 0x3FF)]
+    forms = [re.escape(char), "".join(r"\\{1,8}u" + _hex(u, 4) for u in units),
+             "".join("%" + _hex(b, 2) for b in char.encode("utf-8", "surrogatepass")),
+             f"&#(?:0*{code}|[xX]0*{_hex(code)});"]
+    if char in _JSON_SHORT:
+        forms.append(r"\\{1,8}" + re.escape(_JSON_SHORT[char]))
+    if char == " ":
+        forms.append(r"\+")
+    return "(?:" + "|".join(forms) + ")"
+
+
+@functools.lru_cache(maxsize=64)
+def secret_pattern(secret: str) -> "re.Pattern[str]":
+    """A pattern matching ``secret`` written in any of :func:`secret_forms` and any mixture of
+    them (some characters JSON-escaped, some percent-encoded, the rest as they are), or
+    base64-encoded (standard or URL-safe alphabet, padded or not)."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    encoded = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
+    encoded |= {e.rstrip("=") for e in encoded}
+    whole = sorted((re.escape(e) for e in encoded if len(e) >= 6), key=len, reverse=True)
+    return re.compile("|".join(whole + ["".join(_char_pattern(c) for c in secret)]))
+
+
+def _replace_secrets(text: str, secrets: Iterable[Optional[str]],
+                     learned: Iterable[str] = ()) -> str:
+    """``text`` with each of ``secrets`` (known to the caller: configured, so no text can be
+    made to match it almost everywhere) replaced in any encoding (:func:`secret_pattern`), and
+    each of ``learned`` (read from the text itself) in each of :func:`secret_forms`."""
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        text = secret_pattern(secret).sub(REDACTED, text)
+    for secret in learned:
+        for form in secret_forms(secret):
+            if form in text:
+                text = text.replace(form, REDACTED)
     return text
 
 
@@ -274,8 +328,10 @@ def redact_raw(text: str, secrets: Iterable[Optional[str]] = ()) -> str:
     and every token value the text reveals is replaced wherever it appears, and so is a start
     of one left at the very end of the text; then the :func:`redact_text` patterns apply.
     """
-    known = sorted({s for s in (*secrets, *token_values(text)) if s and len(s) >= 4},
-                   key=len, reverse=True)
+    given = tuple(s for s in secrets if s and len(s) >= 4)
+    learned = tuple(sorted({s for s in token_values(text) if len(s) >= 4}, key=len,
+                           reverse=True))
+    known = sorted({*given, *learned}, key=len, reverse=True)
 
     def member(match: "re.Match[str]") -> str:
         if not is_secret_key(_json_string(match.group(1))) or not match.group(2):
@@ -283,7 +339,7 @@ def redact_raw(text: str, secrets: Iterable[Optional[str]] = ()) -> str:
         start = match.start(2) - match.start(0)
         return match.group(0)[:start] + REDACTED + match.group(3)
 
-    out = _replace_secrets(_MEMBER.sub(member, text), known)
+    out = _replace_secrets(_MEMBER.sub(member, text), given, learned)
     cut = max((size for secret in known  # the longest start of a secret ending the text
                for size in range(min(len(secret) - 1, len(out)), 3, -1)
                if out.endswith(secret[:size])), default=0)
