@@ -1,12 +1,15 @@
 """``fme-ai-resilience db init|upgrade --db URL``: create or upgrade the ledger schema.
 
-Both are idempotent: run them at every deployment. ``--db`` defaults to ``$FAIR_DB_URL``.
+Both are idempotent: run them at every deployment. ``--db`` defaults to ``$FAIR_DB_URL``. The
+line they print names the schema version the ledger is at and the release whose latest it is
+(CHANGELOG.md maps each schema version to the release that brought it).
 """
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from .. import __version__
 from ..core.clock import SystemClock
 from ..store import display_url
 from .common import EXIT_OK, add_db_option, command, exit_codes, open_from_args
@@ -22,12 +25,18 @@ def _migrate(args: argparse.Namespace) -> int:
         before = store.schema_version()
         applied = store.init_schema(now=SystemClock().now())
         after = store.schema_version()
+        latest = store.latest_schema_version(store.dialect)
     where = display_url(args.db)
-    if applied:
+    release = f"fme-ai-resilience {__version__}"
+    if after > latest:
+        print(f"{where}: schema at version {after}, newer than the {latest} of {release}: "
+              f"nothing done (run the release that brought version {after}, or a later one)")
+    elif applied:
         print(f"{where}: schema version {before} -> {after} "
-              f"(applied {', '.join(str(v) for v in applied)})")
+              f"(applied {', '.join(str(v) for v in applied)}), the latest of {release}")
     else:
-        print(f"{where}: schema already at version {after}; nothing to do")
+        print(f"{where}: schema already at version {after}, the latest of {release}; "
+              f"nothing to do")
     return EXIT_OK
 
 
