@@ -20,7 +20,7 @@ import logging
 from typing import Any, Dict
 
 from ..core.clock import SystemClock
-from ..core.errors import ConfigurationError, StoreError
+from ..core.errors import ConfigurationError, ResilienceError, StoreError
 from ..core.text.redact import redact_text
 from ..services.pipeline import build_compensator
 from ..services.compensation.reconcile import ReconcileReport
@@ -81,6 +81,14 @@ def run_compensate(args: argparse.Namespace) -> int:
                     raise
                 # the loop outlives a ledger that is away for a while, as `process --loop` does
                 log.error("compensate: ledger unavailable: %s", redact_text(str(exc)))
+            except ConfigurationError:
+                raise
+            except ResilienceError as exc:
+                if not args.loop:
+                    raise
+                # the layer to reconcile against, or its portal, is away: the next pass
+                # reconciles the window again (as WS-03's caller reports FAILED and goes on)
+                log.error("compensate: reconciliation failed: %s", redact_text(str(exc)))
             else:
                 print(json.dumps(report.as_dict()) if args.json else report.summary(),
                       flush=True)
