@@ -53,10 +53,11 @@ class stopping:
             signal.signal(sig, handler)
 
 
-def _batch(processor: Any) -> BatchReport:
-    """One batch; a ledger that fails before any task is claimed reports as a lost ledger."""
+def _batch(processor: Any, stop: threading.Event) -> BatchReport:
+    """One batch, which claims nothing more once ``stop`` is set; a ledger that fails before
+    any task is claimed reports as a lost ledger."""
     try:
-        return processor.run_batch()
+        return processor.run_batch(stop)
     except StoreError as exc:
         detail = redact_text(str(exc))
         log.error("process %s: ledger unavailable: %s", processor.owner, detail)
@@ -70,7 +71,7 @@ def _batches(args: argparse.Namespace, processor: Any, stop: threading.Event
     the reaper or the next claim)."""
     done = 0
     while not stop.is_set():
-        report = _batch(processor)
+        report = _batch(processor, stop)
         done += 1
         yield report
         if not args.loop or (args.max_batches and done >= args.max_batches):
@@ -103,7 +104,8 @@ def add_parser(subparsers: Any) -> None:
     mode.add_argument("--once", dest="loop", action="store_false",
                       help="run one batch and exit (the default)")
     mode.add_argument("--loop", dest="loop", action="store_true",
-                      help="run batches until SIGTERM or Ctrl-C")
+                      help="run batches until SIGTERM or Ctrl-C (then nothing more is claimed and the "
+                           "tasks in hand are finished)")
     p.add_argument("--idle", type=number(minimum=0, maximum=DAY_S), default=5.0, metavar="S",
                    help="with --loop: seconds to wait when no task is due or the ledger is "
                         "away (default: 5)")

@@ -15,7 +15,8 @@ import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.core.config.settings import ENV_PREFIX, SECRET_SETTINGS, Settings
-from fme_ai_resilience.core.fme.deployment import processor_job_runtime_s
+from fme_ai_resilience.core.resilience.retry import RetryPolicy
+from fme_ai_resilience.core.resilience.task_budget import worst_case_task_s
 from fme_ai_resilience.core.text.redact import REDACTED
 
 from helpers.deploy_recipes import (COMMAND, CONFIG, CONTAINER, INSTALLED, SERVICES, SYSTEMD,
@@ -141,11 +142,13 @@ def test_no_secret_is_ever_on_a_command_line():
 
 def test_the_stop_timeouts_cover_what_each_command_waits_for_on_sigterm():
     """serve answers its requests in flight within --shutdown-timeout-seconds; the processor
-    finishes the batch in flight, at most its runtime limit under the example configuration:
-    systemd (TimeoutStopSec) and compose (stop_grace_period) wait longer before SIGKILL."""
+    claims nothing more and finishes the tasks in hand, each within its worst case under the
+    example configuration, with a minute for its write-back: systemd (TimeoutStopSec) and
+    compose (stop_grace_period) wait that long at least before SIGKILL."""
     serve = build_parser().parse_args(commands(unit_path("serve"))[-1])
-    runtime = processor_job_runtime_s(Settings.from_env(_production_with_placeholder_secrets()))
-    need = {"serve": serve.shutdown_timeout_seconds + 5, "process": runtime, "compensate": 60}
+    settings = Settings.from_env(_production_with_placeholder_secrets())
+    task_s = worst_case_task_s(RetryPolicy.from_settings(settings), settings.timeouts) + 60
+    need = {"serve": serve.shutdown_timeout_seconds + 5, "process": task_s, "compensate": 60}
     compose = _compose()["services"]
     for name, seconds in need.items():
         assert int(one(unit_path(name), "Service", "TimeoutStopSec")) >= seconds, name

@@ -364,3 +364,26 @@ def test_the_pace_starts_at_its_first_interval_and_doubles_on_a_refusal_at_pace(
 
     assert slower(0.0) == FIRST_INTERVAL_S == 0.1
     assert slower(0.1) == 0.2 and slower(1.5) == 3.0 and slower(0.01) == FIRST_INTERVAL_S
+
+
+@responses.activate
+def test_a_stop_asked_mid_batch_finishes_the_task_in_hand_and_claims_no_other(ledger, clock):
+    """``process --loop`` on SIGTERM: once the stop is asked, the batch claims nothing more;
+    the task in hand is finished (analysed and written), the others stay PENDING for the
+    next engine, and the report says why the batch stopped."""
+    import threading
+
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, *(submission(f"k{i}", photo=f"p{i}") for i in range(5)))
+    stop = threading.Event()
+
+    class StopOnFirstDownload(Photos):
+        def __call__(self, url, token):
+            stop.set()     # SIGTERM arrives while the first task is being worked
+            return super().__call__(url, token)
+
+    report = make(ledger, clock, photos=StopOnFirstDownload()).run_batch(stop)
+    (result,) = report.results
+    assert result.status is Status.SUCCEEDED and report.stopped is Stop.STOPPED
+    counts = {k: v for k, v in ledger.counts().items() if v}
+    assert counts == {"SUCCEEDED": 1, "PENDING": 4}

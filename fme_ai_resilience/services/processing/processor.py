@@ -73,6 +73,7 @@ class Stop(enum.Enum):
     NO_DUE_TASK = "no due task"
     JOB_ENDING = "the job's remaining runtime cannot fit another task"
     LEDGER_DOWN = "ledger unavailable"
+    STOPPED = "asked to stop"
 
 
 @dataclass(frozen=True)
@@ -160,10 +161,12 @@ class Processor:
                 f", sink={self.sink.name!r})")
 
     # -- the batch -------------------------------------------------------------------------------
-    def run_batch(self) -> BatchReport:
+    def run_batch(self, stop: Optional[threading.Event] = None) -> BatchReport:
         """Claim and work through at most ``processing.claim_limit`` tasks, with up to
-        ``concurrency.per_engine`` of them at once."""
-        batch = _Batch(self, self.settings.processing.claim_limit)
+        ``concurrency.per_engine`` of them at once; once ``stop`` is set (``process --loop``
+        on SIGTERM) no task is claimed any more and the batch ends when the tasks in hand
+        are done, within one task's worst case (``worst_case_s``)."""
+        batch = _Batch(self, self.settings.processing.claim_limit, stop)
         workers = max(1, min(self.settings.concurrency.per_engine,
                              self.settings.processing.claim_limit))
         if not getattr(self.clock, "shared", True):
@@ -231,8 +234,10 @@ class _Batch:
     one task at a time; a worker past the first claims only while the fleet has a free call
     slot (the first always does, so work that needs no call, or waits for a slot, goes on)."""
 
-    def __init__(self, processor: Processor, claim_limit: int) -> None:
+    def __init__(self, processor: Processor, claim_limit: int,
+                 halt: Optional[threading.Event] = None) -> None:
         self.p = processor
+        self.halt = halt
         self.left = claim_limit
         self.busy = 0       # workers working a task now
         self.results: List[TaskResult] = []
@@ -250,6 +255,8 @@ class _Batch:
         p = self.p
         while True:
             with self._lock:
+                if self.stopped is None and self.halt is not None and self.halt.is_set():
+                    self.stopped = Stop.STOPPED
                 if self.stopped is not None:
                     return None
                 if self.left <= 0:
