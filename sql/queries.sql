@@ -121,12 +121,13 @@ WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
   AND attempt_count + 1 >= %(max_attempts)s
 
 -- reap_requeue --
--- Other expired leases -> PENDING, counting the lost attempt
+-- Expired leases with attempts left -> PENDING, counting the lost attempt
 UPDATE ai_task_registry
 SET status = 'PENDING', attempt_count = attempt_count + 1,
     last_error = 'lease expired', next_attempt_at = %(now)s, lease_expires_at = NULL,
     updated_at = %(now)s
 WHERE status = 'PROCESSING' AND lease_expires_at <= %(now)s
+  AND attempt_count + 1 < %(max_attempts)s
 
 -- requeue_key --
 -- One dead letter back to PENDING as a fresh task: attempts reset, the last life's error and
@@ -426,6 +427,10 @@ WHERE sent_at IS NULL ORDER BY created_at, id LIMIT %(limit)s
 -- A notification handed over (to FME's Emailer)
 UPDATE notification SET sent_at = %(now)s WHERE id = %(id)s AND sent_at IS NULL
 
+-- notification_given_back --
+-- A notification handed over at %(sent_at)s that did not reach its reader: waiting again
+UPDATE notification SET sent_at = NULL WHERE id = %(id)s AND sent_at = %(sent_at)s
+
 -- prune_calls --
 -- Call-log rows older than the retention
 DELETE FROM ai_call_log WHERE started_at < %(before)s
@@ -647,11 +652,13 @@ UPDATE call_slot SET until = %(until)s WHERE id = %(slot)s AND service = %(servi
 
 -- metric_counters --
 -- The monotonic counters the ledger's triggers keep, by name and labels (a JSON object)
-SELECT name, labels, n FROM metric_counter ORDER BY name, labels
+SELECT name, labels, sum(n) AS n FROM metric_counter GROUP BY name, labels
+ORDER BY name, labels
 
 -- metric_histograms --
 -- The histograms the ledger's triggers keep: observations and their sum per bucket
-SELECT name, labels, le, n, total FROM metric_histogram ORDER BY name, labels, le
+SELECT name, labels, le, sum(n) AS n, sum(total) AS total FROM metric_histogram
+GROUP BY name, labels, le ORDER BY name, labels, le
 
 -- metric_buckets --
 -- The histograms' bucket bounds (the last one +Inf)

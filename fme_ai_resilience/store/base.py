@@ -255,6 +255,10 @@ class Store(Protocol):
     def mark_notified(self, ids: Iterable[int], *, now: float) -> int:
         """Mark notifications handed over; returns how many were pending."""
 
+    def unmark_notified(self, ids: Iterable[int], *, sent_at: float) -> int:
+        """Give back notifications marked handed over at ``sent_at`` that did not reach
+        their reader, so they wait again; returns how many were given back."""
+
     def prune(self, calls_before: float, anomalies_before: float) -> PruneResult:
         """Delete call-log rows and format anomalies older than the given times."""
 

@@ -107,6 +107,19 @@ class PipelineRowOps:
 
         return self._transact(work)
 
+    def unmark_notified(self, ids: Iterable[int], *, sent_at: float) -> int:
+        """Give back notifications marked handed over at ``sent_at`` (by
+        :meth:`mark_notified` with that ``now``) that did not reach their reader: they wait
+        again. Returns how many were given back."""
+        sent_at = finite("sent_at", sent_at)
+
+        def work(tx: Any) -> int:
+            return sum(tx.run("notification_given_back",
+                              {"id": count("id", i), "sent_at": sent_at}).rowcount
+                       for i in dict.fromkeys(ids))
+
+        return self._transact(work)
+
     # -- retention -----------------------------------------------------------------------------
     def prune(self, calls_before: float, anomalies_before: float) -> PruneResult:
         """Delete call-log rows started and format anomalies observed before the given times."""

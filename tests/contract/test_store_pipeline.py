@@ -127,6 +127,18 @@ def test_notifications_are_kept_once_per_kind_and_task_and_handed_over_once(stor
     assert [n.task_key for n in store.pending_notifications()] == ["j"]
 
 
+def test_a_notification_that_did_not_reach_its_reader_is_given_back(store):
+    """A take that could not print gives back what it marked, and only that."""
+    store.notify("photo-missing", "Photo gone", "k", "k", now=T0)
+    store.notify("photo-missing", "Photo gone", "j", "j", now=T0 + 1)
+    k, j = store.pending_notifications()
+    assert store.mark_notified([k.id], now=T0 + 2) == 1
+    assert store.mark_notified([j.id], now=T0 + 3) == 1
+    assert store.unmark_notified([k.id, j.id, k.id], sent_at=T0 + 2) == 1  # j: another's mark
+    assert [n.task_key for n in store.pending_notifications()] == ["k"]
+    assert store.unmark_notified([k.id], sent_at=T0 + 2) == 0              # waiting already
+
+
 def test_prune_removes_only_what_is_older_than_the_retention(store):
     """Calls and anomalies before the cut go; later ones stay."""
     for at in (T0, T0 + 100):

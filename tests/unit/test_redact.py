@@ -1,6 +1,10 @@
 """Secrets never reach logs, the database or exception messages."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -205,3 +209,31 @@ def test_the_longest_start_of_any_token_form_is_hidden_at_the_end():
     written, decoded = "0000\\u00300000000000", "0000000000000000"
     out = redact_raw("note: sent with 000000000000", [written, decoded])
     assert out == "note: sent with [REDACTED]"
+
+
+_BACKSLASHES_RUN = r'''
+import json, sys
+from fme_ai_resilience.core.text.redact import redact_text
+secret = "k" + "\\" * 6 + "x"
+leading = "\\" * 6 + "x2"
+floods = ["\\" * 20000, ("k" + "\\" * 54) * 370, "k" + "\\\\u005c%5C" * 3000]
+echoed = [json.dumps(secret)[1:-1], json.dumps(json.dumps(secret)[1:-1])[1:-1],
+          "k" + "\\u005c" * 6 + "x",
+          "k" + "%5C" * 6 + "x", "k" + "\\\\" * 3 + "\\u005c" * 3 + "\\u0078",
+          json.dumps(leading)[1:-1]]
+outs = [redact_text(text, [secret, leading]) for text in floods]
+print(json.dumps({"floods_kept": [o == t for o, t in zip(outs, floods)],
+                  "echoed": [redact_text(f"<{e}>", [secret, leading]) for e in echoed]}))
+'''
+
+
+def test_a_secret_with_backslashes_is_matched_in_linear_time():
+    """A configured secret holding a run of backslashes is looked for in a text full of
+    backslashes without trying every way to split them (it took minutes), and is still
+    found JSON-escaped (once or twice), as ``\\u005c``, ``%5C`` or a mixture."""
+    done = subprocess.run([sys.executable, "-c", _BACKSLASHES_RUN], capture_output=True,
+                          text=True, timeout=20)  # generous: the scan takes well under 1 s
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["floods_kept"] == [True, True, True]
+    assert result["echoed"] == ["<[REDACTED]>"] * 6

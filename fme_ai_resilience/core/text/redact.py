@@ -107,22 +107,68 @@ _JSON_SHORT = {'"': '"', "\\": "\\\\", "/": "/", "\b": "b", "\f": "f", "\n": "n"
                "\r": "r", "\t": "t"}
 
 
-def _char_pattern(char: str) -> str:
-    """Every way one character of a secret may be written: as itself, JSON-escaped (``\\u``
-    in either case, a short escape, a surrogate pair; under any number of backslashes, as JSON
-    inside JSON writes it), URL-encoded (its UTF-8 bytes as ``%XX``, ``+`` for a space) or as
-    an HTML character reference."""
+def _char_forms(char: str) -> Tuple[str, str]:
+    """Every way one character of a secret may be written, as two patterns: the forms that do
+    not start with a backslash (itself, URL-encoded as its UTF-8 bytes' ``%XX`` or ``+`` for a
+    space, an HTML character reference) and what follows the backslashes of a JSON escape
+    (``u`` and its UTF-16 code in either case, a surrogate pair, a short escape)."""
     code = ord(char)
     units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10),
                                              0xDC00 + ((code - 0x10000) & 0x3FF)]
-    forms = [re.escape(char), "".join(r"\\{1,8}u" + _hex(u, 4) for u in units),
+    plain = [re.escape(char),
              "".join("%" + _hex(b, 2) for b in char.encode("utf-8", "surrogatepass")),
              f"&#(?:0*{code}|[xX]0*{_hex(code)});"]
-    if char in _JSON_SHORT:
-        forms.append(r"\\{1,8}" + re.escape(_JSON_SHORT[char]))
     if char == " ":
-        forms.append(r"\+")
-    return "(?:" + "|".join(forms) + ")"
+        plain.append(r"\+")
+    escaped = ["u" + _hex(units[0], 4) + "".join(r"\\{1,8}u" + _hex(u, 4) for u in units[1:])]
+    if char in _JSON_SHORT:
+        escaped.append(re.escape(_JSON_SHORT[char]))
+    return "|".join(plain), "|".join(escaped)
+
+
+def _char_pattern(char: str) -> str:
+    """Every way one character (not a backslash) of a secret may be written: as itself,
+    JSON-escaped (``\\u`` in either case, a short escape, a surrogate pair; under any number
+    of backslashes, as JSON inside JSON writes it), URL-encoded or as an HTML reference."""
+    plain, escaped = _char_forms(char)
+    return rf"(?:{plain}|\\{{1,8}}(?:{escaped}))"
+
+
+def _backslashes_pattern(run: int, after: Optional[str]) -> str:
+    """``run`` backslashes of a secret, and the character ``after`` them (None: the end), as
+    one pattern. Each backslash may be written as itself, JSON-escaped under up to 8 more
+    (``\\\\``), as ``\\u005c`` (under 1 to 8), ``%5C`` or ``&#92;``, so the run is written
+    as backslashes (``run`` to ``9 * run``) with ``u005c``, ``%5C`` or ``&#92;`` among them;
+    the next character's JSON escape adds its own. Every run of backslashes in the text is
+    taken whole, up to what follows it, so a text full of backslashes is read once per place
+    the secret may start, never split in every possible way."""
+    most = 9 * run
+    other = r"%5[cC]|&#(?:0*92|[xX]0*5[cC]);"  # a backslash URL-encoded or an HTML reference
+    pattern = (rf"(?=(?:(?:u005[cC])*(?:\\|{other})){{{run}}})"  # one at least for each
+               rf"(?:\\{{1,{most}}}u005[cC]|\\{{0,{most}}}(?:{other})){{0,{run}}}")
+    if after is None:
+        return pattern + rf"\\{{0,{most}}}"
+    plain, escaped = _char_forms(after)
+    return pattern + rf"(?:\\{{0,{most}}}(?:{plain})|\\{{1,{most + 8}}}(?:{escaped}))"
+
+
+def _secret_chars_pattern(secret: str) -> str:
+    """The pattern for ``secret`` written character by character in any of the forms of
+    :func:`_char_pattern`, runs of backslashes by :func:`_backslashes_pattern`."""
+    parts = []
+    i = 0
+    while i < len(secret):
+        if secret[i] != "\\":
+            parts.append(_char_pattern(secret[i]))
+            i += 1
+            continue
+        j = i
+        while j < len(secret) and secret[j] == "\\":
+            j += 1
+        after = secret[j] if j < len(secret) else None
+        parts.append("(?:" + _backslashes_pattern(j - i, after) + ")")
+        i = j + 1
+    return "".join(parts)
 
 
 @functools.lru_cache(maxsize=64)
@@ -134,7 +180,7 @@ def secret_pattern(secret: str) -> "re.Pattern[str]":
     encoded = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
     encoded |= {e.rstrip("=") for e in encoded}
     whole = sorted((re.escape(e) for e in encoded if len(e) >= 6), key=len, reverse=True)
-    return re.compile("|".join(whole + ["".join(_char_pattern(c) for c in secret)]))
+    return re.compile("|".join(whole + [_secret_chars_pattern(secret)]))
 
 
 def _replace_secrets(text: str, secrets: Iterable[Optional[str]],
