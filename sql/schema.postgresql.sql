@@ -292,20 +292,24 @@ WHERE lower(name) IN ('breaker.slow_call_rate', 'breaker_slow_call_rate');
 -- holds each histogram's observations per bucket (le: the bucket's upper bound, 'Infinity' for
 -- +Inf; total: the sum of the values it holds); metric_bucket lists the bounds. An existing
 -- ledger starts from what it holds: its finished tasks, registrations and the calls and
--- anomalies not pruned yet.
+-- anomalies not pruned yet. Each count is kept in 16 shards, the session's by its backend's pid
+-- (read as their sum): engines counting the same event do not queue on one row lock held to
+-- their commit, and a transaction that counts waits on no other engine's count.
 CREATE TABLE IF NOT EXISTS metric_counter (
     name                 text NOT NULL,
     labels               text NOT NULL,
+    shard                smallint NOT NULL DEFAULT 0,
     n                    bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (name, labels)
+    PRIMARY KEY (name, labels, shard)
 );
 CREATE TABLE IF NOT EXISTS metric_histogram (
     name                 text NOT NULL,
     labels               text NOT NULL,
     le                   double precision NOT NULL,
+    shard                smallint NOT NULL DEFAULT 0,
     n                    bigint NOT NULL DEFAULT 0,
     total                double precision NOT NULL DEFAULT 0,
-    PRIMARY KEY (name, labels, le)
+    PRIMARY KEY (name, labels, le, shard)
 );
 CREATE TABLE IF NOT EXISTS metric_bucket (
     le                   double precision PRIMARY KEY
@@ -314,15 +318,16 @@ INSERT INTO metric_bucket (le) VALUES (0.05), (0.1), (0.25), (0.5), (1), (2.5), 
     (30), (60), (120), (300), (600), (1800), (3600), ('Infinity');
 CREATE OR REPLACE FUNCTION metric_count(m_name text, m_labels text) RETURNS void
 LANGUAGE sql AS $$
-    INSERT INTO metric_counter (name, labels, n) VALUES (m_name, m_labels, 1)
-    ON CONFLICT (name, labels) DO UPDATE SET n = metric_counter.n + 1
+    INSERT INTO metric_counter (name, labels, shard, n)
+    VALUES (m_name, m_labels, pg_backend_pid() % 16, 1)
+    ON CONFLICT (name, labels, shard) DO UPDATE SET n = metric_counter.n + 1
 $$;
 CREATE OR REPLACE FUNCTION metric_observe(m_name text, m_labels text, m_value double precision)
 RETURNS void LANGUAGE sql AS $$
-    INSERT INTO metric_histogram (name, labels, le, n, total)
-    SELECT m_name, m_labels, min(b.le), 1, greatest(m_value, 0.0)
+    INSERT INTO metric_histogram (name, labels, le, shard, n, total)
+    SELECT m_name, m_labels, min(b.le), pg_backend_pid() % 16, 1, greatest(m_value, 0.0)
     FROM metric_bucket AS b WHERE b.le >= greatest(m_value, 0.0)
-    ON CONFLICT (name, labels, le) DO UPDATE
+    ON CONFLICT (name, labels, le, shard) DO UPDATE
     SET n = metric_histogram.n + 1, total = metric_histogram.total + excluded.total
 $$;
 CREATE OR REPLACE FUNCTION metric_call() RETURNS trigger LANGUAGE plpgsql AS $$

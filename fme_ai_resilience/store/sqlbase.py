@@ -392,8 +392,10 @@ class SqlStore(BreakerLadderOps, CallLimitOps, IntakeRecordOps, MetricRowOps, Pi
                   "max_attempts": limit_of("max_attempts", max_attempts, 1)}
 
         def work(tx: Tx) -> ReapResult:
-            buried = tx.run("reap_bury", params).rowcount
-            return ReapResult(requeued=tx.run("reap_requeue", params).rowcount, buried=buried)
+            # the burial last: its metric counts (triggers) are the last locks the
+            # transaction takes, so it waits on no task row while holding a count
+            requeued = tx.run("reap_requeue", params).rowcount
+            return ReapResult(requeued=requeued, buried=tx.run("reap_bury", params).rowcount)
 
         return self._transact(work)
 

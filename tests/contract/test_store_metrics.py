@@ -160,3 +160,34 @@ def test_the_upgrade_brings_an_existing_ledger_along(ledger_before_metrics):
         assert (intake.count, intake.total, e2e.count, e2e.total) == (1, 2.0, 1, 9.0)
         store.record_call(CallRecord("vision", T0 + 200, 0.1))
         assert counts(store, "ai_calls")[(("outcome", "ok"), ("service", "vision"))] == 1
+
+
+def test_engines_counting_the_same_event_on_postgresql_do_not_wait_on_each_other(
+        pg_ledger_url):
+    """Each PostgreSQL session counts into its own shard of a count (by its backend's pid):
+    while one engine's transaction holds its count uncommitted, another engine counts the same
+    event and commits at once; the reader sums the shards."""
+    import psycopg2
+
+    conns = []
+    try:
+        while True:   # two sessions whose counts fall in different shards
+            conn = psycopg2.connect(pg_ledger_url)
+            conns.append(conn)
+            shards = {c.get_backend_pid() % 16 for c in conns}
+            if len(shards) == 2:
+                break
+        first, second = conns[0], conns[-1]
+        with first.cursor() as cur:     # a transaction left open, its count held
+            cur.execute("SELECT metric_count('ai_calls', %s)", ('{"outcome": "ok"}',))
+        second.autocommit = True
+        with second.cursor() as cur:
+            cur.execute("SET lock_timeout = '2s'")
+            cur.execute("SELECT metric_count('ai_calls', %s)", ('{"outcome": "ok"}',))
+        first.commit()
+    finally:
+        for conn in conns:
+            conn.close()
+    with open_store(pg_ledger_url) as store:
+        counts = store.ledger_metrics(now=T0).counters
+    assert counts[("ai_calls", (("outcome", "ok"),))] == 2

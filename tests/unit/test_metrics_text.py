@@ -10,7 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fme_ai_resilience.core.clock import FakeClock
-from fme_ai_resilience.core.errors import ConfigurationError, StoreUnavailable
+from fme_ai_resilience.core.errors import (ConfigurationError, ErrorClass, FailureClass,
+                                          StoreUnavailable)
 from fme_ai_resilience.core.ledger import LedgerState
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.core.observe.metrics import prometheus_text
@@ -80,7 +81,8 @@ def test_every_family_has_the_type_prometheus_expects():
 def test_the_values_are_the_ledgers_and_the_gateways():
     """Counters by labels, the breaker and the ladder as levels, the gateway's own counts."""
     fams = families(text())
-    calls = {s.labels["outcome"]: s.value for s in fams["fair_ai_calls"].samples}
+    calls = {s.labels["outcome"]: s.value for s in fams["fair_ai_calls"].samples
+             if s.labels["service"] == "vision" and s.value}
     assert calls == {"ok": 7, "TIMEOUT": 2}
     assert [(s.labels, s.value) for s in fams["fair_breaker_state"].samples] == [
         ({"service": "vision"}, 2)]
@@ -137,6 +139,36 @@ def test_without_the_ledger_only_the_gateway_and_the_settings_are_exported():
     assert fams["fair_ledger_up"].samples[0].value == 0
     assert "fair_http_requests" in fams and "fair_ai_calls" not in fams
     assert "fair_backlog" not in fams
+
+
+def test_every_label_set_the_ledger_can_count_is_exported_at_0_on_an_empty_ledger():
+    """Every dead-letter cause, every finished (status, kind) and every outcome of every
+    service in the call log is a series from the first scrape (0), so Prometheus's
+    ``increase()`` counts a first burst of them instead of taking it as the baseline."""
+    settings = Settings.from_mapping({"vision.fallback_endpoint": "https://fb.example/v1"})
+    empty = LedgerMetrics(observed_at=NOW)
+    signals = golden_signals(settings, calls=[], completions=[], registrations=[], backlog=0,
+                             format_anomalies=0, now=NOW, ledger=LedgerState(observed_at=NOW),
+                             metrics=empty)
+    fams = families(prometheus_text(settings, signals=signals, ledger=empty))
+    causes = {s.labels["cause"]: s.value for s in fams["fair_dead_letters"].samples}
+    assert causes == {c.value: 0 for c in FailureClass}
+    finished = {(s.labels["status"], s.labels["kind"]): s.value
+                for s in fams["fair_tasks_completed"].samples}
+    assert finished == {("SUCCEEDED", "analysed"): 0, ("SUCCEEDED", "skipped_by_policy"): 0,
+                        ("SUCCEEDED", "expanded"): 0, ("DEAD", "dead_letter"): 0}
+    calls = {(s.labels["service"], s.labels["outcome"]): s.value
+             for s in fams["fair_ai_calls"].samples}
+    services = ("vision", "vision-fallback", "photos", "arcgis")
+    assert calls == {(service, outcome): 0 for service in services
+                     for outcome in ["ok"] + [e.value for e in ErrorClass]}
+    assert [s.value for s in fams["fair_format_anomalies"].samples] == [0]
+    assert [s.value for s in fams["fair_end_to_end_seconds"].samples
+            if s.name.endswith("_count")] == [0]
+    counted = families(text())
+    assert {s.labels["cause"]: s.value for s in counted["fair_dead_letters"].samples
+            if s.value} == {"AUTH": 1}
+    assert len(counted["fair_dead_letters"].samples) == len(FailureClass)
 
 
 class DownStore:

@@ -9,7 +9,9 @@ its own requests (a :class:`~fme_ai_resilience.core.observe.totals.GatewayCounts
 
 * counters (``_total``, never decreasing: a pruned call log or a requeued dead letter takes
   nothing back) for what happened: AI calls by outcome, dead letters by cause, tasks finished,
-  format anomalies, analyses reused, and the gateway's webhooks by answer and requests;
+  format anomalies, analyses reused, and the gateway's webhooks by answer and requests. Every
+  label set the ledger can count is exported from the start (0 before its first event), so
+  ``increase()`` sees a first burst: Prometheus takes a series' first sample as its baseline;
 * histograms (seconds, the buckets of ``totals.BUCKETS_S``, cumulative) for how long it took:
   intake (webhook arrival to registration), one AI call by phase, end to end (registration to
   analysis), the gateway's requests;
@@ -17,13 +19,14 @@ its own requests (a :class:`~fme_ai_resilience.core.observe.totals.GatewayCounts
   breakers and the ladder, the alert level, and the thresholds the alert rules compare with.
 
 Rates and percentiles are Prometheus's to compute; ``status`` and ``check --json`` show the
-same counts (``LedgerMetrics.as_dict``).
+same counts (``LedgerMetrics.as_dict``), without the label sets still at 0.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..config.settings import Settings
+from ..errors import ErrorClass, FailureClass
 from ..resilience.breaker import CircuitState
 from ..resilience.degrade import LadderState
 from .signals import GoldenSignals
@@ -32,6 +35,13 @@ from .totals import GatewayCounts, Histogram, Labels, LedgerMetrics, number
 __all__ = ["prometheus_text"]
 
 _BREAKER_LEVEL = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
+
+#: The (status, kind) of a finished task, as the ledger's triggers count them.
+_FINISHED = (("SUCCEEDED", "analysed"), ("SUCCEEDED", "skipped_by_policy"),
+             ("SUCCEEDED", "expanded"), ("DEAD", "dead_letter"))
+
+#: The call log's services besides the Vision AI's: photo downloads and ArcGIS calls.
+_OTHER_SERVICES = ("photos", "arcgis")
 
 
 class _Text:
@@ -93,7 +103,7 @@ def prometheus_text(settings: Settings, *, signals: Optional[GoldenSignals] = No
         _gateway_metrics(out, gateway)
     up = signals is not None and ledger is not None
     if signals is not None and ledger is not None:
-        _ledger_counts(out, ledger)
+        _ledger_counts(out, ledger, _services(settings))
         _levels(out, signals, ledger)
     out.gauge("fair_ledger_up", "1 when the ledger answered this scrape, else 0",
               _one(1 if up else 0))
@@ -122,13 +132,33 @@ def _gateway_metrics(out: _Text, g: GatewayCounts) -> None:
                   "by handler", _by("handler", g.durations))
 
 
-def _ledger_counts(out: _Text, m: LedgerMetrics) -> None:
+def _services(settings: Settings) -> Tuple[str, ...]:
+    """The services the call log names: the Vision AI's (and its fallback's, when one is
+    configured), the photo downloads and ArcGIS."""
+    vision = settings.vision
+    own = (vision.service,) + ((vision.fallback_service,) if vision.fallback_endpoint else ())
+    return own + _OTHER_SERVICES
+
+
+def _with_zeros(counted: Mapping[Labels, int], known: Iterable[Labels]) -> Dict[Labels, int]:
+    """``counted``, with 0 for every label set in ``known`` it has not counted yet."""
+    values = {labels: 0 for labels in known}
+    values.update(counted)
+    return dict(sorted(values.items()))
+
+
+def _ledger_counts(out: _Text, m: LedgerMetrics, services: Tuple[str, ...]) -> None:
+    outcomes = ["ok"] + [e.value for e in ErrorClass]
     out.counter("fair_ai_calls", "Outbound calls logged, by service and outcome (ok or the "
-                "error class)", m.counter("ai_calls"))
+                "error class)",
+                _with_zeros(m.counter("ai_calls"), ((("outcome", o), ("service", s))
+                                                    for s in services for o in outcomes)))
     out.counter("fair_dead_letters", "Tasks that became dead letters, by cause",
-                m.counter("dead_letters"))
+                _with_zeros(m.counter("dead_letters"),
+                            ((("cause", c.value),) for c in FailureClass)))
     out.counter("fair_tasks_completed", "Tasks finished, by status and kind",
-                m.counter("tasks_completed"))
+                _with_zeros(m.counter("tasks_completed"),
+                            ((("kind", k), ("status", s)) for s, k in _FINISHED)))
     out.counter("fair_format_anomalies", "Vision AI answers out of schema",
                 m.counter("format_anomalies"))
     out.counter("fair_reused_analyses", "Analyses reused instead of paid for",
