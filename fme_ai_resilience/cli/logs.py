@@ -61,13 +61,17 @@ class _Scrubbed(logging.Formatter):
 
 def _secrets(args: argparse.Namespace) -> Sequence[str]:
     """The secrets the command is configured with (those of its ``FAIR_*`` settings, its
-    ledger URL's password, the AWS credential); without the settings when they do not load
-    (the command itself says why)."""
+    ledger URL's password, the AWS credential, and the variables its ``--*-env`` options
+    name: serve's shared and signing secrets, monitor token and FME Flow token); without the
+    settings when they do not load (the command itself says why)."""
     try:
         settings = Settings.from_env(os.environ)
     except ConfigurationError:
         settings = Settings()
-    return configured_secrets(settings, getattr(args, "db", None))
+    named = [os.environ.get(value, "") for option, value in sorted(vars(args).items())
+             if option.endswith("_env") and isinstance(value, str)]
+    return configured_secrets(settings, getattr(args, "db", None)) + tuple(
+        v for v in named if v.strip())
 
 
 class _Warnings(logging.Handler):

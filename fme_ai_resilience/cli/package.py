@@ -286,6 +286,9 @@ def _usage(args: argparse.Namespace) -> Optional[str]:
     out = Path(args.out)
     if args.package_command == "build" and out.exists() and not out.is_dir():
         return f"--out {args.out} is not a directory: build writes the .fpkg into one"
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        return f"--out {args.out} is under {above}, which is not a directory"
     if args.package_command == "build" and (out / fpkg.fpkg_filename(__version__)).is_dir():
         return f"--out {args.out} holds a directory named {fpkg.fpkg_filename(__version__)}"
     return None

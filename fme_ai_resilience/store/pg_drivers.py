@@ -235,15 +235,26 @@ def _wait_with_deadline(conn: Any) -> None:
     deadline = None if limit is None else time.monotonic() + limit
     fileno = conn.fileno()
     while True:
-        state = conn.poll()
-        if state == ext.POLL_OK:
-            return
-        if state not in (ext.POLL_READ, ext.POLL_WRITE):
-            raise error(f"unexpected state from poll: {state}")  # pragma: no cover
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0 or not _ready(fileno, state == ext.POLL_READ, left):
-            what = "connect" if getattr(conn, "fair_connecting", False) else "statement"
-            raise _no_answer(what, limit or 0.0, error)
+        try:
+            state = conn.poll()
+            if state == ext.POLL_OK:
+                return
+            if state not in (ext.POLL_READ, ext.POLL_WRITE):
+                raise error(f"unexpected state from poll: {state}")  # pragma: no cover
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0 or not _ready(fileno, state == ext.POLL_READ,
+                                                             left):
+                what = "connect" if getattr(conn, "fair_connecting", False) else "statement"
+                raise _no_answer(what, limit or 0.0, error)
+        except KeyboardInterrupt:
+            # as psycopg2's own wait_select: the server stops the statement (Ctrl-C on a
+            # long migration must not leave it running, holding its locks)
+            if not getattr(conn, "fair_connecting", False):
+                try:
+                    conn.cancel()
+                except psycopg2.Error:
+                    pass
+            raise
 
 
 def _ready(fileno: int, read: bool, timeout_s: Optional[float]) -> bool:

@@ -146,3 +146,46 @@ def test_the_limits_are_set_on_every_connection(pg):
         params = store._conn.get_dsn_parameters()
         assert (params["keepalives"], params["keepalives_idle"], params["keepalives_interval"],
                 params["keepalives_count"]) == ("1", "11", "4", "5")
+
+
+CTRL_C_CHILD = """
+import os, signal, sys, threading
+from fme_ai_resilience.store import open_store
+store = open_store(sys.argv[1])
+store.counts()
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    with store._conn.cursor() as cur:
+        cur.execute("SELECT pg_sleep(30), 'fair-ctrl-c-probe'")
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+sys.stdin.readline()   # alive, its connection open, until the test has looked
+"""
+
+
+def test_ctrl_c_during_a_psycopg2_statement_stops_it_on_the_server(pg_ledger_url):
+    """A statement the store's psycopg2 connection is waiting on when Ctrl-C comes is
+    cancelled on the server (as psycopg2's own wait does), not left running with its locks
+    while the process goes on."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers.postgres import pg_run
+
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, pg_ledger_url],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "interrupted", child.stderr.read()
+        deadline = time.monotonic() + 5
+        while True:
+            running = pg_run(pg_ledger_url, "SELECT count(*) FROM pg_stat_activity WHERE "
+                             "state = 'active' AND query LIKE %s AND pid <> pg_backend_pid()",
+                             ("%fair-ctrl-c-probe%",))[0][0]
+            if running == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        child.communicate("\n", timeout=30)
+    assert running == 0

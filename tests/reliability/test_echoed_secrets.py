@@ -237,7 +237,9 @@ def test_a_vision_key_echoed_partly_escaped_in_a_drifted_answer_is_kept_nowhere(
 LOGGING_CHILD = """
 import argparse, logging, sys
 from fme_ai_resilience.cli.logs import setup_logging
-setup_logging(argparse.Namespace(log_format=sys.argv[1], db=sys.argv[2]))
+setup_logging(argparse.Namespace(log_format=sys.argv[1], db=sys.argv[2],
+                                 monitor_token_env="OPS_MONITOR_TOKEN",
+                                 secret_env="OPS_SHARED_SECRET"))
 log = logging.getLogger("fme_ai_resilience.test")
 for secret in sys.argv[3:]:
     log.warning("quoting %s and %r", secret, {"seen": secret.encode().hex() + secret})
@@ -248,14 +250,16 @@ for secret in sys.argv[3:]:
 def test_a_long_running_commands_log_lines_hold_no_configured_secret(log_format):
     """Guarantee: whatever a component logs, the log lines of ``process``, ``compensate`` and
     ``serve`` (text or JSON) hold none of the secrets the command is configured with (its
-    settings', its ledger URL's password, the AWS credential)."""
+    settings', its ledger URL's password, the AWS credential, the variables its ``--*-env``
+    options name: serve's monitor token and shared secret)."""
     password = "Pw-5514/log+x"
     db = f"postgresql://fair:{quote(password, safe='')}@127.0.0.1:5432/ledger"
-    env = env_with(**CONFIGURED)
+    named = {"OPS_MONITOR_TOKEN": "mon-Tok-8841/abc", "OPS_SHARED_SECRET": "shared+Sec-9901"}
+    env = env_with(**CONFIGURED, **named)
     done = subprocess.run([sys.executable, "-c", LOGGING_CHILD, log_format, db,
-                           *CONFIGURED.values(), password],
+                           *CONFIGURED.values(), *named.values(), password],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("quoting") == len(CONFIGURED) + 1
-    for secret in (*CONFIGURED.values(), password):
+    assert done.stderr.count("quoting") == len(CONFIGURED) + len(named) + 1
+    for secret in (*CONFIGURED.values(), *named.values(), password):
         assert leaks(secret, done.stderr) == [], done.stderr
