@@ -45,10 +45,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from ..core.text.redact import redact_url
 
-__all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "libpq_url"]
+__all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "TERMINATED", "libpq_url"]
 
 log = logging.getLogger(__name__)
 
+#: SQLSTATEs of a session the server ended (an administrator's pg_terminate_backend, a
+#: shutdown, a server still starting): whatever the session was doing did not take effect,
+#: and a new connection may well be served.
+TERMINATED = ("57P01", "57P02", "57P03")
 PSYCOPG2 = "psycopg2"
 PG8000 = "pg8000"
 SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg2://", "postgresql+pg8000://")
@@ -135,7 +139,8 @@ class Driver(abc.ABC):
 
     @abc.abstractmethod
     def lost(self, exc: BaseException) -> bool:
-        """No server answer at all: the connection failed or was lost."""
+        """No server answer at all: the connection failed or was lost, or the server ended
+        the session (:data:`TERMINATED`: a restart, ``pg_terminate_backend``)."""
 
 
 class _Psycopg2(Driver):
@@ -191,7 +196,8 @@ class _Psycopg2(Driver):
         return bool(conn.closed)
 
     def lost(self, exc: BaseException) -> bool:
-        return isinstance(exc, self.OperationalError) and self.code(exc) is None
+        return isinstance(exc, self.OperationalError) and (
+            self.code(exc) is None or self.code(exc) in TERMINATED)
 
 
 #: The connect timeout of the psycopg2 connection this thread is opening (libpq ignores its
@@ -478,7 +484,7 @@ class _Pg8000(Driver):
         return bool(conn.closed)
 
     def lost(self, exc: BaseException) -> bool:
-        return isinstance(exc, self.InterfaceError) or (
+        return isinstance(exc, self.InterfaceError) or self.code(exc) in TERMINATED or (
             isinstance(exc, self.Error) and self.code(exc) is None
             and not isinstance(exc, self.module.ProgrammingError))
 

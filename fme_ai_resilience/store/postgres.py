@@ -148,22 +148,33 @@ class PostgresStore(SqlStore):
         options: Dict[str, Any] = {
             name: value if isinstance(value, str) else max(1, int(round(value)))
             for name, value in wanted.items() if name not in self.url}
-        try:
-            conn = driver.connect(self.url, options, read_timeout_s=self._wait_s)
-        except (driver.Error, ValueError) as exc:  # ValueError: a NUL in the URL
-            raise translate_error(exc, driver) from exc
-        try:
-            # Autocommit at the driver: a one-statement operation is one round trip;
-            # operations of several statements open an explicit transaction (see _transact).
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(self._queries["session_setup"])
-                cur.execute(self._queries["session_limits"], {
-                    "statement_timeout": _ms(limits.statement_timeout_s),
-                    "lock_timeout": _ms(limits.lock_timeout_s)})
-        except driver.Error as exc:
-            conn.close()
-            raise translate_error(exc, driver) from exc
+        for attempt in (1, 2):
+            try:
+                conn = driver.connect(self.url, options, read_timeout_s=self._wait_s)
+            except (driver.Error, ValueError) as exc:  # ValueError: a NUL in the URL
+                raise translate_error(exc, driver) from exc
+            try:
+                # Autocommit at the driver: a one-statement operation is one round trip;
+                # operations of several statements open an explicit transaction (_transact).
+                conn.autocommit = True
+                with conn.cursor() as cur:
+                    cur.execute(self._queries["session_setup"])
+                    cur.execute(self._queries["session_limits"], {
+                        "statement_timeout": _ms(limits.statement_timeout_s),
+                        "lock_timeout": _ms(limits.lock_timeout_s)})
+                break
+            except driver.Error as exc:
+                ended = driver.closed(conn) or driver.lost(exc)
+                with contextlib.suppress(driver.Error):
+                    conn.close()
+                # The server ended the new session before it was set up (a restart,
+                # pg_terminate_backend during a failover): nothing was done on it, one more
+                # connect; a server that refuses or does not answer fails at the connect.
+                if attempt == 1 and ended and not driver.timed_out(exc):
+                    log.info("the ledger ended a new session before its setup: connecting "
+                             "again")
+                    continue
+                raise translate_error(exc, driver) from exc
         # JSON columns come back as text, as from SQLite (the driver's connect sees to it);
         # the shared code decodes them.
         self._conn, self._pid, self._prepared = conn, os.getpid(), set()

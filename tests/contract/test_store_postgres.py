@@ -207,3 +207,31 @@ def test_a_plain_url_takes_psycopg2_and_a_named_driver_is_honoured(pg_store_url)
         plain.clear()
         pure.register(Submission("k-pure", "F", "t"), 10, now=T0)
         assert named.get("k-pure").status == plain.get("k-pure").status
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "pg8000"])
+def test_a_session_the_server_ends_while_it_is_set_up_is_opened_again(driver, pg_store_url):
+    """A restart or ``pg_terminate_backend`` that ends a connection between its connect and its
+    session setup (what an engine starting during a failover meets) costs one more connect,
+    not the operation: the store opens a new session and answers."""
+    if driver == "pg8000":
+        pytest.importorskip("pg8000", reason="pg8000 is not installed: pip install pg8000")
+    url = pg_store_url if driver == "psycopg2" else pg8000_url(pg_store_url)
+    store = open_store(url)
+    real, ended = store._driver.connect, []
+
+    def connect_then_end(*args, **kwargs):
+        conn = real(*args, **kwargs)
+        if not ended:   # the first session only
+            pid = conn.get_backend_pid()
+            ended.append(pg_run(pg_store_url, "SELECT pg_terminate_backend(%s, 5000)",
+                                (pid,)))
+        return conn
+
+    store._driver.connect = connect_then_end   # (the driver object may be shared: undone)
+    try:
+        assert store.counts() is not None
+    finally:
+        del store._driver.connect
+        store.close()
+    assert ended == [[(True,)]]
