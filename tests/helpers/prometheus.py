@@ -116,7 +116,7 @@ def served_names(text: str) -> Set[str]:
             elif kind == "counter" and not name.endswith("_total"):
                 names.add(name + "_total")
         elif line and not line.startswith("#"):
-            names.add(re.split(r"[{\s]", line, 1)[0])
+            names.add(re.split(r"[{\s]", line, maxsplit=1)[0])
     return names
 
 
