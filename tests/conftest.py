@@ -21,9 +21,10 @@ from helpers.tiers import TIERS
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto``: at least four workers, since most tests wait on a server, a process or a
-    database rather than compute."""
-    return max(4, os.cpu_count() or 1)
+    """``-n auto``: at least six workers, since most tests wait on a server, a process or a
+    database rather than compute (on 2 cores, with four workers the cores were idle 23 % of
+    a run, with six 9 %: docs/benchmarks.md, "The test suite")."""
+    return max(6, os.cpu_count() or 1)
 
 
 @pytest.hookimpl(tryfirst=True)

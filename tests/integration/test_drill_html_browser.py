@@ -33,6 +33,9 @@ from fme_ai_resilience.drill.report import LIBRARY
 from helpers.postgres import IN_CI
 from helpers.drill_reports import sample_report
 
+#: One worker draws every page: three launches of Chromium, not one on each worker that runs
+#: one of these tests (34 s of the suite's CPU, 6 s on one worker).
+pytestmark = pytest.mark.xdist_group("browser")
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 WIDTH, HEIGHT = 1400, 4400

@@ -33,6 +33,17 @@ def wheel(tmp_path_factory):
     return next(out.glob("fme_ai_resilience-*.whl"))
 
 
+def test_the_tests_that_build_share_one_worker(request):
+    """Under ``--dist loadgroup`` (setup.cfg) the tests marked ``xdist_group("build")`` run on
+    one worker, which builds the wheels and the FME Package once and never two at a time in
+    the checkout. xdist groups them by a suffix it adds to their node ids; pytest 9.2's node
+    ids no longer take it (pytest-xdist#1386), and then every worker builds again."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not on pytest-xdist's workers under --dist loadgroup")
+    assert request.node.nodeid.endswith("@build"), (
+        f"pytest-xdist did not group {request.node.nodeid} on pytest {pytest.__version__}: "
+        "install a pytest it groups on (setup.cfg's test extra)")
+
 def test_the_wheel_carries_every_sql_file(wheel):
     """Each .sql file of sql/ is in the wheel, inside the package."""
     names = set(zipfile.ZipFile(wheel).namelist())
