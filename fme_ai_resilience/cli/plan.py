@@ -227,7 +227,7 @@ def format_plan(plan: Dict[str, Any]) -> str:
             f"{_duration(burst['parked_drain_s'])} at {rate:.3g} tasks/s",
             f"  whole burst drained:  {_duration(burst['drain_s'])} (the last photo analysed "
             f"then)",
-            f"  fits park ceiling:    "
+            "  fits park ceiling:    "
             + ("yes" if burst["fits_park_ceiling"] else
                f"no: {burst['refused_submissions']} submissions refused 429"),
         ]

@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import sqlite3
 import uuid
-from pathlib import Path
 
 import pytest
 

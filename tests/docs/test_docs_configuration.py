@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from fme_ai_resilience.core.errors import ConfigurationError
 from fme_ai_resilience.core.config.settings import Settings

@@ -3,7 +3,6 @@ own runs and passes with the plugin's fixtures, and the page shows that very fil
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from helpers import REPO
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import requests
 
 from fme_ai_resilience.drill.standins import FeatureLayerStandIn

@@ -7,7 +7,6 @@ import threading
 import time
 import urllib.request
 
-import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server

@@ -11,7 +11,6 @@ import logging
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 

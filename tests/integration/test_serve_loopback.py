@@ -6,9 +6,7 @@ import logging
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-import pytest
 
 from fme_ai_resilience.cli import build_parser
 from fme_ai_resilience.cli.serve import build_server

@@ -6,7 +6,6 @@ import json
 import re
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import time
 
-import pytest
 
 from fme_ai_resilience.store import open_store
 

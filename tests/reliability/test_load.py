@@ -3,12 +3,10 @@ PostgreSQL unreachable for seconds during a burst. Judged at the stand-ins: what
 analysed and what the layer holds."""
 from __future__ import annotations
 
-import sys
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from threading import Event, Thread
 from urllib.parse import urlsplit, urlunsplit
 

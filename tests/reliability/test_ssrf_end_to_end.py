@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 
 from fme_ai_resilience.cli import main
 from fme_ai_resilience.core.intake.keys import compose_key, trace_id_for

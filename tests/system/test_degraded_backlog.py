@@ -9,10 +9,8 @@ counted at the Vision stand-in, and its assessment on the layer.
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

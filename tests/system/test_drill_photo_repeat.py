@@ -2,7 +2,6 @@
 every subject judged by the one judge on the rows."""
 from __future__ import annotations
 
-import pytest
 
 from fme_ai_resilience.drill.invariants import targets
 from fme_ai_resilience.drill.run import BASELINE_NAMES, run_drill

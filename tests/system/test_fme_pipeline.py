@@ -7,7 +7,6 @@ import json
 import threading
 import time
 
-import pytest
 
 from fme_ai_resilience.drill.standins import FaultSchedule, VisionStandIn
 from fme_ai_resilience.fme import CompensatorCaller, IntakeCaller, ProcessorCaller

@@ -13,7 +13,6 @@ import sqlite3
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 

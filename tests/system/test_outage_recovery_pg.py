@@ -24,14 +24,12 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from fme_ai_resilience.core.resilience.breaker import cooldown_s, outage_probe_bound
 from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
 from fme_ai_resilience.core.config.settings import Settings
-from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
 from helpers.pipeline_world import (GatewayServer, World, spawn, spawn_processes,

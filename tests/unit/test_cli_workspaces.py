@@ -3,7 +3,6 @@ generator writes from the .py scripts, and check passes them and the real saved 
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ verdict behind a background-refreshed cache, bounded answers, no token leaks."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import logging
 import threading
 
@@ -369,7 +368,6 @@ def test_a_fixed_offset_as_fme_flow_answers_it_is_a_time_zone(clock, zone, begin
     info_v3_test.go) is a fixed offset: the schedule begins at the clock's now in it."""
     import copy
 
-    from fme_ai_resilience.core.fme.deployment import Schedule
     from fme_ai_resilience.services.flow.client import is_fixed_offset
 
     recorded = json.loads((DATA / "fmeflow_cli_fixtures.json")

@@ -202,7 +202,6 @@ def test_the_fme_flow_page_documents_every_output_attribute_where_it_appears():
     """docs/fme-flow.md's fair_* table has one row per attribute, naming exactly the kinds of
     feature that carry it (``task (collect)``: the collected conclusion's)."""
     import re
-    from pathlib import Path
 
     from fme_ai_resilience.fme import ATTRIBUTES, CONCLUSION_ATTRIBUTES
 

@@ -3,7 +3,6 @@ with the templates' scripts and docs/configuration.md."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -3,26 +3,20 @@ stages, checkpoints, the analysis cache, retries, parking, dead letters and the 
 from __future__ import annotations
 
 import hashlib
-import random
 
-import pytest
-import requests
 import responses
 
-from fme_ai_resilience.core.resilience.breaker import BreakerState, CircuitState, Manual
 from fme_ai_resilience.core.clock import FakeClock
+from fme_ai_resilience.core.resilience.breaker import BreakerState, CircuitState, Manual
 from fme_ai_resilience.core.errors import DownloadError, ErrorClass, FailureClass, StoreUnavailable
 from fme_ai_resilience.core.intake.keys import trace_id_for
 from fme_ai_resilience.core.ledger import DeferCause, Stage, Status, TaskOutcome
 from fme_ai_resilience.core.resilience.degrade import Model
-from fme_ai_resilience.services.processing.processor import (Processor, Stop, VisionRoute,
-                                                             analysis_fingerprint)
+from fme_ai_resilience.services.processing.processor import Stop, analysis_fingerprint
 from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
 from fme_ai_resilience.services.resilience.degrade import Degradation
 from fme_ai_resilience.services.processing.sinks import CollectingSink, PostgresTableSink
-from fme_ai_resilience.services.vision import Photo, VisionClient
 from fme_ai_resilience.core.config.settings import Settings
-from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.submission import Submission
 
 from helpers.processing import (T0, VISION, Photos, answer, clock, ledger, make,  # noqa: F401

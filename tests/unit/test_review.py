@@ -23,7 +23,7 @@ from fme_ai_resilience.services.processing.sinks import PostgresTableSink
 from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
-from helpers.processing import SKIP_BENCHES, T0, VISION, answer, make, register, submission
+from helpers.processing import SKIP_BENCHES, VISION, answer, make, register, submission
 
 
 COUNTS = ("analysed", "accepted", "review", "awaiting_analysis", "held_back", "in_review",

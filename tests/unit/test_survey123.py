@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from pathlib import Path
 from urllib.parse import unquote_plus, urlsplit
 
 import pytest

@@ -36,7 +36,7 @@ import logging
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ...core.clock import Clock, Deadline, SystemClock
 from ...core.resilience.degrade import Level, Model
