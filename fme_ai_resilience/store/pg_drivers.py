@@ -23,31 +23,24 @@ bounded wait on both drivers: every wait for the server's answer ends after
 ``statement_timeout`` cancels a statement first), the connection is closed, and the error
 is one :meth:`Driver.timed_out` recognises, never run again. pg8000 gets it as its socket
 timeout (its timeouts, raw socket errors, become its ``InterfaceError``); psycopg2, which has
-no such bound, waits through a wait callback (:func:`psycopg2.extensions.set_wait_callback`,
-installed once per process unless another one is) that polls the connection with that
-deadline, the connect's with ``connect_timeout``. Other psycopg2 connections in the process
-wait as before, without a deadline.
+no such bound, waits through the wait callback of :mod:`.pg_wait`, which polls the connection
+with that deadline, the connect's with ``connect_timeout``.
 """
 from __future__ import annotations
 
 import abc
 import importlib
-import logging
-import select
 import socket
 import ssl
 import struct
-import threading
-import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type, Union
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ..core.errors import ConfigurationError, StoreError, StoreUnavailable
 from ..core.text.redact import redact_url
+from .pg_wait import bounded_connection_class, connecting, install_wait_callback, no_answer
 
 __all__ = ["Driver", "driver_for", "PSYCOPG2", "PG8000", "SCHEMES", "TERMINATED", "libpq_url"]
-
-log = logging.getLogger(__name__)
 
 #: SQLSTATEs of a session the server ended (an administrator's pg_terminate_backend, a
 #: shutdown, a server still starting): whatever the session was doing did not take effect,
@@ -155,7 +148,7 @@ class _Psycopg2(Driver):
         self.InterfaceError = module.InterfaceError
         ext = psycopg2.extensions
         self._ext, self._extras = ext, psycopg2.extras
-        self._bounded = _bounded_connection_class(ext, module.OperationalError)
+        self._bounded = bounded_connection_class(ext, module.OperationalError)
         self._parse_dsn = ext.parse_dsn
         self.errors = {
             module.Warning: StoreError, module.Error: StoreError,
@@ -168,16 +161,13 @@ class _Psycopg2(Driver):
 
     def connect(self, url: str, options: Mapping[str, Any], *,
                 read_timeout_s: Optional[float]) -> Any:
-        _install_wait_callback(self._ext)
+        install_wait_callback(self._ext)
         connect_s = options.get("connect_timeout") or self._parse_dsn(
             libpq_url(url)).get("connect_timeout")
         # libpq: 0 waits as long as the system lets it
-        _CONNECTING.timeout_s = float(connect_s) if connect_s and float(connect_s) else None
-        try:
+        with connecting(float(connect_s) if connect_s and float(connect_s) else None):
             conn = self.module.connect(libpq_url(url), connection_factory=self._bounded,
                                        **options)
-        finally:
-            _CONNECTING.timeout_s = None
         conn.fair_wait_s = read_timeout_s
         self._extras.register_default_jsonb(conn, loads=lambda text: text)
         return conn
@@ -198,101 +188,6 @@ class _Psycopg2(Driver):
     def lost(self, exc: BaseException) -> bool:
         return isinstance(exc, self.OperationalError) and (
             self.code(exc) is None or self.code(exc) in TERMINATED)
-
-
-#: The connect timeout of the psycopg2 connection this thread is opening (libpq ignores its
-#: own ``connect_timeout`` once a wait callback polls the connection).
-_CONNECTING = threading.local()
-
-
-def _no_answer(what: str, seconds: float, error: Type[BaseException]) -> BaseException:
-    """The driver's ``error`` for a server that did not answer in time, caused by a
-    :class:`socket.timeout` (what :meth:`Driver.timed_out` recognises)."""
-    exc = error(f"{what}: no answer from the server within {seconds:g} s")
-    exc.__cause__ = socket.timeout(f"no answer within {seconds:g} s")
-    return exc
-
-
-def _bounded_connection_class(ext: Any, error: Type[BaseException]) -> type:
-    """psycopg2's connection class with a deadline the wait callback reads: ``fair_wait_s``
-    (None: wait without one); while connecting, the thread's connect timeout."""
-
-    class BoundedConnection(ext.connection):  # type: ignore[misc, name-defined]
-        fair_error = error
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self.fair_wait_s = getattr(_CONNECTING, "timeout_s", None)
-            self.fair_connecting = True
-            super().__init__(*args, **kwargs)
-            self.fair_connecting = False
-
-    return BoundedConnection
-
-
-def _wait_with_deadline(conn: Any) -> None:
-    """psycopg2's wait callback: poll ``conn`` until its operation completes, as psycopg2's
-    own ``wait_select`` does, but for the store's connections only until their deadline,
-    when it raises (psycopg2 then closes the connection)."""
-    import psycopg2
-    import psycopg2.extensions as ext
-
-    error = getattr(conn, "fair_error", psycopg2.OperationalError)
-    limit = getattr(conn, "fair_wait_s", None)
-    deadline = None if limit is None else time.monotonic() + limit
-    fileno = conn.fileno()
-    while True:
-        try:
-            state = conn.poll()
-            if state == ext.POLL_OK:
-                return
-            if state not in (ext.POLL_READ, ext.POLL_WRITE):
-                raise error(f"unexpected state from poll: {state}")  # pragma: no cover
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0 or not _ready(fileno, state == ext.POLL_READ,
-                                                             left):
-                what = "connect" if getattr(conn, "fair_connecting", False) else "statement"
-                raise _no_answer(what, limit or 0.0, error)
-        except KeyboardInterrupt:
-            # as psycopg2's own wait_select: the server stops the statement (Ctrl-C on a
-            # long migration must not leave it running, holding its locks)
-            if not getattr(conn, "fair_connecting", False):
-                try:
-                    conn.cancel()
-                except psycopg2.Error:
-                    pass
-            raise
-
-
-def _ready(fileno: int, read: bool, timeout_s: Optional[float]) -> bool:
-    """Whether ``fileno`` became readable (``read``) or writable within ``timeout_s``
-    (None: for ever). poll() where there is one: select() cannot watch a descriptor numbered
-    1024 or above, which a server with hundreds of connections gives out."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fileno, select.POLLIN if read else select.POLLOUT)
-        return bool(poller.poll(None if timeout_s is None else max(0, timeout_s) * 1000))
-    watched = [fileno]
-    ready = select.select(watched if read else [], [] if read else watched, [], timeout_s)
-    return bool(ready[0] or ready[1])
-
-
-_CALLBACK_LOCK = threading.Lock()
-#: A wait callback found installed in the store's place (logged once).
-_FOREIGN_CALLBACK: List[Any] = []
-
-
-def _install_wait_callback(ext: Any) -> None:
-    """Have psycopg2 wait through :func:`_wait_with_deadline`, unless the process already
-    waits through a callback of its own (gevent's, say): then the store's statements have no
-    client-side bound, and the log says so once."""
-    with _CALLBACK_LOCK:
-        current = ext.get_wait_callback()
-        if current is None:
-            ext.set_wait_callback(_wait_with_deadline)
-        elif current is not _wait_with_deadline and not _FOREIGN_CALLBACK:
-            _FOREIGN_CALLBACK.append(current)
-            log.warning("psycopg2 waits through another wait callback (%r): a ledger that "
-                        "stops answering is waited for without a deadline", current)
 
 
 class _Pg8000Connection:
@@ -324,7 +219,7 @@ class _Pg8000Connection:
         if isinstance(exc, self.interface_error):
             raise exc
         if isinstance(exc, socket.timeout):
-            raise _no_answer("statement", self.read_timeout_s or 0.0,
+            raise no_answer("statement", self.read_timeout_s or 0.0,
                              self.interface_error) from exc
         raise self.interface_error(f"network error ({type(exc).__name__})") from exc
 
