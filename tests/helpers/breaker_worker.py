@@ -4,7 +4,9 @@
     python breaker_worker.py budget DB_URL SERVICE_URL TASKS POLICY_JSON
     python breaker_worker.py peek DB_URL SERVICE_URL 0 POLICY_JSON
 
-Prints one JSON line with what it did, and stops by itself.
+Prints one JSON line with what it did, and stops by itself. ``peek`` starts, connects, then
+waits for a line on its standard input before it looks: a process started late, on a busy
+machine, is ready before the moment it is told to look at.
 """
 from __future__ import annotations
 
@@ -107,6 +109,8 @@ def main(argv):
         else:
             breaker = CircuitBreaker(SERVICE, BreakerPolicy(**params), store=store,
                                      clock=SystemClock())
+            store.counts()                       # connected before it is told to look
+            sys.stdin.readline()
             seen = breaker.state()
             if seen.state.value != "OPEN" or time.time() > (seen.open_until or 0) - 0.5:
                 print(json.dumps({"too_late": True, "state": seen.state.value}), flush=True)

@@ -120,6 +120,13 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str] = ()) -> subprocess.Pop
     return proc
 
 
+def printed(proc: subprocess.Popen) -> str:
+    """What a running child has printed on stdout so far (read at an offset: seeking the
+    shared file would move the child's own writing position)."""
+    handle = proc.outputs[0]   # type: ignore[attr-defined]
+    return os.pread(handle.fileno(), 1 << 20, 0).decode("utf-8", "replace")
+
+
 def output_of(proc: subprocess.Popen) -> Tuple[str, str]:
     texts = []
     for handle in proc.outputs:   # type: ignore[attr-defined]

@@ -198,6 +198,19 @@ class _Loop:
         return code, self.seen
 
 
+def _unavailable_while_frozen(loop: "_Loop", proxy: TcpProxy, seconds: float) -> None:
+    """Freeze the ledger for ``seconds``; the loop must log it unavailable within the bound;
+    return once it is thawed."""
+    timer = _frozen_for(proxy, seconds)
+    try:
+        loop.skip_ahead()
+        loop.wait_for("ledger unavailable", ANSWERED_WITHIN_S)
+        timer.join(THAW_AFTER_S)
+    finally:
+        timer.cancel()
+        proxy.thaw()
+
+
 def test_process_loop_outlives_a_frozen_ledger_and_goes_on_after_it(proxied):
     """Guarantee: `process --loop` notices a ledger that stops answering within the bound,
     logs it as unavailable, keeps running (no traceback), and runs batches again once the
@@ -206,14 +219,7 @@ def test_process_loop_outlives_a_frozen_ledger_and_goes_on_after_it(proxied):
     loop = _Loop(["process", "--loop", "--idle", "0.2", "--json", "--db", url])
     try:
         loop.wait_for('"stopped"', 30)           # a first batch ran
-        timer = _frozen_for(proxy, 6.0)
-        try:
-            loop.skip_ahead()
-            loop.wait_for("ledger unavailable", ANSWERED_WITHIN_S)
-            timer.join(THAW_AFTER_S)
-        finally:
-            timer.cancel()
-            proxy.thaw()
+        _unavailable_while_frozen(loop, proxy, 6.0)
         loop.skip_ahead()
         loop.wait_for('"NO_DUE_TASK"', 20)       # batches again, against the ledger
         assert loop.proc.poll() is None, loop.seen[-20:]
@@ -232,14 +238,7 @@ def test_compensate_loop_outlives_a_frozen_ledger_and_reaps_after_it(proxied):
                   "--db", url])
     try:
         loop.wait_for('"reaped"', 30)            # a first pass ran
-        timer = _frozen_for(proxy, 5.0)
-        try:
-            loop.skip_ahead()
-            loop.wait_for("ledger unavailable", ANSWERED_WITHIN_S)
-            timer.join(THAW_AFTER_S)
-        finally:
-            timer.cancel()
-            proxy.thaw()
+        _unavailable_while_frozen(loop, proxy, 5.0)
         now = time.time()
         body = json.loads(delivery(3, photos=8))
         with open_store(url) as store:

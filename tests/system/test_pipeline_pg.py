@@ -8,10 +8,8 @@ feature is written twice.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -48,7 +46,13 @@ def test_two_hundred_submissions_under_faults_end_succeeded_or_dead_with_their_c
     schedule = FaultSchedule(latency_s=0.02, error_rate=0.3, rate_limit_per_s=20.0,
                              rate_limit_burst=4, drift_rate=0.08)
     with World(schedule) as world, open_store(pg_ledger_url) as store:
-        store.set_config(loopback_settings(world), now=time.time())
+        # the fleet's retry budget and the wait before a drifted answer's retry in proportion
+        # to the test's short backoffs (0.2 retries a second and a 30 s cooldown leave the
+        # last failed tasks a minute in line)
+        store.set_config(loopback_settings(world, **{"retry.fleet_retry_floor_per_s": "2",
+                                                     "breaker.cooldown_s": "1",
+                                                     "breaker.cooldown_max_s": "3"}),
+                         now=time.time())
         bodies = world.bodies(200, missing_every=25)
         with GatewayServer(pg_ledger_url) as gateway:
             deliveries = Survey123Sender(gateway.url).burst(bodies, concurrency=8)

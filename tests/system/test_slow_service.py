@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -74,9 +73,9 @@ def run(world, db_url, photos, *, arrive_every_s=0.0, timeout_s=150.0):
         return statuses, watch
 
 
-def judge(world, statuses, watch, photos):
+def judge(world, statuses, watch, photos, *, answers_per_photo=ANSWERS_PER_PHOTO):
     """Every photo analysed and on the layer with the Vision AI's answer for its bytes; at
-    most ANSWERS_PER_PHOTO answers computed per photo; the calls in flight at the service
+    most ``answers_per_photo`` answers computed per photo; the calls in flight at the service
     never above the fleet's limit, each of them (a call given up on too) holding a slot."""
     assert set(statuses.values()) == {"SUCCEEDED"}, statuses
     vision = world.vision.snapshot()
@@ -86,7 +85,7 @@ def judge(world, statuses, watch, photos):
         assert attrs["ai_status"] in ("ACCEPTED", "REVIEW"), attrs
         assert attrs["ai_condition"] == condition, attrs
     answers = sum(vision["analysed_by_sha256"].values())
-    assert answers <= ANSWERS_PER_PHOTO * photos, (answers, vision["by_outcome"])
+    assert answers <= answers_per_photo * photos, (answers, vision["by_outcome"])
     assert vision["peak_in_flight"] <= watch.peak_limit <= Settings().concurrency.ceiling
     assert watch.uncounted() == []
     return vision
@@ -124,14 +123,25 @@ def test_a_service_that_slows_down_gradually_and_recovers_loses_nothing(tmp_path
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_service_slow_only_for_some_photos_loses_nothing(tmp_path, seed):
     """Most photos answered in two seconds, a third of them in 30 (past the default time to
-    first byte): every photo analysed, about once each, within the fleet's limit."""
+    first byte): every photo analysed within the fleet's limit, each fast photo once and each
+    slow one at most twice. A slow photo's first call may run out of the default wait, the
+    service computing its answer all the same, when no slow answer has taught the fleet to
+    wait longer yet; how many do depends on how many are in flight together, which a busy
+    machine changes, so the bound is per photo, not a share of the whole."""
     schedule = FaultSchedule(latency_s=2.0, latency_jitter_s=1.0, slow_photo_rate=0.3,
                              slow_photo_latency_s=DEFAULT_TTFB_S + 10.0)
     with World(schedule, scale=SCALE, seed=seed) as world:
         statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 20,
                               arrive_every_s=3.0)
-        judge(world, statuses, watch, 20)
-        assert any(world.vision.slow(f.attachments[0].data) for f in world.features)
+        vision = judge(world, statuses, watch, 20, answers_per_photo=2.0)
+        slow = {f.attachments[0].sha256 for f in world.features
+                if world.vision.slow(f.attachments[0].data)}
+    answers = vision["analysed_by_sha256"]
+    assert slow and len(answers) == 20, answers
+    assert {sha: n for sha, n in answers.items() if sha not in slow} == {
+        f.attachments[0].sha256: 1 for f in world.features
+        if f.attachments[0].sha256 not in slow}
+    assert all(answers[sha] <= 2 for sha in slow), answers
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from fme_ai_resilience.core.resilience.blame import Blame, Recorded, says_down, suspects_service
 from fme_ai_resilience.core.resilience.breaker import BreakerState, CircuitState
@@ -120,6 +120,7 @@ def test_a_call_given_up_on_counts_until_the_service_cannot_be_working_on_it():
     assert abandoned_for_s(LimitState(rtt_peak_s=600.0), 20.0, cap_s=180.0) == 180.0
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(list(Signal)),
                           st.floats(min_value=0.0, max_value=500.0),
                           st.integers(min_value=0, max_value=64),

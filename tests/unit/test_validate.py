@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fme_ai_resilience.core.ledger import FormatAnomaly
@@ -99,6 +99,7 @@ def test_invalid_verdict_needs_reasons():
         Verdict(VerdictKind.INVALID)
 
 
+@settings(deadline=None)
 @given(condition=st.sampled_from(["good", "fair", "damaged"]),
        confidence=st.floats(allow_nan=True, allow_infinity=True))
 def test_verdict_is_total_and_consistent(condition, confidence):
