@@ -495,6 +495,23 @@ RETURNING next_at - interval_s AS slot_at, interval_s
 SELECT CASE WHEN next_at > %(now)s THEN next_at ELSE %(now)s END AS slot_at, interval_s
 FROM call_pace WHERE service = %(service)s AND interval_s > 0
 
+-- pace_shown --
+-- What a rate-limited service showed it allows: its latest 429 in a time range and the calls
+-- it took after that 429 and before the range's end: those logged (anything but a 429) and
+-- those still in flight (their slots)
+SELECT refused.at AS refused_at,
+       (SELECT count(*) FROM ai_call_log c
+        WHERE c.service = %(service)s AND c.started_at > refused.at
+          AND c.started_at < %(before)s
+          AND (c.error_class IS NULL OR c.error_class <> 'RATE_LIMITED'))
+       + (SELECT count(*) FROM call_slot s
+          WHERE s.service = %(service)s AND s.started_at > refused.at
+            AND s.started_at < %(before)s AND s.until > %(before)s) AS taken
+FROM (SELECT max(started_at) AS at FROM ai_call_log
+      WHERE service = %(service)s AND error_class = 'RATE_LIMITED'
+        AND started_at >= %(since)s AND started_at < %(before)s) AS refused
+WHERE refused.at IS NOT NULL
+
 -- pace_slow --
 -- Space a service's calls at least an interval apart, and none before a time (a 429 said so);
 -- neither is ever shortened

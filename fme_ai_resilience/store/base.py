@@ -349,6 +349,16 @@ class Store(Protocol):
         """Take the next call slot of a paced service: ``(slot_at, interval_s)``; None when the
         service is not paced. A slot starting after ``latest`` is shown, not taken."""
 
+    def pace_next(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+        """A paced service's next free slot, ``(slot_at, interval_s)``, not taken; None when
+        the service is not paced."""
+
+    def pace_shown(self, service: str, *, since: float,
+                   before: float) -> Optional[Tuple[float, int]]:
+        """``(refused_at, taken)``: the service's latest 429 in ``[since, before)`` and the
+        calls it took after it (logged, anything but a 429, or still in flight); None without
+        a 429 in the range."""
+
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
         """Space the service's calls at least ``interval_s`` apart, none before ``not_before``."""
 

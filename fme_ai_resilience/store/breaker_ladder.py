@@ -188,8 +188,27 @@ class BreakerLadderOps:
                   "latest": _ANY_TIME if latest is None else _seconds("latest", latest)}
         rows = self._statement("pace_claim", params).rows
         if not rows:
-            rows = self._statement("pace_next", params, write=False).rows
+            return self.pace_next(service, now=now)
+        return float(rows[0]["slot_at"]), float(rows[0]["interval_s"])
+
+    def pace_next(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+        """A paced ``service``'s next free slot and its interval, ``(slot_at, interval_s)``,
+        not taken; None when the service is not paced."""
+        rows = self._statement("pace_next", {"service": _service(service),
+                                             "now": _seconds("now", now)}, write=False).rows
         return (float(rows[0]["slot_at"]), float(rows[0]["interval_s"])) if rows else None
+
+    def pace_shown(self, service: str, *, since: float,
+                   before: float) -> Optional[Tuple[float, int]]:
+        """What ``service`` showed it allows: ``(refused_at, taken)``, the start of its latest
+        429 in ``[since, before)`` (epoch seconds) and how many calls that started after it and
+        before ``before`` it took: those logged (anything but a 429) and those still in flight
+        at ``before`` (a call is logged when it ends); None without a 429 in the range."""
+        rows = self._statement("pace_shown", {"service": _service(service),
+                                              "since": _seconds("since", since),
+                                              "before": _seconds("before", before)},
+                               write=False).rows
+        return (float(rows[0]["refused_at"]), int(rows[0]["taken"])) if rows else None
 
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
         """Space the calls of ``service`` at least ``interval_s`` apart, none before

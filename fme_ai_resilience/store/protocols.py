@@ -76,6 +76,14 @@ class PaceRows(Protocol):
                    latest: Optional[float] = None) -> Optional[Tuple[float, float]]:
         """Take the next call slot: ``(slot_at, interval_s)``."""
 
+    def pace_next(self, service: str, *, now: float) -> Optional[Tuple[float, float]]:
+        """The next free slot, ``(slot_at, interval_s)``, not taken."""
+
+    def pace_shown(self, service: str, *, since: float,
+                   before: float) -> Optional[Tuple[float, int]]:
+        """``(refused_at, taken)``: the latest 429 in a range, the calls taken after it
+        (logged or still in flight)."""
+
     def pace_slow(self, service: str, interval_s: float, *, not_before: float) -> None:
         """Space the calls further, none before ``not_before``."""
 

@@ -604,6 +604,30 @@ def test_the_pace_never_shortens_on_a_429_and_relaxes_on_success_until_off(store
     assert store.pace_get("other") == 0.0
 
 
+def test_pace_shown_counts_the_calls_taken_since_the_latest_429_in_range(store):
+    """pace_shown: the latest 429 in [since, before) and the calls after it (anything but a
+    429, a failure too: the service took it), before ``before``, of that service only, those
+    still in flight (holding a slot, not logged yet) too."""
+    assert store.pace_shown("vision", since=T0, before=T0 + 100) is None
+    rate_limited = ErrorClass.RATE_LIMITED.value
+    for at, error in [(T0 + 1, rate_limited), (T0 + 2, None), (T0 + 3, rate_limited),
+                      (T0 + 4, None), (T0 + 5, ErrorClass.SERVER_ERROR.value),
+                      (T0 + 6, rate_limited), (T0 + 7, None), (T0 + 8, None)]:
+        store.record_call(CallRecord("vision", at, 0.1, error))
+    store.record_call(CallRecord("other", T0 + 5.5, 0.1, None))
+    assert store.pace_shown("vision", since=T0, before=T0 + 6) == (T0 + 3, 2)
+    assert store.pace_shown("vision", since=T0, before=T0 + 100) == (T0 + 6, 2)
+    assert store.pace_shown("vision", since=T0, before=T0 + 7.5) == (T0 + 6, 1)
+    assert store.pace_shown("vision", since=T0 + 6.5, before=T0 + 100) is None
+    assert store.pace_shown("other", since=T0, before=T0 + 100) is None
+    from fme_ai_resilience.core.resilience.concurrency import ConcurrencySettings
+    settings = ConcurrencySettings(start=4)
+    assert store.limit_acquire("vision", "e1", settings, T0 + 60, now=T0 + 9)[0] is not None
+    assert store.limit_acquire("vision", "e2", settings, T0 + 60, now=T0 + 5.8)[0] is not None
+    assert store.pace_shown("vision", since=T0, before=T0 + 10) == (T0 + 6, 3)
+    assert store.pace_shown("vision", since=T0, before=T0 + 61) == (T0 + 6, 2)  # slots over
+
+
 def test_a_slot_beyond_the_latest_start_is_shown_not_taken(store):
     """A caller that would park rather than wait takes no slot: many such callers leave the
     fleet's next slot where it was, so the slots taken are the calls made."""

@@ -353,6 +353,73 @@ def test_a_429_paces_the_fleet_so_the_next_calls_are_not_refused(ledger, clock):
     assert sum(clock.sleeps) >= 2.0 + 0.1 * (0.97 + 0.97 ** 2)    # the Retry-After, 2 slots
 
 
+class _RefusedWhileWaiting(FakeClock):
+    """A clock on which another engine's call, paced at ``paced_s``, is refused with a
+    Retry-After of ``retry_after_s`` the first time this engine waits (for a place among the
+    calls in flight, or for its pace slot): the 429 slows the service's pace, as that engine's
+    pacer would."""
+
+    def __init__(self, ledger, retry_after_s, paced_s=0.0):
+        super().__init__(T0)
+        self.ledger, self.retry_after_s, self.paced_s = ledger, retry_after_s, paced_s
+
+    def sleep(self, seconds):
+        if not self.sleeps:
+            from fme_ai_resilience.services.resilience.pace import CallPacer
+
+            CallPacer("vision", store=self.ledger, clock=self, cache_ttl_s=1.0).refused(
+                self.retry_after_s, self.paced_s)
+        super().sleep(seconds)
+
+
+@responses.activate
+def test_a_call_that_waited_for_room_while_a_429_paced_the_service_parks(ledger):
+    """Another engine's call holds the fleet's only place in flight; while this task waits for
+    it, that call is refused (Retry-After 60 s). When the place comes free this call would be
+    refused too: it parks until the pace's next slot (DEFERRED for a 429, no attempt counted,
+    no call made) and gives the place back."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("k"))
+    clock = _RefusedWhileWaiting(ledger, 60.0)
+    settings = Settings()
+    assert settings.concurrency.start == 1
+    ledger.limit_acquire("vision", "other-engine", settings.concurrency, T0 + 0.05, now=T0)
+    (result,) = make(ledger, clock, settings=settings).run_batch().results
+    assert (result.status, result.error_class) == (Status.DEFERRED, ErrorClass.RATE_LIMITED)
+    assert result.retry_at >= T0 + 60 and ledger.get("k").attempt_count == 0
+    assert len(responses.calls) == 0 and clock.sleeps
+    slot, _, in_flight = ledger.limit_acquire("vision", "next", settings.concurrency,
+                                              clock.now() + 10, now=clock.now())
+    assert slot is not None and in_flight == 1          # the place was given back
+
+
+@responses.activate
+def test_a_call_that_waited_for_room_with_no_429_meanwhile_is_made(ledger):
+    """The same wait for a place, the other call answered: this call is made once it is free."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("k"))
+    clock = FakeClock(T0)
+    settings = Settings()
+    ledger.limit_acquire("vision", "other-engine", settings.concurrency, T0 + 0.05, now=T0)
+    (result,) = make(ledger, clock, settings=settings).run_batch().results
+    assert result.status is Status.SUCCEEDED and len(responses.calls) == 1 and clock.sleeps
+    assert ledger.pace_get("vision") == 0
+
+
+@responses.activate
+def test_a_call_that_waited_for_its_pace_slot_while_a_429_slowed_the_pace_parks(ledger):
+    """The service is paced (a slot 0.5 s off, within the inline wait); while this task waits
+    for it, another engine's call paced at that interval is refused (Retry-After 30 s): the
+    pace doubles and this call, which would be refused too, parks without calling."""
+    responses.add(responses.POST, VISION, json=answer())
+    register(ledger, submission("k"))
+    clock = _RefusedWhileWaiting(ledger, 30.0, paced_s=0.5)
+    ledger.pace_slow("vision", 0.5, not_before=T0 + 0.5)
+    (result,) = make(ledger, clock).run_batch().results
+    assert (result.status, result.error_class) == (Status.DEFERRED, ErrorClass.RATE_LIMITED)
+    assert result.retry_at >= T0 + 30 and ledger.get("k").attempt_count == 0
+    assert len(responses.calls) == 0 and clock.sleeps[0] == 0.5
+
 def test_the_pace_starts_at_its_first_interval_and_doubles_on_a_refusal_at_pace():
     from fme_ai_resilience.core.resilience.pace import FIRST_INTERVAL_S, slower
 

@@ -246,18 +246,24 @@ class TaskRun:
             return _Ended(Wait(now + inline, "the same photo is being analysed under another "
                                              "lease: its answer will be reused", cause=None))
         pacer = p.pacers[route.service]
-        wait = pacer.wait_s(inline)
-        if wait > inline:
-            # the service's next slot is far off: park without an attempt, as behind a breaker
-            return _Ended(Wait(now + wait, f"{route.service} is paced after a 429: its next "
-                                           f"call slot is in {wait:.1f} s"))
-        if wait > 0:
-            p.clock.sleep(wait)
+        paced = pacer.take(inline)
+        if paced.wait_s > inline:
+            return _Ended(self._paced(route.service, paced.wait_s))
+        if paced.wait_s > 0:
+            p.clock.sleep(paced.wait_s)
+            off_s = pacer.slowed_since(paced)    # a 429 meanwhile would refuse this call too
+            if off_s > 0:
+                return _Ended(self._paced(route.service, off_s))
         slot = limit.acquire(wait_s=inline, call_s=call_s)
         if slot is None:
             return _Ended(Wait(p.clock.now() + self._in_line(limit.poll_s()),
                                f"{route.service} has the fleet's limit of calls in flight",
                                cause=None))
+        if slot.waited:                          # the same, for a wait for room in the fleet
+            off_s = pacer.slowed_since(paced)
+            if off_s > 0:
+                limit.give_back(slot)
+                return _Ended(self._paced(route.service, off_s))
         breaker = p.breakers[route.service]
         permit = breaker.allow()
         if not permit:
@@ -275,7 +281,7 @@ class TaskRun:
         limit.release(slot, signal_of(outcome.error_class, complete=answer is not None),
                       latency_s=outcome.duration_s, ttfb_used_s=ttfb)
         if outcome.error_class is ErrorClass.RATE_LIMITED:
-            pacer.refused(outcome.retry_after_s)
+            pacer.refused(outcome.retry_after_s, paced.interval_s)
         elif outcome.ok:
             pacer.passed()
         if outcome.error_class is ErrorClass.TTFB_TIMEOUT:
@@ -346,6 +352,13 @@ class TaskRun:
         """A wait behind the next probe (or a free slot), at a random place in the line behind
         it (within ``LINE_S``), so that no photo stands first in every round."""
         return wait_s + self.p.rng.uniform(0.0, LINE_S)
+
+    def _paced(self, service: str, off_s: float) -> Wait:
+        """The service's next call slot is ``off_s`` away: park without an attempt, as behind
+        a breaker."""
+        return Wait(self.p.clock.now() + off_s, f"{service} is paced after a 429: its next "
+                                                f"call slot is in {off_s:.1f} s",
+                    cause=ErrorClass.RATE_LIMITED)
 
     def _behind_circuit(self, retry_after_s: float, service: str) -> Wait:
         return Wait(self.p.clock.now() + max(0.0, self._in_line(retry_after_s)),

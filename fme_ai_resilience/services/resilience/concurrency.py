@@ -41,12 +41,14 @@ _POLL_MIN_S = 0.02
 
 @dataclass(frozen=True)
 class Slot:
-    """One call's place under the fleet's limit: its row, when it was taken (epoch seconds)
-    and the calls in flight then, itself included."""
+    """One call's place under the fleet's limit: its row, when it was taken (epoch seconds),
+    the calls in flight then, itself included, and whether the caller waited for it (while
+    other calls ended: one of them may have been refused with a 429 meanwhile)."""
 
     id: int
     started_at: float
     in_flight: int
+    waited: bool = False
 
 
 class FleetLimit:
@@ -132,7 +134,7 @@ class FleetLimit:
                 self.service, self.holder, self.settings, now + max(call_s, 1e-3), now=now)
             self._seen = (state, in_flight, self.clock.monotonic())
             if slot is not None:
-                return Slot(slot, now, in_flight)
+                return Slot(slot, now, in_flight, waited > 0)
             pause = min(self.poll_s(), wait_s - waited)
             if pause <= 0:
                 return None
@@ -171,6 +173,7 @@ class FleetLimit:
             self._freed.notify_all()
 
     def give_back(self, slot: Slot) -> None:
-        """End a slot whose call was never made (the breaker refused it): no sample."""
+        """End a slot whose call was never made (the breaker or the pace held it): no
+        sample."""
         self.store.limit_release(self.service, slot.id, self.settings, now=self.clock.now())
         self._notify()
