@@ -110,6 +110,23 @@ def test_a_failure_is_the_services_only_while_it_fails_others_and_answers_nobody
     assert not down_for_others(policy, "p", [])
 
 
+def test_a_few_photos_never_answered_in_schema_are_theirs_not_a_drifted_models():
+    """Two photos the model never answers in schema, left alone once every other photo is
+    done, probe in turn: answers out of schema about fewer than ``drift_calls`` photos are
+    the photos' (their attempts count, they end FORMAT dead letters), never the service's,
+    or they would be probed and paid for without end; about ``drift_calls`` photos or more
+    they still say the model drifted. Other failures keep saying the service is down."""
+    policy = DEFAULT
+    drift = "BAD_FORMAT"
+    alternating = [(drift, "a"), (drift, "b")] * 40
+    assert not down_for_others(policy, "a", alternating)
+    assert not down_for_others(policy, "b", alternating[1:])
+    rotating = [(drift, k) for k in "abcdefgh"] * 5
+    assert down_for_others(policy, "a", rotating)
+    down = [("CONNECTION_ERROR", "a"), ("CONNECTION_ERROR", "b")] * 40
+    assert down_for_others(policy, "a", down)
+
+
 def test_an_engine_that_saw_the_round_open_is_admitted_once_another_engines_probe_closed_it(
         tmp_path):
     """Engine A read the half-open round just before engine B's probe closed the circuit:

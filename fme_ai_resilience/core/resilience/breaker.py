@@ -47,7 +47,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ..checks import count, finite
 from ..config.fields import check_field, positive_fields, ratio_fields
-from ..errors import CircuitOpenError, ConfigurationError
+from ..errors import CircuitOpenError, ConfigurationError, ErrorClass
 from ..ledger import CallWindow
 
 __all__ = ["BreakerSettings", "BreakerPolicy", "CircuitState", "BreakerMode", "BreakerState", "WindowObserved",
@@ -302,11 +302,19 @@ def down_for_others(policy: BreakerPolicy, task_key: str,
     itself first).
 
     Not when the latest ``drift_calls`` calls were all about this photo (nothing says the
-    service fails for others), nor when the service answered a call after one of this
-    photo's earlier failures (it answers others and fails this photo). Otherwise the
-    failures of other photos since the last answer say the service is down.
+    service fails for others), nor, for an answer out of schema, when they were about fewer
+    than ``drift_calls`` photos (the evidence that opens the circuit for drift: a few photos
+    the model never answers in schema, probing in turn once every other photo is done, are
+    theirs, not a drifted model's, or they would be probed and paid for without end), nor when
+    the service answered a call after one of this photo's earlier failures (it answers others
+    and fails this photo). Otherwise the failures of other photos since the last answer say
+    the service is down.
     """
-    if all(key == task_key for _, key in latest[:policy.drift_calls]):
+    window = latest[:policy.drift_calls]
+    if all(key == task_key for _, key in window):
+        return False
+    if window[0][0] == ErrorClass.BAD_FORMAT.value and \
+            len({key for _, key in window}) < policy.drift_calls:
         return False
     answered = False
     for error_class, key in latest:
