@@ -3,10 +3,11 @@
 The server is waitress (:mod:`.httpserver`): many connections at once, a listen backlog of
 2048, an idle and a read deadline per connection, and on SIGTERM or Ctrl-C a graceful stop
 (no new connection, every request in flight answered, exit 0). Secrets never go on the command
-line (other users can read it): the shared secret, the Standard Webhooks signing secret and the
-FME Flow token are read from environment variables whose *names* the options give. Settings
-come from ``FAIR_*`` environment variables, then ``--set group.field=value``. Settings that
-cannot work (no photo host at all: docs/configuration.md) stop it at start, exit 2.
+line (other users can read it): the shared secret, the Standard Webhooks signing secret, the
+ArcGIS webhooks' signature key and the FME Flow token are read from environment variables
+whose *names* the options give. Settings come from ``FAIR_*`` environment variables, then
+``--set group.field=value``. Settings that cannot work (no photo host at all:
+docs/configuration.md) stop it at start, exit 2.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGBREAK")
 
 SECRET_ENV = "INTAKE_SHARED_SECRET"
 SIGNING_ENV = "INTAKE_SIGNING_SECRET"
+ARCGIS_KEY_ENV = "ARCGIS_WEBHOOK_SIGNATURE_KEY"
 FLOW_TOKEN_ENV = "FME_FLOW_TOKEN"
 
 
@@ -75,6 +77,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--signing-secret-env", default=None, metavar="VAR",
                    help=f"require a Standard Webhooks signature with the whsec_ secret in "
                         f"${{VAR}}, e.g. {SIGNING_ENV} (default: none, no signature check)")
+    p.add_argument("--arcgis-signature-key-env", default=None, metavar="VAR",
+                   help=f"the signatureKey of the ArcGIS layer webhooks delivering here, in "
+                        f"${{VAR}}, e.g. {ARCGIS_KEY_ENV}: their deliveries must carry a valid "
+                        "x-esriHook-Signature, and the crc_token challenge is answered "
+                        "(default: none; docs/intake.md, Senders)")
     p.add_argument("--threads", type=whole(minimum=1, maximum=1000), default=8, metavar="N",
                    help="worker threads running the gateway (default: 8)")
     p.add_argument("--backlog", type=whole(minimum=1, maximum=65_535),
@@ -162,7 +169,9 @@ def build_server(args: argparse.Namespace) -> Tuple[GatewayServer, Any]:
                        shared_secret=_env(args.secret_env, "--secret-env"),
                        secret_header=args.secret_header,
                        signing_secret=_env(args.signing_secret_env, "--signing-secret-env"),
-                       monitor_token=monitor_token)
+                       monitor_token=monitor_token,
+                       arcgis_signature_key=_env(args.arcgis_signature_key_env,
+                                                 "--arcgis-signature-key-env"))
         # a deployment that could only bury every photo accepts no webhook (exit 2)
         require_workable(live.get(), writes=False)
         server = GatewayServer(
@@ -240,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve()
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         server.close()
         store.close()
     return EXIT_OK

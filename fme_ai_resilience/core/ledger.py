@@ -18,12 +18,17 @@ __all__ = ["Status", "TaskOutcome", "LayerStatus", "DeferCause", "ReviewState", 
            "Task", "TaskRecord", "ReapResult", "CallRecord", "CallWindow", "FormatAnomaly",
            "AssetRow", "Notification", "PruneResult", "CallSample", "CompletionSample",
            "RegistrationSample", "InvalidBodyKept", "Refusal", "PhotoCounts", "LedgerState", "ReviewItem",
-           "ReviewVerdict", "INVALID_NOT_KEPT", "REFUSALS_NOT_RECORDED"]
+           "ReviewVerdict", "INVALID_NOT_KEPT", "REFUSALS_NOT_RECORDED", "DELIVERED",
+           "BAD_SIGNATURE", "SenderCount"]
 
 #: The ``intake_counter`` row counting invalid bodies whose dead letter was not kept.
 INVALID_NOT_KEPT = "invalid_not_kept"
 #: The ``intake_counter`` row counting refusals past the refusal records' bound.
 REFUSALS_NOT_RECORDED = "refusals_not_recorded"
+#: What a webhook sender's ``intake_counter`` rows count (``sender:<sender>:<event>``): a
+#: delivery the ledger kept, a delivery refused for its signature.
+DELIVERED = "delivered"
+BAD_SIGNATURE = "bad_signature"
 
 
 class Status(str, enum.Enum):
@@ -506,3 +511,15 @@ class LedgerState:
             return None
         since = max(self.oldest_due_at, self.last_progress_at or self.oldest_due_at)
         return max(0.0, self.observed_at - since)
+
+
+@dataclass(frozen=True)
+class SenderCount:
+    """How many of one event a webhook sender caused (``DELIVERED``, ``BAD_SIGNATURE``), the
+    first and the last (epoch seconds)."""
+
+    sender: str
+    event: str
+    n: int
+    first_at: float
+    last_at: float

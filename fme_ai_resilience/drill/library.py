@@ -11,7 +11,10 @@ either the layer shows nothing owed or a WS-03 pass has run after the last deliv
 the horizon. A chaos kill SIGKILLs an engine at a stage boundary and FME Flow's job recovery
 resubmits its job; the task waits out the lease the deployment configures.
 The settings are the library's defaults with every time through the drill's one time scale
-(:func:`drill_settings`).
+(:func:`drill_settings`). In a layer-webhook scenario the app sends nothing: the gateway holds
+the webhook's signature key and the layer notifies it on its schedule
+(:class:`~fme_ai_resilience.drill.layer_hooks.LayerFeed`); the engines resolve each
+notification through ``extractChanges`` as deployed.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from ..core.config.settings import Settings
 from ..store import SqlStore, open_store
 from .chaos import Kill
 from .engines import Engines
+from .layer_hooks import HOOK_PATH, SIGNATURE_KEY, LayerFeed
 from .report import Timeline
 from .sampling import Sample, Sampler
 from .scenarios import Plan, Scenario
@@ -95,12 +99,13 @@ def drill_settings(world: World, *, engines: int, time_scale: float) -> Dict[str
 
 
 @contextlib.contextmanager
-def _gateway(db_url: str) -> Iterator[str]:
+def _gateway(db_url: str, *, arcgis_signature_key: Optional[str] = None) -> Iterator[str]:
     from ..gateway.server import serving
 
     store = open_store(db_url)
     app = make_app(LiveSettings(Settings().with_values(store.get_config()), store=store,
-                                ttl_s=1.0), store=store)
+                                ttl_s=1.0), store=store,
+                   arcgis_signature_key=arcgis_signature_key)
     try:
         with serving(app) as url:
             yield url
@@ -137,6 +142,20 @@ def _send(plan: Plan, url: str, started: float, fleet: Engines) -> List[Any]:
                 time.sleep(wait)
             futures.append(pool.submit(deliver, item))
         return [f.result() for f in futures]
+
+
+def _notified(world: World, url: str, fleet: Engines, deadline: float) -> LayerFeed:
+    """The layer's webhook registered with the gateway at ``url`` (the challenge answered)
+    and notifying it on its schedule, each accepted delivery kicking the engines; returned
+    once the deliveries covering every arrival were made, or at ``deadline`` (monotonic s).
+    Raises DrillError when the gateway did not answer the challenge."""
+    feed = LayerFeed(world, url + HOOK_PATH, signature_key=SIGNATURE_KEY,
+                     on_accepted=fleet.kick)
+    if not feed.open():
+        feed.close()
+        raise DrillError("the gateway did not answer the layer webhook's challenge")
+    feed.wait(deadline)
+    return feed
 
 
 def _settled(requeue_budget: int, *, store: SqlStore) -> bool:
@@ -244,28 +263,39 @@ def run_library(plan: Plan, world: World, *, db_url: str, engines: int, time_sca
                 raise DrillError("the drill's engines did not start (see their stderr)")
             started = world.begin()
             ws03.start(started)
-            with _gateway(db_url) as url, Sampler(
+            hooks = scenario.layer_hooks is not None
+            feed: Optional[LayerFeed] = None
+            with _gateway(db_url, arcgis_signature_key=SIGNATURE_KEY if hooks else None
+                          ) as url, Sampler(
                     _probe(fleet, settings.vision.service, store=store), started,
                     on_sample=on_sample) as sampler:
                 chaos = threading.Thread(target=_chaos, args=(
                     scenario, kills, fleet, db_url, started, time_scale), daemon=True)
                 chaos.start()
-                deliveries = _send(plan, url, started, fleet)
+                deadline = started + horizon_s * time_scale
+                if hooks:
+                    feed = _notified(world, url, fleet, deadline)
+                    sent = 0
+                else:
+                    sent = len(_send(plan, url, started, fleet))
                 if scenario.drift is not None:
                     chaos.join()   # the operator's fix and requeue come before settling
-                complete = _until_settled(settings, fleet, ws03, store=store,
-                                          answered=time.monotonic() - started,
-                                          deadline=started + horizon_s * time_scale,
-                                          nothing_owed=lambda: world.nothing_owed(started),
-                                          told_all=lambda: _told_all(world, store=store))
+                try:
+                    complete = _until_settled(settings, fleet, ws03, store=store,
+                                              answered=time.monotonic() - started,
+                                              deadline=deadline,
+                                              nothing_owed=lambda: world.nothing_owed(started),
+                                              told_all=lambda: _told_all(world, store=store))
+                finally:
+                    if feed is not None:    # the notifications the layer made
+                        sent = feed.close()
                 chaos.join(1)
         finally:
             ws03.stop()
             busy_s = fleet.busy_seconds()
             fleet.stop()
             world.deaths.extend(fleet.deaths())
-        return LibraryRun(started, sampler.timeline, complete, fleet.killed, len(deliveries),
-                          busy_s)
+        return LibraryRun(started, sampler.timeline, complete, fleet.killed, sent, busy_s)
 
 
 def refuse_work_not_a_drills(*, store: SqlStore) -> None:

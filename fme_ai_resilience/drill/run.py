@@ -21,9 +21,11 @@ from ..core.resilience.breaker import CircuitState
 from ..core.errors import ConfigurationError
 from ..core.config.settings import Settings
 from .baselines import BASELINES, Progress, run_baseline
+from .baselines.notification import NOTIFICATION_NOTE
 from .bounds import calls_per_analysed_bound, drift_call_bound, outage_call_bound, probe_interval_s
 from .chaos import Kill, kill_plan
 from .judge import judge
+from .layer_hooks import TriggerFeed
 from .library import COST_PER_CALL, drill_settings, run_library
 from .report import LIBRARY, DrillReport, SubjectResult, Timeline
 from .sampling import SAMPLE_STEP_S, Sampler, bin_calls, bin_photos
@@ -107,6 +109,18 @@ def _run_notes(scenario: Scenario, plan: Plan, *, seed: int, time_scale: float,
              f"mark (production seconds); every subject is watched until it settles, at most "
              f"until {horizon:.0f} s ({horizon - max(last, scenario.faults_end_s):.0f} s after "
              "the last delivery and fault)"]
+    hooks = scenario.layer_hooks
+    if hooks is not None:
+        notes.append(
+            f"no app webhook: the layer notifies every subject every {hooks.interval_s:g} s "
+            f"(production), one notification per layer of the form "
+            f"({', '.join(map(str, hooks.notify_layers))}), each naming the same changes; "
+            f"the first {hooks.changes_failures} extractChanges job(s) of each run fail; the "
+            "library's gateway holds the signature key and answers the challenge, the "
+            "baselines' FME Flow webhook trigger can do neither, so theirs is registered "
+            "without one; the library polls an extractChanges job from "
+            "arcgis.changes_poll_s (0.5 s production, growing), the baselines every 2 s "
+            "production, both through the one time scale")
     floored = floored_timeouts(time_scale, compare)
     if floored:
         notes.append(f"time scale {time_scale:g}: timeouts under {TimeScale(time_scale).floor_s:g}"
@@ -185,24 +199,30 @@ def run_baseline_subject(name: str, plan: Plan, world: World, *, engines: int,
     stand-ins; its AI spend at the library's price per call, its engine time and its
     timeline. ``kills`` and ``horizon`` (production s) as the library's."""
     chosen = BASELINES[name]
+    hooks = world.scenario.layer_hooks is not None
+    model = f"{chosen.note}; {NOTIFICATION_NOTE}" if hooks else chosen.note
     progress = Progress()
     started = world.begin()
     with Sampler(lambda: (progress.backlog, progress.busy, None, None), started,
                  on_sample=on_sample) as sampler:
-        run = run_baseline(name, plan.deliveries, vision_url=world.vision.endpoint,
+        # In a layer-webhook scenario the app sends nothing: the layer notifies the
+        # baseline's webhook trigger on its schedule.
+        run = run_baseline(name, () if hooks else plan.deliveries,
+                           vision_url=world.vision.endpoint,
                            engines=engines, time_scale=time_scale, seed=seed,
                            layer_url=world.layer.layer_url, table_url=world.table_url,
                            progress=progress, kills=kills, horizon_s=horizon,
-                           nothing_owed=lambda: world.nothing_owed(started))
+                           nothing_owed=lambda: world.nothing_owed(started),
+                           feed=TriggerFeed(world) if hooks else None)
     if run.skipped is not None:
-        return SubjectResult(name=name, skipped=run.skipped, model=chosen.note)
+        return SubjectResult(name=name, skipped=run.skipped, model=model)
     notes = [] if run.settled else ["still unsettled at the horizon, when the drill stopped "
                                     "watching"]
     world.deaths.extend(run.deaths)
     if run.killed:
         notes.append(f"{run.killed} job(s) stopped by a kill at a stage boundary, "
                      f"{run.recovered} resubmitted by FME Flow's job recovery")
-    result = judged(name, world, started=run.started, model=chosen.note,
+    result = judged(name, world, started=run.started, model=model,
                     submitted=run.deliveries,
                     concurrency_bound=engines * chosen.transfers_per_job,
                     peak_backlog=run.peak_backlog, settled=run.settled, notes=notes)
@@ -241,7 +261,10 @@ def run_drill(scenario_name: str = "storm", *, submissions: int = DEFAULT_SUBMIS
         bounds = _bounds(scenario, plan, world, engines=engines, time_scale=time_scale)
         last = max((d.at_s for d in plan.deliveries), default=0.0) / time_scale
         horizon = horizon_s(last, scenario.faults_end_s)
-        say(f"{LIBRARY}: {len(plan.deliveries)} deliveries, {engines} engines")
+        say(f"{LIBRARY}: {len(plan.deliveries)} deliveries, {engines} engines"
+            if scenario.layer_hooks is None else
+            f"{LIBRARY}: {plan.features} features, announced by the layer's webhook, "
+            f"{engines} engines")
         drift = _drift(scenario, time_scale)
         fix_at = drift[1] if drift else None
         ran = run_library(plan, world, db_url=url, engines=engines, time_scale=time_scale,

@@ -8,12 +8,17 @@ subject of a drill (the library and each baseline) runs the same :class:`Plan`: 
 the scenario and the seed, on stand-ins seeded alike, so they meet the same photos, the same
 faults and the same deliveries at the same times.
 
+With :class:`LayerHooks` (the ``layerhooks`` scenario) no app webhook is delivered: the
+features reach the layer at the plan's times and the layer's own webhook notifies each
+subject of its changes on a schedule (:mod:`~fme_ai_resilience.drill.layer_hooks`).
+
 ``time_scale`` (real seconds per production second) compresses a run: the stand-ins' schedule,
 the deliveries' times and every wait and window of the settings the drill runs with are
 multiplied by it.
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -21,7 +26,35 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..core.errors import ConfigurationError
 from .standins import FaultSchedule
 
-__all__ = ["Scenario", "SCENARIOS", "ALL", "Scheduled", "Plan", "plan_deliveries"]
+__all__ = ["Scenario", "SCENARIOS", "ALL", "Scheduled", "Plan", "plan_deliveries",
+           "LayerHooks"]
+
+
+@dataclass(frozen=True)
+class LayerHooks:
+    """How the layer's webhook notifies every subject instead of the app's (production s).
+
+    ``interval_s`` is the webhook's ``scheduleInfo`` interval (ArcGIS's minimum is 30 s);
+    ``notify_layers`` the layers each batch is notified for (a form with a repeat edits two:
+    two notifications per batch, naming the same changes); the first ``changes_failures``
+    ``extractChanges`` jobs of a subject's run fail; every job answers asynchronously, pending
+    for ``polls_pending`` status polls.
+    """
+
+    interval_s: float = 30.0
+    notify_layers: Tuple[int, ...] = (0, 1)
+    changes_failures: int = 1
+    polls_pending: int = 2
+    style: str = "online-json"
+
+    def __post_init__(self) -> None:
+        if not (self.interval_s > 0) or not self.notify_layers:
+            raise ConfigurationError("layer_hooks", self, "needs an interval above 0 and a "
+                                                          "layer to notify")
+
+    def next_notification_s(self, at_s: float) -> float:
+        """When a change at ``at_s`` is notified at the latest: the schedule's next tick."""
+        return math.ceil(max(at_s, 0.0) / self.interval_s + 1e-9) * self.interval_s
 
 
 @dataclass(frozen=True)
@@ -41,6 +74,7 @@ class Scenario:
     terminate_connections_at_s: Optional[float] = None   # PostgreSQL backends (chaos)
     edit_refusals: Tuple[Tuple[float, float], ...] = ()  # the layer refuses every edit
     meets: str = ""                     # what a real deployment meets that this plays
+    layer_hooks: Optional[LayerHooks] = None   # no app webhook: the layer's, on a schedule
 
     @property
     def outage(self) -> Optional[Tuple[float, float]]:
@@ -137,6 +171,13 @@ SCENARIOS: Dict[str, Scenario] = {s.name: s for s in (
              FaultSchedule(rate_limit_per_s=0.5, rate_window_s=60.0, **_LATENCY),
              meets="a provider's requests-per-minute quota (Azure, OpenAI) and its "
                    "Retry-After"),
+    Scenario("layerhooks", "photos announced only by the layer's webhook: thin, batched "
+                           "notifications every 30 s, two per batch (a form with a repeat), "
+                           "read through extractChanges, whose first job fails",
+             FaultSchedule(**_LATENCY), burst=False, spread_s=120.0,
+             layer_hooks=LayerHooks(),
+             meets="an ArcGIS Online layer webhook instead of the app's: Field Maps and "
+                   "Survey123 edits alike, notified in batches on a schedule"),
 )}
 #: ``drill --scenario all`` runs every scenario, in this order.
 ALL = "all"

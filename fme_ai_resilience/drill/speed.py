@@ -12,8 +12,9 @@ so it is compared, not bounded (docs/drill.md, "Speed, side by side"):
   engine time per analysed photo (engine-seconds held, in production seconds: what FME Flow
   licenses);
 * against the physical limit (:func:`physical_limit_s`): nothing drains before the last
-  photo arrives and one call answers it, before the service's rate limit lets every photo
-  through, before an outage ends, the drifted model is fixed or the layer takes edits again;
+  photo arrives (and, with a layer webhook, is notified) and one call answers it, before the
+  service's rate limit lets every photo through, before an outage ends, the drifted model is
+  fixed or the layer takes edits again;
   the Vision AI stand-in works on any number of calls at once, so its capacity is no limit;
   beside it, what each subject's own schedule adds (:func:`schedule_waits`).
 
@@ -50,6 +51,9 @@ def physical_limit_s(scenario: Scenario, plan: Plan, *, facts: int,
     last = max((d.at_s for d in plan.deliveries), default=0.0) / time_scale
     call = f.latency_at(last) + f.latency_jitter_s / 2
     limits = [(last + call, "the last arrival and one call")]
+    if scenario.layer_hooks is not None:   # nothing is announced before the webhook's tick
+        limits.append((scenario.layer_hooks.next_notification_s(last) + call,
+                       "the last arrival's notification and one call"))
     if f.rate_limit_per_s:
         limits.append((facts / f.rate_limit_per_s + call, "the service's rate limit"))
     if f.outages:

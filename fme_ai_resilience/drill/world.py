@@ -8,6 +8,11 @@ and the Vision AI answer alike, so the library and each baseline meet the same r
 subject writes each photo's assessment as one row of the layer's related table (table 1,
 :attr:`World.table_url`), and the judge reads each photo's row; with one, the feature's own
 fields hold it.
+
+In a scenario with :class:`~fme_ai_resilience.drill.scenarios.LayerHooks` the layer tracks
+changes as that scenario says (its first ``extractChanges`` jobs failing), and each feature
+takes its server generation when it reaches the layer at its plan time, after the run began
+(:meth:`World.begin`), so the layer's webhook notifies it then.
 """
 from __future__ import annotations
 
@@ -58,9 +63,12 @@ class World:
         self.photos_per_feature = count("photos_per_feature", photos_per_feature, minimum=1)
         self.seed = seed
         self.time_scale = time_scale
-        self.layer = FeatureLayerStandIn(seed=seed, fields=WRITEBACK_FIELDS,
-                                         time_scale=time_scale,
-                                         edit_refusals=scenario.edit_refusals)
+        hooks = scenario.layer_hooks
+        self.layer = FeatureLayerStandIn(
+            seed=seed, fields=WRITEBACK_FIELDS, time_scale=time_scale,
+            edit_refusals=scenario.edit_refusals,
+            changes_failures=hooks.changes_failures if hooks else 0,
+            changes_polls_pending=hooks.polls_pending if hooks else 2)
         self.photos = PhotoHost(seed=seed)
         self.vision = VisionStandIn(scenario.faults, seed=seed, time_scale=time_scale,
                                     retry_after_ms=True)
@@ -68,6 +76,10 @@ class World:
         self.last_plan: Optional[Plan] = None
         #: When an engine process died in the run (monotonic s): the chaos kills, as seen.
         self.deaths: List[float] = []
+        #: The server generation before the plan's features (a layer webhook's start), and
+        #: when each feature reaches the layer (GlobalID -> production s).
+        self.base_gen = 1
+        self.arrivals: Dict[str, float] = {}
 
     def __enter__(self) -> "World":
         for server in (self.layer, self.photos, self.vision):
@@ -83,8 +95,18 @@ class World:
         start from zero (the layer keeps its features and writes). The start, monotonic s."""
         self.vision.reset()
         self.layer.restart_schedule()
+        if self.scenario.layer_hooks is not None:
+            # Features the layer showed before the run began (its schedule ran meanwhile)
+            # take their generation again when they arrive, as in the run they do.
+            for gid, at_s in self.arrivals.items():
+                self.layer.hide_until(gid, at_s)
         self.deaths = []
         return time.monotonic()
+
+    @property
+    def last_arrival_s(self) -> float:
+        """When the plan's last feature reaches the layer (production s; 0: no plan)."""
+        return max(self.arrivals.values(), default=0.0)
 
     @property
     def photo_host(self) -> str:
@@ -124,6 +146,7 @@ class World:
         missing: List[str] = []
         never: List[str] = []
         never_at: Dict[str, float] = {}
+        self.base_gen = self.layer.changes.current()
         for i in range(submissions):
             feature = self.layer.add_feature(photos=self.photos_per_feature)
             facts.extend(p.sha256 for p in feature.attachments)
@@ -162,6 +185,7 @@ class World:
                              item.at_s / self.time_scale)
         for gid, at_s in first.items():
             self.layer.hide_until(gid, at_s)
+        self.arrivals = first
 
     def _gone(self, body: dict, i: int, lost: Set[str]) -> List[str]:
         """Point the body's photos in ``lost`` (normalised GlobalIDs) at the photo host, which

@@ -3,8 +3,8 @@ compensator.
 
 Each has the PythonCaller class interface (FME makes it with no arguments, calls
 ``input(feature)`` per feature and ``close()`` at the end, and injects ``self.pyoutput``;
-:class:`~fme_ai_resilience.fme.caller_base.CallerBase` says how settings, the ledger, the log and the
-output features work). A workspace's script only subclasses one::
+:class:`~fme_ai_resilience.fme.caller_base.CallerBase` says how settings, the ledger, the log
+and the output features work). A workspace's script only subclasses one::
 
     from fme_ai_resilience.fme import ProcessorCaller
 
@@ -125,15 +125,17 @@ class IntakeCaller(CallerBase):
         answer = receive(body, headers, self._settings, store=self._ledger(),
                         now=self.clock.now(), received_at=arrived)
         state = str(answer.body.get("status", ""))
-        if answer.status_code in (400, 422):
+        # an ArcGIS sender's refusal is answered 200 (it deactivates webhooks); "refused" says
+        refused = answer.body.get("refused", answer.status_code)
+        if refused in (400, 422):
             key, reason = str(answer.body.get("dead_letter")), str(answer.body.get("reason"))
             out = self._make("dead_letter", feature, fair_key=key, fair_status=Status.DEAD,
-                             fair_failure_class=_FAILURES[answer.status_code],
+                             fair_failure_class=_FAILURES[refused],
                              fair_answer=state, fair_http_status=answer.status_code,
                              fair_trace_id=trace_id_for(key), fair_reason=reason,
                              fair_delivery_id=answer.body.get("delivery_id"))
             self._log("WARN", f"{answer.status_code} {state}: dead letter {key}: {reason}")
-            self._reject(out, _FAILURES[answer.status_code], reason)
+            self._reject(out, _FAILURES[refused], reason)
             return
         self._registered(feature, body, headers, answer.status_code, state,
                          answer.retry_after_s, answer.body.get("reason"),
@@ -150,6 +152,9 @@ class IntakeCaller(CallerBase):
                                         max_attachments=intake.max_attachments)
         except ResilienceError:
             submissions = []
+        if not submissions and registrations:
+            self._notifications(feature, status, state, retry_after, reason, registrations)
+            return
         self._secrets += tuple(s.portal_token for s in submissions[:1] if s.portal_token)
         self._warn_token_in_parameter(feature, submissions)
         for i, sub in enumerate(submissions):
@@ -168,6 +173,21 @@ class IntakeCaller(CallerBase):
         line = f"{status} {state}: {len(submissions)} photo(s) of {first}" + (
             f", retry after {retry_after} s" if retry_after is not None else "")
         self._log("INFORM" if status < 300 else "ERROR" if status >= 500 else "WARN", line)
+
+    def _notifications(self, feature: Any, status: int, state: str,
+                       retry_after: Optional[int], reason: Any,
+                       registrations: List[Any]) -> None:
+        """An ArcGIS layer webhook's delivery: one feature per notification kept (its photos
+        become tasks when WS-02 reads the layer's changes)."""
+        for reg in registrations:
+            self.pyoutput(self._make(  # type: ignore[attr-defined]
+                "registration", feature, fair_key=reg.key, fair_status=reg.status,
+                fair_registration=reg.outcome, fair_outcome=reg.task_outcome,
+                fair_answer=state, fair_http_status=status, fair_retry_after_s=retry_after,
+                fair_trace_id=trace_id_for(reg.key), fair_event_type="layerChanges",
+                fair_reason=reason))
+        self._log("INFORM" if status < 300 else "ERROR" if status >= 500 else "WARN",
+                  f"{status} {state}: {len(registrations)} layer notification(s)")
 
     def _ledger_down(self, feature: Any, exc: StoreError) -> None:
         super()._ledger_down(feature, exc)

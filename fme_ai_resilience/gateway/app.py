@@ -1,13 +1,15 @@
-"""The intake gateway: a WSGI application that gives Survey123 webhooks the full status contract.
+"""The intake gateway: a WSGI application that gives webhooks the full status contract.
 
 ``make_app(store=store)`` answers ``POST`` (any path but the health path) with the answer of
 :func:`fme_ai_resilience.services.intake.webhook.decide`, ``GET /healthz`` with whether the ledger
 is reachable, and ``GET /metrics`` with the ledger's counters, histograms and levels and the
 gateway's own request metrics in the Prometheus text format. Before
 the body reaches the parser it checks, in order: the method (405 with ``Allow``), the content
-type (415 unless JSON), the length (413 over the limit, reading at most limit + 1 bytes; 411
-without a length), and, when configured, a shared-secret header or a Standard Webhooks
-signature (401, constant-time comparison). Every answer but the metrics is JSON.
+type (415 unless JSON, a CloudEvent or an ArcGIS webhook's form), the length (413 over the
+limit, reading at most limit + 1 bytes; 411 without a length), and, when configured, the
+sender's credentials (401, constant-time comparison): an ArcGIS layer webhook's
+``x-esriHook-Signature``, else a shared-secret header or a Standard Webhooks signature.
+``GET <path>?crc_token=T`` answers ArcGIS's challenge. Every answer but the metrics is JSON.
 
 Run it with ``fme-ai-resilience serve`` (waitress, :mod:`fme_ai_resilience.gateway.server`) or
 under any WSGI server (see docs/intake.md).
@@ -22,6 +24,7 @@ import json
 import logging
 import re
 from http import HTTPStatus
+from urllib.parse import parse_qsl
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from .. import __version__
@@ -30,6 +33,10 @@ from ..core.clock import Clock, SystemClock
 from ..core.errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
 from ..core.text.printable import printable
 from ..core.text.redact import redact_text
+from ..core.errors import InvalidPayload
+from ..core.intake.arcgis_webhook import SIGNATURE_HEADER, crc_answer
+from ..core.intake.senders import FORM, Delivery, Unsupported, read_delivery
+from ..core.ledger import BAD_SIGNATURE
 from ..services.intake.webhook import receive, ledger_retry_after_s
 from ..services.config.settings import LiveSettings
 from ..services.observe.signals import read_signals
@@ -67,8 +74,9 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
              signing_secret: Union[None, str, bytes] = None,
              signature_tolerance_s: float = SIGNATURE_TOLERANCE_S,
              health_path: str = "/healthz",
-             monitor_token: Optional[str] = None) -> Callable[[Dict[str, Any], StartResponse],
-                                                              Iterable[bytes]]:
+             monitor_token: Optional[str] = None,
+             arcgis_signature_key: Optional[str] = None
+             ) -> Callable[[Dict[str, Any], StartResponse], Iterable[bytes]]:
     """A WSGI application writing webhook deliveries into ``store``.
 
     ``settings`` is fixed :class:`Settings` or :class:`LiveSettings` (the ``resilience_config``
@@ -83,6 +91,10 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
     engines). Without it the detail is never shown, and ``/metrics`` is open only on a gateway
     that has no shared or signing secret either (401 otherwise). Plain liveness (ledger
     reachable or not, backlog and watermark) stays open.
+    ``arcgis_signature_key`` is the ``signatureKey`` of the ArcGIS layer webhooks that deliver
+    here: their deliveries must carry a valid ``x-esriHook-Signature`` (and need neither the
+    shared secret nor a Standard Webhooks signature, which ArcGIS cannot send), and the
+    challenge ``GET <path>?crc_token=T`` is answered on any webhook path.
     Raises :class:`~fme_ai_resilience.core.errors.ConfigurationError` for an unusable secret.
     """
     gateway = _Gateway(settings or Settings(), flow_health, shared_secret, secret_header,
@@ -94,6 +106,9 @@ def make_app(settings: Union[None, Settings, LiveSettings] = None, *, store: Sto
                                  "without spaces, and not empty (a Bearer token a request "
                                  "can present)")
     gateway.monitor_token = monitor_token.encode("utf-8") if monitor_token else None
+    if arcgis_signature_key is not None and not arcgis_signature_key:
+        raise ConfigurationError("arcgis_signature_key", "", "must not be empty")
+    gateway.arcgis_key = arcgis_signature_key or None
     return gateway
 
 
@@ -125,12 +140,14 @@ class _Gateway:
         self.health_path = health_path
         self.metrics_path = "/metrics"
         self.monitor_token: Optional[bytes] = None
+        self.arcgis_key: Optional[str] = None
         self.requests = RequestMetrics()
 
     def __repr__(self) -> str:
         return (f"<intake gateway store={getattr(self.store, 'dialect', '?')} "
                 f"secret={'yes' if self._secret else 'no'} "
-                f"signature={'yes' if self._signing_key else 'no'}>")
+                f"signature={'yes' if self._signing_key else 'no'} "
+                f"arcgis_signature={'yes' if self.arcgis_key else 'no'}>")
 
     def __call__(self, environ: Dict[str, Any], start_response: StartResponse) -> List[bytes]:
         """Answer one request and count it (handler, code, duration; a webhook's answer)."""
@@ -241,27 +258,72 @@ class _Gateway:
         return (200 if body["ledger"] == "reachable" else 503), headers, body
 
     def _webhook(self, method: str, environ: Dict[str, Any], arrived: float) -> Answer:
+        if method in ("GET", "HEAD") and "crc_token" in dict(
+                parse_qsl(environ.get("QUERY_STRING", ""), keep_blank_values=True)):
+            return self._challenge(environ)
         if method != "POST":
             return 405, {"Allow": "POST"}, {"status": "method_not_allowed"}
-        if not _is_json(environ.get("CONTENT_TYPE", "")):
+        if not _is_readable(environ.get("CONTENT_TYPE", "")):
             return 415, {}, {"status": "unsupported_media_type",
-                             "reason": "the body must be JSON (application/json)"}
-        if self._secret is not None and not hmac.compare_digest(
+                             "reason": "the body must be JSON (application/json), a CloudEvent "
+                                       "or an ArcGIS webhook's form (payload=<json>)"}
+        if self.arcgis_key is None and self._secret is not None and not hmac.compare_digest(
                 environ.get(self._secret_env, "").encode("utf-8"), self._secret):
-            return _unauthorized("missing or wrong shared secret")
+            return _unauthorized("missing or wrong shared secret")   # before reading a byte
         settings = self._settings_now()
         limit = settings.intake.max_body_bytes
         raw, refusal = _read_body(environ, limit)
         if refusal is not None:
             return refusal
-        if self._signing_key is not None:
-            problem = self._signature_problem(environ, raw)
-            if problem:
-                return _unauthorized(problem)
         headers = _request_headers(environ)
-        answer = receive(raw, headers, settings, store=self.store, now=self.clock.now(),
-                        flow_health=self.flow_health, received_at=arrived)
+        try:
+            delivery = read_delivery(raw, headers, max_bytes=limit,
+                                     max_depth=settings.intake.max_depth)
+        except (Unsupported, InvalidPayload):
+            delivery = None   # answered by receive, after the sender's checks below
+        problem = self._sender_problem(environ, raw, delivery)
+        if problem:
+            return _unauthorized(problem)
+        answer = receive(delivery or raw, headers, settings, store=self.store,
+                         now=self.clock.now(), flow_health=self.flow_health,
+                         received_at=arrived)
         return answer.status_code, dict(answer.headers), dict(answer.body)
+
+    def _sender_problem(self, environ: Dict[str, Any], raw: bytes,
+                        delivery: Optional[Delivery]) -> Optional[str]:
+        """Why a delivery is refused as unauthenticated, or None. An ArcGIS sender's is
+        checked by its own signature when its key is configured (it can send no other); every
+        other delivery by the shared secret and the Standard Webhooks signature."""
+        if self.arcgis_key is not None and delivery is not None and delivery.sender.is_arcgis:
+            if delivery.signed_by(self.arcgis_key):
+                return None
+            try:
+                self.store.record_sender(delivery.sender.value, BAD_SIGNATURE,
+                                         now=self.clock.now())
+            except StoreError as exc:
+                log.warning("gateway: a refused signature could not be counted: %s",
+                            type(exc).__name__)
+            return f"missing or wrong {SIGNATURE_HEADER}"
+        if self._secret is not None and not hmac.compare_digest(
+                environ.get(self._secret_env, "").encode("utf-8"), self._secret):
+            return "missing or wrong shared secret"
+        if self._signing_key is not None:
+            return self._signature_problem(environ, raw)
+        return None
+
+    def _challenge(self, environ: Dict[str, Any]) -> Answer:
+        """ArcGIS's challenge: ``{"response_token": "sha256=<HMAC of the token>"}``."""
+        token = dict(parse_qsl(environ.get("QUERY_STRING", ""))).get("crc_token", "")
+        if self.arcgis_key is None:
+            return 400, {}, {"status": "bad_request",
+                             "reason": "no ArcGIS signature key is configured: a webhook "
+                                       "registered with a signatureKey cannot be confirmed"}
+        try:
+            answer = crc_answer(self.arcgis_key, token)
+        except InvalidPayload as exc:   # also what could be a body: never signed here
+            return 400, {}, {"status": "bad_request", "reason": exc.reason}
+        log.info("gateway: answered an ArcGIS webhook challenge")
+        return 200, {}, answer
 
     def _signature_problem(self, environ: Dict[str, Any], raw: bytes) -> Optional[str]:
         """Why a Standard Webhooks signature does not hold, or None when it does."""
@@ -314,9 +376,11 @@ def _signing_key(secret: Union[None, str, bytes]) -> Optional[bytes]:
     return key
 
 
-def _is_json(content_type: str) -> bool:
+def _is_readable(content_type: str) -> bool:
+    """JSON (``+json`` types included: a structured CloudEvent) or a form."""
     media = content_type.split(";", 1)[0].strip().lower()
-    return media in _JSON or (media.startswith("application/") and media.endswith("+json"))
+    return media in _JSON or media == FORM or (
+        media.startswith("application/") and media.endswith("+json"))
 
 
 def _read_body(environ: Mapping[str, Any], limit: int) -> Tuple[bytes, Optional[Answer]]:

@@ -5,7 +5,8 @@
 as inside it. From the settings they make the Vision AI clients (the primary model and, with
 ``vision.fallback_endpoint``, the lighter one the ladder switches to), the ArcGIS token
 provider, one :class:`~.writeback.Layers` whose every request goes into ``ai_call_log``, the
-sink ``writeback.sink`` names, the photo lister for webhooks without an attachment list and
+sink ``writeback.sink`` names, the photo lister for webhooks without an attachment list (and
+for ArcGIS layer webhooks' notifications, through ``extractChanges``) and
 the guarded downloader's policy.
 """
 from __future__ import annotations
@@ -27,7 +28,8 @@ from .http.sessions import session_for
 from .processing.sinks import CollectingSink, PostgresTableSink, Sink
 from .vision import Credentials, RequestOptions, VisionClient
 from .vision.builders import DEFAULT_PROMPT
-from .processing.writeback import FeatureLayerSink, Layers, layer_photo_lister, trusted_layers
+from .processing.writeback import FeatureLayerSink, Layers, trusted_layers
+from .intake.arcgis_webhook import photo_lister
 
 __all__ = ["build_processor", "build_compensator", "build_sink", "vision_routes",
            "layers_for"]
@@ -114,7 +116,10 @@ def build_processor(settings: Settings, *, store: Store, sink: Optional[Sink] = 
     return Processor(settings, primary, _sink(settings, layers, sink), store=store,
                      fallback=fallback,
                      token=None if provider is None else (lambda now: provider.token(now=now)),
-                     lister=layer_photo_lister(layers), owner=owner, job_started=job_started,
+                     lister=photo_lister(layers, clock=clock,
+                                         wait_s=settings.arcgis.changes_wait_s,
+                                         poll_s=settings.arcgis.changes_poll_s), owner=owner,
+                     job_started=job_started,
                      clock=clock, rng=rng)
 
 

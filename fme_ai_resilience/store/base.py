@@ -18,6 +18,7 @@ from ..core.ledger import (AssetRow, CallRecord, CallSample, CompletionSample, N
                            PruneResult, RegistrationSample, CallWindow, InvalidBodyKept,
                            DeferCause, FormatAnomaly, LayerStatus, LedgerState, PhotoCounts,
                            ReviewItem, ReviewState, ReviewVerdict, OverloadMode, ReapResult,
+                           SenderCount,
                            Refusal, Registration, Stage, Task, TaskOutcome, TaskRecord)
 from ..core.intake.submission import Submission
 
@@ -90,6 +91,12 @@ class Store(Protocol):
     def intake_counters(self) -> Dict[str, int]:
         """What intake could not keep, by name (``invalid_not_kept``,
         ``refusals_not_recorded``)."""
+
+    def record_sender(self, sender: str, event: str, *, now: float) -> None:
+        """Count one ``event`` (``DELIVERED``, ``BAD_SIGNATURE``) of a webhook sender."""
+
+    def sender_counts(self) -> List[SenderCount]:
+        """Every webhook sender's counts, by sender and event."""
 
     # -- processing --------------------------------------------------------------------------
     def claim(self, owner: str, limit: int, lease_s: float, *, now: float) -> List[Task]:

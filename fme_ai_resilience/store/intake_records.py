@@ -1,6 +1,6 @@
 """Intake's bounded records, for every SQL backend: the dead letters of invalid bodies, the
-records of refused deliveries (``intake_refusal``), and the counters of what was not kept
-(``intake_counter``).
+records of refused deliveries (``intake_refusal``), and the counters of what was not kept and of
+each webhook sender's deliveries and refused signatures (``intake_counter``).
 
 Mixed into :class:`~fme_ai_resilience.store.sqlbase.SqlStore`: each operation is one
 transaction through the backend's ``_transact``; the SQL is in ``sql/queries.sql``. Every bound
@@ -13,11 +13,15 @@ from typing import Any, Dict, List, Mapping
 
 from ..core.checks import count, finite, name
 from ..core.errors import ConfigurationError, FailureClass
-from ..core.ledger import INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED, InvalidBodyKept, Refusal
+from ..core.ledger import (BAD_SIGNATURE, DELIVERED, INVALID_NOT_KEPT, REFUSALS_NOT_RECORDED,
+                           InvalidBodyKept, Refusal, SenderCount)
 from ..core.text.redact import excerpt, redact_mapping
 from .rows import ERROR_LIMIT, from_json, limit_of, to_json
 
 __all__ = ["IntakeRecordOps"]
+
+#: The prefix of a webhook sender's counters in ``intake_counter``.
+_SENDER = "sender:"
 
 
 class IntakeRecordOps:
@@ -118,5 +122,23 @@ class IntakeRecordOps:
         ``refusals_not_recorded``); every name this release counts is present."""
         out = {INVALID_NOT_KEPT: 0, REFUSALS_NOT_RECORDED: 0}
         for row in self._statement("intake_counters", write=False).rows:
-            out[row["name"]] = int(row["n"])
+            if not row["name"].startswith(_SENDER):
+                out[row["name"]] = int(row["n"])
         return out
+
+    def record_sender(self, sender: str, event: str, *, now: float) -> None:
+        """Count one ``event`` (``DELIVERED``, ``BAD_SIGNATURE``) of a webhook sender."""
+        if event not in (DELIVERED, BAD_SIGNATURE):
+            raise ConfigurationError("event", event, f"must be {DELIVERED} or {BAD_SIGNATURE}")
+        params = {"name": f"{_SENDER}{name('sender', sender)}:{event}", "now": finite("now", now)}
+        self._transact(lambda tx: tx.run("bump_counter", params))
+
+    def sender_counts(self) -> List[SenderCount]:
+        """Every webhook sender's counts, by sender and event."""
+        out = []
+        for row in self._statement("intake_counters", write=False).rows:
+            if row["name"].startswith(_SENDER):
+                sender, _, event = row["name"][len(_SENDER):].rpartition(":")
+                out.append(SenderCount(sender, event, int(row["n"]), float(row["first_at"]),
+                                       float(row["last_at"])))
+        return sorted(out, key=lambda c: (c.sender, c.event))

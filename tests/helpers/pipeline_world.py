@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from fme_ai_resilience.drill.scenarios import Scenario
 from fme_ai_resilience.drill.standins import FaultSchedule, Survey123Sender
@@ -80,12 +80,13 @@ class World(DrillWorld):
 
 class GatewayServer:
     """The intake gateway served from this process on 127.0.0.1, as ``serve`` serves it
-    (waitress, :func:`fme_ai_resilience.gateway.server.serving`)."""
+    (waitress, :func:`fme_ai_resilience.gateway.server.serving`); with
+    ``arcgis_signature_key``, ArcGIS layer webhooks signed with it are taken too."""
 
-    def __init__(self, db_url: str) -> None:
+    def __init__(self, db_url: str, *, arcgis_signature_key: Optional[str] = None) -> None:
         self.store = open_store(db_url)
         self._app = make_app(LiveSettings(Settings(), store=self.store, ttl_s=0.5),
-                             store=self.store)
+                             store=self.store, arcgis_signature_key=arcgis_signature_key)
         self._serving = serving(self._app)
         self.url = ""
 

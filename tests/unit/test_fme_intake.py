@@ -207,3 +207,44 @@ def test_the_native_transformer_reads_its_parameters_off_the_feature(fair_db, fa
                      clock=fake_clock)
     assert bad.rejected == [] and [f.getAttribute("fme_rejection_code")
                                    for f in bad.output] == ["INVALID_PAYLOAD"]
+
+
+def _layer_notification(service: str = SERVICE, gens: str = "[4,9]") -> str:
+    """An ArcGIS Online layer webhook's body, its changesUrl percent-encoded as Online sends it."""
+    from urllib.parse import quote
+    changes = f"{service}/extractChanges?serverGens={gens}&async=true&layers=[0]"
+    return json.dumps([{"name": "inspections", "layerId": 0, "orgId": "AbC123",
+                        "serviceName": "inspection", "lastUpdatedTime": 1_790_000_000_000,
+                        "changesUrl": quote(changes, safe="").lower(),
+                        "events": ["FeaturesCreated", "AttachmentsCreated"]}])
+
+
+def test_an_arcgis_layer_notification_is_one_registration_feature_per_notification(
+        fair_db, fake_clock):
+    """WS-01 reads an ArcGIS layer webhook's body as the gateway does: one Output feature per
+    notification kept (its photos become tasks when WS-02 reads the layer's changes), and a
+    redelivery is a duplicate."""
+    first = run_caller(IntakeCaller, [{"message": _layer_notification()}],
+                       intake_macros(fair_db), clock=fake_clock)
+    again = run_caller(IntakeCaller, [{"message": _layer_notification()}],
+                       intake_macros(fair_db), clock=fake_clock)
+    key = "changes:" + SERVICE.lower() + "/0/gens-4-9"
+    assert [(f.getAttribute("fair_key"), f.getAttribute("fair_registration"),
+             f.getAttribute("fair_http_status")) for f in first.output + again.output] == [
+        (key, "NEW", 202), (key, "DUPLICATE_IN_PROGRESS", 202)]
+    assert first.rejected == again.rejected == []
+    with open_store(fair_db) as store:
+        assert store.get(key).status is Status.PENDING
+
+
+def test_an_arcgis_notification_for_a_foreign_service_is_rejected_as_unknown_service(
+        fair_db, fake_clock):
+    """ArcGIS is answered 200 (it deactivates webhooks after failures), yet the feature still
+    leaves through <Rejected> as UNKNOWN_SERVICE: the answer's body says it was refused."""
+    other = "https://other.example.com/arcgis/rest/services/x/FeatureServer"
+    run = run_caller(IntakeCaller, [{"message": _layer_notification(other)}],
+                     intake_macros(fair_db), clock=fake_clock)
+    (out,) = run.rejected
+    assert (out.getAttribute("fme_rejection_code"), out.getAttribute("fair_http_status")) == (
+        "UNKNOWN_SERVICE", 200)
+    assert run.output == []

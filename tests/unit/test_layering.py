@@ -40,8 +40,8 @@ SERVICES = f"{NAME}.services"
 #: Adding one is a deliberate one-line change here, never a side effect.
 CORE_STDLIB = frozenset({
     "__future__", "abc", "base64", "binascii", "collections", "collections.abc",
-    "dataclasses", "datetime", "difflib", "email.utils", "enum", "functools", "hashlib", "json",
-    "math", "random", "re", "types", "typing", "urllib.parse", "xml.etree.ElementTree", "zlib",
+    "dataclasses", "datetime", "difflib", "email.utils", "enum", "functools", "hashlib", "hmac",
+    "json", "math", "random", "re", "types", "typing", "urllib.parse", "xml.etree.ElementTree", "zlib",
 })
 #: A pure validator: no I/O (the core never hands it a remote ``$ref`` resolver).
 CORE_THIRD_PARTY = frozenset({"jsonschema"})

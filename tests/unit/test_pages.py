@@ -179,3 +179,23 @@ def test_work_due_past_the_promise_while_others_finish_warns(db, capsys):
     code, out = _check(capsys, db)
     assert code == 1 and "overdue: 3 task(s) due, the oldest registered 10 min ago" in out
     assert "stall" not in out
+
+
+def test_a_webhook_sender_gone_silent_or_refused_for_its_signature_warns(db, capsys):
+    """`check` warns (exit 1) when an ArcGIS sender that delivered before is silent for over a
+    day, and when deliveries claiming to be one were refused for their signature in the
+    window; `check --json` lists the senders' counts."""
+    with open_store(db) as store:
+        store.record_sender("arcgis_online", "delivered", now=time.time() - 2 * 86400)
+    code, out = _check(capsys, db)
+    assert code == 1 and "no delivery from arcgis_online" in out
+    with open_store(db) as store:
+        store.record_sender("arcgis_online", "delivered", now=time.time())
+        store.record_sender("arcgis_enterprise", "bad_signature", now=time.time())
+    code, out = _check(capsys, db)
+    assert code == 1 and "arcgis_enterprise refused for their signature" in out
+    assert "no delivery from" not in out
+    assert main(["check", "--db", db, "--json"]) == 1
+    senders = json.loads(capsys.readouterr().out)["senders"]
+    assert {(s["sender"], s["event"], s["n"]) for s in senders} == {
+        ("arcgis_online", "delivered", 2), ("arcgis_enterprise", "bad_signature", 1)}

@@ -219,6 +219,21 @@ def test_a_webhook_without_photo_list_registers_one_task_per_listed_photo(ledger
 
 
 @responses.activate
+def test_a_photo_list_registered_as_tasks_is_never_written_to_the_layer(ledger, clock):
+    """The listing task is no photo: the sink never sees it (a related table would refuse a row
+    without a photo, and the feature's fields belong to its photos' tasks); the ledger alone
+    completes it."""
+    register(ledger, Submission("F/attachments-unknown", "F", trace_id_for("F"),
+                                attachments_unknown=True))
+    sink = CollectingSink()
+    settings = Settings().with_values({"processing.claim_limit": "1"})
+    (result,) = make(ledger, clock, sink=sink, settings=settings,
+                     lister=lambda task: [submission("F/a1", photo="a1")]).run_batch().results
+    assert (result.status, result.outcome) == (Status.SUCCEEDED, TaskOutcome.SKIPPED)
+    assert sink.take() == [] and ledger.get("F/attachments-unknown").result["expanded"] == ["F/a1"]
+
+
+@responses.activate
 def test_the_batch_stops_claiming_when_the_job_cannot_fit_another_task(ledger, clock):
     """With less job time left than a worst-case task, the batch claims nothing more."""
     responses.add(responses.POST, VISION, json=answer())

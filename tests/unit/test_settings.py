@@ -187,6 +187,8 @@ INVALID = [
     ("arcgis.password", "pw", "arcgis.username"),
     ("arcgis.token_refresh_margin_s", "-1", "arcgis.token_refresh_margin_s"),
     ("arcgis.request_timeout_s", "0", "arcgis.request_timeout_s"),
+    ("arcgis.changes_wait_s", "0", "arcgis.changes_wait_s"),
+    ("arcgis.changes_poll_s", "nan", "arcgis.changes_poll_s"),
     ("writeback.sink", "email", "writeback.sink"),
     ("writeback.layer_url", "layer/0", "writeback.layer_url"),
     ("writeback.table_url", "table/1", "writeback.table_url"),

@@ -95,7 +95,9 @@ class ArcGISSettings:
     ``username`` + ``password`` (``generateToken``), or ``web_connection`` (a named FME web
     connection, inside FME only). Tokens are refreshed ``token_refresh_margin_s`` before they
     expire. The submitter's own portal token is never stored, so the processor needs one of
-    these to download photos and write back.
+    these to download photos and write back. An ArcGIS layer webhook's ``extractChanges`` job
+    is polled from ``changes_poll_s`` apart (each wait 1.5 times the last, at most ten times
+    the first) for up to ``changes_wait_s``.
     """
 
     portal_url: str = "https://www.arcgis.com"
@@ -107,11 +109,15 @@ class ArcGISSettings:
     web_connection: str = ""
     token_refresh_margin_s: float = 120.0
     request_timeout_s: float = 30.0
+    changes_wait_s: float = 20.0
+    changes_poll_s: float = 0.5
 
     def __post_init__(self) -> None:
         _url_or_empty("arcgis.portal_url", self.portal_url)
         finite("arcgis.token_refresh_margin_s", self.token_refresh_margin_s, minimum=0)
         finite("arcgis.request_timeout_s", self.request_timeout_s, above=0)
+        finite("arcgis.changes_wait_s", self.changes_wait_s, above=0)
+        finite("arcgis.changes_poll_s", self.changes_poll_s, above=0)
         if bool(self.client_id) != bool(self.client_secret):
             raise ConfigurationError("arcgis.client_secret" if self.client_id
                                      else "arcgis.client_id", "",

@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import List, Mapping, Sequence, Tuple
 
-from .fmw import (_CREATOR_BRANCH_TARGET, _SEPARATOR, _creator_block, _creator_node, _feat_link,
-                  _Graph, _header, _Link, _logger_block, _logger_node, _mapping_head,
-                  _mapping_tail, _Node, _transformer)
+from .fmw import (_CREATOR_BRANCH_TARGET, _SEPARATOR, _creator_block, _creator_node, _Graph,
+                  _header, _Link, _logger_block, _logger_node, _mapping_head, _mapping_tail,
+                  _Node)
 from .fmw_encoding import encode_fme
 from .fmxj import fmxj
 from .fpkg import TRANSFORMERS, Transformer, fq_name

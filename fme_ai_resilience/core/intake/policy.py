@@ -16,7 +16,7 @@ from ..errors import ConfigurationError
 from ..ledger import OverloadMode
 from .capacity import CapacityPlan, plan_capacity
 
-__all__ = ["IntakeSettings"]
+__all__ = ["IntakeSettings", "service_identity"]
 
 
 @dataclass(frozen=True)
@@ -83,22 +83,29 @@ class IntakeSettings:
         plan = plan_capacity(self.engines, self.mean_processing_s, self.latency_promise_s)
         return dataclasses.replace(plan, watermark=self.watermark) if self.watermark else plan
 
+    @property
+    def hard_ceiling(self) -> int:
+        """Unfinished tasks past which even a delivery intake never refuses (the rest of a
+        partly stored body, an ArcGIS notification) is left out: the park ceiling plus one
+        body's worth of headroom."""
+        return self.park_ceiling + self.max_attachments
+
     def serves(self, service_url: Optional[str]) -> bool:
         """Whether ``service_url`` is one of ``feature_services`` (scheme and host compared
         without case, the default port and trailing slashes ignored, the path without case as
         ArcGIS reads it). False when none is configured."""
-        return service_url is not None and _service_identity(service_url) in self._served
+        return service_url is not None and service_identity(service_url) in self._served
 
     @functools.cached_property
     def _served(self) -> FrozenSet[Optional[str]]:
-        return frozenset(_service_identity(url) for url in self.feature_services)
+        return frozenset(service_identity(url) for url in self.feature_services)
 
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 _LITERAL_V6 = re.compile(r"^[0-9a-f:.]+$")
 
 
-def _service_identity(url: str) -> Optional[str]:
+def service_identity(url: str) -> Optional[str]:
     """How a feature-service URL is compared: ``scheme://host[:port]/path``, case-folded, the
     default port and trailing slashes dropped; None when it is not an http(s) URL with a host
     and without credentials, query or fragment."""
@@ -124,7 +131,7 @@ def _service_identity(url: str) -> Optional[str]:
 
 def _feature_service(url: str) -> str:
     """A configured feature-service URL as stored: checked, without a trailing slash."""
-    if _service_identity(url) is None:
+    if service_identity(url) is None:
         raise ConfigurationError("intake.feature_services", url,
                                  "must be an http(s) FeatureServer URL without credentials, "
                                  "query or fragment")

@@ -1,8 +1,10 @@
 """``Submission``: one photo of one submitted feature, the unit the ledger registers.
 
 Built by ``fme_ai_resilience.core.intake.survey123.parse_webhook`` (one per photo across image
-questions and repeat records) or by the reconciler from the feature layer. The submitter's portal
-token rides along for the download but never appears in ``repr``, :meth:`to_payload` or logs.
+questions and repeat records), by the reconciler from the feature layer, or, for an ArcGIS
+layer webhook, one per notification (``fme_ai_resilience.core.intake.arcgis_webhook``). The
+submitter's portal token rides along for the download but never appears in ``repr``,
+:meth:`to_payload` or logs.
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ class Submission:
     (``fme_ai_resilience.core.intake.keys``).
     ``attachments_unknown`` is True when the webhook carried no attachment list, so the
     processor must list the photos itself through the layer's ``queryAttachments``.
+    ``changes_url`` is set on the task of an ArcGIS layer webhook's notification
+    (``fme_ai_resilience.core.intake.arcgis_webhook``): the processor reads the changes there
+    and registers one task per photo they bring.
     """
 
     idempotency_key: str
@@ -43,6 +48,7 @@ class Submission:
     attributes: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     attachments_unknown: bool = False
     source: str = "survey123"
+    changes_url: Optional[str] = None
     portal_token: Optional[str] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:

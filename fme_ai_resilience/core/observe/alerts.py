@@ -18,22 +18,35 @@ dead letters and raises:
 * a processor that stopped renewing (WARN, ALERT past the latency promise): leases expired
   and not renewed, which the compensator's reaper hands back;
 * the review queue (WARN): its oldest photo waiting longer than ``alerts.review_age_s``.
+
+:func:`sender_alerts` reads the webhook senders' counts (ArcGIS layer webhooks) and warns:
+
+* a silent sender (WARN): a sender that delivered before has delivered nothing for longer than
+  :data:`SENDER_SILENCE_S`, a day (ArcGIS deactivates a webhook after failed deliveries; its
+  ``notificationStatus`` tells);
+* refused signatures (WARN): deliveries claiming to be a sender refused for their signature in
+  the window (a wrong ``signatureKey`` on one side deactivates the webhook, or someone forges
+  deliveries).
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Sequence
 
 from ..errors import FailureClass
-from ..ledger import LedgerState
+from ..ledger import BAD_SIGNATURE, DELIVERED, LedgerState, SenderCount
 from ..config.settings import Settings
 
-__all__ = ["AlertLevel", "Alert", "ledger_alerts", "human_age", "JUNK_WARN_COUNT"]
+__all__ = ["AlertLevel", "Alert", "ledger_alerts", "sender_alerts", "human_age",
+           "JUNK_WARN_COUNT", "SENDER_SILENCE_S"]
 
 #: Bodies of one evidence cause in the window from which ``check`` warns (and the shipped
 #: Prometheus rule FairJunkDeliveries fires): a pattern, not a stray POST.
 JUNK_WARN_COUNT = 5
+#: How long a webhook sender that delivered before may stay silent before ``check`` warns: a
+#: day (a layer nobody edits sends nothing, so shorter would page for quiet weekends' nights).
+SENDER_SILENCE_S = 86400.0
 
 
 def human_age(seconds: Optional[float]) -> str:
@@ -103,6 +116,29 @@ def ledger_alerts(settings: Settings, ledger: LedgerState, *, dead_in_window: Ma
                             f"review queue: {ledger.review_queue} photo(s), the oldest waiting "
                             f"{human_age(waited)} (over alerts.review_age_s={limit:g}): "
                             f"run `review list`"))
+    return alerts
+
+
+def sender_alerts(senders: Sequence[SenderCount], *, now: float,
+                  window_s: float) -> List[Alert]:
+    """Warnings about the webhook senders (see the module docstring)."""
+    alerts: List[Alert] = []
+    silence = SENDER_SILENCE_S
+    for count in senders:
+        quiet = now - count.last_at
+        if count.event == DELIVERED and quiet > silence:
+            alerts.append(Alert(AlertLevel.WARN, "sender_silent",
+                                f"no delivery from {count.sender} for {human_age(quiet)} "
+                                f"(over a day): if the layer was "
+                                f"edited since, the webhook may be deactivated: read its "
+                                f"notificationStatus (docs/intake.md, Senders)"))
+        elif count.event == BAD_SIGNATURE and quiet <= window_s:
+            alerts.append(Alert(AlertLevel.WARN, "sender_signatures",
+                                f"deliveries claiming to be {count.sender} refused for their "
+                                f"signature, the last {human_age(quiet)} ago ({count.n} in "
+                                f"all): check that the webhook's signatureKey is the gateway's "
+                                f"--arcgis-signature-key-env; ArcGIS deactivates a webhook after "
+                                f"its failures"))
     return alerts
 
 

@@ -18,7 +18,8 @@ and the seed's alerts (section 9.1): format anomalies above ``alerts.anomaly_rat
 calls is an ALERT; an end-to-end P95 above ``alerts.e2e_p95_warning_ratio`` of the latency
 promise a WARN; a backlog above ``alerts.backlog_ratio`` of the watermark a WARN
 (backpressure); an AUTH dead letter or error in the window an ALERT (credentials); and the
-pages of :mod:`fme_ai_resilience.core.observe.alerts` (stall, dead letters, leases, review queue).
+pages of :mod:`fme_ai_resilience.core.observe.alerts` (stall, dead letters, leases, review queue,
+webhook senders gone silent or refused for their signature).
 ``check`` turns the worst level into its exit code (0 ok, 1 warn, 2 alert). The windowed
 figures are ``status``'s and ``check``'s (the alerts use the window); the ledger's monotonic
 counts and histograms (:class:`~fme_ai_resilience.core.observe.totals.LedgerMetrics`, carried
@@ -34,8 +35,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..resilience.calibrate import percentile
 from ..errors import ErrorClass, FailureClass
-from ..ledger import CallSample, CompletionSample, LedgerState, RegistrationSample, Status
-from .alerts import Alert, AlertLevel, ledger_alerts
+from ..ledger import (CallSample, CompletionSample, LedgerState, RegistrationSample, SenderCount,
+                      Status)
+from .alerts import Alert, AlertLevel, ledger_alerts, sender_alerts
 from .totals import LedgerMetrics
 from ..config.settings import Settings
 
@@ -77,6 +79,7 @@ class GoldenSignals:
     skipped: int = 0
     ledger: Optional[LedgerState] = None
     metrics: Optional[LedgerMetrics] = None
+    senders: Tuple[SenderCount, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "errors_by_class", MappingProxyType(dict(self.errors_by_class)))
@@ -142,6 +145,8 @@ class GoldenSignals:
             "samples_capped": self.samples_capped,
             "ledger": self.ledger_figures(),
             "totals": None if self.metrics is None else self.metrics.as_dict(),
+            "senders": [{"sender": c.sender, "event": c.event, "n": c.n,
+                         "last_at": c.last_at} for c in self.senders],
         }
 
 
@@ -159,10 +164,11 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
                    format_anomalies: int, now: float, window_s: Optional[float] = None,
                    sample_limit: Optional[int] = None,
                    ledger: Optional[LedgerState] = None,
-                   metrics: Optional[LedgerMetrics] = None) -> GoldenSignals:
+                   metrics: Optional[LedgerMetrics] = None,
+                   senders: Sequence[SenderCount] = ()) -> GoldenSignals:
     """The signals over the window ending at ``now`` (``alerts.window_s`` by default), with
-    the ledger's figures and pages when ``ledger`` is given and its monotonic totals when
-    ``metrics`` is."""
+    the ledger's figures and pages when ``ledger`` is given, its monotonic totals when
+    ``metrics`` is, and the webhook senders' warnings from ``senders``."""
     window = settings.alerts.window_s if window_s is None else window_s
     since = now - window
     minutes = window / 60.0
@@ -196,7 +202,8 @@ def golden_signals(settings: Settings, *, calls: Sequence[CallSample],
         backlog=backlog, watermark=settings.intake.capacity.watermark,
         format_anomalies=format_anomalies, spend=len(ai) * settings.cost.per_call,
         currency=settings.cost.currency, samples_capped=capped, analysed=len(analysed),
-        skipped=len(succeeded) - len(analysed), ledger=ledger, metrics=metrics)
+        skipped=len(succeeded) - len(analysed), ledger=ledger, metrics=metrics,
+        senders=tuple(senders))
     return _with_alerts(signals, settings)
 
 
@@ -226,4 +233,5 @@ def _with_alerts(s: GoldenSignals, settings: Settings) -> GoldenSignals:
     if s.ledger is not None:
         alerts += ledger_alerts(settings, s.ledger, dead_in_window=s.dead_by_cause,
                                 finished_in_window=s.completed)
+    alerts += sender_alerts(s.senders, now=s.window_end, window_s=s.window_s)
     return replace(s, alerts=tuple(alerts))

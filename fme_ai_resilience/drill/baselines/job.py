@@ -41,7 +41,7 @@ from ..timescale import TimeScale
 from .gauges import Progress
 from .models import Baseline, BaselineError, baseline, read_json
 
-__all__ = ["Job", "JobResult", "PhotoResult", "run_job", "TESTER", "Body"]
+__all__ = ["Job", "JobResult", "PhotoResult", "run_job", "runnable", "TESTER", "Body"]
 
 log = logging.getLogger("fme_ai_resilience.drill.baselines")
 
@@ -242,6 +242,16 @@ class Job:
                                 f"{failure.get('description') or ''}".strip())
 
 
+def runnable(name: str) -> Baseline:
+    """The baseline ``name``; raises ConfigurationError for an unknown one or one that cannot
+    run here (what it misses, such as tenacity)."""
+    chosen = baseline(name)
+    missing = chosen.missing()
+    if missing is not None:
+        raise ConfigurationError("name", name, missing)
+    return chosen
+
+
 def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
             time_scale: float = 1.0, clock: Optional[Clock] = None,
             session: Optional[requests.Session] = None,
@@ -254,10 +264,7 @@ def run_job(name: str, body: Body, *, vision_url: str, rng: random.Random,
     called at each stage boundary (see the module). Raises ConfigurationError for an unknown
     baseline or one that cannot run here, EngineKilled when a chaos kill stops the job.
     """
-    chosen = baseline(name)
-    missing = chosen.missing()
-    if missing is not None:
-        raise ConfigurationError("name", name, missing)
+    chosen = runnable(name)
     clock = clock or SystemClock()
     try:
         photos = [s for s in parse_webhook(body) if not s.attachments_unknown]

@@ -8,6 +8,8 @@ with its own ``requests`` session, take the jobs in order (:func:`~.job.run_job`
 (:func:`~.sweep.sweep_pass`). A chaos kill (:mod:`~fme_ai_resilience.drill.chaos`) stops an
 engine's job at a stage boundary, and FME Flow's job recovery resubmits it, as for every
 subject. Every wait and timeout is in production seconds, through the drill's one time scale.
+With a :class:`Feed` (a layer webhook's deliveries, arriving while the run goes on) each
+delivery it hands over queues one notification job (:mod:`.notification`) instead.
 
 The run ends once every job has ended, and, for a sweep, once the layer shows nothing owed
 or a pass queued after the last delivery left nothing owed (it found nothing, or wrote all
@@ -23,7 +25,7 @@ import queue
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -36,9 +38,10 @@ from ..schedule import SWEEP_PERIOD_S, marks
 from .gauges import Both, Progress
 from .job import Job, run_job
 from .models import Baseline, BaselineError, Sweep, baseline
+from .notification import run_notification_job
 from .sweep import Pass, sweep_pass
 
-__all__ = ["BaselineRun", "run_baseline"]
+__all__ = ["BaselineRun", "run_baseline", "Feed"]
 
 #: How often the run looks at its queue, its schedule and its kills (real seconds).
 _TICK_S = 0.02
@@ -68,6 +71,20 @@ class BaselineRun:
     recovered: int = 0
     settled: bool = True
     deaths: Tuple[float, ...] = ()      # when a kill stopped a job (monotonic s)
+
+
+class Feed(Protocol):
+    """Deliveries that arrive while a run goes on (a layer webhook's notifications)."""
+
+    def open(self, submit: Callable[[bytes], None]) -> None:
+        """Start: each delivery's body goes to ``submit`` as it arrives."""
+
+    def last_at(self) -> Optional[float]:
+        """When (monotonic s) the deliveries covering every arrival of the plan had all been
+        made; None while some are still to come."""
+
+    def close(self) -> int:
+        """Stop; the deliveries made."""
 
 
 def _session(chosen: Baseline) -> requests.Session:
@@ -174,6 +191,12 @@ class _Pool:
 
     def _run(self, item: _Item, index: int, *, rng: random.Random,
              session: requests.Session) -> None:
+        if item.kind == "notification":
+            run_notification_job(
+                self.name, item.body, vision_url=self.vision_url, rng=rng,
+                time_scale=self.time_scale, clock=self.clock, session=session,
+                progress=self.gauges, table_url=self.table_url, boundary=self._boundary(index))
+            return
         if item.kind == "delivery":
             run_job(self.name, item.body, vision_url=self.vision_url, rng=rng,
                     time_scale=self.time_scale, clock=self.clock, session=session,
@@ -208,7 +231,8 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
                  time_scale: float, seed: int, layer_url: Optional[str] = None,
                  table_url: str = "", progress: Optional[Progress] = None,
                  kills: Sequence[Kill] = (), horizon_s: float = math.inf,
-                 nothing_owed: Optional[Callable[[], bool]] = None) -> BaselineRun:
+                 nothing_owed: Optional[Callable[[], bool]] = None,
+                 feed: Optional[Feed] = None) -> BaselineRun:
     """Run baseline ``name`` on ``deliveries``: each one queued as a job at its ``at_s``
     (real seconds after the start), ``engines`` engine threads taking them in order, until
     the run has settled (see the module) or ``horizon_s`` production seconds have passed.
@@ -218,10 +242,12 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
     ``table_url`` the related table a photo's row is written to when features carry several
     photos (empty: the feature's own fields); ``kills`` the chaos kills (production
     seconds); ``nothing_owed``, when given, says the layer shows every photo analysed or
-    flagged: a sweep's run ends then too, its jobs ended. ``progress`` (optional) is updated as the run goes. A baseline that cannot run
-    here comes back with ``skipped`` set and nothing run. Raises ConfigurationError for an
-    unknown name, ``engines`` < 1 or a ``time_scale`` not above 0; BaselineError when the
-    model crashes.
+    flagged: a sweep's run ends then too, its jobs ended. ``progress`` (optional) is
+    updated as the run goes. ``feed``: deliveries arriving while the run goes on, each
+    queued as a notification job; the run waits for its last (:meth:`Feed.last_at`) as for
+    the last of ``deliveries``. A baseline that cannot run here comes back with ``skipped``
+    set and nothing run. Raises ConfigurationError for an unknown name, ``engines`` < 1 or a
+    ``time_scale`` not above 0; BaselineError when the model crashes.
     """
     chosen = baseline(name)
     count("engines", engines, minimum=1)
@@ -238,6 +264,8 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
                  time_scale=time_scale, seed=seed, gauges=gauges, table_url=table_url)
     for thread in pool.threads:
         thread.start()
+    if feed is not None:
+        feed.open(lambda body: pool.submit(_Item("notification", body)))
     events = sorted([(d.at_s, 0, _Item("delivery", d.body)) for d in deliveries]
                     + [(k.at_s * time_scale, 1, k) for k in kills], key=lambda e: e[:2])
     last_delivery = max((d.at_s for d in deliveries), default=0.0)
@@ -246,9 +274,15 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
     next_sweep = next(sweeps) if sweeping else math.inf
     horizon = horizon_s * time_scale
     settled, passes, looked = False, 0, 0.0
+    fed_at = None if feed is not None else 0.0
     try:
         while not pool.crashed:
             now = pool.clock.monotonic() - pool.start
+            if fed_at is None and feed is not None:
+                last = feed.last_at()
+                if last is not None:
+                    fed_at = last - pool.start
+                    last_delivery = max(last_delivery, fed_at)
             while events and events[0][0] <= now:
                 _, kind, what = events.pop(0)
                 if kind == 0:
@@ -261,28 +295,33 @@ def run_baseline(name: str, deliveries: Sequence[Scheduled], *, vision_url: str,
                 pool.submit(_Item("sweep", mark=next_sweep))
                 passes += 1
                 next_sweep = next(sweeps)
-            if not any(e[1] == 0 for e in events) and pool.settled(last_delivery, sweeping):
+            waiting = fed_at is None or any(e[1] == 0 for e in events)
+            if not waiting and pool.settled(last_delivery, sweeping):
                 settled = True
                 break
             if (sweeping and nothing_owed is not None and now - looked >= 0.5
-                    and not any(e[1] == 0 for e in events) and pool.quiet()):
+                    and not waiting and pool.quiet()):
                 looked = now
                 if nothing_owed():
                     settled = True
                     break
             due = events[0][0] if events else math.inf
             pool.clock.sleep(max(0.0, min(_TICK_S, due - now, next_sweep - now)))
+        if feed is not None:   # nothing new is delivered once the run has ended
+            feed.close()
         with pool.lock:   # what is queued still runs; nothing new is queued after the horizon
             while pool.outstanding and not pool.crashed:
                 pool.lock.wait(0.1)
     finally:
+        delivered = feed.close() if feed is not None else 0
         for _ in pool.threads:
             pool.jobs.put(None)
         for thread in pool.threads:
             thread.join()
     if pool.crashed:
         raise BaselineError(f"a {name} engine failed: {pool.crashed[0]!r}") from pool.crashed[0]
-    return BaselineRun(name, chosen.note, time_scale, engines, deliveries=len(deliveries),
+    return BaselineRun(name, chosen.note, time_scale, engines,
+                       deliveries=len(deliveries) + delivered,
                        jobs=pool.ran, sweeps=passes, started=pool.start,
                        peak_busy=own.peak_busy, peak_backlog=own.peak_backlog,
                        busy_s=own.busy_s, killed=pool.killed, recovered=pool.recovered,

@@ -5,7 +5,10 @@
   drift and a constant-confidence bug, and each photo's ground truth;
 - :class:`PhotoHost`: photos at ``/photos/<name>``, with 404s and ArcGIS's HTTP-200 498;
 - :class:`FeatureLayerStandIn`: an ArcGIS feature service (query, queryAttachments,
-  attachments, applyEdits) holding the features crews submitted, as :class:`FeatureRecord`;
+  attachments, applyEdits) holding the features crews submitted, as :class:`FeatureRecord`,
+  with ArcGIS's change tracking (:class:`LayerChanges`: server generations, extractChanges);
+- :class:`LayerWebhookSender`: the layer's webhook as ArcGIS sends it (challenge, thin
+  notifications on a schedule, signatures, deactivation after failures);
 - :class:`Survey123Sender`: webhook bodies for those features, posted like the field app;
 - :class:`NotificationStandIn`: the mailbox of what people are told (not a server).
 
@@ -17,6 +20,8 @@ sockets, and nothing in the library imports them.
 from __future__ import annotations
 
 from .feature_layer import FeatureLayerStandIn
+from .layer_changes import ChangeRecord, LayerChanges
+from .layer_webhooks import LayerWebhookSender
 from .notifications import Message, NotificationStandIn
 from .photos import PhotoHost, fake_jpeg
 from .records import AttachmentRecord, FeatureRecord
@@ -28,4 +33,4 @@ from .where import WhereError
 __all__ = ["VisionStandIn", "FaultSchedule", "PhotoHost", "fake_jpeg", "FeatureLayerStandIn",
            "FeatureRecord", "AttachmentRecord", "Survey123Sender", "Delivery", "StandInServer",
            "StandInError", "Request", "Reply", "WhereError", "NotificationStandIn",
-           "Message"]
+           "Message", "LayerChanges", "ChangeRecord", "LayerWebhookSender"]

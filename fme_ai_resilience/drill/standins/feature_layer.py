@@ -36,6 +36,11 @@ The token is read from ``X-Esri-Authorization: Bearer <token>`` only; a ``token=
 parameter does not count and is counted apart (``token_in_query``). GlobalIDs are made upper
 case in braces, as Survey123 sends them; the editor-tracking fields (``CreationDate``,
 ``EditDate``, epoch milliseconds UTC, ``Creator``, ``Editor``) are set by the layer.
+
+Change tracking (``changes``, a :class:`~.layer_changes.LayerChanges`): every feature added and
+every ``applyEdits`` on layer 0 takes a server generation, and ``/extractChanges`` (with its
+``/jobs/<id>`` and ``/replicafiles/<id>.json``) answers them as ArcGIS does; the first
+``changes_failures`` jobs fail, and an async job is pending for ``changes_polls_pending`` polls.
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ from ...core.clock import Clock, SystemClock
 from ...core.errors import ConfigurationError
 from .photos import fake_jpeg
 from .records import CREATOR, GLOBAL_ID_FIELD, OBJECT_ID_FIELD, AttachmentRecord, FeatureRecord
+from .layer_changes import EXTRACT_CHANGES_CAPABILITIES, LayerChanges
 from .layer_edits import (TRACKING, attachment_info as _info, bad as _bad, error as _error,
                           esri_type as _esri_type, flag as _flag, resolve_update,
                           whole as _whole)
@@ -80,7 +86,8 @@ class FeatureLayerStandIn(StandInServer):
                  max_record_count: int = 1000, service_name: str = "inspection",
                  fields: Sequence[str] = (), port: int = 0,
                  clock: Optional[Clock] = None, time_scale: float = 1.0,
-                 edit_refusals: Sequence[Tuple[float, float]] = ()) -> None:
+                 edit_refusals: Sequence[Tuple[float, float]] = (),
+                 changes_failures: int = 0, changes_polls_pending: int = 2) -> None:
         super().__init__(port=port, time_scale=time_scale)
         self.edit_refusals = tuple((float(a), float(b)) for a, b in edit_refusals)
         if any(not (0 <= a < b) for a, b in self.edit_refusals):
@@ -107,6 +114,11 @@ class FeatureLayerStandIn(StandInServer):
         self._next_aid = 1
         self._gone: List[AttachmentRecord] = []
         self._hidden: Dict[int, float] = {}                # object id -> visible from (s)
+        self.changes = LayerChanges(
+            rows=self._rows, geometry=self._geometry, types=self._types, lock=self.lock,
+            schedule_time=self.schedule_time, base_url=lambda: self.service_url,
+            clock=self.clock, seed=seed, failures=changes_failures,
+            polls_pending=changes_polls_pending)
         self._clear()
 
     # --- urls ------------------------------------------------------------------------------
@@ -180,6 +192,7 @@ class FeatureLayerStandIn(StandInServer):
             self._rows[oid] = row
             self._geometry[oid] = geometry
             self._attachments[oid] = records
+            self.changes.added(oid, photos=len(records))
         return FeatureRecord(oid, gid, {OBJECT_ID_FIELD: oid, GLOBAL_ID_FIELD: gid, **client},
                              created, dict(geometry), tuple(records), self.service_url, 0,
                              self.service_name)
@@ -243,6 +256,7 @@ class FeatureLayerStandIn(StandInServer):
         self._unauthorized = 0
         self._token_in_query = 0
         self._refused_edits = 0
+        self.changes.clear_counters()
 
     def snapshot(self) -> Dict[str, Any]:
         """``queries``, ``query_attachments`` and ``apply_edits`` (calls); ``writes`` (rows
@@ -252,7 +266,8 @@ class FeatureLayerStandIn(StandInServer):
         rows, per ``(parent GlobalID, photo GlobalID)``); ``table_rows`` (the related table's rows:
         see :meth:`RelatedTable.snapshot`); ``failed_rows``; ``attachment_downloads`` (per
         attachment id); ``unauthorized`` (calls refused for the token); ``token_in_query``;
-        ``refused_edits`` (``applyEdits`` refused in an ``edit_refusals`` window)."""
+        ``refused_edits`` (``applyEdits`` refused in an ``edit_refusals`` window); and the
+        change tracking's (:meth:`LayerChanges.snapshot`)."""
         with self.lock:
             table = self._table.snapshot()
             return {"queries": self._queries, "query_attachments": self._query_attachments,
@@ -264,7 +279,7 @@ class FeatureLayerStandIn(StandInServer):
                     "failed_rows": self._failed_rows,
                     "attachment_downloads": dict(self._downloads),
                     "unauthorized": self._unauthorized, "token_in_query": self._token_in_query,
-                    "refused_edits": self._refused_edits}
+                    "refused_edits": self._refused_edits, **self.changes.snapshot()}
 
     def reset(self) -> None:
         """Counters to zero (features, photos and edits stay)."""
@@ -307,6 +322,9 @@ class FeatureLayerStandIn(StandInServer):
                 return self._apply(params)
             if rest in ("/1/query", "/1/applyEdits"):
                 return self._related(rest, request.method, params)
+            changes = self.changes.handle(rest, params)
+            if changes is not None:
+                return changes
             match = _ATTACHMENT_PATH.match(rest)
             if match and match.group(1) == "0":
                 return self._attachment(int(match.group(2)), match.group(3))
@@ -334,6 +352,8 @@ class FeatureLayerStandIn(StandInServer):
         return {"currentVersion": 11.3, "serviceDescription": "fme-ai-resilience stand-in",
                 "maxRecordCount": self.max_record_count,
                 "supportsApplyEditsWithGlobalIds": True,
+                "capabilities": "Query,Editing,Update,ChangeTracking",
+                "extractChangesCapabilities": dict(EXTRACT_CHANGES_CAPABILITIES),
                 "layers": [{"id": 0, "name": self.service_name,
                             "geometryType": "esriGeometryPoint"}],
                 "tables": [{"id": 1, "name": "assessments"}]}
@@ -362,6 +382,7 @@ class FeatureLayerStandIn(StandInServer):
             for oid, row in self._rows.items():
                 if row[GLOBAL_ID_FIELD] == gid:
                     self._hidden[oid] = float(at_s)
+                    self.changes.hide(oid, at_s)
 
     def _matching(self, where: Optional[str], object_ids: Optional[str] = None,
                   global_ids: Optional[str] = None) -> List[int]:
@@ -522,6 +543,7 @@ class FeatureLayerStandIn(StandInServer):
                 self._history.setdefault(row[GLOBAL_ID_FIELD], []).append(
                     (self.clock.monotonic(), dict(values)))
                 self._last_written[row[GLOBAL_ID_FIELD]] = dict(sent)
+            self.changes.updated([oid for oid, _, _ in writes])
         return Reply.json(200, {"addResults": [], "updateResults": results,
                                 "deleteResults": []})
 

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import requests
 
@@ -390,13 +390,33 @@ class FeatureLayer:
         return EditResults(updates=results["updates"], adds=results["adds"])
 
     # -- one request ----------------------------------------------------------------------------
+    def call_url(self, url: str, params: Mapping[str, Any], label: str) -> dict:
+        """The decoded answer of one request to ``url``, a resource of the layer's own server
+        (scheme, host and port: an ``extractChanges`` job's status or result), with the
+        layer's token. Raises ArcGISError (BAD_REQUEST for a URL on another server: the token
+        goes nowhere else)."""
+        origin = _origin(url)
+        if origin is None or origin != _origin(self.url):
+            raise ArcGISError(ErrorClass.BAD_REQUEST, f"{redact_url(str(url))[:200]} is not on "
+                              f"the server of {redact_url(self.url)}: nothing is sent there",
+                              operation=label)
+        parts = urlsplit(url.strip())
+        merged = dict(parse_qsl(parts.query, keep_blank_values=True))   # its own query kept
+        merged.update(params)
+        return self._call_url(urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")),
+                              merged, label)
+
     def _call(self, path: str, params: Mapping[str, Any], label: str, *,
               post: bool = False, fence: Optional[Callable[[], None]] = None) -> dict:
+        return self._call_url(self.url + path, params, label, post=post, fence=fence)
+
+    def _call_url(self, url: str, params: Mapping[str, Any], label: str, *,
+                  post: bool = False, fence: Optional[Callable[[], None]] = None) -> dict:
         """The decoded answer of one request, sent again once with a renewed token when the
         first was refused for its token (498/499)."""
         method = "POST" if post or len(urlencode(
             {k: v for k, v in params.items() if v is not None})) > _GET_LIMIT else "GET"
-        url, provider = self.url + path, self._token
+        provider = self._token
         token = provider.token(now=self._clock.now()) if provider is not None else None
         reply = self._send(method, url, params, label, token, fence)
         if reply.error is None or provider is None or not _token_refused(reply.error):
@@ -438,6 +458,18 @@ class FeatureLayer:
             except Exception as exc:  # a failing log hook must not fail the call it logs
                 log.warning("on_call failed for an ArcGIS %s: %s", label, type(exc).__name__)
         return reply
+
+
+def _origin(url: Any) -> Optional[Tuple[str, str]]:
+    """``(scheme, host[:port])`` of a URL, case-folded; None for what is no URL."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        parts.port   # raises ValueError for a port that is no number
+    except ValueError:
+        return None
+    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def _token_refused(error: ArcGISError) -> bool:

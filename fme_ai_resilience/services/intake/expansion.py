@@ -10,7 +10,7 @@ the layer's photos with the ledger's keys, finds them as gaps and backfills them
 from __future__ import annotations
 
 import logging
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ...core.resilience.degrade import priority_of
 from ...core.ledger import OverloadMode, RegisterOutcome
@@ -24,11 +24,12 @@ log = logging.getLogger("fme_ai_resilience.processor")
 
 
 def expand_within(listed: Sequence[Submission], settings: Settings, *, store: Store,
-                  now: float) -> Tuple[List[str], int]:
+                  now: float, limit: Optional[int] = None) -> Tuple[List[str], int]:
     """Register ``listed`` within the bounds, each at its asset type's claim priority; returns
-    the keys registered (new or known) and how many were left for reconciliation."""
+    the keys registered (new or known) and how many were left for reconciliation. ``limit``
+    is how many may be registered (``intake.max_attachments``, one feature's, by default)."""
     intake = settings.intake
-    kept = list(listed[:intake.max_attachments])
+    kept = list(listed[:intake.max_attachments if limit is None else limit])
     registered: List[str] = []
     for sub in kept:
         reg = store.register(sub, intake.park_ceiling, OverloadMode.PARK, intake.park_ceiling,
@@ -38,7 +39,7 @@ def expand_within(listed: Sequence[Submission], settings: Settings, *, store: St
         registered.append(reg.key)
     left = len(listed) - len(registered)
     if left:
-        log.warning("a feature's layer lists %d photos: %d registered, %d left for "
+        log.warning("the layer lists %d photos: %d registered, %d left for "
                     "reconciliation (intake.max_attachments=%d, intake.park_ceiling=%d)",
                     len(listed), len(registered), left, intake.max_attachments,
                     intake.park_ceiling)

@@ -52,14 +52,18 @@ from ...core.checks import count
 from ...core.errors import (SCHEMA_MISSING, FailureClass, InvalidPayload, SchemaMissing,
                             StoreError, StoreUnavailable)
 from ...core.intake.keys import body_key, trace_id_for
-from ...core.ledger import InvalidBodyKept, OverloadMode, Refusal, RegisterOutcome, Registration
+from ...core.ledger import (DELIVERED, InvalidBodyKept, OverloadMode, Refusal, RegisterOutcome,
+                            Registration)
 from ...core.text.printable import printable
 from ...core.text.redact import excerpt, redact_raw, redact_text, redact_url, token_values
 from ...core.config.settings import Settings
 from ...core.resilience.degrade import DegradeSettings
 from ...store.base import Store
 from ...core.intake.submission import Submission
+from ...core.intake.arcgis_webhook import parse_notifications
+from ...core.intake.senders import Delivery, Unsupported, read_delivery
 from ...core.intake.survey123 import delivery_id_of, parse_webhook
+from .arcgis_webhook import register_notifications
 from ...core.text.untrusted_json import Body, body_bytes
 
 __all__ = ["IntakeAnswer", "receive", "decide", "ledger_retry_after_s", "EXCERPT_CHARS",
@@ -121,6 +125,19 @@ def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
     """
     settings = settings or Settings()
     intake = settings.intake
+    arrived = now if received_at is None else received_at
+    try:
+        delivery = body if isinstance(body, Delivery) else read_delivery(
+            body, headers, max_bytes=intake.max_body_bytes, max_depth=intake.max_depth)
+    except Unsupported as exc:
+        log.warning("intake: a delivery in a format not read: %s", exc)
+        return IntakeAnswer(415, {}, {"status": "unsupported_media_type", "reason": str(exc)})
+    except InvalidPayload as exc:   # a CloudEvent without a required attribute
+        return _invalid(body_bytes(body), headers, exc, settings, store=store, now=now)
+    if delivery.sender.is_arcgis:
+        return _notifications(delivery, headers, settings, store=store, now=now,
+                              received_at=arrived, flow_health=flow_health)
+    body, headers = delivery.body, delivery.headers_for_parser(headers)
     try:
         submissions = parse_webhook(body, headers, max_bytes=intake.max_body_bytes,
                                     max_depth=intake.max_depth,
@@ -145,9 +162,8 @@ def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
     registrations: List[Registration] = []
     try:
         _register_whole(submissions, ceiling, mode, park_ceiling,
-                        park_ceiling + intake.max_attachments, registrations,
-                        settings.degrade, store=store, now=now,
-                        received_at=now if received_at is None else received_at)
+                        intake.hard_ceiling, registrations,
+                        settings.degrade, store=store, now=now, received_at=arrived)
     except StoreUnavailable as exc:
         stored = [r.key for r in registrations if r.outcome is not RegisterOutcome.OVER_BACKLOG]
         # Nothing can be recorded: the log line is what reconciliation has to go on.
@@ -164,6 +180,105 @@ def receive(body: Body, headers: Optional[Mapping[str, Any]] = None,
 
 #: The earlier name of :func:`receive`, kept for code written against it.
 decide = receive
+
+
+def _notifications(delivery: Delivery, headers: Optional[Mapping[str, Any]], settings: Settings,
+                   *, store: Store, now: float, received_at: float,
+                   flow_health: FlowHealthSource) -> IntakeAnswer:
+    """An ArcGIS layer webhook's delivery: every notification kept, answered 2xx whenever the
+    ledger answers (an invalid or foreign one as a dead letter, 200), 503 only while it does
+    not: ArcGIS deactivates a webhook after failed deliveries."""
+    try:
+        notifications, problems = parse_notifications(delivery.data)
+    except InvalidPayload as exc:
+        return _accepted_anyway(_invalid(delivery.raw, headers, exc, settings, store=store,
+                                         now=now))
+    if problems:   # the items that could not be read: the body kept as evidence, once
+        kept = _invalid(delivery.raw, headers, InvalidPayload(
+            f"{len(problems)} of the delivery's notifications could not be read: "
+            + "; ".join(str(p) for p in problems[:5])), settings, store=store, now=now)
+        if not notifications or kept.status_code >= 500:
+            return _accepted_anyway(kept)
+    intake = settings.intake
+    if intake.feature_services:
+        foreign = next((n for n in notifications if not intake.serves(n.service_url)), None)
+        if foreign is not None:
+            subs = [n.submission(delivery.delivery_id) for n in notifications]
+            return _accepted_anyway(_unknown_service(
+                delivery.raw, headers, subs, foreign.submission(delivery.delivery_id),
+                settings, store=store, now=now))
+    wanted = [n for n in notifications if n.brings_photos]
+    health = None if flow_health is None else _read_health(flow_health)
+    try:
+        registrations = register_notifications(
+            wanted, settings, store=store, now=now, received_at=received_at,
+            no_capacity=health is not None and not health.has_capacity,
+            delivery_id=delivery.delivery_id)
+    except StoreUnavailable as exc:
+        log.error("intake: ledger unreachable for a %s notification of %s: %s",
+                  delivery.sender.value, redact_url(notifications[0].service_url), exc)
+        return _unavailable(settings, _why_unavailable(exc), [], [])
+    try:   # the sender's health: counted, never a reason to refuse what is stored
+        store.record_sender(delivery.sender.value, DELIVERED, now=now)
+    except StoreError as exc:
+        log.warning("intake: a %s delivery could not be counted: %s", delivery.sender.value,
+                    type(exc).__name__)
+    if not wanted:
+        events = sorted({e for n in notifications for e in n.events})
+        log.info("intake: %s notification(s) of %s with no photo to bring (%s): not kept",
+                 delivery.sender.value, redact_url(notifications[0].service_url),
+                 ", ".join(events))
+        return IntakeAnswer(200, {}, {"status": "ignored", "events": events,
+                                      "sender": delivery.sender.value})
+    outcomes = [r.outcome for r in registrations]
+    left_out = [n for n, o in zip(wanted, outcomes) if o is RegisterOutcome.OVER_BACKLOG]
+    if left_out:
+        _record_left_out(delivery, left_out, registrations, settings, store=store, now=now)
+    if any(o in _NEW for o in outcomes):
+        state = "accepted"
+    elif all(o is RegisterOutcome.DUPLICATE_DONE for o in outcomes):
+        state = "duplicate_done"
+    else:
+        state = "duplicate_in_progress"
+    log.info("intake: %s %s notification(s) of %s: %s", state, delivery.sender.value,
+             redact_url(wanted[0].service_url),
+             ", ".join(f"{r.key} {r.outcome.value}" for r in registrations[:MAX_LISTED]))
+    body = {"status": state, "sender": delivery.sender.value, "stored": not left_out,
+            "submissions": _listing(registrations), "submission_count": len(registrations)}
+    if problems:
+        body.update(unread=len(problems), dead_letter=kept.body.get("dead_letter"))
+    return IntakeAnswer(200 if state == "duplicate_done" else 202, {}, body, registrations)
+
+
+def _accepted_anyway(answer: IntakeAnswer) -> IntakeAnswer:
+    """A refusal an ArcGIS sender would count toward deactivating its webhook, answered 200
+    when its evidence is in the ledger (the answer's body still says what it was)."""
+    if answer.status_code >= 500:
+        return answer
+    return IntakeAnswer(200, answer.headers, dict(answer.body, refused=answer.status_code),
+                        answer.registrations)
+
+
+def _record_left_out(delivery: Delivery, left_out: Sequence[Any],
+                     registrations: Sequence[Registration], settings: Settings, *,
+                     store: Store, now: float) -> None:
+    """Past the hard ceiling: a refusal record per notification left out, for reconciliation
+    (the answer is still 202: the sender would deactivate the webhook otherwise)."""
+    for notification in left_out:
+        refusal = Refusal(key=notification.key, reason="over_backlog", status_code=202,
+                          feature_global_id=notification.key, refused_at=now,
+                          photos_refused=1, photos_stored=0,
+                          service_url=notification.service_url,
+                          layer_url=notification.submission().layer_url,
+                          delivery_id=delivery.delivery_id, event_type="layerChanges")
+        try:
+            if not store.record_refusal(refusal, limit=settings.intake.max_refusal_records):
+                log.error("intake: notification %s left out past the hard ceiling and not "
+                          "recorded: reconcile the layer from this line", notification.key)
+        except StoreError as exc:
+            log.error("intake: notification %s left out past the hard ceiling; its record "
+                      "failed (%s): reconcile the layer from this line", notification.key,
+                      type(exc).__name__)
 
 def _register_whole(submissions: Sequence[Submission], ceiling: int, mode: OverloadMode,
                     park_ceiling: int, hard_ceiling: int, out: List[Registration],
@@ -238,8 +353,9 @@ def _answer(submissions: Sequence[Submission], registrations: Sequence[Registrat
 
 def _where(first: Submission) -> str:
     """A submission as reconciliation finds it: feature, delivery, layer and service."""
+    layer, service = redact_url(first.layer_url or "-"), redact_url(first.service_url or "-")
     return (f"feature {first.feature_global_id} (delivery {first.delivery_id}, layer "
-            f"{redact_url(first.layer_url or '-')}, service {redact_url(first.service_url or '-')})")
+            f"{layer}, service {service})")
 
 
 def _record_refusal(body: Body, submissions: Sequence[Submission], answer: IntakeAnswer,

@@ -29,4 +29,4 @@ def read_signals(settings: Settings, *, store: Store, now: float,
         registrations=store.registration_samples(since),
         backlog=store.backlog(), format_anomalies=store.anomalies_since(since), now=now,
         window_s=window, sample_limit=SAMPLE_LIMIT, ledger=store.ledger_state(now=now),
-        metrics=store.ledger_metrics(now=now))
+        metrics=store.ledger_metrics(now=now), senders=store.sender_counts())

@@ -114,7 +114,7 @@ class TaskRun:
         submission = task.submission
         if submission is None:
             return Dead(FailureClass.BAD_REQUEST, "the stored payload is no submission")
-        if submission.attachments_unknown:
+        if submission.attachments_unknown or submission.changes_url:
             return self._expand()
         model = self._admission()
         if isinstance(model, ENDS):
@@ -365,17 +365,24 @@ class TaskRun:
                     f"circuit of {service} is open", flag=True)
 
     def _expand(self) -> End:
-        """A webhook without a photo list: list the feature's photos, one task each."""
+        """A webhook without a photo list (a layer webhook's notification, or a Survey123 body
+        that listed none): list the photos, one task each."""
         p, task = self.p, self.task
+        notification = self._notification
         lister = p.lister
         if lister is None:   # the processor's setup, not the webhook, lacks it
             return Dead(FailureClass.CONFIGURATION,
                         "the webhook carried no photo list and no layer lister is set")
-        listed = self._stage("photo list", lambda: list(lister(task)))
+        listed = self._stage("changes" if notification else "photo list",
+                             lambda: list(lister(task)))
         if isinstance(listed, ENDS):
             return listed
-        registered, left = expand_within(listed, p.settings, store=p.store, now=p.clock.now())
-        reason = f"the feature's {len(registered)} photo(s) registered as their own tasks"
+        # A notification covers every feature edited in its range; a feature, one record's photos.
+        limit = p.settings.intake.park_ceiling if notification else None
+        registered, left = expand_within(listed, p.settings, store=p.store, now=p.clock.now(),
+                                         limit=limit)
+        what = "notification's" if notification else "feature's"
+        reason = f"the {what} {len(registered)} photo(s) registered as their own tasks"
         if left:
             reason += (f"; {left} more left for reconciliation (intake.max_attachments, "
                        "intake.park_ceiling)")
@@ -461,8 +468,23 @@ class TaskRun:
 
     def _deliver(self, conclusion: Conclusion) -> Any:
         p = self.p
+        if conclusion.result.get("expanded") is not None:
+            # A photo list registered as its own tasks (a layer webhook's notification, or a
+            # Survey123 body that listed no photo) is no photo: nothing of it goes to the
+            # layer, where its photos' tasks write; only the ledger completes it.
+            task = conclusion.task
+            assert conclusion.outcome is not None, "only a finished task completes"
+            return p.store.complete(task.key, task.lease_token, conclusion.outcome,
+                                    dict(conclusion.result), now=p.clock.now(),
+                                    review=conclusion.needs_review)
         return p.sink.finish(conclusion, store=p.store, now=p.clock.now(),
                              **self._fence_for(p.sink))
+
+    @property
+    def _notification(self) -> bool:
+        """Whether the task is an ArcGIS layer webhook's notification (not a photo's)."""
+        submission = self.task.submission
+        return bool(submission is not None and submission.changes_url)
 
     def _fence_for(self, sink: Any) -> Dict[str, Any]:
         """The fence a sink that writes outside the ledger checks before each write."""
@@ -493,7 +515,7 @@ class TaskRun:
         lost meanwhile raises LeaseLost: nothing is written."""
         p, task = self.p, self.task
         flag = getattr(p.sink, "flag", None)
-        if flag is None:
+        if flag is None or self._notification:   # a notification has no feature to flag
             return
         try:
             flag(Conclusion(task, None, result or {}, layer=value), store=p.store,
