@@ -7,7 +7,7 @@ stand-in: the calls into the outage stay within the drill's probe bound (the bre
 consecutive "down" failures, one call per slot the fleet had in flight, counted at the
 stand-in in the busy period, and the probes of its schedule; never capped at the photos
 there are), the first usable answer after the return comes within the probe interval then in
-force, every photo is analysed once.
+force (plus what the engines and a busy machine add), every photo is analysed once.
 
 Rounds: ``FAIR_BUSY_OUTAGE_ROUNDS`` (default 1), seeds from ``FAIR_BUSY_OUTAGE_SEED``
 (default 1); each round draws its outage's length.
@@ -19,7 +19,6 @@ import random
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -39,7 +38,9 @@ pytestmark = pytest.mark.integration
 
 ROUNDS = int(os.environ.get("FAIR_BUSY_OUTAGE_ROUNDS", "1"))
 FIRST_SEED = int(os.environ.get("FAIR_BUSY_OUTAGE_SEED", "1"))
-SCALE = 0.05
+#: Real seconds per production second: wide enough that :data:`BUSY_MACHINE_S` stays well
+#: under a probe interval (at 0.05 a one-second stall was 20 production seconds).
+SCALE = 0.2
 WORKERS = 2
 #: Production seconds of healthy traffic before the outage, and between two deliveries.
 HEALTHY_S = 90.0
@@ -49,6 +50,10 @@ LATENCY_S = 2.0
 #: (production seconds): the state cache, a worker's poll for a free slot, a claim and a
 #: download.
 SLACK_S = 5.0
+#: Real seconds a process may stand still on a 2-core machine running the whole suite (the
+#: probe's engine starved of CPU, or waiting on a starved one's ledger lock): the machine's
+#: share of the lag, not the product's, so it is not scaled.
+BUSY_MACHINE_S = 1.5
 
 
 @pytest.mark.long
@@ -107,6 +112,7 @@ def test_an_outage_after_a_busy_healthy_period_is_seen_in_a_handful_of_calls(tmp
                         in_flight=busy[0])
     assert into <= bound, (into, bound, busy)
     back = [at for at, _, outcome in vision["log"] if outcome == "ok" and at >= outage[1]]
-    assert back[0] - outage[1] <= probe_interval_s(policy, length_s) + SLACK_S, (
+    lag_s = SLACK_S + BUSY_MACHINE_S / SCALE
+    assert back[0] - outage[1] <= probe_interval_s(policy, length_s) + lag_s, (
         back[0] - outage[1], [(round(at, 1), o) for at, _, o in vision["log"]
                               if outage[0] - 2 < at < outage[1] + 40 and o != "ok"])
