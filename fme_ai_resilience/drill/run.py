@@ -137,15 +137,15 @@ def _drift(scenario: Scenario, time_scale: float) -> Optional[Tuple[float, float
 
 def _live(name: str, show: Optional[Callable[[str], None]], *,
           fix_at_s: Optional[float] = None) -> Optional[Callable[[Timeline], None]]:
-    """A sampler's ``on_sample`` that shows ``name``'s state about once a second, and why
-    nothing moves while its circuit is open (before ``fix_at_s``, the drifted model's fix,
-    the photos wait for the fix)."""
+    """A sampler's ``on_sample`` that shows ``name``'s state at its first sample, then about
+    once a second, and why nothing moves while its circuit is open (before ``fix_at_s``, the
+    drifted model's fix, the photos wait for the fix)."""
     if show is None:
         return None
     every = max(1, round(1.0 / SAMPLE_STEP_S))
 
     def on_sample(tl: Timeline) -> None:
-        if len(tl.t) % every == 0:
+        if (len(tl.t) - 1) % every == 0:
             show(f"{name}: {tl.t[-1]:5.1f} s, backlog {tl.backlog[-1]}, "
                  f"engines busy {tl.in_flight[-1]}{_why_waiting(tl, fix_at_s)}")
     return on_sample

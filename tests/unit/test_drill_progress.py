@@ -30,6 +30,15 @@ def lines(tl, **kw):
     return shown
 
 
+def test_a_subject_s_state_is_shown_at_its_first_sample_then_about_once_a_second():
+    """The first sample is shown at once (a run shorter than a second shows its state too),
+    then one in every second's worth of samples."""
+    assert len(lines(timeline("CLOSED"))) == 1
+    tl = timeline(*(["CLOSED"] * (2 * EVERY + 1)))
+    assert [line.split(",")[0] for line in lines(tl)] == [
+        f"lib: {t:5.1f} s" for t in (tl.t[0], tl.t[EVERY], tl.t[2 * EVERY])]
+
+
 def test_an_open_circuit_says_the_photos_wait_for_the_fix_or_the_next_probe():
     """While the circuit is open the line says why: before the drifted model's fix, the
     photos wait for the fix; otherwise for the next probe; a closed circuit adds nothing."""
