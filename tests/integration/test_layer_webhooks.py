@@ -269,6 +269,23 @@ def test_the_schedule_sends_on_its_own_and_stops_cleanly(layer, receiver):
                 if t.name == f"{THREAD_PREFIX}layer-webhook" and t.is_alive()]
 
 
+def test_the_schedule_keeps_its_ticks_whenever_it_was_started(layer, receiver):
+    """Started a third into an interval of the layer's schedule, the sender notifies at the
+    interval's end, not a whole interval after it started: every subject is notified at the
+    same schedule times, however long its receiver took to come up."""
+    sender = _sender(layer, receiver, interval_s=300.0)     # 3 real seconds
+    sender.register()
+    layer.add_feature()
+    layer.restart_schedule()
+    time.sleep(1.0)                                        # 100 schedule seconds in
+    with sender:
+        deadline = time.monotonic() + 20
+        while not receiver.received() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        notified_at = layer.schedule_time()
+    assert receiver.received() and 299.0 <= notified_at < 360.0, notified_at
+
+
 @pytest.mark.parametrize("options", [
     {"hook_url": "http://example.com/hook"}, {"hook_url": "https://127.0.0.1/hook"},
     {"style": "cloudevents"}, {"number_of_failures": 0}, {"interval_s": 0},

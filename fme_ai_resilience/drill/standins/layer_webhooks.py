@@ -36,6 +36,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import random
 import re
 import threading
@@ -244,11 +245,19 @@ class LayerWebhookSender:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.layer.real_seconds(self.interval_s)):
+        while not self._stop.wait(self._until_next_tick()):
             try:
                 self.send_due()
             except Exception:  # noqa: BLE001 (a schedule keeps running, as ArcGIS's does)
                 log.exception("the layer webhook sender failed")
+
+    def _until_next_tick(self) -> float:
+        """Real seconds to the schedule's next tick, a whole number of intervals from the
+        layer's schedule start (as ArcGIS keeps its own schedule, whenever a receiver came up
+        and however long the last batch took: every subject is notified at the same times)."""
+        now = self.layer.schedule_time()
+        tick = math.floor(now / self.interval_s + 1e-9) * self.interval_s + self.interval_s
+        return self.layer.real_seconds(tick - now)
 
     def stop(self) -> None:
         """Stop the schedule and join its thread (a delivery under way finishes first)."""
