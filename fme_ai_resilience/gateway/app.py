@@ -30,10 +30,10 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 from .. import __version__
 from ..core.checks import finite
 from ..core.clock import Clock, SystemClock
-from ..core.errors import SCHEMA_MISSING, ConfigurationError, SchemaMissing, StoreError
+from ..core.errors import (SCHEMA_MISSING, ConfigurationError, InvalidPayload, SchemaMissing,
+                           StoreError)
 from ..core.text.printable import printable
 from ..core.text.redact import redact_text
-from ..core.errors import InvalidPayload
 from ..core.intake.arcgis_webhook import SIGNATURE_HEADER, crc_answer
 from ..core.intake.senders import FORM, Delivery, Unsupported, read_delivery
 from ..core.ledger import BAD_SIGNATURE
@@ -304,9 +304,9 @@ class _Gateway:
                 log.warning("gateway: a refused signature could not be counted: %s",
                             type(exc).__name__)
             return f"missing or wrong {SIGNATURE_HEADER}"
-        if self._secret is not None and not hmac.compare_digest(
+        if self.arcgis_key is not None and self._secret is not None and not hmac.compare_digest(
                 environ.get(self._secret_env, "").encode("utf-8"), self._secret):
-            return "missing or wrong shared secret"
+            return "missing or wrong shared secret"   # (without a key: checked before reading)
         if self._signing_key is not None:
             return self._signature_problem(environ, raw)
         return None

@@ -95,6 +95,18 @@ def test_a_status_url_on_another_server_gets_no_request(status_url):
 
 
 @responses.activate
+def test_a_status_url_spelling_the_layer_s_server_otherwise_is_polled():
+    """The same origin, written with its default port and in capitals, is the layer's own."""
+    status_url = STATUS.replace("services.example.com", "SERVICES.example.com:443")
+    responses.get(f"{SERVICE}/extractChanges", json={"statusUrl": status_url})
+    responses.get(status_url, json={"status": "Completed", "resultUrl": RESULT})
+    responses.get(RESULT, json=EDITS)
+    clock = FakeClock()
+    assert extract_changes(layer(clock), CHANGES, clock=clock)["edits"] == EDITS["edits"]
+    assert len(responses.calls) == 3
+
+
+@responses.activate
 def test_an_answer_that_is_neither_result_nor_job_is_a_bad_format():
     responses.get(f"{SERVICE}/extractChanges", json={"hello": 1})
     clock = FakeClock()

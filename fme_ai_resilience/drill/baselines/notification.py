@@ -36,6 +36,7 @@ import requests
 from ...core.clock import Clock, SystemClock
 from ...core.config.pipeline_settings import WritebackSettings
 from ...core.errors import InvalidPayload, ResilienceError
+from ...core.text.caseless import get_ignoring_case
 from ..judge import photo_key
 from .gauges import Progress
 from .job import Body, Job, JobResult, PhotoResult, runnable
@@ -85,14 +86,6 @@ def read_notifications(body: Body) -> List[Dict[str, Any]]:
     if not notes:
         raise InvalidPayload("the body holds no notification")
     return notes
-
-
-def _get(mapping: Mapping[str, Any], name: str) -> Any:
-    """A field by name, whatever its case (ArcGIS spells fields as the layer does)."""
-    for key, value in mapping.items():
-        if key.lower() == name:
-            return value
-    return None
 
 
 def _poll(job: Job, status_url: str) -> Tuple[str, Mapping[str, Any]]:
@@ -147,8 +140,9 @@ def _photos(job: Job, changes_url: str) -> List[_Photo]:
             continue
         changed = [f.get("attributes") or {} for kind in ("adds", "updates")
                    for f in features.get(kind) or () if isinstance(f, dict)]
-        oids = sorted({_get(a, "objectid") for a in changed
-                       if _get(a, _CONDITION) is None and _get(a, "objectid") is not None})
+        oids = sorted({get_ignoring_case(a, "objectid") for a in changed
+                       if get_ignoring_case(a, _CONDITION) is None
+                       and get_ignoring_case(a, "objectid") is not None})
         if not oids:
             continue
         layer_url = f"{base}/{edit.get('id', 0)}"

@@ -20,29 +20,29 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ...core.checks import finite
 from ...core.clock import Clock
+from ...core.config.pipeline_settings import ArcGISSettings
 from ...core.errors import ArcGISError, ErrorClass
 from ...core.text.redact import redact_url
 from .layer import FeatureLayer
 
-__all__ = ["extract_changes", "DEFAULT_WAIT_S", "FIRST_POLL_S", "LONGEST_POLLS"]
+__all__ = ["extract_changes", "LONGEST_POLLS"]
 
 log = logging.getLogger("fme_ai_resilience.arcgis")
 
-#: How long an asynchronous job may take before the task is retried later (the default of
-#: ``arcgis.changes_wait_s``): about one Vision AI call's wait, so an engine waits no longer
-#: on a slow job than on a slow model.
-DEFAULT_WAIT_S = 20.0
-#: The first wait between two status polls (``arcgis.changes_poll_s``); each wait is 1.5 times
-#: the last, at most ``LONGEST_POLLS`` times the first.
-FIRST_POLL_S = 0.5
+#: The defaults of ``arcgis.changes_wait_s`` (how long an asynchronous job may take before the
+#: task is retried later: about one Vision AI call's wait, so an engine waits no longer on a
+#: slow job than on a slow model) and ``arcgis.changes_poll_s`` (the first wait between two
+#: status polls).
+_DEFAULTS = ArcGISSettings()
+#: Each wait between two polls is 1.5 times the last, at most this many times the first.
 LONGEST_POLLS = 10.0
 
 _ENDED = {"failed": "Failed", "cancelled": "Cancelled", "canceled": "Cancelled"}
 
 
 def extract_changes(layer: FeatureLayer, changes_url: str, *, clock: Clock,
-                    wait_s: float = DEFAULT_WAIT_S,
-                    poll_s: float = FIRST_POLL_S) -> Mapping[str, Any]:
+                    wait_s: float = _DEFAULTS.changes_wait_s,
+                    poll_s: float = _DEFAULTS.changes_poll_s) -> Mapping[str, Any]:
     """The result of the ``extractChanges`` call ``changes_url`` describes: ``{"edits": ...}``.
 
     Raises ArcGISError: the service's own error, a job that failed or took longer than

@@ -43,6 +43,7 @@ from ...core.text.redact import redact_url
 from .rest import TOKEN_CODES, Reply, Timeout, send, split_timeout
 from .credentials import TokenProvider
 from ..http.sessions import session_for
+from ..vision.url_guard import origin_of
 
 __all__ = ["FeatureLayer", "AttachmentInfo", "AttachmentGroup", "EditResult", "EditResults",
            "SERVICE", "where_since", "DEFAULT_MAX_RESPONSE_BYTES"]
@@ -395,8 +396,8 @@ class FeatureLayer:
         (scheme, host and port: an ``extractChanges`` job's status or result), with the
         layer's token. Raises ArcGISError (BAD_REQUEST for a URL on another server: the token
         goes nowhere else)."""
-        origin = _origin(url)
-        if origin is None or origin != _origin(self.url):
+        origin = origin_of(url)
+        if not origin or origin != origin_of(self.url):
             raise ArcGISError(ErrorClass.BAD_REQUEST, f"{redact_url(str(url))[:200]} is not on "
                               f"the server of {redact_url(self.url)}: nothing is sent there",
                               operation=label)
@@ -460,16 +461,6 @@ class FeatureLayer:
         return reply
 
 
-def _origin(url: Any) -> Optional[Tuple[str, str]]:
-    """``(scheme, host[:port])`` of a URL, case-folded; None for what is no URL."""
-    if not isinstance(url, str):
-        return None
-    try:
-        parts = urlsplit(url.strip())
-        parts.port   # raises ValueError for a port that is no number
-    except ValueError:
-        return None
-    return parts.scheme.lower(), parts.netloc.lower()
 
 
 def _token_refused(error: ArcGISError) -> bool:

@@ -31,14 +31,12 @@ from ...core.ledger import OverloadMode, Registration, Task
 from ...core.text.caseless import get_ignoring_case
 from ...core.text.redact import redact_url
 from ...store.base import Store
-from ..arcgis.changes import DEFAULT_WAIT_S, FIRST_POLL_S, extract_changes
+from ..arcgis.changes import extract_changes
 from ..processing.writeback import Layers, braced, layer_photo_lister
 
 __all__ = ["register_notifications", "photo_lister", "notification_photos"]
 
 log = logging.getLogger("fme_ai_resilience.intake")
-
-_CONTENT_TYPES = ("image/jpeg", "image/png")
 
 
 def register_notifications(notifications: Sequence[LayerNotification], settings: Settings, *,
@@ -55,8 +53,7 @@ def register_notifications(notifications: Sequence[LayerNotification], settings:
                            now=now, received_at=received_at) for n in notifications]
 
 
-def photo_lister(layers: Layers, *, clock: Clock, wait_s: float = DEFAULT_WAIT_S,
-                 poll_s: float = FIRST_POLL_S,
+def photo_lister(layers: Layers, *, clock: Clock, wait_s: float, poll_s: float,
                  asset_type_field: str = "asset_type") -> Callable[[Task], List[Submission]]:
     """The processor's photo lister: a notification's photos through its changes, any other
     task's through its feature's attachments."""
@@ -77,7 +74,7 @@ def photo_lister(layers: Layers, *, clock: Clock, wait_s: float = DEFAULT_WAIT_S
 
 
 def notification_photos(notification: Submission, layers: Layers, *, clock: Clock,
-                        wait_s: float = DEFAULT_WAIT_S, poll_s: float = FIRST_POLL_S,
+                        wait_s: float, poll_s: float,
                         asset_type_field: str = "asset_type") -> List[Submission]:
     """One submission per photo of every feature the notification's changes add or update.
 
@@ -94,8 +91,7 @@ def notification_photos(notification: Submission, layers: Layers, *, clock: Cloc
     features = changed_features(result)
     by_layer: Dict[int, List[ChangedFeature]] = {}
     for feature in features:
-        layer_id = feature.layer_id if feature.layer_id >= 0 else _layer_of(first_layer)
-        by_layer.setdefault(layer_id, []).append(feature)
+        by_layer.setdefault(feature.layer_id, []).append(feature)
     asset_types = {f.global_id: _asset_type(f, asset_type_field) for f in features
                    if f.global_id is not None}
     out: List[Submission] = []
@@ -117,9 +113,9 @@ def _layer_photos(url: str, changed: Sequence[ChangedFeature], layers: Layers,
     gids = [braced(f.global_id) for f in changed if f.object_id is None and f.global_id]
     groups = []
     if oids:
-        groups.extend(layer.query_attachments(object_ids=oids, content_types=_CONTENT_TYPES))
+        groups.extend(layer.query_attachments(object_ids=oids))
     if gids:
-        groups.extend(layer.query_attachments(global_ids=gids, content_types=_CONTENT_TYPES))
+        groups.extend(layer.query_attachments(global_ids=gids))
     by_oid = {f.object_id: f for f in changed if f.object_id is not None}
     by_gid = {f.global_id: f for f in changed if f.global_id is not None}
     out: List[Submission] = []
@@ -132,17 +128,17 @@ def _layer_photos(url: str, changed: Sequence[ChangedFeature], layers: Layers,
         record = normalise_global_id(record, "parentGlobalId")
         feature = feature or by_gid.get(record)
         attributes = dict(feature.attributes) if feature is not None else {}
-        own = get_ignoring_case(attributes, asset_type_field)
         root = feature.root_global_id if feature is not None else None
-        asset_type = own if isinstance(own, str) and own else asset_types.get(root)
+        asset_type = (_asset_type(feature, asset_type_field) if feature is not None else None) \
+            or asset_types.get(root)
         for info in group.attachments:
             if info.global_id is None:
                 continue
-            key = compose_key(record, normalise_global_id(info.global_id, "globalId"))
+            photo = normalise_global_id(info.global_id, "globalId")
+            key = compose_key(record, photo)
             out.append(Submission(
                 idempotency_key=key, feature_global_id=record, trace_id=trace_id_for(key),
-                object_id=group.parent_object_id,
-                attachment_global_id=normalise_global_id(info.global_id, "globalId"),
+                object_id=group.parent_object_id, attachment_global_id=photo,
                 attachment_id=info.id, attachment_url=info.url,
                 content_type=info.content_type,
                 event_type="addData", delivery_id=notification.delivery_id, layer_url=url,
@@ -155,6 +151,3 @@ def _asset_type(feature: ChangedFeature, field: str) -> Optional[str]:
     value = get_ignoring_case(feature.attributes, field)
     return value if isinstance(value, str) and value else None
 
-
-def _layer_of(layer_url: str) -> int:
-    return int(layer_url.rstrip("/").rpartition("/")[2])

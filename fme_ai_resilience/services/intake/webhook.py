@@ -233,7 +233,7 @@ def _notifications(delivery: Delivery, headers: Optional[Mapping[str, Any]], set
     outcomes = [r.outcome for r in registrations]
     left_out = [n for n, o in zip(wanted, outcomes) if o is RegisterOutcome.OVER_BACKLOG]
     if left_out:
-        _record_left_out(delivery, left_out, registrations, settings, store=store, now=now)
+        _record_left_out(delivery, left_out, settings, store=store, now=now)
     if any(o in _NEW for o in outcomes):
         state = "accepted"
     elif all(o is RegisterOutcome.DUPLICATE_DONE for o in outcomes):
@@ -259,8 +259,7 @@ def _accepted_anyway(answer: IntakeAnswer) -> IntakeAnswer:
                         answer.registrations)
 
 
-def _record_left_out(delivery: Delivery, left_out: Sequence[Any],
-                     registrations: Sequence[Registration], settings: Settings, *,
+def _record_left_out(delivery: Delivery, left_out: Sequence[Any], settings: Settings, *,
                      store: Store, now: float) -> None:
     """Past the hard ceiling: a refusal record per notification left out, for reconciliation
     (the answer is still 202: the sender would deactivate the webhook otherwise)."""
