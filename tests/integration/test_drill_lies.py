@@ -22,7 +22,10 @@ from fme_ai_resilience.drill.standins import FaultSchedule
 from fme_ai_resilience.drill.world import World
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
-SCALE = 0.02
+#: Real seconds per production second: naive's 30 s timeout is 3 real seconds, beyond a busy
+#: machine's stall, so the honest subject never pays again for a call it gave up on, and a
+#: calm day's call lasts 0.2-0.4 real seconds, long enough for calls made at once to overlap.
+SCALE = 0.1
 
 
 def _write(world, gid, condition, confidence, outcome="ACCEPTED"):

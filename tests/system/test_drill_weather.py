@@ -31,9 +31,10 @@ def _edit(layer, gid):
 
 def test_the_layer_refuses_every_edit_in_its_window_and_takes_them_after():
     """Inside the refusal window applyEdits answers ArcGIS's error 503 (HTTP 200) and writes
-    nothing, queries still answer; after it the same edit is written."""
+    nothing, queries still answer; after it the same edit is written. The window lasts 3
+    real seconds, so the first edit lands in it however loaded the machine."""
     with FeatureLayerStandIn(seed=1, fields=("ai_condition",), time_scale=SCALE,
-                             edit_refusals=[(0.0, 30.0)]) as layer:
+                             edit_refusals=[(0.0, 300.0)]) as layer:
         feature = layer.add_feature(photos=1)
         layer.restart_schedule()
         status, answer = _edit(layer, feature.global_id)
@@ -42,7 +43,7 @@ def test_the_layer_refuses_every_edit_in_its_window_and_takes_them_after():
             "where": "1=1", "f": "json"}, timeout=10).json()
         assert len(query["features"]) == 1
         assert layer.snapshot()["history"] == {} and layer.snapshot()["refused_edits"] == 1
-        time.sleep(30.0 * SCALE + 0.05)
+        time.sleep(300.0 * SCALE + 0.05)
         status, answer = _edit(layer, feature.global_id)
         assert answer["updateResults"][0]["success"] is True
         assert len(layer.snapshot()["history"]) == 1
@@ -50,14 +51,16 @@ def test_the_layer_refuses_every_edit_in_its_window_and_takes_them_after():
 
 def test_a_quota_answers_429_until_its_minute_ends_and_says_so():
     """Three calls a minute: the fourth is refused with a wait to the minute's end (in real
-    milliseconds for a compressed schedule), then the next minute answers again."""
+    milliseconds for a compressed schedule), then the next minute answers again. The minute
+    lasts 3 real seconds, so the four calls land in it however loaded the machine."""
+    scale = 0.05
     schedule = FaultSchedule(rate_limit_per_s=0.05, rate_window_s=60.0)
-    with VisionStandIn(schedule, seed=1, time_scale=SCALE, retry_after_ms=True) as vision:
+    with VisionStandIn(schedule, seed=1, time_scale=scale, retry_after_ms=True) as vision:
         image = fake_jpeg("quota", seed=1)
         assert [_post(vision, image).status_code for _ in range(3)] == [200, 200, 200]
         refused = _post(vision, image)
         wait_ms = int(refused.headers["retry-after-ms"])
-        assert refused.status_code == 429 and 0 < wait_ms <= 600      # the minute's end
+        assert refused.status_code == 429 and 0 < wait_ms <= 60_000 * scale   # its end
         time.sleep(wait_ms / 1000 + 0.05)
         assert _post(vision, image).status_code == 200
         assert vision.snapshot()["by_outcome"]["rate_limited"] == 1
@@ -65,20 +68,20 @@ def test_a_quota_answers_429_until_its_minute_ends_and_says_so():
 
 def test_a_slowdown_answers_later_as_its_profile_climbs():
     """The latency follows the profile's line: a call at its slow end takes far longer than
-    one at its fast start (real time, at the stand-in's scale). The fast start lasts half a
-    real second, so the first call, a fresh connection, lands in it however loaded the
-    machine."""
-    schedule = FaultSchedule(latency_profile=((0.0, 1.0), (50.0, 1.0), (60.0, 40.0)))
+    one at its fast start (real time, at the stand-in's scale). The fast start lasts 2 real
+    seconds, so the first call, a fresh connection, lands in it, and the slow end's 3 real
+    seconds stand 1.5 s above a fast call, however loaded the machine."""
+    schedule = FaultSchedule(latency_profile=((0.0, 1.0), (200.0, 1.0), (210.0, 300.0)))
     with VisionStandIn(schedule, seed=1, time_scale=SCALE) as vision:
         image = fake_jpeg("slow", seed=1)
         began = time.monotonic()
         _post(vision, image)
         fast = time.monotonic() - began
-        time.sleep(60.0 * SCALE)
+        time.sleep(210.0 * SCALE)
         began = time.monotonic()
         _post(vision, image)
         slow = time.monotonic() - began
-        assert slow >= 40.0 * SCALE * 0.9 and fast < slow - 0.2
+        assert slow >= 300.0 * SCALE * 0.9 and fast < slow - 1.5
 
 
 def test_only_a_whole_answer_in_schema_is_a_usable_answer():
