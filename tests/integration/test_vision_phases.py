@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import pytest
@@ -23,7 +24,12 @@ from helpers.loopback import read_request, response, serve  # noqa: F401 (fixtur
 
 BUDGET_S = 0.3
 BUDGET = TimeoutBudget(connect_s=BUDGET_S, tls_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
-LOW, HIGH = 0.8, 0.6   # measured phase within [0.8 x budget, budget + 0.6 s]
+LOW, HIGH = 0.8, 1.5   # measured phase within [0.8 x budget, budget + 1.5 s]
+#: The budget of a call no phase of which should run out: a busy machine's stall on loopback
+#: stays far inside it, so a healthy call is never a timeout.
+HEALTHY_S = 5.0
+HEALTHY = TimeoutBudget(connect_s=HEALTHY_S, tls_s=HEALTHY_S, ttfb_s=HEALTHY_S,
+                        body_s=HEALTHY_S)
 API_KEY = "loopback-key-5531abcd"
 OK_BODY = json.dumps({"condition": "good", "confidence": 0.9}).encode()
 
@@ -32,9 +38,9 @@ def within(measured, budget_s=BUDGET_S):
     return LOW * budget_s <= measured <= budget_s + HIGH
 
 
-def client_for(url, **kwargs):
-    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY), timeouts=BUDGET,
-                        **kwargs)
+def client_for(url, timeouts=BUDGET, **kwargs):
+    return VisionClient(url + "/analyze", "generic", Credentials(api_key=API_KEY),
+                        timeouts=timeouts, **kwargs)
 
 
 def test_success_measures_every_phase(serve):
@@ -43,11 +49,11 @@ def test_success_measures_every_phase(serve):
         read_request(conn)
         conn.sendall(response(200, OK_BODY, ["Content-Type: application/json"]))
 
-    out = client_for(serve(handler).url).analyze(b"img", "t1")
+    out = client_for(serve(handler).url, HEALTHY).analyze(b"img", "t1")
     assert out.ok and out.assessment.condition == "good"
     assert set(out.phases) == {"connect", "ttfb", "body"}
     assert out.phases["connect"] > 0
-    assert out.duration_s < BUDGET.total_s
+    assert 0 < out.duration_s < HEALTHY.total_s
 
 
 def test_headers_late_is_ttfb_timeout_after_about_ttfb(serve):
@@ -57,7 +63,7 @@ def test_headers_late_is_ttfb_timeout_after_about_ttfb(serve):
         stop.wait(BUDGET_S * 4)
         conn.sendall(response(200, OK_BODY))
 
-    out = client_for(serve(handler).url).analyze(b"img", "t2")
+    out = client_for(serve(handler).url, replace(HEALTHY, ttfb_s=BUDGET_S)).analyze(b"img", "t2")
     assert (out.error_class, out.timed_out_phase) == (ErrorClass.TTFB_TIMEOUT, "ttfb")
     assert within(out.phases["ttfb"]), out.phases
 
@@ -76,11 +82,11 @@ def trickler(content_type, byte=b" ", length=1000, every_s=0.02):
 
 def test_trickled_body_is_body_timeout_after_about_body_s(serve):
     """Headers on time, then a body trickling byte by byte past body_s: BODY_TIMEOUT."""
-    out = client_for(serve(trickler("application/json")).url).analyze(b"img", "t3")
+    out = client_for(serve(trickler("application/json")).url,
+                     replace(HEALTHY, body_s=BUDGET_S)).analyze(b"img", "t3")
     assert (out.error_class, out.timed_out_phase) == (ErrorClass.BODY_TIMEOUT, "body")
     assert out.status_code == 200
     assert within(out.phases["body"]), out.phases
-    assert out.phases["ttfb"] < BUDGET_S
 
 
 def _full_backlog_listener():
@@ -146,7 +152,7 @@ def test_429_retry_after_seconds_and_http_date(serve, form):
         conn.sendall(response(429, b'{"error": {"message": "slow down"}}',
                               [f"Retry-After: {value}", "Content-Type: application/json"]))
 
-    out = client_for(serve(handler).url).analyze(b"img", "t6")
+    out = client_for(serve(handler).url, HEALTHY).analyze(b"img", "t6")
     assert out.error_class is ErrorClass.RATE_LIMITED and out.status_code == 429
     assert 27 <= out.retry_after_s <= 30
 
@@ -159,7 +165,7 @@ def test_502_html_page_is_server_error(serve):
         read_request(conn)
         conn.sendall(response(502, page, ["Content-Type: text/html"], reason="Bad Gateway"))
 
-    out = client_for(serve(handler).url).analyze(b"img", "t7")
+    out = client_for(serve(handler).url, HEALTHY).analyze(b"img", "t7")
     assert (out.error_class, out.status_code) == (ErrorClass.SERVER_ERROR, 502)
     assert "502 Bad Gateway" in out.excerpt
 
@@ -172,7 +178,7 @@ def test_a_body_shorter_than_its_content_length_is_a_transport_failure(serve):
         conn.sendall(response(200, OK_BODY[:15], ["Content-Type: application/json"],
                               length=len(OK_BODY)))
 
-    out = client_for(serve(handler).url).analyze(b"img", "t8")
+    out = client_for(serve(handler).url, HEALTHY).analyze(b"img", "t8")
     assert out.error_class is ErrorClass.TRUNCATED
     assert "Content-Length" in out.detail
 
@@ -194,19 +200,20 @@ def test_oversize_body_is_cut_at_the_limit(serve):
             sent["bytes"] = total
 
     server = serve(handler)
-    out = client_for(server.url, max_response_bytes=65536).analyze(b"img", "t9")
+    out = client_for(server.url, HEALTHY, max_response_bytes=65536).analyze(b"img", "t9")
     assert out.error_class is ErrorClass.BAD_FORMAT
     assert "larger than 65536 bytes" in out.errors[0]
-    assert out.phases["body"] < BUDGET_S
+    assert out.timed_out_phase is None
     server.close()
     assert sent["bytes"] < 4 * 1024 * 1024
 
 
-def loopback_policy(*urls):
-    """Loopback allowed (plain http, private addresses) on the ports of ``urls`` only."""
+def loopback_policy(*urls, phase_s=BUDGET_S):
+    """Loopback allowed (plain http, private addresses) on the ports of ``urls`` only, each
+    phase limited to ``phase_s``."""
     return DownloadPolicy(allowed_hosts=tuple(f"127.0.0.1:{urlsplit(u).port}" for u in urls),
                           allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
-                          max_bytes=4096, connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+                          max_bytes=4096, connect_s=phase_s, ttfb_s=phase_s, body_s=phase_s)
 
 
 def test_photo_download_from_explicitly_allowed_loopback(serve):
@@ -219,7 +226,8 @@ def test_photo_download_from_explicitly_allowed_loopback(serve):
         conn.sendall(response(200, jpeg, ["Content-Type: image/jpeg"]))
 
     url = serve(handler).url + "/0/11/attachments/42"
-    assert fetch_photo(url, "tok-123456", loopback_policy(url)).content == jpeg
+    assert fetch_photo(url, "tok-123456", loopback_policy(url, phase_s=HEALTHY_S)
+                       ).content == jpeg
     listed = DownloadPolicy(allowed_hosts=(f"127.0.0.1:{urlsplit(url).port}",),
                             allow_http_hosts=("127.0.0.1",))
     with pytest.raises(UnsafeURL, match="loopback"):
@@ -278,7 +286,7 @@ def test_the_connection_uses_the_addresses_the_check_approved(serve):
     policy = DownloadPolicy(allowed_hosts=(f"photos.test:{server.port}",),
                             allow_http_hosts=("photos.test",),
                             allow_private_hosts=("photos.test",), resolver=resolver,
-                            connect_s=BUDGET_S, ttfb_s=BUDGET_S, body_s=BUDGET_S)
+                            connect_s=HEALTHY_S, ttfb_s=HEALTHY_S, body_s=HEALTHY_S)
     try:
         assert fetch_photo(f"http://photos.test:{server.port}/p.jpg", None,
                            policy).content == jpeg
@@ -322,10 +330,12 @@ def test_photo_trickle_and_oversize(serve):
 
 
 def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
-    """Through real failure paths the API key and token reach no outcome, error or log line."""
+    """Through real failure paths the API key and token reach no outcome, error or log line.
+    The answers that come at once have seconds to come; the slow one runs out at 1 s."""
     import logging
     token = "portal-tok-99Q8w7e6r5"
     caplog.set_level(logging.DEBUG)
+    waited = TimeoutBudget(connect_s=HEALTHY_S, tls_s=HEALTHY_S, ttfb_s=1.0, body_s=HEALTHY_S)
 
     def echo(status, ctype):
         def handler(conn, stop):
@@ -336,10 +346,10 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
 
     def slow(conn, stop):
         read_request(conn)
-        stop.wait(BUDGET_S * 3)
+        stop.wait(waited.ttfb_s * 3)
 
     client = VisionClient(serve(echo(401, "application/json")).url, "generic",
-                          Credentials(api_key=API_KEY), timeouts=BUDGET)
+                          Credentials(api_key=API_KEY), timeouts=waited)
     outcomes = [client.analyze(b"img", "r1")]
     for handler in (echo(502, "text/html"), echo(200, "text/plain"), slow):
         client.endpoint = serve(handler).url
@@ -350,7 +360,7 @@ def test_secrets_stay_out_of_outcomes_exceptions_and_logs(serve, caplog):
     for handler in (echo(401, "text/plain"), echo(200, "application/json"), slow):
         try:
             url = serve(handler).url + f"/p?token={token}"
-            fetch_photo(url, token, loopback_policy(url))
+            fetch_photo(url, token, loopback_policy(url, phase_s=waited.ttfb_s))
         except (DownloadError, UnsafeURL) as exc:
             errors.append(f"{exc} {exc!r}")
     assert len(errors) == 3
@@ -474,7 +484,7 @@ def test_connection_goes_to_the_looked_up_address_under_its_name(serve):
     release.set()
     resolver = slow_resolver(release, {"vision.test": ["127.0.0.1"]})
     client = VisionClient(f"http://vision.test:{server.port}/analyze", "generic",
-                          Credentials(api_key=API_KEY), BUDGET,
+                          Credentials(api_key=API_KEY), HEALTHY,
                           session=timed_session(clock=SystemClock(), resolver=resolver))
     out = client.analyze(b"img", "t-dns-ok")
     assert out.ok, out

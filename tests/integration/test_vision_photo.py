@@ -13,11 +13,13 @@ from helpers.loopback import read_request, response, serve  # noqa: F401 (fixtur
 
 
 JPEG = b"\xff\xd8\xff" + b"\x02" * 64
+
+
 def policy_for(*servers):
     """Loopback allowed over plain http, on the ports of ``servers`` only (port 80 otherwise)."""
     return DownloadPolicy(allowed_hosts=tuple(f"127.0.0.1:{s.port}" for s in servers),
                           allow_http_hosts=("127.0.0.1",), allow_private_hosts=("127.0.0.1",),
-                          connect_s=1.0, ttfb_s=1.0, body_s=1.0)
+                          connect_s=5.0, ttfb_s=5.0, body_s=5.0)
 SIGNED = ["/blob/p.jpg?sv=2024-01-01&se=2026-12-01&sp=r&sig=SAS%2Bsig%3D",
           "/b/p.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F1%2Fus&"
           "X-Amz-Signature=abc123",
@@ -132,4 +134,4 @@ def test_slow_name_lookup_of_a_photo_host_is_connect_timeout():
     finally:
         release.set()
     assert info.value.error_class is ErrorClass.CONNECT_TIMEOUT
-    assert time.monotonic() - start <= policy.connect_s + 0.6
+    assert time.monotonic() - start <= policy.connect_s + 1.5     # long before the lookup
