@@ -27,6 +27,10 @@ from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 
 TERMINAL = (Status.SUCCEEDED.value, Status.DEAD.value)
+#: Real seconds a process may stand still on a 2-core machine running the whole suite (an
+#: engine starved of CPU, or waiting on a starved one's ledger lock): the machine's share of
+#: a lag measured at the stand-ins, not the product's, so never scaled.
+BUSY_MACHINE_S = 1.5
 
 
 def loopback_settings(world: "World", **extra: str) -> Dict[str, str]:

@@ -201,7 +201,7 @@ def test_a_feature_hidden_until_a_schedule_time_takes_its_generation_then():
     """A feature shown by schedule time comes after one added when it was still hidden."""
     with FeatureLayerStandIn(seed=3, time_scale=0.01) as layer:
         late = layer.add_feature()
-        layer.hide_until(late.global_id, 150)       # 1.5 real seconds after the start
+        layer.hide_until(late.global_id, 300)       # 3 real seconds after the start
         early = layer.add_feature()
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

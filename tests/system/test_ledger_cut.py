@@ -1,12 +1,14 @@
 """A paid answer is kept before anything else can fail: the ledger cut between the Vision AI's
 answer and the ``analyzed`` checkpoint buys no second paid call.
 
-The pipeline on its default settings, time-compressed (the Vision call's phase limits
-widened: :data:`PHASES`), with a ledger that refuses writes quickly (a short busy or lock
-timeout): just as the Vision AI answers the first photo, another session takes the ledger's
-write lock and holds it for a few seconds, so every write the processor makes right after
-the answer fails. Counted at the Vision stand-in: every photo is
-answered once, and every photo is analysed, on SQLite and on PostgreSQL.
+The pipeline on its default settings, time-compressed, with a ledger that refuses writes
+quickly (a short busy or lock timeout): just as the Vision AI answers the first photo, another
+session takes the ledger's write lock and holds it for a few seconds, so every write the
+processor makes right after the answer fails. Counted at the Vision stand-in: every photo is
+answered once, and every photo is analysed, on SQLite and on PostgreSQL. The Vision call's
+phase limits are ``WIDE_PHASES``: the cut itself (a connection and a lock) runs before the
+first answer leaves, and a call given up on would be paid again for another reason than
+the cut.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
 from helpers.pipeline_world import World
-from helpers.scaled_world import scaled_defaults
+from helpers.scaled_world import WIDE_PHASES, scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -33,11 +35,6 @@ SCALE = 0.02
 #: Real seconds the ledger refuses writes once the first answer has gone out (50 production
 #: seconds: within the third of the lease a paid answer is tried again for).
 CUT_S = 50 * SCALE
-#: The Vision call's phase limits, in real seconds. At SCALE the defaults are 0.06-0.4 real
-#: seconds, within a busy machine's stall, and the cut itself (a connection and a lock) runs
-#: before the first answer leaves: a call the client gave up on is paid again, which is not
-#: the cut this test is about.
-PHASES = {"timeouts.connect_s": "2", "timeouts.ttfb_s": "3", "timeouts.body_s": "2"}
 #: The tables the processor writes right after a paid answer.
 TABLES = ("analysis_cache", "ai_call_log", "ai_task_registry", "call_limit", "call_slot",
           "circuit_state", "call_pace", "analysis_claim")
@@ -119,7 +116,7 @@ def test_a_ledger_cut_right_after_a_paid_answer_buys_no_second_call(ledger):
         world.vision.stop()
         world.vision = CuttingVision(FaultSchedule(latency_s=2.0), seed=7, time_scale=SCALE,
                                      cut=cut).start()
-        store.set_config(scaled_defaults(world, SCALE, **PHASES), now=time.time())
+        store.set_config(scaled_defaults(world, SCALE, **WIDE_PHASES), now=time.time())
         subs = [sub for body in world.bodies(photos) for sub in parse_webhook(body)]
         for sub in subs:
             store.register(sub, 10_000, now=time.time())

@@ -28,9 +28,8 @@ from fme_ai_resilience.core.config.settings import Settings
 from fme_ai_resilience.store import open_store
 from fme_ai_resilience.core.intake.survey123 import parse_webhook
 
-from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
-                            wait_until_settled)
-from helpers.pipeline_world import World
+from helpers.pipeline_world import (BUSY_MACHINE_S, World, spawn, spawn_processes,
+                                    stop_processes, wait_until_settled)
 from helpers.scaled_world import scaled_defaults
 
 
@@ -50,10 +49,6 @@ LATENCY_S = 2.0
 #: (production seconds): the state cache, a worker's poll for a free slot, a claim and a
 #: download.
 SLACK_S = 5.0
-#: Real seconds a process may stand still on a 2-core machine running the whole suite (the
-#: probe's engine starved of CPU, or waiting on a starved one's ledger lock): the machine's
-#: share of the lag, not the product's, so it is not scaled.
-BUSY_MACHINE_S = 1.5
 
 
 @pytest.mark.long

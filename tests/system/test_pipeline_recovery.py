@@ -86,10 +86,11 @@ def test_a_processor_killed_at_a_stage_boundary_leaves_the_survivor_one_clean_fi
 
 def test_a_slow_task_keeps_its_lease_while_its_worker_lives(pg_ledger, pg_store_url):
     """A Vision call three times the lease: the worker's renewals keep a second process from
-    claiming the task, so the photo is asked once. A lease of 2 s is renewed every 0.67 s: a
-    busy machine may pause a process for a second without letting the lease run out."""
-    with World(FaultSchedule(latency_s=6.0)) as world:
-        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "2"}),
+    claiming the task, so the photo is asked once. A lease of 4 s is renewed every 1.33 s: a
+    busy machine may pause a process for a second and more without letting the lease run
+    out."""
+    with World(FaultSchedule(latency_s=12.0)) as world:
+        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "4"}),
                           now=time.time())
         (key,) = register(pg_ledger, world.bodies(1))
         procs = spawn_processes(pg_store_url, 2)
@@ -108,9 +109,11 @@ def test_terminated_backends_mid_run_lose_and_repeat_nothing(pg_ledger, pg_store
     """pg_terminate_backend on every processor connection, three times during the run: each
     task ends once, one valid answer per photo, one write per feature. The run is under way
     first (every processor has claimed, the compensator has made a pass): a ledger lost while
-    a command starts is exit 1 by design, for its supervisor to start it again."""
+    a command starts is exit 1 by design, for its supervisor to start it again. The lease,
+    4 s, outlasts a busy machine's stall: a task is taken from its worker only when the
+    worker is gone."""
     with World(FaultSchedule(latency_s=0.05, error_rate=0.1)) as world:
-        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "2"}),
+        pg_ledger.set_config(loopback_settings(world, **{"processing.lease_s": "4"}),
                           now=time.time())
         keys = register(pg_ledger, world.bodies(80))
         procs = spawn_processes(pg_store_url, 4)

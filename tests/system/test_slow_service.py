@@ -28,7 +28,7 @@ from fme_ai_resilience.core.intake.survey123 import parse_webhook
 from helpers.pipeline_world import (spawn, spawn_processes, stop_processes,
                             wait_until_settled)
 from helpers.pipeline_world import World
-from helpers.scaled_world import FleetWatch, scaled_defaults
+from helpers.scaled_world import WIDE_PHASES, FleetWatch, scaled_defaults
 
 
 pytestmark = pytest.mark.integration
@@ -44,12 +44,12 @@ ANSWERS_PER_PHOTO = 1.25
 DEFAULT_TTFB_S = Settings().timeouts.ttfb_s
 
 
-def run(world, db_url, photos, *, arrive_every_s=0.0, timeout_s=150.0):
+def run(world, db_url, photos, *, arrive_every_s=0.0, timeout_s=150.0, **settings):
     """Register ``photos`` one-photo features (``arrive_every_s`` production seconds apart),
-    run two workers and the compensator on the scaled defaults until every task settled;
-    returns the statuses and the watch."""
+    run two workers and the compensator on the scaled defaults (and ``settings``) until every
+    task settled; returns the statuses and the watch."""
     with open_store(db_url, init_schema=True) as store:
-        store.set_config(scaled_defaults(world, SCALE), now=time.time())
+        store.set_config(scaled_defaults(world, SCALE, **settings), now=time.time())
         subs = [sub for body in world.bodies(photos) for sub in parse_webhook(body)]
         keys = [sub.idempotency_key for sub in subs]
 
@@ -148,10 +148,12 @@ def test_a_service_slow_only_for_some_photos_loses_nothing(tmp_path, seed):
 def test_answers_cut_short_once_twice_three_times_leave_no_photo_dead(tmp_path, seed):
     """Half the photos have their first one, two or three answers cut mid-body (the
     connection closing early, or a Content-Length that matches the cut): every photo is
-    analysed in the end, none dead, none shown as awaiting analysis."""
+    analysed in the end, none dead, none shown as awaiting analysis. Each photo is paid for
+    once whole: the call's phase limits are :data:`WIDE_PHASES` (at SCALE the body's would be
+    0.2 s), as cut answers, not slow ones, are the test."""
     schedule = FaultSchedule(latency_s=1.0, cut_photo_rate=0.5, cut_answers=3)
     with World(schedule, scale=SCALE, seed=seed) as world:
-        statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 12)
+        statuses, watch = run(world, f"sqlite:///{tmp_path / 'l.db'}", 12, **WIDE_PHASES)
         cuts = sorted(world.vision.cut_count(f.attachments[0].data) for f in world.features)
         assert set(statuses.values()) == {"SUCCEEDED"}, statuses
         for feature in world.features:
