@@ -10,7 +10,7 @@ from fme_ai_resilience.core.resilience.breaker import (BreakerMode, BreakerPolic
                                                        ProbesObserved, StreakObserved, TimePassed,
                                                        WindowObserved, cooldown_s, probes_needed,
                                                        should_trip, step, streaking)
-from fme_ai_resilience.core.resilience.blame import BEHIND_S, Blame
+from fme_ai_resilience.core.resilience.blame import Blame
 from fme_ai_resilience.services.resilience.breaker import CircuitBreaker
 from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.core.errors import CircuitOpenError
@@ -266,7 +266,7 @@ def test_a_run_of_down_failures_opens_the_circuit_after_a_busy_healthy_minute(sh
         opened_now = recorded.state.state is CircuitState.OPEN
         assert opened_now is (i == FAST.consecutive_failures - 1)
     assert recorded.blame is Blame.SERVICE
-    assert recorded.wait_s == pytest.approx(FAST.cooldown_s + BEHIND_S)
+    assert recorded.wait_s == pytest.approx(FAST.cooldown_s + FAST.behind_s)
 
 
 def test_a_down_run_broken_by_an_answer_starts_again(shared):

@@ -10,7 +10,7 @@ import pytest
 import requests
 import responses
 
-from fme_ai_resilience.core.resilience.breaker import outage_probe_bound
+from fme_ai_resilience.core.resilience.breaker import CircuitState, outage_probe_bound
 from fme_ai_resilience.core.clock import FakeClock
 from fme_ai_resilience.core.intake.keys import trace_id_for
 from fme_ai_resilience.core.ledger import Status
@@ -162,3 +162,32 @@ def test_two_photos_the_service_never_answers_cannot_keep_each_other_waiting(tmp
         drifted = ledger.get("poison-drift")    # its attempts went on the outage and the drift
         assert drifted.failure_class.value in ("FORMAT", "BUDGET")
         assert "schema" in drifted.last_error
+
+
+@responses.activate
+def test_the_photos_an_open_circuit_turns_away_wait_as_the_breaker_settings_say(tmp_path):
+    """A dead service, ``breaker.line_s`` 4 and ``behind_s`` 6 (not the defaults, 1 and 1.5):
+    the photo whose failure opened the circuit waits ``behind_s`` past the first probe time,
+    and each photo the open circuit turned away at a random place within ``line_s`` of it.
+    Both are settings, so a time-compressed run scales them with every other time."""
+    clock = FakeClock(T0)
+    responses.add(responses.POST, VISION, status=503, body="unavailable")
+    settings = Settings().with_values({"breaker.line_s": "4", "breaker.behind_s": "6"})
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}", init_schema=True) as ledger:
+        keys = [f"k{i}" for i in range(12)]
+        for key in keys:
+            ledger.register(Submission(idempotency_key=key, feature_global_id=f"F-{key}",
+                                       trace_id=trace_id_for(key),
+                                       attachment_url=f"https://photos.test/{key}",
+                                       attachment_global_id=f"A-{key}", asset_type="hydrant"),
+                            1000, now=T0)
+        _engine(settings, ledger, clock, 0).run_batch()
+        circuit = ledger.breaker_get("vision", now=clock.now())
+        deferred = [ledger.get(k).next_attempt_at - circuit.open_until for k in keys
+                    if ledger.get(k).status is Status.DEFERRED]
+    assert circuit.state is CircuitState.OPEN
+    opener = [w for w in deferred if w == pytest.approx(6.0)]
+    turned_away = [w for w in deferred if w != pytest.approx(6.0)]
+    assert len(opener) == 1 and len(turned_away) >= 5, deferred
+    assert all(0.0 <= w <= 4.0 for w in turned_away), deferred
+    assert any(w > 1.0 for w in turned_away), deferred      # beyond the default line

@@ -129,6 +129,8 @@ INVALID = [
     ("breaker.close_ratio", "1.1", "breaker.close_ratio"),
     ("breaker.probe_timeout_s", "0", "breaker.probe_timeout_s"),
     ("breaker.cache_ttl_s", "2", "breaker.cache_ttl_s"),
+    ("breaker.line_s", "-1", "breaker.line_s"),
+    ("breaker.behind_s", "1", "breaker.behind_s"),        # not behind the 1 s line
     ("degrade.sample_backlog", "0", "degrade.sample_backlog"),
     ("degrade.critical_backlog", "0.5", "degrade.critical_backlog"),
     ("degrade.pause_backlog", "-1", "degrade.pause_backlog"),

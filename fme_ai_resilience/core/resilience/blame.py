@@ -28,7 +28,7 @@ from ..checks import finite
 from ..errors import ConfigurationError, ErrorClass
 
 __all__ = ["Blame", "Recorded", "says_down", "suspects_service", "DOWN_STATUSES",
-           "SERVICE_CLASSES", "BEHIND_S", "LINE_S"]
+           "SERVICE_CLASSES"]
 
 #: The HTTP statuses of a gateway whose service is not there (502, 503, 504).
 DOWN_STATUSES = frozenset({502, 503, 504})
@@ -38,11 +38,6 @@ SERVICE_CLASSES = frozenset({ErrorClass.CONNECT_TIMEOUT, ErrorClass.CONNECTION_E
                              ErrorClass.TTFB_TIMEOUT, ErrorClass.BODY_TIMEOUT,
                              ErrorClass.TRUNCATED, ErrorClass.SERVER_ERROR,
                              ErrorClass.BAD_FORMAT})
-#: How far behind the next probe a photo whose failure the service is blamed for waits: behind
-#: the line of photos the open circuit refused, so the next probe is another photo's.
-BEHIND_S = 1.5
-#: How far behind the next probe the photos the open circuit refused line up, in random order.
-LINE_S = 1.0
 
 
 class Blame(str, enum.Enum):

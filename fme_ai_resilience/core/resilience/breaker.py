@@ -74,6 +74,11 @@ class BreakerSettings:
     ``drift_calls`` answers in a row that do not match the schema, about at least two
     photos, mean the model drifted: they open the circuit whatever the window holds, the
     photos wait deferred for the fix, and the drifted model gets only the probes.
+    The photos an open circuit (or the fleet's full limit of calls) turns away wait for the
+    next probe (or a free place) at a random place within ``line_s`` behind it, so no photo
+    stands first in every round; a photo whose failure the service is blamed for waits
+    ``behind_s`` behind the next probe, behind that line, so the next probe is likely
+    another photo's. Both are times like the others: a time-compressed run scales them.
     """
 
     failure_rate: float = 0.5
@@ -89,14 +94,18 @@ class BreakerSettings:
     probe_timeout_s: float = 60.0
     cache_ttl_s: float = 1.0
     drift_calls: int = 3
+    line_s: float = 1.0
+    behind_s: float = 1.5
 
     def __post_init__(self) -> None:
         # A rate of 0 would trip a healthy service and close on a round of failed probes.
         ratio_fields("breaker", self, "failure_rate", "close_ratio", allow_zero=False)
         positive_fields("breaker", self, "min_calls", "window_s", "slow_call_s", "cooldown_s",
                   "cooldown_max_s", "half_open_probes", "probe_timeout_s", "drift_calls",
-                  "consecutive_failures")
-        positive_fields("breaker", self, "cache_ttl_s", allow_zero=True)
+                  "consecutive_failures", "behind_s")
+        positive_fields("breaker", self, "cache_ttl_s", "line_s", allow_zero=True)
+        check_field("breaker", "behind_s", self.behind_s, self.behind_s > self.line_s,
+               "must be > line_s (a photo the service was blamed for waits behind the line)")
         finite("breaker.cooldown_factor", self.cooldown_factor, minimum=1)
         check_field("breaker", "cooldown_max_s", self.cooldown_max_s,
                self.cooldown_max_s >= self.cooldown_s, "must be >= cooldown_s")

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-from ...core.resilience.blame import LINE_S, Blame, says_down
+from ...core.resilience.blame import Blame, says_down
 from ...core.resilience.classification import CLASSIFICATION
 from ...core.clock import Deadline
 from ...core.resilience.concurrency import signal_of
@@ -350,8 +350,8 @@ class TaskRun:
 
     def _in_line(self, wait_s: float) -> float:
         """A wait behind the next probe (or a free slot), at a random place in the line behind
-        it (within ``LINE_S``), so that no photo stands first in every round."""
-        return wait_s + self.p.rng.uniform(0.0, LINE_S)
+        it (within ``breaker.line_s``), so that no photo stands first in every round."""
+        return wait_s + self.p.rng.uniform(0.0, self.p.settings.breaker.line_s)
 
     def _paced(self, service: str, off_s: float) -> Wait:
         """The service's next call slot is ``off_s`` away: park without an attempt, as behind

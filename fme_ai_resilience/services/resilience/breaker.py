@@ -15,7 +15,7 @@ import logging
 import math
 from typing import Optional, Tuple
 
-from ...core.resilience.blame import BEHIND_S, Blame, Recorded, suspects_service
+from ...core.resilience.blame import Blame, Recorded, suspects_service
 from ...core.resilience.breaker import (EVIDENCE_CALLS, BreakerAnswer, BreakerMode, BreakerPolicy,
                                         BreakerState, CircuitOpen, CircuitState, DriftObserved,
                                         Event, Manual, Permit, ProbesObserved, StreakObserved,
@@ -174,7 +174,8 @@ class CircuitBreaker:
         if suspects_service(call.error_class and ErrorClass(call.error_class),
                             probe=permit.is_probe, after=after) \
                 and self.down_for_others(call.task_key or ""):
-            return Recorded(after, Blame.SERVICE, self.retry_after_s() + BEHIND_S)
+            return Recorded(after, Blame.SERVICE,
+                            self.retry_after_s() + self.policy.behind_s)
         return Recorded(after, Blame.PHOTO)
 
     def _transition(self, permit: Permit, call: CallRecord) -> BreakerState:
